@@ -1,0 +1,1 @@
+"""Pure LangGraph planner graphs hosted by Planwatch; nothing here imports Django."""

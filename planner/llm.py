@@ -1,0 +1,155 @@
+"""The LLM port: a scripted offline model by default, any LangChain chat model on demand.
+
+Graphs call the port with a ``purpose`` (``"acquisition.decide"``, ``"decomposition.plan"``
+…), a prompt for real models, and a ``context`` of plain facts from which the scripted
+model derives its deterministic answer. Graph packages register their scripted answers
+with :func:`scripted_responder`, so this module knows no graph.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+
+Responder = Callable[[Mapping[str, Any]], Any]
+"""A scripted answer: context -> dict (structured calls) or str (text calls)."""
+
+_RESPONDERS: dict[str, Responder] = {}
+
+
+class LLMError(Exception):
+    """The model failed or answered something that does not fit the requested shape."""
+
+
+class LLMPort(Protocol):
+    """What a planner graph needs from a language model."""
+
+    async def astructured(
+        self, *, purpose: str, prompt: str, schema: type[M], context: Mapping[str, Any]
+    ) -> M:
+        """Return one answer validated against ``schema``; raise ``LLMError`` otherwise."""
+        ...
+
+    async def atext(self, *, purpose: str, prompt: str, context: Mapping[str, Any]) -> str:
+        """Return free text (a plan in XML or JSON, a synthesis …); raise ``LLMError``."""
+        ...
+
+
+def scripted_responder(purpose: str) -> Callable[[Responder], Responder]:
+    """Register the scripted model's answer for ``purpose`` (used by graph packages)."""
+
+    def decorate(fn: Responder) -> Responder:
+        _RESPONDERS[purpose] = fn
+        return fn
+
+    return decorate
+
+
+class ScriptedLLM:
+    """A deterministic offline model: answers come from the graphs' scripted responders.
+
+    ``think_time`` (seconds) makes live runs watchable; ``fail`` and ``malformed`` name
+    purposes that raise or return unparseable output, for tests; ``overrides`` replaces a
+    purpose's responder (a callable, or a fixed value returned every time).
+    """
+
+    def __init__(
+        self,
+        *,
+        think_time: float = 0.0,
+        fail: frozenset[str] | set[str] | tuple[str, ...] = (),
+        malformed: frozenset[str] | set[str] | tuple[str, ...] = (),
+        overrides: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.think_time = think_time
+        self.fail = frozenset(fail)
+        self.malformed = frozenset(malformed)
+        self.overrides = dict(overrides or {})
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def _answer(self, purpose: str, context: Mapping[str, Any]) -> Any:
+        self.calls.append((purpose, dict(context)))
+        if self.think_time:
+            await asyncio.sleep(self.think_time)
+        if purpose in self.fail:
+            raise LLMError(f"scripted failure for {purpose!r}")
+        if purpose in self.malformed:
+            return "<<not valid output>>"
+        responder = self.overrides.get(purpose, _RESPONDERS.get(purpose))
+        if responder is None:
+            known = ", ".join(sorted(_RESPONDERS)) or "(none)"
+            raise LLMError(f"no scripted answer for {purpose!r}; scripted purposes: {known}")
+        return responder(context) if callable(responder) else responder
+
+    async def astructured(
+        self, *, purpose: str, prompt: str, schema: type[M], context: Mapping[str, Any]
+    ) -> M:
+        """Validate the scripted answer for ``purpose`` against ``schema``."""
+        raw = await self._answer(purpose, context)
+        try:
+            if isinstance(raw, str):
+                return schema.model_validate_json(raw)
+            return schema.model_validate(raw)
+        except ValidationError as exc:
+            raise LLMError(f"{purpose}: answer does not fit {schema.__name__}: {exc}") from exc
+
+    async def atext(self, *, purpose: str, prompt: str, context: Mapping[str, Any]) -> str:
+        """Return the scripted text for ``purpose`` (dicts are serialised as JSON)."""
+        raw = await self._answer(purpose, context)
+        return raw if isinstance(raw, str) else json.dumps(raw)
+
+
+class LangChainLLM:
+    """Adapter over any LangChain chat model (``with_structured_output`` for structure)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    async def astructured(
+        self, *, purpose: str, prompt: str, schema: type[M], context: Mapping[str, Any]
+    ) -> M:
+        """One structured call; any model or validation failure becomes ``LLMError``."""
+        try:
+            result = await self.model.with_structured_output(schema).ainvoke(prompt)
+        except Exception as exc:  # a provider can raise anything; the graph needs one type
+            raise LLMError(f"{purpose}: model call failed: {exc}") from exc
+        if isinstance(result, schema):
+            return result
+        try:
+            return schema.model_validate(result)
+        except ValidationError as exc:
+            raise LLMError(f"{purpose}: answer does not fit {schema.__name__}: {exc}") from exc
+
+    async def atext(self, *, purpose: str, prompt: str, context: Mapping[str, Any]) -> str:
+        """One plain call returning the message text."""
+        try:
+            message = await self.model.ainvoke(prompt)
+        except Exception as exc:
+            raise LLMError(f"{purpose}: model call failed: {exc}") from exc
+        content = message.content
+        if isinstance(content, list):  # content blocks
+            content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+        return str(content)
+
+
+def make_llm(spec: str = "scripted", *, think_time: float = 0.0) -> LLMPort:
+    """Build the configured model: ``"scripted"`` or ``"package.module:factory"``.
+
+    The factory is called with no arguments and must return a LangChain chat model.
+    """
+    if spec in ("", "scripted"):
+        return ScriptedLLM(think_time=think_time)
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not attr:
+        raise ValueError(
+            f"unsupported LLM setting {spec!r}; use 'scripted' or 'package.module:factory'"
+        )
+    factory = getattr(importlib.import_module(module_name), attr)
+    return LangChainLLM(factory())

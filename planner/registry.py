@@ -1,0 +1,111 @@
+"""The registry of planner graphs: the only way the dashboard learns about a graph.
+
+A graph is registered with a builder that returns an *uncompiled* ``StateGraph``; the
+host compiles it with its own checkpointer (the graph never knows its storage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langgraph.graph import StateGraph
+
+from planner.llm import LLMPort
+from planner.search import SearchPort
+
+FieldKind = Literal["text", "textarea", "number", "integer", "choice", "boolean", "json"]
+
+
+class InputError(ValueError):
+    """Raised by a graph's ``make_input`` when the start input is invalid.
+
+    ``errors`` maps a field name (or ``"__all__"``) to a message naming the problem.
+    """
+
+    def __init__(self, errors: Mapping[str, str]) -> None:
+        self.errors = dict(errors)
+        super().__init__("; ".join(f"{k}: {v}" for k, v in self.errors.items()))
+
+
+@dataclass(frozen=True)
+class InputField:
+    """One field of a graph's start form."""
+
+    name: str
+    label: str
+    kind: FieldKind = "text"
+    required: bool = True
+    default: Any = None
+    help: str = ""
+    choices: tuple[str, ...] = ()
+    min_value: float | None = None
+    max_value: float | None = None
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """A registered graph: how to build it, what it takes and what it is."""
+
+    name: str
+    title: str
+    description: str
+    version: int
+    build: Callable[..., StateGraph]
+    """``build(*, llm: LLMPort, search: SearchPort) -> StateGraph`` (uncompiled)."""
+    make_input: Callable[[Mapping[str, Any]], dict[str, Any]]
+    """Turns cleaned start-form values into the graph's initial state; raises InputError."""
+    input_fields: tuple[InputField, ...] = ()
+    tags: tuple[str, ...] = field(default=())
+
+    def thread_id(self, run_thread: str) -> str:
+        """The checkpoint thread id for a run: ``<run thread>:planner`` (``:v2`` … on bumps)."""
+        base = f"{run_thread}:planner"
+        return base if self.version <= 1 else f"{base}:v{self.version}"
+
+
+GRAPHS: dict[str, GraphSpec] = {}
+
+
+def register(spec: GraphSpec) -> GraphSpec:
+    """Add ``spec`` to the registry; a second graph of the same name is an error."""
+    if spec.name in GRAPHS and GRAPHS[spec.name] is not spec:
+        raise ValueError(f"graph {spec.name!r} is already registered")
+    GRAPHS[spec.name] = spec
+    return spec
+
+
+def get_graph(name: str) -> GraphSpec:
+    """Return the registered graph ``name`` or raise ``KeyError`` naming the known ones."""
+    _load_builtin()
+    try:
+        return GRAPHS[name]
+    except KeyError:
+        known = ", ".join(sorted(GRAPHS)) or "(none)"
+        raise KeyError(f"unknown graph {name!r}; registered graphs: {known}") from None
+
+
+def all_graphs() -> list[GraphSpec]:
+    """Every registered graph, sorted by name."""
+    _load_builtin()
+    return [GRAPHS[n] for n in sorted(GRAPHS)]
+
+
+def _load_builtin() -> None:
+    """Import the built-in graph packages, which register themselves on import."""
+    import planner.acquisition  # noqa: F401
+    import planner.decomposition  # noqa: F401
+
+
+__all__ = [
+    "GRAPHS",
+    "GraphSpec",
+    "InputError",
+    "InputField",
+    "LLMPort",
+    "SearchPort",
+    "all_graphs",
+    "get_graph",
+    "register",
+]
