@@ -1,0 +1,56 @@
+# Planwatch: `make run` serves the dashboard, `make test` runs every test.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+PG_URL ?= postgres://postgres@127.0.0.1:5432/planwatch
+REDIS_TEST_URL ?= redis://127.0.0.1:6379/0
+PYTEST_ARGS ?=
+
+.PHONY: run test lint bench migrate install install-dev clean
+
+$(PY):
+	@python=$$(scripts/find-python) || exit 1; \
+	echo "Creating $(VENV) with $$python"; \
+	"$$python" -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e .
+	@touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+migrate: install
+	$(PY) manage.py migrate --no-input -v0
+
+## run: install, migrate, create the first operator, serve on http://$(HOST):$(PORT)
+run: migrate
+	$(PY) manage.py ensure_operator
+	$(PY) manage.py serve --host $(HOST) --port $(PORT)
+
+lint: install-dev
+	$(BIN)/ruff check .
+
+## test: lint, then the whole suite on SQLite + in-memory layer, then on PostgreSQL + Redis
+test: install-dev lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+	@scripts/check-services; rc=$$?; \
+	if [ $$rc = 0 ]; then \
+	  echo "== second pass: PostgreSQL ($(PG_URL)) and Redis ($(REDIS_TEST_URL)) =="; \
+	  DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(PY) -m pytest $(PYTEST_ARGS); \
+	elif [ $$rc = 2 ]; then exit 1; \
+	else echo "PostgreSQL or Redis unreachable: skipped the second pass (install and start them)"; \
+	fi
+
+bench: install-dev
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) var/test.sqlite3* .pytest_cache

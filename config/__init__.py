@@ -1,0 +1,1 @@
+"""Planwatch's Django project: settings from the environment, ASGI entry point, URLs."""

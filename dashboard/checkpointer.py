@@ -1,0 +1,94 @@
+"""LangGraph's own checkpoint savers, in the Django database: tables and connections."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from django.db import connection
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+
+def is_postgres(settings_dict: dict[str, Any] | None = None) -> bool:
+    """Whether the (default) database is PostgreSQL."""
+    engine = (settings_dict or connection.settings_dict)["ENGINE"]
+    return engine == "django.db.backends.postgresql"
+
+
+def postgres_conninfo(settings_dict: dict[str, Any] | None = None) -> str:
+    """A libpq connection string for the database Django is using right now."""
+    from psycopg.conninfo import make_conninfo
+
+    sd = settings_dict or connection.settings_dict
+    params = {
+        "dbname": sd["NAME"],
+        "user": sd.get("USER") or None,
+        "password": sd.get("PASSWORD") or None,
+        "host": sd.get("HOST") or None,
+        "port": str(sd["PORT"]) if sd.get("PORT") else None,
+    }
+    return make_conninfo(**{k: v for k, v in params.items() if v is not None})
+
+
+def setup_checkpoint_tables(settings_dict: dict[str, Any]) -> None:
+    """Create (or migrate) the saver's tables with the saver's own ``setup()``."""
+    if is_postgres(settings_dict):
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(postgres_conninfo(settings_dict)) as saver:
+            saver.setup()
+    else:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(settings_dict["NAME"], check_same_thread=False)
+        try:
+            SqliteSaver(conn).setup()
+        finally:
+            conn.close()
+
+
+class SaverHandle:
+    """An open async saver plus what must be closed with it."""
+
+    def __init__(self, saver: BaseCheckpointSaver, closer: Any) -> None:
+        self.saver = saver
+        self._closer = closer
+
+    async def aclose(self) -> None:
+        """Close the pool or connection behind the saver."""
+        await self._closer()
+
+
+async def aopen_saver(*, pool_size: int = 10) -> SaverHandle:
+    """Open the async saver for the current database on the running event loop.
+
+    PostgreSQL: ``AsyncPostgresSaver`` on a psycopg pool (autocommit, no prepared
+    statements, dict rows: what the saver requires). SQLite: ``AsyncSqliteSaver`` on its
+    own aiosqlite connection to the same file, in WAL mode with a busy timeout.
+    """
+    settings_dict = dict(connection.settings_dict)
+    if is_postgres(settings_dict):
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
+
+        pool = AsyncConnectionPool(
+            postgres_conninfo(settings_dict),
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+            open=False,
+        )
+        await pool.open()
+        return SaverHandle(AsyncPostgresSaver(pool), pool.close)
+
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    conn = await aiosqlite.connect(settings_dict["NAME"], timeout=30)
+    await conn.execute("PRAGMA journal_mode=WAL")
+    await conn.execute("PRAGMA synchronous=NORMAL")
+    await conn.execute("PRAGMA busy_timeout=30000")
+    saver = AsyncSqliteSaver(conn)
+    saver.is_setup = True  # the tables come from a migration
+    return SaverHandle(saver, conn.close)

@@ -1,0 +1,138 @@
+"""Turn LangGraph stream parts into RunEvent field dicts (pure: no I/O)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dashboard.jsonsafe import to_jsonable
+from dashboard.models import RunEvent
+
+STREAM_MODES = ["tasks", "updates", "checkpoints", "custom"]
+
+Kind = RunEvent.Kind
+
+
+def namespace_path(ns: Iterable[str]) -> str:
+    """``("worker:abc", "inner:def")`` → ``"worker:abc|inner:def"`` ("" at the root)."""
+    return "|".join(ns)
+
+
+@dataclass
+class InterruptSeen:
+    """An interrupt the stream raised: its id, where, and the question."""
+
+    interrupt_id: str
+    node: str
+    namespace: str
+    payload: Any
+
+
+@dataclass
+class StreamTranslator:
+    """Keeps what a run's stream needs across parts: task start times, the step, …"""
+
+    seen_checkpoints: set[str] = field(default_factory=set)
+    started: dict[str, tuple[float, str]] = field(default_factory=dict)
+    steps: dict[str, int] = field(default_factory=dict)
+    last_checkpoint: dict[str, str] = field(default_factory=dict)
+    interrupts: list[InterruptSeen] = field(default_factory=list)
+    current_node: str = ""
+
+    def translate(self, ns: tuple[str, ...], mode: str, data: Any) -> list[dict[str, Any]]:
+        """Return the event dicts (without seq) that one stream part produces."""
+        path = namespace_path(ns)
+        if mode == "tasks":
+            return self._task(path, data)
+        if mode == "checkpoints":
+            return self._checkpoint(path, data)
+        if mode == "custom":
+            return [self._event(Kind.CUSTOM, path, payload={"data": to_jsonable(data)})]
+        return []  # node updates and interrupts arrive with the task results
+
+    def _event(self, kind: str, path: str, **fields: Any) -> dict[str, Any]:
+        return {
+            "kind": kind,
+            "namespace": path,
+            "step": self.steps.get(path),
+            "node": "",
+            "task_id": "",
+            "checkpoint_id": self.last_checkpoint.get(path, ""),
+            "payload": {},
+            "duration_ms": None,
+            **fields,
+        }
+
+    def _task(self, path: str, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+        name, task_id = data["name"], data["id"]
+        if "input" in data:  # a task started
+            self.started[task_id] = (time.perf_counter(), name)
+            if not path:
+                self.current_node = name
+            triggers = [str(t) for t in data.get("triggers") or ()]
+            return [
+                self._event(
+                    Kind.NODE_STARTED, path, node=name, task_id=task_id,
+                    payload={"triggers": triggers},
+                )
+            ]
+        began = self.started.pop(task_id, None)
+        duration = (time.perf_counter() - began[0]) * 1000 if began else None
+        if data.get("error") is not None:
+            error = data["error"]
+            return [
+                self._event(
+                    Kind.NODE_FAILED, path, node=name, task_id=task_id, duration_ms=duration,
+                    payload={"error": f"{type(error).__name__}: {error}"},
+                )
+            ]
+        if data.get("interrupts"):
+            return self._interrupts(path, name, task_id, data["interrupts"])
+        return [
+            self._event(
+                Kind.NODE_FINISHED, path, node=name, task_id=task_id, duration_ms=duration,
+                payload={"update": to_jsonable(data.get("result"))},
+            )
+        ]
+
+    def _checkpoint(self, path: str, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+        conf = data["config"]["configurable"]
+        checkpoint_id = conf["checkpoint_id"]
+        metadata = data.get("metadata") or {}
+        step = metadata.get("step")
+        self.steps[path] = (step if isinstance(step, int) else -1) + 1
+        self.last_checkpoint[path] = checkpoint_id
+        if checkpoint_id in self.seen_checkpoints:
+            return []  # a resume re-announces the checkpoint it starts from
+        self.seen_checkpoints.add(checkpoint_id)
+        parent = (data.get("parent_config") or {}).get("configurable", {})
+        return [
+            self._event(
+                Kind.CHECKPOINT, path, step=step, checkpoint_id=checkpoint_id,
+                payload={
+                    "source": metadata.get("source"),
+                    "next": list(data.get("next") or ()),
+                    "parent_checkpoint_id": parent.get("checkpoint_id"),
+                },
+            )
+        ]
+
+    def _interrupts(
+        self, path: str, node: str, task_id: str, items: Iterable[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        out = []
+        known = {i.interrupt_id for i in self.interrupts}
+        for item in items:
+            if item["id"] in known:
+                continue  # a subgraph's interrupt surfaces again in its parent task
+            seen = InterruptSeen(item["id"], node, path, to_jsonable(item.get("value")))
+            self.interrupts.append(seen)
+            out.append(
+                self._event(
+                    Kind.INTERRUPT_RAISED, path, node=node, task_id=task_id,
+                    payload={"interrupt_id": item["id"], "value": seen.payload},
+                )
+            )
+        return out

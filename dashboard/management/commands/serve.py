@@ -1,0 +1,29 @@
+"""Serve Planwatch with daphne, with this process's executor running and recovering runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from daphne.cli import CommandLineInterface
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    """``manage.py serve [--host 127.0.0.1] [--port 8000]``."""
+
+    help = "Serve the dashboard (HTTP + websockets) with daphne; runs execute in-process."
+
+    def add_arguments(self, parser: Any) -> None:
+        """Accept host and port."""
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+
+    def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
+        """Start the executor (it picks up orphaned runs), then daphne in this process."""
+        if settings.PLANWATCH["EXECUTOR"] == "inprocess":
+            from dashboard.runner import get_executor
+
+            get_executor().enable_reaper()
+        self.stdout.write(f"Planwatch on http://{host}:{port}/ (Ctrl-C stops it)")
+        CommandLineInterface().run(["-b", host, "-p", str(port), "config.asgi:application"])

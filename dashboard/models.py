@@ -1,0 +1,164 @@
+"""Runs, their gapless event log, and the interrupts they raise."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Run(models.Model):
+    """One execution of a registered planner graph on its own checkpoint thread."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"  # created, waiting for an executor slot
+        RUNNING = "running", "Running"  # claimed by an executor that heartbeats
+        INTERRUPTED = "interrupted", "Interrupted"  # waiting for an operator's answer
+        SUCCEEDED = "succeeded", "Succeeded"  # the graph reached END
+        FAILED = "failed", "Failed"  # a node raised, or the executor gave up
+        CANCELLED = "cancelled", "Cancelled"  # stopped by an operator
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.INTERRUPTED)
+    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    graph = models.CharField(max_length=100, db_index=True)
+    graph_version = models.PositiveIntegerField(default=1)
+    thread_id = models.CharField(max_length=200, unique=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    input = models.JSONField(default=dict, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error_message = models.TextField(blank=True)
+    error_traceback = models.TextField(blank=True)
+    current_node = models.CharField(max_length=200, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="runs",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Executor bookkeeping: who holds the run, proof it is alive, the last seq written.
+    owner = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    last_seq = models.PositiveIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["status", "-created_at"], name="run_status_created"),
+            models.Index(fields=["graph", "-created_at"], name="run_graph_created"),
+            models.Index(fields=["-created_at"], name="run_created"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(
+                    status__in=["queued", "running", "interrupted", "succeeded", "failed",
+                                "cancelled"]
+                ),
+                name="run_status_valid",
+            ),
+        ]
+        permissions = [
+            ("start_run", "Can start runs"),
+            ("cancel_run", "Can cancel runs"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.graph} {str(self.id)[:8]} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether the run has reached a final status."""
+        return self.status in self.FINISHED
+
+
+class RunEvent(models.Model):
+    """One transition of a run; ``seq`` is gapless and unique per run."""
+
+    class Kind(models.TextChoices):
+        RUN_STARTED = "run_started", "Run started"
+        RUN_RESUMED = "run_resumed", "Run resumed"
+        RUN_RECOVERED = "run_recovered", "Run recovered"  # picked up after a dead executor
+        RUN_SUCCEEDED = "run_succeeded", "Run succeeded"
+        RUN_FAILED = "run_failed", "Run failed"
+        RUN_CANCELLED = "run_cancelled", "Run cancelled"
+        NODE_STARTED = "node_started", "Node started"
+        NODE_FINISHED = "node_finished", "Node finished"
+        NODE_FAILED = "node_failed", "Node failed"
+        CHECKPOINT = "checkpoint", "Checkpoint"
+        INTERRUPT_RAISED = "interrupt_raised", "Interrupt raised"
+        INTERRUPT_ANSWERED = "interrupt_answered", "Interrupt answered"
+        CUSTOM = "custom", "Custom"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=24, choices=Kind.choices)
+    node = models.CharField(max_length=200, blank=True)
+    namespace = models.CharField(max_length=500, blank=True)
+    step = models.IntegerField(null=True, blank=True)
+    task_id = models.CharField(max_length=100, blank=True)
+    checkpoint_id = models.CharField(max_length=100, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="runevent_run_seq_unique"),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="runevent_seq_positive"),
+        ]
+        indexes = [
+            models.Index(fields=["run", "kind", "seq"], name="runevent_run_kind_seq"),
+            models.Index(fields=["node"], name="runevent_node"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.kind} {self.node}".strip()
+
+
+class Interrupt(models.Model):
+    """A question a run asked through LangGraph's ``interrupt()``, and its answer."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"  # waiting for an operator
+        ANSWERED = "answered", "Answered"  # answered once; the run was resumed with it
+        CANCELLED = "cancelled", "Cancelled"  # the run was cancelled or moved on
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="interrupts")
+    interrupt_id = models.CharField(max_length=100)
+    node = models.CharField(max_length=200, blank=True)
+    namespace = models.CharField(max_length=500, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    answer = models.JSONField(null=True, blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="answered_interrupts",
+    )
+    answered_at = models.DateTimeField(null=True, blank=True)
+    checkpoint_id = models.CharField(
+        max_length=100, blank=True, help_text="The checkpoint the answer resumed from."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "interrupt_id"], name="interrupt_run_interrupt_unique"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="answered") | Q(answered_at__isnull=False),
+                name="interrupt_answered_has_time",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "created_at"], name="interrupt_status_created")]
+        permissions = [("answer_interrupt", "Can answer interrupts")]
+
+    def __str__(self) -> str:
+        return f"{self.payload.get('field') or self.node} ({self.status})"

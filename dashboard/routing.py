@@ -1,0 +1,11 @@
+"""Websocket URLs."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from dashboard import consumers
+
+websocket_urlpatterns = [
+    path("ws/runs/", consumers.RunsConsumer.as_asgi()),
+]

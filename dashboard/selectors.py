@@ -1,0 +1,64 @@
+"""Reads: what pages, consumers and the API show. No writes here."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+
+from dashboard.models import Interrupt, Run, RunEvent
+
+User = AbstractBaseUser | AnonymousUser
+
+
+def run_list(*, graph: str = "", status: str = "", created_by: str = "") -> QuerySet[Run]:
+    """Runs, newest first, optionally filtered by graph, status and creator's username."""
+    runs = Run.objects.select_related("created_by").order_by("-created_at", "-id")
+    if graph:
+        runs = runs.filter(graph=graph)
+    if status:
+        runs = runs.filter(status=status)
+    if created_by:
+        runs = runs.filter(created_by__username=created_by)
+    return runs
+
+
+def run_get(*, run_id: UUID | str) -> Run:
+    """One run (raises ``Run.DoesNotExist``)."""
+    return Run.objects.select_related("created_by").get(id=run_id)
+
+
+def run_can_view(*, user: User, run: Run) -> bool:
+    """Every signed-in user may view every run (runs are a shared operations board)."""
+    return bool(user.is_authenticated and user.is_active)
+
+
+def run_events(*, run_id: UUID | str, after: int = 0, limit: int | None = None
+               ) -> QuerySet[RunEvent]:
+    """A run's events after ``seq`` ``after``, in seq order."""
+    events = RunEvent.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")
+    return events[:limit] if limit else events
+
+
+def interrupts_pending(*, run_id: UUID | str | None = None, graph: str = ""
+                       ) -> QuerySet[Interrupt]:
+    """Pending interrupts across runs (or of one run), oldest first."""
+    qs = Interrupt.objects.filter(status=Interrupt.Status.PENDING).select_related("run")
+    if run_id:
+        qs = qs.filter(run_id=run_id)
+    if graph:
+        qs = qs.filter(run__graph=graph)
+    return qs.order_by("created_at", "id")
+
+
+def interrupts_pending_count() -> int:
+    """How many interrupts wait for an answer (the navigation badge)."""
+    return Interrupt.objects.filter(status=Interrupt.Status.PENDING).count()
+
+
+def run_summary(*, run: Run) -> dict[str, Any]:
+    """The small dict a runs-list row is rendered from."""
+    return {"id": str(run.id), "graph": run.graph, "status": run.status,
+            "current_node": run.current_node, "last_seq": run.last_seq}
