@@ -115,6 +115,9 @@ if not IS_POSTGRES:
         }
     )
     DATABASES["default"].setdefault("TEST", {})["NAME"] = str(VAR_DIR / "test.sqlite3")
+if test_db := os.environ.get("PLANWATCH_TEST_DB_NAME"):
+    # Lets two test processes share a PostgreSQL server without sharing a test database.
+    DATABASES["default"].setdefault("TEST", {})["NAME"] = test_db
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -165,6 +168,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns about a missing root on every start
 WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstatic
 
 # Bound what a request may carry: a 1 MB answer is refused with a clear error, not a 500.

@@ -1,0 +1,183 @@
+"""Shared fixtures: real services (PostgreSQL, Redis, Chromium), users, a live daphne server.
+
+Where ``CI`` is set a missing service fails the test; elsewhere the test is skipped with
+a reason that says what to install or start.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.contrib.auth.models import Permission
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROMIUM = os.environ.get("PLANWATCH_CHROMIUM", "/usr/bin/chromium")
+REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+IN_CI = bool(os.environ.get("CI"))
+
+
+def need(what: str, available: bool, how: str) -> None:
+    """Fail under CI, skip elsewhere, when a real component is missing."""
+    if available:
+        return
+    message = f"{what} is not available: {how}"
+    if IN_CI:
+        pytest.fail(f"CI is set, so this is a failure, not a skip. {message}")
+    pytest.skip(message)
+
+
+def port_open(host: str, port: int) -> bool:
+    """Whether something accepts TCP connections on ``host:port``."""
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def free_port() -> int:
+    """An unused loopback port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A real Redis server's URL (``REDIS_URL`` or the local default)."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(REDIS_URL)
+    need(
+        "Redis", port_open(parsed.hostname or "127.0.0.1", parsed.port or 6379),
+        f"start redis-server on {parsed.hostname}:{parsed.port} or set REDIS_URL",
+    )
+    return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's Chromium binary (never a browser downloaded by Playwright)."""
+    need("Chromium", Path(CHROMIUM).exists() or bool(shutil.which(CHROMIUM)),
+         "apt-get install -y chromium (or set PLANWATCH_CHROMIUM)")
+    return CHROMIUM
+
+
+@pytest.fixture
+def operator(django_user_model):
+    """A signed-in-able operator who may start runs, answer interrupts and cancel."""
+    user = django_user_model.objects.create_user(username="olga", password="pw-olga-1234")
+    user.user_permissions.set(
+        Permission.objects.filter(
+            codename__in=["start_run", "cancel_run", "answer_interrupt"]
+        )
+    )
+    return user
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    """A user who may look but not start, answer or cancel."""
+    return django_user_model.objects.create_user(username="vic", password="pw-vic-1234")
+
+
+def database_url(settings_dict: dict) -> str:
+    """A ``DATABASE_URL`` for the database Django uses now (the test database in tests)."""
+    if settings_dict["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{Path(settings_dict['NAME']).resolve()}"
+    user = quote(settings_dict.get("USER") or "")
+    password = quote(settings_dict.get("PASSWORD") or "")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or 5432
+    return f"postgres://{auth}{host}:{port}/{settings_dict['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def live_server_url(django_db_setup, django_db_blocker) -> Iterator[str]:
+    """Planwatch served by a real daphne subprocess (``manage.py serve``) on the test DB."""
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        url = database_url(connection.settings_dict)
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "PLANWATCH_THINK_TIME": os.environ.get("PLANWATCH_TEST_THINK_TIME", "0.05"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log = (ARTIFACTS / f"daphne-{port}.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while not port_open("127.0.0.1", port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            log.close()
+            pytest.fail(f"daphne did not start; see {log.name}")
+        time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def browser(chromium):
+    """One headless Debian Chromium for the session, driven by Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls
+    # are still plain synchronous code, so Django's async-safety guard must stand aside.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=chromium, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh browser context and page (no shared cookies between tests)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def screenshot(page, name: str) -> Path:
+    """Write a full-page screenshot under tests/artifacts/ (look at them)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    db = "pg" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "sqlite"
+    path = ARTIFACTS / f"{name}-{db}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def login(page, base_url: str, username: str, password: str) -> None:
+    """Sign in through the real login form."""
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")
