@@ -12,6 +12,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("PLANWATCH_VAR_DIR", BASE_DIR / "var"))
@@ -146,9 +147,29 @@ PLANWATCH = {
     # A running run whose heartbeat is older than this is taken to be orphaned.
     "HEARTBEAT_SECONDS": float(os.environ.get("PLANWATCH_HEARTBEAT_SECONDS", "5")),
     "STALE_AFTER_SECONDS": float(os.environ.get("PLANWATCH_STALE_AFTER_SECONDS", "30")),
+    # Modules that register a user's own graphs (planner.registry.register) on import.
+    "GRAPH_MODULES": env_list("PLANWATCH_GRAPH_MODULES", ""),
 }
-if PLANWATCH["EXECUTOR"] == "procrastinate":
-    INSTALLED_APPS.append("procrastinate.contrib.django")
+if PLANWATCH["EXECUTOR"] not in {"inprocess", "procrastinate"}:
+    raise ImproperlyConfigured(
+        f"unsupported PLANWATCH_EXECUTOR {PLANWATCH['EXECUTOR']!r}; use 'inprocess' or "
+        "'procrastinate'"
+    )
+if IS_POSTGRES:
+    # procrastinate's queue lives in PostgreSQL; its tables exist on every PostgreSQL
+    # deployment so switching PLANWATCH_EXECUTOR needs no further migration.
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("dashboard"), "procrastinate.contrib.django")
+    PROCRASTINATE_WORKER_DEFAULTS = {
+        "concurrency": PLANWATCH["MAX_CONCURRENT_RUNS"],
+        "queues": ["planwatch"],
+        "update_heartbeat_interval": PLANWATCH["HEARTBEAT_SECONDS"],
+        "stalled_worker_timeout": PLANWATCH["STALE_AFTER_SECONDS"],
+    }
+elif PLANWATCH["EXECUTOR"] == "procrastinate":
+    raise ImproperlyConfigured(
+        "PLANWATCH_EXECUTOR=procrastinate needs PostgreSQL (its job queue lives there); "
+        "set DATABASE_URL=postgres://… or use PLANWATCH_EXECUTOR=inprocess"
+    )
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

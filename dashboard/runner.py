@@ -24,7 +24,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connections, transaction
 from django.db.models import F, Max, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -120,6 +120,8 @@ class Executor:
             if self._saver:
                 await self._saver.aclose()
                 self._saver = None
+            # the ORM helpers ran in asgiref's worker thread: close that thread's connections
+            await sync_to_async(connections.close_all)()
 
         try:
             asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout)
@@ -144,9 +146,11 @@ class Executor:
     async def _reap_forever(self) -> None:
         from dashboard.services import run_recover_stale
 
+        include_queued = True  # at start-up, runs queued by a process that died
         while True:
             try:
-                await sync_to_async(run_recover_stale)()
+                await sync_to_async(run_recover_stale)(include_queued=include_queued)
+                include_queued = False
             except Exception:
                 logger.warning("recovering stale runs failed", exc_info=True)
             await asyncio.sleep(max(1.0, planwatch_setting("STALE_AFTER_SECONDS") / 2))
@@ -197,6 +201,7 @@ class Executor:
         try:
             graph = await self._compiled(run.graph)
             payload: Any
+            writer.add({"kind": claim.kind, "payload": {"owner": self.owner}})
             if claim.answers:
                 for ans in claim.answers:
                     writer.add(_answered_event(ans))
@@ -205,7 +210,6 @@ class Executor:
                 payload = run.input
             else:
                 payload = None  # recover: continue from the last checkpoint
-            writer.add({"kind": claim.kind, "payload": {"owner": self.owner}})
             async for ns, mode, data in graph.astream(
                 payload, config, stream_mode=STREAM_MODES, subgraphs=True, durability="sync",
             ):

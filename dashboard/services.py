@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -61,9 +62,16 @@ class InterruptClosed(ServiceError):
 def dispatch(run_id: UUID, mode: str) -> None:
     """Hand a run to the configured executor (in-process, or a procrastinate worker)."""
     if settings.PLANWATCH["EXECUTOR"] == "procrastinate":
+        from procrastinate.exceptions import AlreadyEnqueued
+
         from dashboard.tasks import execute_run
 
-        execute_run.configure(lock=f"run:{run_id}").defer(run_id=str(run_id), mode=mode)
+        try:
+            execute_run.configure(
+                lock=f"run:{run_id}", queueing_lock=f"run:{run_id}:{mode}"
+            ).defer(run_id=str(run_id), mode=mode)
+        except AlreadyEnqueued:
+            pass  # a job for the same run and purpose waits already
         return
     from dashboard.runner import get_executor
 
@@ -160,20 +168,22 @@ def run_cancel(*, run: Run, user: User) -> Run:
     return run
 
 
-def run_recover_stale() -> list[UUID]:
-    """Hand every run whose executor stopped heart-beating to an executor again."""
-    from datetime import timedelta
+def run_recover_stale(*, include_queued: bool = False) -> list[UUID]:
+    """Hand every run whose executor stopped heart-beating to an executor again.
 
+    ``include_queued`` also dispatches runs still queued (at start-up: their dispatch may
+    have died with the process that created them).
+    """
     stale = timezone.now() - timedelta(seconds=settings.PLANWATCH["STALE_AFTER_SECONDS"])
     ids = list(
         Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=stale)
         .values_list("id", flat=True)
     )
-    queued = list(Run.objects.filter(status=Run.Status.QUEUED).values_list("id", flat=True))
     for run_id in ids:
         dispatch(run_id, "recover")
-    for run_id in queued:
-        dispatch(run_id, "start")
+    if include_queued:
+        for run_id in Run.objects.filter(status=Run.Status.QUEUED).values_list("id", flat=True):
+            dispatch(run_id, "start")
     return ids
 
 

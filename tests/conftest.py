@@ -181,3 +181,38 @@ def login(page, base_url: str, username: str, password: str) -> None:
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
     page.wait_for_url(f"{base_url}/")
+
+
+@pytest.fixture
+def executor(transactional_db, settings):
+    """This process's run executor on the test database, stopped before the DB is flushed."""
+    import tests.graphs  # noqa: F401  (registers the test graphs)
+    from dashboard.runner import get_executor, reset_executor
+
+    settings.PLANWATCH = {**settings.PLANWATCH, "THINK_TIME": 0.0}
+    reset_executor()
+    yield get_executor()
+    reset_executor()
+
+
+def wait_run(run_id, statuses=("succeeded", "failed", "cancelled", "interrupted"),
+             timeout: float = 60):
+    """Poll until the run reaches one of ``statuses`` (a deadlock guard, not a speed test)."""
+    from dashboard.models import Run
+
+    deadline = time.monotonic() + timeout
+    while True:
+        run = Run.objects.get(id=run_id)
+        if run.status in statuses:
+            return run
+        if time.monotonic() > deadline:
+            raise AssertionError(f"run {run_id} still {run.status} after {timeout} s")
+        time.sleep(0.05)
+
+
+def assert_gapless(run) -> list:
+    """The run's events are numbered 1..n without gap or duplicate, n = run.last_seq."""
+    seqs = list(run.events.order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1)), f"gaps or duplicates in {seqs}"
+    assert seqs[-1] == run.last_seq
+    return list(run.events.order_by("seq"))

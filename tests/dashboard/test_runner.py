@@ -1,0 +1,141 @@
+"""The run service: background execution, a gapless event log, interrupts, failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard import services
+from dashboard.models import Interrupt, Run, RunEvent
+from tests.conftest import assert_gapless, wait_run
+
+Kind = RunEvent.Kind
+
+
+def kinds(events) -> list[str]:
+    return [e.kind for e in events]
+
+
+def test_a_run_executes_in_the_background_with_a_gapless_event_log(executor, operator):
+    run = services.run_create(graph="test.echo", input={"steps": 3}, user=operator)
+    assert run.status == Run.Status.QUEUED and run.thread_id == f"{run.id}:planner"
+    run = wait_run(run.id)
+    assert run.status == Run.Status.SUCCEEDED
+    assert run.output == {"n": 3, "answer": None}
+    assert run.owner == "" and run.finished_at is not None
+    events = assert_gapless(run)
+    assert events[0].kind == Kind.RUN_STARTED and events[-1].kind == Kind.RUN_SUCCEEDED
+    finished = [e for e in events if e.kind == Kind.NODE_FINISHED]
+    assert [e.node for e in finished] == ["step", "step", "step", "done"]
+    assert finished[0].payload["update"] == {"n": 1, "trail": ["step1"]}
+    assert all(e.duration_ms is not None and e.task_id for e in finished)
+    # each node's result names the checkpoint it produced: the next checkpoint event
+    checkpoints = [e for e in events if e.kind == Kind.CHECKPOINT]
+    assert len({c.checkpoint_id for c in checkpoints}) == len(checkpoints)
+    assert run.current_node == "done"
+
+
+def test_an_interrupt_pauses_the_run_and_an_answer_resumes_it(executor, operator):
+    run = services.run_create(graph="test.echo", input={"steps": 4, "ask": True}, user=operator)
+    run = wait_run(run.id)
+    assert run.status == Run.Status.INTERRUPTED
+    pending = run.interrupts.get()
+    assert pending.status == Interrupt.Status.PENDING
+    assert pending.payload == {"field": "echo.value", "prompt": "Say something", "kind": "text"}
+    assert pending.node == "ask"
+    raised = run.events.get(kind=Kind.INTERRUPT_RAISED)
+    assert raised.payload["interrupt_id"] == pending.interrupt_id
+
+    services.run_resume(run=run, answers={pending.interrupt_id: "hello"}, user=operator)
+    run = wait_run(run.id, statuses=("succeeded", "failed", "cancelled"))
+    assert run.status == Run.Status.SUCCEEDED
+    assert run.output == {"n": 4, "answer": "hello"}
+    pending.refresh_from_db()
+    assert pending.status == Interrupt.Status.ANSWERED and pending.answered_by == operator
+    assert pending.checkpoint_id  # the checkpoint the answer resumed from
+    events = assert_gapless(run)
+    resumed = kinds(events).index(Kind.RUN_RESUMED)
+    assert events[resumed + 1].kind == Kind.INTERRUPT_ANSWERED
+    assert events[resumed + 1].payload["answer"] == "hello"
+    assert events[resumed + 1].payload["answered_by"] == "olga"
+
+
+def test_a_node_that_raises_fails_the_run_with_the_error_stored(executor, operator):
+    run = services.run_create(graph="test.echo", input={"steps": 5, "fail_at": 2},
+                              user=operator)
+    run = wait_run(run.id)
+    assert run.status == Run.Status.FAILED
+    assert run.error_message == "RuntimeError: step 2 failed on purpose"
+    assert "Traceback" in run.error_traceback and "on purpose" in run.error_traceback
+    events = assert_gapless(run)
+    failed = [e for e in events if e.kind == Kind.NODE_FAILED]
+    assert len(failed) == 1 and failed[0].node == "step"
+    assert failed[0].payload["error"] == "RuntimeError: step 2 failed on purpose"
+    assert events[-1].kind == Kind.RUN_FAILED
+
+
+def test_the_service_goes_on_after_a_failed_run(executor, operator):
+    bad = services.run_create(graph="test.echo", input={"steps": 3, "fail_at": 1},
+                              user=operator)
+    good = services.run_create(graph="test.echo", input={"steps": 2}, user=operator)
+    assert wait_run(bad.id).status == Run.Status.FAILED
+    assert wait_run(good.id).status == Run.Status.SUCCEEDED
+
+
+def test_twenty_concurrent_runs_all_finish_with_gapless_events(executor, operator):
+    ids = [
+        services.run_create(graph="test.echo", input={"steps": 6, "delay": 0.01},
+                            user=operator).id
+        for _ in range(20)
+    ]
+    for run_id in ids:
+        run = wait_run(run_id, timeout=120)
+        assert run.status == Run.Status.SUCCEEDED, run.error_message
+        events = assert_gapless(run)
+        assert [e.node for e in events if e.kind == Kind.NODE_FINISHED] == ["step"] * 6 + ["done"]
+
+
+def test_cancel_stops_a_running_run_at_a_node_boundary(executor, operator):
+    run = services.run_create(graph="test.echo", input={"steps": 500, "delay": 0.02},
+                              user=operator)
+    wait_run(run.id, statuses=("running",))
+    while run.events.filter(kind=Kind.NODE_FINISHED).count() < 3:
+        pass
+    services.run_cancel(run=run, user=operator)
+    run = wait_run(run.id, statuses=("cancelled", "succeeded", "failed"))
+    assert run.status == Run.Status.CANCELLED
+    events = assert_gapless(run)
+    assert events[-1].kind == Kind.RUN_CANCELLED
+    assert run.output is None
+    steps = [e for e in events if e.kind == Kind.NODE_FINISHED]
+    assert 3 <= len(steps) < 500
+
+
+def test_cancel_an_interrupted_run_withdraws_its_question(executor, operator):
+    run = services.run_create(graph="test.echo", input={"steps": 4, "ask": True}, user=operator)
+    run = wait_run(run.id)
+    question = run.interrupts.get()
+    services.run_cancel(run=run, user=operator)
+    run.refresh_from_db()
+    question.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert question.status == Interrupt.Status.CANCELLED
+    assert assert_gapless(run)[-1].payload == {"by": "olga"}
+    with pytest.raises(services.RunStateError, match="already cancelled"):
+        services.run_cancel(run=run, user=operator)
+    with pytest.raises(services.InterruptClosed, match="withdrawn"):
+        services.interrupt_answer(interrupt=question, answer="late", user=operator)
+
+
+@pytest.mark.parametrize(
+    ("graph", "values", "message"),
+    [
+        ("nope", {}, "unknown graph 'nope'; registered graphs:"),
+        ("test.echo", {"steps": "many"}, "'many' is not a whole number"),
+        ("test.echo", {"steps": 0}, "out of range; use 1 to 1000"),
+    ],
+)
+def test_bad_start_input_is_refused_and_nothing_is_stored(executor, operator, graph, values,
+                                                          message):
+    with pytest.raises(services.RunInputError, match=message.replace("(", r"\(")):
+        services.run_create(graph=graph, input=values, user=operator)
+    assert Run.objects.count() == 0

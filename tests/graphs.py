@@ -1,0 +1,87 @@
+"""Small graphs registered only in tests, to exercise the run service on its own terms."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+from planner.registry import GraphSpec, InputError, InputField, register
+
+
+class EchoState(TypedDict, total=False):
+    """A counter walked through a few steps, optionally asking a question on the way."""
+
+    n: int
+    steps: int
+    ask: bool
+    fail_at: int
+    delay: float
+    answer: Any
+    trail: Annotated[list[str], operator.add]
+    result: dict[str, Any]
+
+
+async def step(state: EchoState) -> dict[str, Any]:
+    """Advance the counter (and fail on request)."""
+    if state.get("delay"):
+        await asyncio.sleep(state["delay"])
+    n = state.get("n", 0) + 1
+    if state.get("fail_at") == n:
+        raise RuntimeError(f"step {n} failed on purpose")
+    return {"n": n, "trail": [f"step{n}"]}
+
+
+async def ask(state: EchoState) -> dict[str, Any]:
+    """Ask the operator for a value."""
+    answer = interrupt({"field": "echo.value", "prompt": "Say something", "kind": "text"})
+    return {"answer": answer, "trail": ["ask"]}
+
+
+async def done(state: EchoState) -> dict[str, Any]:
+    """Write the result."""
+    return {"result": {"n": state["n"], "answer": state.get("answer")}, "trail": ["done"]}
+
+
+async def route(state: EchoState) -> str:
+    """Loop until ``steps``; ask once half way when asked to."""
+    if state.get("ask") and state["n"] == state["steps"] // 2 and state.get("answer") is None:
+        return "ask"
+    return "step" if state["n"] < state["steps"] else "done"
+
+
+def build(*, llm: Any = None, search: Any = None) -> StateGraph:
+    """The echo graph: step ↺ (ask) → done."""
+    g = StateGraph(EchoState)
+    g.add_node("step", step)
+    g.add_node("ask", ask)
+    g.add_node("done", done)
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", route, ["step", "ask", "done"])
+    g.add_edge("ask", "step")
+    g.add_edge("done", END)
+    return g
+
+
+def make_input(values: dict[str, Any]) -> dict[str, Any]:
+    """Validate the echo input."""
+    try:
+        steps = int(values.get("steps", 3))
+    except (TypeError, ValueError):
+        raise InputError({"steps": f"{values.get('steps')!r} is not a whole number"}) from None
+    if not 1 <= steps <= 1000:
+        raise InputError({"steps": f"{steps} is out of range; use 1 to 1000"})
+    return {
+        "n": 0, "steps": steps, "ask": bool(values.get("ask")),
+        "fail_at": int(values.get("fail_at") or 0), "delay": float(values.get("delay") or 0),
+    }
+
+
+ECHO = register(GraphSpec(
+    name="test.echo", title="Echo (tests)", description="Counts; may ask; may fail.",
+    version=1, build=build, make_input=make_input,
+    input_fields=(InputField("steps", "Steps", kind="integer", default=3),),
+))
