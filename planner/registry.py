@@ -94,7 +94,7 @@ def all_graphs() -> list[GraphSpec]:
 
 def _load_builtin() -> None:
     """Import the built-in graph packages, which register themselves on import."""
-    import planner.acquisition  # noqa: F401
+    import planner.acquisition
     import planner.decomposition  # noqa: F401
 
 

@@ -1,1 +1,32 @@
-"""The field-acquisition planner of seeds 000/001 (being built)."""
+"""The field-acquisition planner of seeds 000/001, registered as graph ``acquisition``.
+
+Importing this package registers the graph and the scripted model's answers.
+"""
+
+from __future__ import annotations
+
+from planner.acquisition import scripted  # noqa: F401  (registers the scripted answers)
+from planner.acquisition.graph import GRAPH_VERSION, NODES, build_graph
+from planner.acquisition.inputs import INPUT_FIELDS, make_input
+from planner.acquisition.state import AcquisitionState
+from planner.registry import GraphSpec, register
+
+SPEC = register(GraphSpec(
+    name="acquisition",
+    title="Field acquisition planner",
+    description=(
+        "Fills the fields of a market-sizing estimate (region, currency, population, "
+        "adoption rate, price) by searching a local corpus and asking the operator, then "
+        "calculates the TAM. Every decision records whether a rule or the model made it "
+        "and which policy rules rewrote it."
+    ),
+    version=GRAPH_VERSION,
+    build=build_graph,
+    make_input=make_input,
+    input_fields=INPUT_FIELDS,
+    tags=("seed-000", "seed-001", "interrupts"),
+))
+"""The registry entry of this graph."""
+
+__all__ = ["GRAPH_VERSION", "INPUT_FIELDS", "NODES", "SPEC", "AcquisitionState",
+           "build_graph", "make_input"]
