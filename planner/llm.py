@@ -115,15 +115,38 @@ class LangChainLLM:
     async def astructured(
         self, *, purpose: str, prompt: str, schema: type[M], context: Mapping[str, Any]
     ) -> M:
-        """One structured call; any model or validation failure becomes ``LLMError``."""
+        """One structured call; any model or validation failure becomes ``LLMError``.
+
+        Models without ``with_structured_output`` (no tool calling) are asked for a JSON
+        object matching the schema instead, and the reply is parsed.
+        """
         try:
-            result = await self.model.with_structured_output(schema).ainvoke(prompt)
+            structured = self.model.with_structured_output(schema)
+        except NotImplementedError:
+            return await self._ajson(purpose=purpose, prompt=prompt, schema=schema)
+        try:
+            result = await structured.ainvoke(prompt)
         except Exception as exc:  # a provider can raise anything; the graph needs one type
             raise LLMError(f"{purpose}: model call failed: {exc}") from exc
         if isinstance(result, schema):
             return result
         try:
             return schema.model_validate(result)
+        except ValidationError as exc:
+            raise LLMError(f"{purpose}: answer does not fit {schema.__name__}: {exc}") from exc
+
+    async def _ajson(self, *, purpose: str, prompt: str, schema: type[M]) -> M:
+        """Structured output by instruction: ask for JSON, parse the reply, validate it."""
+        instruction = (
+            f"{prompt}\n\nAnswer with only one JSON object that matches this JSON schema:\n"
+            f"{json.dumps(schema.model_json_schema())}"
+        )
+        text = await self.atext(purpose=purpose, prompt=instruction, context={})
+        body = text.strip()
+        if body.startswith("```"):  # a fenced reply: keep what is inside the fence
+            body = body.split("\n", 1)[-1].rsplit("```", 1)[0]
+        try:
+            return schema.model_validate_json(body)
         except ValidationError as exc:
             raise LLMError(f"{purpose}: answer does not fit {schema.__name__}: {exc}") from exc
 
