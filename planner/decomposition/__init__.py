@@ -1,1 +1,58 @@
-"""The recursive task-decomposition planner of seeds 002/003/004 (being built)."""
+"""The recursive task-decomposition planner of seeds 002/003/004, registered on import.
+
+An LLM decomposes a goal into a task DAG (WriteHERE XML or JSON, or a forge-lcdl decision
+pack), the DAG is validated, ready tasks run in rounds fanned out with ``Send``, non-atomic
+tasks are planned again, and a synthesis closes the run.
+"""
+
+from __future__ import annotations
+
+from planner.decomposition import scripted  # noqa: F401  (registers the scripted answers)
+from planner.decomposition.dag import parse_plan, validate_plan
+from planner.decomposition.errors import (
+    CycleError,
+    DuplicateTaskError,
+    MissingStartError,
+    PlanError,
+    PlanParseError,
+    SchemaVersionError,
+    UnknownDependencyError,
+)
+from planner.decomposition.graph import build_graph
+from planner.decomposition.parsing import read_plan
+from planner.decomposition.state import INPUT_FIELDS, DecompositionState, make_input
+from planner.registry import GraphSpec, register
+
+SPEC = register(
+    GraphSpec(
+        name="decomposition",
+        title="Recursive task decomposition",
+        description=(
+            "An LLM decomposes a goal into a task DAG (WriteHERE XML/JSON or a forge-lcdl "
+            "decision pack); ready tasks run in parallel rounds, non-atomic tasks are "
+            "planned again, clarify tasks ask the operator, and a synthesis closes the run."
+        ),
+        version=1,
+        build=build_graph,
+        make_input=make_input,
+        input_fields=INPUT_FIELDS,
+        tags=("writehere", "forge-lcdl", "f02", "send", "interrupt"),
+    )
+)
+
+__all__ = [
+    "SPEC",
+    "CycleError",
+    "DecompositionState",
+    "DuplicateTaskError",
+    "MissingStartError",
+    "PlanError",
+    "PlanParseError",
+    "SchemaVersionError",
+    "UnknownDependencyError",
+    "build_graph",
+    "make_input",
+    "parse_plan",
+    "read_plan",
+    "validate_plan",
+]

@@ -1,0 +1,272 @@
+"""The decomposition planner graph: start → plan ⇉ work (Send) → join → plan … → synthesize.
+
+``plan`` is F02's round planner: it decomposes every ready non-atomic task (recursively,
+down to ``max_depth``), completes ready forge-lcdl terminal nodes, then marks the ready
+atomic tasks ``running`` for this round. The ``route`` router fans them out to ``work``
+with ``Send`` (in parallel); ``join`` retries failed tasks with a new sub-goal, blocks
+dependents of failures and applies the error policy; ``synthesize`` closes the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph.errors import GraphBubbleUp
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
+
+from planner.decomposition.errors import PlanError
+from planner.decomposition.planning import aplan_task, aretry_decision
+from planner.decomposition.state import DecompositionState
+from planner.decomposition.tasks import (
+    FINAL,
+    ROOT_ID,
+    Tasks,
+    diff,
+    graft_plan,
+    is_terminal_node,
+    new_task,
+    ready_ids,
+    settle,
+    status_counts,
+    stop_all,
+)
+from planner.decomposition.workers import (
+    WorkContext,
+    Worker,
+    WorkerError,
+    check_preconditions,
+    default_workers,
+    resolve_inputs,
+)
+from planner.llm import LLMError, LLMPort
+from planner.search import SearchError, SearchPort
+
+_SETTINGS = ("breadth", "ask_clarifications", "inject_failure", "max_depth")
+
+
+def build_graph(
+    *,
+    llm: LLMPort,
+    search: SearchPort | None = None,
+    workers: Mapping[str, Worker] | None = None,
+) -> StateGraph:
+    """Build the uncompiled decomposition graph (the host compiles it with its checkpointer).
+
+    ``workers`` replaces the built-in worker registry (tests and custom hosts).
+    """
+    registry = dict(workers) if workers is not None else default_workers()
+
+    async def start(state: DecompositionState) -> dict[str, Any]:
+        """Create the root task from the goal."""
+        root = new_task(task_id=ROOT_ID, goal=state["goal"], task_type="plan", atomic=False,
+                        parent=None, depth=0)
+        return {"tasks": {ROOT_ID: root}, "round": 0, "status": "running", "reason": None,
+                "synthesis": None, "result": None}
+
+    async def plan(state: DecompositionState) -> dict[str, Any]:
+        """Decompose ready non-atomic tasks, then mark this round's ready tasks running."""
+        before: Tasks = state["tasks"]
+        work: Tasks = {tid: dict(t) for tid, t in before.items()}
+        policy = state["error_policy"]
+        round_no = state["round"]
+        settings = {k: state.get(k) for k in _SETTINGS}
+        records: list[dict[str, Any]] = []
+        while True:
+            ready = ready_ids(work)
+            terminals = [t for t in ready if work[t]["atomic"] and is_terminal_node(work[t])]
+            to_plan = [t for t in ready if not work[t]["atomic"]]
+            if not terminals and not to_plan:
+                break
+            for tid in terminals:  # forge-lcdl: a terminal completes with its own input
+                work[tid].update(status="ok", result=dict(work[tid]["input"]), round=round_no)
+            has_children = {t["parent"] for t in work.values()}
+            fresh = [t for t in to_plan if t not in has_children]
+            for tid in to_plan:
+                work[tid].update(status="running", round=round_no + 1)
+            answers = await asyncio.gather(*(
+                aplan_task(llm=llm, task=work[tid], form=state["plan_form"], settings=settings,
+                           unknown_dependencies=state["unknown_dependencies"],
+                           round_no=round_no + 1)
+                for tid in fresh
+            ))
+            for tid, (parsed, record) in zip(fresh, answers, strict=True):
+                records.append(record)
+                _apply_plan(work, tid, parsed, record, max_depth=state["max_depth"])
+            work = settle(work, policy=policy)
+        update: dict[str, Any] = {"plans": records}
+        dispatch = [t for t in ready_ids(work) if work[t]["atomic"]]
+        if work[ROOT_ID]["status"] in FINAL:
+            decision = {"round": round_no, "action": "done", "dispatched": []}
+        elif not dispatch:
+            reason = "no task can run: the remaining tasks wait on tasks that never finish"
+            work = stop_all(work, reason=reason)
+            update.update(status="failed", reason=reason)
+            decision = {"round": round_no, "action": "failed", "reason": reason}
+        elif round_no >= state["max_rounds"]:
+            reason = f"max_rounds {state['max_rounds']} reached with {len(dispatch)} tasks ready"
+            work = stop_all(work, reason=reason)
+            update.update(status="failed", reason=reason)
+            decision = {"round": round_no, "action": "failed", "reason": reason}
+        else:
+            round_no += 1
+            for tid in dispatch:
+                work[tid].update(status="running", round=round_no,
+                                 worker=work[tid]["worker"] or work[tid]["task_type"])
+            decision = {"round": round_no, "action": "continue", "dispatched": dispatch}
+        update.update(tasks=diff(before, work), round=round_no, decisions=[decision])
+        return update
+
+    async def route(state: DecompositionState) -> list[Send] | str:
+        """Fan this round's running atomic tasks out to ``work``, or close the run."""
+        tasks = state["tasks"]
+        if state.get("status") != "running":
+            return "synthesize"
+        sends = [
+            Send("work", {
+                "task": task,
+                "dep_results": {d: tasks[d]["result"] for d in task["deps"]},
+                "run_goal": state["goal"],
+            })
+            for task in tasks.values()
+            if task["status"] == "running" and task["atomic"] and task["round"] == state["round"]
+        ]
+        return sends or "synthesize"
+
+    async def work_node(payload: dict[str, Any]) -> dict[str, Any]:
+        """Run one task with its worker; any failure fails this task only."""
+        task = payload["task"]
+        tid = task["id"]
+        name = task["worker"] or task["task_type"]
+        attempts = int(task.get("attempts") or 0) + 1
+        try:
+            worker = registry.get(name)
+            if worker is None:
+                raise WorkerError(
+                    f"unknown worker {name!r} for task {tid}; "
+                    f"registered workers: {', '.join(sorted(registry))}",
+                    kind="unknown_worker",
+                )
+            inputs = resolve_inputs(task, payload["dep_results"])
+            ctx = WorkContext(task=task, inputs=inputs, dep_results=payload["dep_results"],
+                              run_goal=payload["run_goal"], llm=llm, search=search)
+            check_preconditions(worker, ctx)
+            result = await worker.run(ctx)
+        except GraphBubbleUp:
+            raise  # interrupt() must reach LangGraph untouched
+        except WorkerError as exc:
+            return _failed(tid, str(exc), exc.kind, attempts)
+        except (LLMError, SearchError) as exc:
+            return _failed(tid, f"worker {name!r} failed: {exc}", "worker", attempts)
+        except Exception as exc:  # a worker bug must fail its task, not the whole run
+            return _failed(tid, f"worker {name!r} crashed: {type(exc).__name__}: {exc}",
+                           "worker", attempts)
+        return {"tasks": {tid: {"status": "ok", "result": result, "error": None,
+                                "error_kind": None, "attempts": attempts}}}
+
+    async def join(state: DecompositionState) -> dict[str, Any]:
+        """Apply the round: retry failed tasks with a new sub-goal, block, apply the policy."""
+        before = state["tasks"]
+        round_no = state["round"]
+        failed = [
+            t for t in before.values()
+            if t["status"] == "err" and t["round"] == round_no and t["error_kind"] == "worker"
+            and int(t["attempts"]) <= state["max_retries"]
+        ]
+        decisions = await asyncio.gather(*(
+            aretry_decision(llm=llm, task=t, run_goal=state["goal"]) for t in failed
+        ))
+        work: Tasks = {tid: dict(t) for tid, t in before.items()}
+        retried = []
+        for task, decision in zip(failed, decisions, strict=True):
+            if decision.retry:
+                retried.append({"task": task["id"], "goal": decision.goal,
+                                "reasoning": decision.reasoning})
+                work[task["id"]].update(
+                    status="pending", goal=decision.goal, result=None, error=None,
+                    error_kind=None, round=None, errors=[*task["errors"], task["error"]],
+                )
+        work = settle(work, policy=state["error_policy"])
+        ran = [t for t in before.values() if t["round"] == round_no and t["atomic"]]
+        record = {
+            "round": round_no, "action": "join",
+            "ok": [t["id"] for t in ran if t["status"] == "ok"],
+            "err": [t["id"] for t in ran if t["status"] == "err"],
+            "retried": retried,
+        }
+        return {"tasks": diff(before, work), "decisions": [record]}
+
+    async def synthesize(state: DecompositionState) -> dict[str, Any]:
+        """Write the synthesis and the run's ``result``."""
+        tasks = state["tasks"]
+        root = tasks[ROOT_ID]
+        failed = state.get("status") == "failed" or root["status"] != "ok"
+        reason = state.get("reason") or (root["error"] if failed else None)
+        results = [
+            {"id": t["id"], "goal": t["goal"],
+             "text": t["result"].get("text") if isinstance(t["result"], dict) else t["result"]}
+            for t in tasks.values()
+            if t["atomic"] and t["status"] == "ok" and not is_terminal_node(t)
+        ]
+        status = "failed" if failed else "done"
+        try:
+            synthesis: str | None = await llm.atext(
+                purpose="decomposition.synthesize",
+                prompt=f"Synthesise the results for: {state['goal']}",
+                context={"goal": state["goal"], "status": status, "results": results,
+                         "counts": status_counts(tasks)},
+            )
+        except LLMError as exc:
+            synthesis, status, reason = None, "failed", f"synthesis failed: {exc}"
+        result = {
+            "status": status,
+            "synthesis": synthesis,
+            "reason": reason,
+            "counts": status_counts(tasks),
+            "tasks": len(tasks),
+            "rounds": state["round"],
+            "failed_tasks": [t["id"] for t in tasks.values() if t["status"] == "err"],
+            "plans": len(state.get("plans") or []),
+        }
+        return {"status": status, "synthesis": synthesis, "reason": reason, "result": result,
+                "decisions": [{"round": state["round"], "action": status, "reason": reason}]}
+
+    graph = StateGraph(DecompositionState)
+    graph.add_node("start", start)
+    graph.add_node("plan", plan)
+    graph.add_node("work", work_node)
+    graph.add_node("join", join)
+    graph.add_node("synthesize", synthesize)
+    graph.add_edge(START, "start")
+    graph.add_edge("start", "plan")
+    graph.add_conditional_edges("plan", route, ["work", "synthesize"])
+    graph.add_edge("work", "join")
+    graph.add_edge("join", "plan")
+    graph.add_edge("synthesize", END)
+    return graph
+
+
+def _failed(tid: str, message: str, kind: str, attempts: int) -> dict[str, Any]:
+    return {"tasks": {tid: {"status": "err", "result": None, "error": message,
+                            "error_kind": kind, "attempts": attempts}}}
+
+
+def _apply_plan(
+    work: Tasks, tid: str, parsed: Any, record: Mapping[str, Any], *, max_depth: int
+) -> None:
+    """Put a planning call's outcome into ``work`` (in place: it is the node's scratch copy)."""
+    task = work[tid]
+    if parsed is None:
+        task.update(status="err", error_kind="plan",
+                    error=f"planning failed after {record['parse_retries'] + 1} tries: "
+                          f"{record['error']}")
+        return
+    if not parsed.tasks:  # WriteHERE: an empty plan means the task is atomic after all
+        task.update(status="pending", atomic=True, worker=task["worker"] or task["task_type"])
+        return
+    try:
+        work.update(graft_plan(work, tid, parsed.tasks, max_depth=max_depth))
+    except PlanError as exc:
+        task.update(status="err", error_kind="plan", error=str(exc))
