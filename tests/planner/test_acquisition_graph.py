@@ -8,7 +8,7 @@ import json
 import pytest
 from langgraph.graph import StateGraph
 
-from planner.acquisition.graph import NODES
+from planner.acquisition.graph import NODES, build_graph
 from planner.acquisition.state import AcquisitionState
 from planner.llm import ScriptedLLM
 from planner.registry import get_graph
@@ -167,3 +167,27 @@ def test_registry_entry_builds_an_uncompiled_graph_with_a_version() -> None:
     assert [f.name for f in spec.input_fields] == [
         "goal", "profile", "region", "currency", "max_iters"]
     assert spec.make_input({})["graph_version"] == spec.version
+
+
+async def test_a_new_process_resumes_from_the_sqlite_checkpoint() -> None:
+    """The dashboard's embedded saver: stop at an interrupt, rebuild the graph, resume."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from langgraph.types import Command
+
+    config = {"configurable": {"thread_id": "conv-1:planner"}}
+    async with AsyncSqliteSaver.from_conn_string(":memory:") as saver:
+        first = build_graph(llm=ScriptedLLM(), search=LocalCorpusSearch()).compile(
+            checkpointer=saver)
+        await first.ainvoke(start(region="Germany"), config, durability="sync")
+        [task] = [t for t in (await first.aget_state(config)).tasks if t.interrupts]
+        assert task.name == "ask_user" and task.interrupts[0].value["field"] == "core.currency"
+
+        llm = ScriptedLLM()
+        second = build_graph(llm=llm, search=LocalCorpusSearch()).compile(checkpointer=saver)
+        await second.ainvoke(Command(resume="EUR"), config, durability="sync")
+        await second.ainvoke(Command(resume="50"), config, durability="sync")
+        state = await second.aget_state(config)
+
+    assert not state.next
+    assert state.values["result"]["tam"] == pytest.approx(84_500_000 * 0.18 * 50)
+    assert len(llm.calls) == 3
