@@ -63,7 +63,7 @@ def _derived_target(state: Mapping[str, Any], profile: Profile, d: Decision,
     view = {**state, "dynamic_decompositions": decomps}
     for task in recipes.acquisition_tasks(view, profile):
         if task["field"] in spec.components:
-            return {**task, "reason": task["reason"]}, (
+            return task, (
                 f"{field} is derived from {', '.join(spec.components)}; "
                 f"acquiring {task['field']} first")
     return decision("reflect", field, reason=f"no input of {field} can still be acquired"), (
