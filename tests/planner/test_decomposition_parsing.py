@@ -136,7 +136,8 @@ def test_self_dependency_is_a_cycle() -> None:
 
 
 def test_unknown_dependency_errors_by_default_and_names_known_ids() -> None:
-    with pytest.raises(UnknownDependencyError, match=r"task '2' .* unknown task '9'; known ids: 1, 2"):
+    expected = r"task '2' .* unknown task '9'; known ids: 1, 2"
+    with pytest.raises(UnknownDependencyError, match=expected):
         parse_plan(xml(xtask("1"), xtask("2", "1,9")))
 
 
