@@ -143,6 +143,8 @@ def _split_ids(value: Any) -> tuple[str, ...]:
     """Dependency ids from ``"1, 2"``, ``[1, "2"]``, ``3`` or nothing."""
     if value is None or value == "":
         return ()
+    if isinstance(value, Mapping):
+        raise PlanParseError(f"dependencies must be a list of ids or '1,2', got {value!r:.40}")
     if isinstance(value, (list, tuple)):
         items = [str(v).strip() for v in value]
     else:

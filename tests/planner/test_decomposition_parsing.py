@@ -149,7 +149,9 @@ def test_unknown_dependency_can_be_dropped_by_policy() -> None:
 
 
 def test_text_without_any_plan_is_a_parse_error_not_a_key_error() -> None:
-    for bad in ("", "   ", "I cannot help with that", "<<not valid output>>"):
+    bad_pack = '{"schema_version": 2, "start": "a", "nodes": {"a": {"depends_on": {"x": 1}}}}'
+    for bad in ("", "   ", "I cannot help with that", "<<not valid output>>", "42", "[1]",
+                '{"draft_pack": 3}', bad_pack, '{"schema_version": 2, "nodes": [], "start": 1}'):
         with pytest.raises(PlanError) as info:
             parse_plan(bad)
         assert not isinstance(info.value, KeyError)
