@@ -160,8 +160,6 @@ if IS_POSTGRES:
     # deployment so switching PLANWATCH_EXECUTOR needs no further migration.
     INSTALLED_APPS.insert(INSTALLED_APPS.index("dashboard"), "procrastinate.contrib.django")
     PROCRASTINATE_WORKER_DEFAULTS = {
-        "concurrency": PLANWATCH["MAX_CONCURRENT_RUNS"],
-        "queues": ["planwatch"],
         "update_heartbeat_interval": PLANWATCH["HEARTBEAT_SECONDS"],
         "stalled_worker_timeout": PLANWATCH["STALE_AFTER_SECONDS"],
     }
@@ -213,6 +211,12 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"planwatch": {"handlers": ["console"], "level": "INFO"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "planwatch": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+        "procrastinate": {
+            "handlers": ["console"], "level": os.environ.get("PROCRASTINATE_LOG_LEVEL", "WARNING"),
+        },
+    },
 }

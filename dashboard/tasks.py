@@ -31,7 +31,8 @@ async def execute_run(*, run_id: str, mode: str) -> None:
     await asyncio.wrap_future(get_executor().submit(UUID(run_id), mode))
 
 
-@app.periodic(cron="*/5 * * * * *", periodic_id="recover")
+# croniter reads a sixth field as seconds: every 5 s
+@app.periodic(cron="* * * * * */5", periodic_id="recover")
 @app.task(name="planwatch.recover_runs", queue=QUEUE, queueing_lock="planwatch.recover",
           pass_context=True)
 async def recover_runs(context: Any, timestamp: int) -> None:

@@ -25,4 +25,7 @@ class Command(BaseCommand):
                 "server. Set PLANWATCH_EXECUTOR=procrastinate (and a PostgreSQL DATABASE_URL) "
                 "on the web servers and the workers."
             )
-        call_command("procrastinate", "worker")
+        call_command(
+            "procrastinate", "worker", "--queues", "planwatch",
+            "--concurrency", str(settings.PLANWATCH["MAX_CONCURRENT_RUNS"]),
+        )

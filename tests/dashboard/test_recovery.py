@@ -1,0 +1,108 @@
+"""Runs survive the death of the process executing them (real subprocesses, SIGKILL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from django.db import connection
+
+from dashboard import services
+from dashboard.models import Run, RunEvent
+from tests.conftest import ARTIFACTS, ROOT, assert_gapless, database_url, wait_run
+
+Kind = RunEvent.Kind
+SLOW = {"steps": 150, "delay": 0.02}
+
+
+def spawn(args: list[str], name: str, **env: str) -> subprocess.Popen:
+    """A manage.py subprocess on the test database that knows the test graphs."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    full_env = {
+        **os.environ, "DATABASE_URL": database_url(connection.settings_dict),
+        "PLANWATCH_GRAPH_MODULES": "tests.graphs", "PLANWATCH_THINK_TIME": "0",
+        "PLANWATCH_HEARTBEAT_SECONDS": "0.3", "PLANWATCH_STALE_AFTER_SECONDS": "1.5",
+        "PYTHONUNBUFFERED": "1", **env,
+    }
+    log = (ARTIFACTS / f"{name}.log").open("w")
+    return subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env=full_env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_for_steps(run_id, count: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Wait until ``count`` nodes finished in the run (the subprocess must stay alive)."""
+    deadline = time.monotonic() + timeout
+    while RunEvent.objects.filter(run_id=run_id, kind=Kind.NODE_FINISHED).count() < count:
+        assert proc.poll() is None, f"executor exited early with {proc.returncode}"
+        assert time.monotonic() < deadline, "the run did not progress"
+        time.sleep(0.05)
+
+
+def kill(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+
+
+def assert_recovered(run: Run) -> None:
+    assert run.status == Run.Status.SUCCEEDED, run.error_message
+    assert run.output == {"n": SLOW["steps"], "answer": None}
+    events = assert_gapless(run)
+    assert [e.kind for e in events].count(Kind.RUN_RECOVERED) >= 1
+    assert [e.kind for e in events].count(Kind.RUN_SUCCEEDED) == 1
+    checkpoint_ids = [e.checkpoint_id for e in events if e.kind == Kind.CHECKPOINT]
+    assert len(checkpoint_ids) == len(set(checkpoint_ids)), "a checkpoint was logged twice"
+
+
+def test_sigkilled_executor_run_is_recovered_from_its_last_checkpoint(executor, settings):
+    proc = spawn(["start_run", "test.echo", "--input", json.dumps(SLOW)], "start-run-killed")
+    try:
+        deadline = time.monotonic() + 60
+        while not Run.objects.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        run_id = Run.objects.get().id
+        wait_for_steps(run_id, 10, proc)
+    finally:
+        kill(proc)
+    run = Run.objects.get(id=run_id)
+    assert run.status == Run.Status.RUNNING and run.owner  # left behind by the dead process
+
+    settings.PLANWATCH = {**settings.PLANWATCH, "STALE_AFTER_SECONDS": 1.5}
+    assert services.run_recover_stale() == []  # heartbeat still fresh: not ours to take yet
+    time.sleep(1.6)
+    assert services.run_recover_stale() == [run_id]
+    assert_recovered(wait_run(run_id, statuses=("succeeded", "failed", "cancelled"),
+                              timeout=120))
+
+
+@pytest.mark.postgres
+def test_procrastinate_worker_executes_runs_and_a_second_worker_recovers_a_killed_one(
+    executor, settings, operator
+):
+    if connection.vendor != "postgresql":
+        pytest.skip("procrastinate needs PostgreSQL: this runs in make test's PostgreSQL pass")
+    settings.PLANWATCH = {**settings.PLANWATCH, "EXECUTOR": "procrastinate"}
+    env = {"PLANWATCH_EXECUTOR": "procrastinate"}
+    first = spawn(["planwatch_worker"], "worker-1", **env)
+    second = None
+    try:
+        quick = services.run_create(graph="test.echo", input={"steps": 3}, user=operator)
+        assert wait_run(quick.id, statuses=("succeeded", "failed")).status == "succeeded"
+        assert quick.events.filter(kind=Kind.RUN_STARTED).get().payload["owner"] != \
+            executor.owner  # the worker executed it, not this process
+
+        slow = services.run_create(graph="test.echo", input=SLOW, user=operator)
+        wait_for_steps(slow.id, 10, first)
+        kill(first)
+        second = spawn(["planwatch_worker"], "worker-2", **env)
+        run = wait_run(slow.id, statuses=("succeeded", "failed", "cancelled"), timeout=120)
+        assert_recovered(run)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                kill(proc)
