@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from datetime import timedelta
@@ -66,12 +67,11 @@ def dispatch(run_id: UUID, mode: str) -> None:
 
         from dashboard.tasks import execute_run
 
-        try:
+        # a job for the same run and purpose may wait already: that one will do
+        with contextlib.suppress(AlreadyEnqueued):
             execute_run.configure(
                 lock=f"run:{run_id}", queueing_lock=f"run:{run_id}:{mode}"
             ).defer(run_id=str(run_id), mode=mode)
-        except AlreadyEnqueued:
-            pass  # a job for the same run and purpose waits already
         return
     from dashboard.runner import get_executor
 

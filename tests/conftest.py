@@ -216,3 +216,9 @@ def assert_gapless(run) -> list:
     assert seqs == list(range(1, len(seqs) + 1)), f"gaps or duplicates in {seqs}"
     assert seqs[-1] == run.last_seq
     return list(run.events.order_by("seq"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run browser tests last: Playwright's sync API leaves an event loop in the main thread,
+    which the asyncio tests after it would trip over."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
