@@ -1,0 +1,125 @@
+"""Reads of LangGraph checkpoints through the saver's own read path (and serializer).
+
+The savers decode their own rows: ``PostgresSaver`` (jsonb + blobs) on a short-lived
+psycopg connection (Django's client-side cursors cannot read the saver's binary results),
+``SqliteSaver`` (msgpack BLOBs) on Django's own connection. Nothing here writes:
+checkpoints are audited, never edited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+
+from dashboard.checkpointer import postgres_conninfo
+from dashboard.jsonsafe import to_jsonable
+
+
+@dataclass(frozen=True)
+class CheckpointView:
+    """One checkpoint, decoded into plain JSON data."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    created_at: str
+    step: int | None
+    source: str | None
+    values: dict[str, Any]
+    metadata: dict[str, Any]
+    pending_writes: list[dict[str, Any]] = field(default_factory=list)
+
+
+@contextmanager
+def sync_saver() -> Iterator[BaseCheckpointSaver]:
+    """The database's own sync saver on Django's connection (read use only)."""
+    if connection.vendor == "postgresql":
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(postgres_conninfo(), autocommit=True, prepare_threshold=0,
+                             row_factory=dict_row) as conn:
+            yield PostgresSaver(conn)
+    else:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        connection.ensure_connection()
+        saver = SqliteSaver(connection.connection)
+        saver.is_setup = True  # the tables come from a migration; never run DDL on a read
+        yield saver
+
+
+def _is_internal(channel: str) -> bool:
+    """LangGraph's own bookkeeping channels (branch triggers, ``__start__`` …)."""
+    return channel.startswith(("branch:", "__")) or ":" in channel
+
+
+def _view(tup: CheckpointTuple) -> CheckpointView:
+    conf = tup.config["configurable"]
+    parent = (tup.parent_config or {}).get("configurable", {})
+    metadata = to_jsonable(dict(tup.metadata or {}))
+    return CheckpointView(
+        thread_id=conf["thread_id"],
+        checkpoint_ns=conf.get("checkpoint_ns", ""),
+        checkpoint_id=conf["checkpoint_id"],
+        parent_id=parent.get("checkpoint_id"),
+        created_at=tup.checkpoint.get("ts", ""),
+        step=metadata.get("step"),
+        source=metadata.get("source"),
+        values=to_jsonable({
+            k: v for k, v in (tup.checkpoint.get("channel_values") or {}).items()
+            if not _is_internal(k)
+        }),
+        metadata=metadata,
+        pending_writes=[
+            {"task_id": task_id, "channel": channel, "value": to_jsonable(value)}
+            for task_id, channel, value in (tup.pending_writes or ())
+        ],
+    )
+
+
+def checkpoint_get(*, thread_id: str, checkpoint_id: str | None = None,
+                   checkpoint_ns: str = "") -> CheckpointView | None:
+    """One checkpoint of a thread (the latest when ``checkpoint_id`` is None)."""
+    configurable = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    with sync_saver() as saver:
+        tup = saver.get_tuple({"configurable": configurable})
+    return _view(tup) if tup else None
+
+
+def checkpoint_list(*, thread_id: str, checkpoint_ns: str = "", limit: int = 100
+                    ) -> list[CheckpointView]:
+    """A thread's checkpoints in one namespace, newest first."""
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}}
+    with sync_saver() as saver:
+        return [_view(t) for t in saver.list(config, limit=limit)]
+
+
+def values_diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
+    """What changed from ``before`` to ``after``: added, removed and changed paths."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        changes: list[dict[str, Any]] = []
+        for key in sorted(set(before) | set(after), key=str):
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in before:
+                changes.append({"path": sub, "op": "added", "after": after[key]})
+            elif key not in after:
+                changes.append({"path": sub, "op": "removed", "before": before[key]})
+            else:
+                changes.extend(values_diff(before[key], after[key], sub))
+        return changes
+    if isinstance(before, list) and isinstance(after, list) and after[: len(before)] == before:
+        added = after[len(before):]  # append-only logs: show only what was appended
+        return [{"path": path, "op": "appended", "after": added}] if added else []
+    if before != after:
+        return [{"path": path, "op": "changed", "before": before, "after": after}]
+    return []
