@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django.urls import path
 
-from dashboard import views
+from dashboard.views import runs
 
 app_name = "dashboard"
 
 urlpatterns = [
-    path("", views.run_list, name="runs"),
+    path("", runs.run_list, name="runs"),
 ]

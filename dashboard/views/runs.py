@@ -1,4 +1,4 @@
-"""Pages: parse the request, call a selector or service, render a template."""
+"""Runs pages: the runs list (filterable, paged, updated live)."""
 
 from __future__ import annotations
 

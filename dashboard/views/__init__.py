@@ -1,0 +1,1 @@
+"""Pages: one module per area (runs, trace, interrupts); each parses, calls, renders."""
