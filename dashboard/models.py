@@ -162,3 +162,6 @@ class Interrupt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.payload.get('field') or self.node} ({self.status})"
+
+
+from dashboard.models_checkpoints import Checkpoint  # noqa: E402, F401  (unmanaged, read-only)
