@@ -53,6 +53,12 @@ def interrupts_pending(*, run_id: UUID | str | None = None, graph: str = ""
     return qs.order_by("created_at", "id")
 
 
+def interrupts_of_run(*, run_id: UUID | str) -> QuerySet[Interrupt]:
+    """Every interrupt of one run (pending, answered, withdrawn), oldest first."""
+    return (Interrupt.objects.filter(run_id=run_id).select_related("run", "answered_by")
+            .order_by("created_at", "id"))
+
+
 def interrupts_pending_count() -> int:
     """How many interrupts wait for an answer (the navigation badge)."""
     return Interrupt.objects.filter(status=Interrupt.Status.PENDING).count()

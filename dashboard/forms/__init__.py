@@ -1,0 +1,1 @@
+"""Django forms of the dashboard pages."""
