@@ -10,3 +10,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("dashboard.urls")),
 ]
+
+handler400 = "dashboard.views.errors.bad_request"
