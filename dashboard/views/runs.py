@@ -1,14 +1,17 @@
-"""Runs pages: the runs list (filterable, paged, updated live)."""
+"""Runs pages: the runs list (filterable, paged, updated live) and starting a run."""
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseRedirect
+from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 
-from dashboard import selectors
+from dashboard import selectors, services
+from dashboard.forms.run_start import RunStartForm
 from dashboard.models import Run
-from planner.registry import all_graphs
+from planner.registry import all_graphs, get_graph
 
 RUNS_PER_PAGE = 25
 
@@ -27,3 +30,34 @@ def run_list(request: HttpRequest) -> TemplateResponse:
         "page": page, "graph": graph, "status": status,
         "graphs": all_graphs(), "statuses": Run.Status.choices,
     })
+
+
+def run_new(request: HttpRequest) -> TemplateResponse | HttpResponseRedirect:
+    """Pick a graph, fill its start form, start it; invalid input is shown inline."""
+    graphs = all_graphs()
+    name = request.POST.get("graph") or request.GET.get("graph") or (
+        graphs[0].name if graphs else ""
+    )
+    can_start = request.user.has_perm("dashboard.start_run")
+    try:
+        spec = get_graph(name)
+    except KeyError as exc:
+        return TemplateResponse(request, "dashboard/run_new.html", {
+            "graphs": graphs, "graph_error": exc.args[0], "can_start": can_start,
+        }, status=400)
+    form = RunStartForm(request.POST if request.method == "POST" else None, graph=spec)
+    if request.method == "POST":
+        if not can_start:
+            raise PermissionDenied("you need the 'Can start runs' permission to start a run")
+        if form.is_valid():
+            try:
+                run = services.run_create(graph=spec.name, input=form.input_values(),
+                                          user=request.user)
+            except services.RunInputError as exc:
+                form.add_service_errors(exc.errors, exc.message)
+            else:
+                return redirect("dashboard:run_detail", run_id=run.id)
+    status = 400 if form.is_bound else 200
+    return TemplateResponse(request, "dashboard/run_new.html", {
+        "graphs": graphs, "spec": spec, "form": form, "can_start": can_start, "nav": "new",
+    }, status=status)

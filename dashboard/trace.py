@@ -1,0 +1,312 @@
+"""Trace reads and shaping: a graph's topology, and what a run's event log says about it.
+
+Everything the trace view shows is folded from the event log (``TraceFold``), so the page
+load, the websocket and the replay draw the same thing from the same rows: node visit
+counts, the node running now, the edges taken, the decomposition task records and the
+acquisition decisions.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from django.utils import timezone
+
+from dashboard import selectors
+from dashboard.models import Run, RunEvent
+from dashboard.runner import _default_search, event_dict
+from planner.llm import make_llm
+from planner.registry import get_graph
+
+Kind = RunEvent.Kind
+START, END = "__start__", "__end__"
+TASK_STATUSES = ("pending", "running", "ok", "err", "blocked", "skipped")
+FINISH_KINDS = {Kind.RUN_SUCCEEDED, Kind.RUN_FAILED, Kind.RUN_CANCELLED}
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A compiled graph's nodes and edges, and the Mermaid text that draws them."""
+
+    nodes: tuple[str, ...]
+    edges: tuple[tuple[str, str, bool], ...]
+    mermaid: str
+
+
+def dom_id(name: str) -> str:
+    """A name made safe for an HTML id and a Mermaid node id (``3.2`` → ``3_2``)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+@functools.cache
+def graph_topology(graph: str) -> Topology:
+    """The topology of registered graph ``graph`` (subgraphs expanded), drawn once."""
+    spec = get_graph(graph)
+    compiled = spec.build(llm=make_llm("scripted", think_time=0), search=_default_search())
+    drawable = compiled.compile().get_graph(xray=True)
+    nodes = tuple(drawable.nodes)
+    edges = tuple((e.source, e.target, bool(e.conditional)) for e in drawable.edges)
+    return Topology(nodes=nodes, edges=edges, mermaid=_mermaid(nodes, edges))
+
+
+def _mermaid(nodes: tuple[str, ...], edges: tuple[tuple[str, str, bool], ...]) -> str:
+    """Mermaid flowchart text; ``parent:child`` nodes are nested in a ``parent`` subgraph."""
+    lines = ["flowchart TD"]
+    nested: dict[str, list[str]] = {}
+    for name in nodes:
+        if ":" in name:
+            nested.setdefault(name.split(":", 1)[0], []).append(name)
+            continue
+        label = {START: "start", END: "end"}.get(name, name)
+        shape = f'(["{label}"])' if name in (START, END) else f'["{label}"]'
+        lines.append(f"  n_{dom_id(name)}{shape}")
+    for parent, children in nested.items():
+        lines.append(f'  subgraph sg_{dom_id(parent)}["{parent}"]')
+        lines.extend(f'    n_{dom_id(c)}["{c.split(":", 1)[1]}"]' for c in children)
+        lines.append("  end")
+    for source, target, conditional in edges:
+        arrow = "-.->" if conditional else "-->"
+        lines.append(f"  n_{dom_id(source)} {arrow} n_{dom_id(target)}")
+    return "\n".join(lines)
+
+
+def merge_task_patch(tasks: dict[str, dict[str, Any]], patch: Any) -> set[str]:
+    """Apply a ``tasks`` update field by field (the planner's reducer); return changed ids."""
+    changed: set[str] = set()
+    if not isinstance(patch, dict):
+        return changed
+    for tid, fields in patch.items():
+        if isinstance(fields, dict):
+            tasks[str(tid)] = {**tasks.get(str(tid), {}), **fields}
+            changed.add(str(tid))
+    return changed
+
+
+@dataclass
+class Changes:
+    """What one batch of events changed, so a socket sends only the panels that moved."""
+
+    graph: bool = False
+    tasks: set[str] = field(default_factory=set)
+    new_tasks: bool = False
+    decisions: bool = False
+    interrupts: bool = False
+    status: bool = False
+
+
+@dataclass
+class TraceFold:
+    """What a run's events say so far: visits, current node, edges taken, tasks, decisions."""
+
+    edges: frozenset[tuple[str, str]] = frozenset()
+    last_seq: int = 0
+    visits: dict[str, int] = field(default_factory=dict)
+    current: str = ""
+    failed: set[str] = field(default_factory=set)
+    taken: set[tuple[str, str]] = field(default_factory=set)
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    finished: bool = False
+    _step: int | None = None
+    _step_nodes: set[str] = field(default_factory=lambda: {START})
+    _prev_nodes: set[str] = field(default_factory=set)
+
+    def apply(self, events: Iterable[dict[str, Any]]) -> Changes:
+        """Fold events (``event_dict`` form) with a seq after ``last_seq``, in order."""
+        changes = Changes()
+        for event in events:
+            if event["seq"] <= self.last_seq:
+                continue  # seen already: a replayed or duplicated doorbell
+            self.last_seq = event["seq"]
+            self._apply_one(event, changes)
+        return changes
+
+    def _apply_one(self, event: dict[str, Any], changes: Changes) -> None:
+        kind, node, ns = event["kind"], event["node"], event["namespace"]
+        name = f"{ns.split(':', 1)[0]}:{node}" if ns and node else node
+        if kind == Kind.NODE_STARTED:
+            self.visits[name] = self.visits.get(name, 0) + 1
+            if not ns:
+                self._enter(node, event.get("step"))
+            changes.graph = True
+        elif kind == Kind.NODE_FINISHED:
+            update = (event.get("payload") or {}).get("update")
+            if isinstance(update, dict):
+                self._absorb(update, changes)
+        elif kind == Kind.NODE_FAILED:
+            self.failed.add(name)
+            changes.graph = True
+        elif kind in (Kind.INTERRUPT_RAISED, Kind.INTERRUPT_ANSWERED):
+            changes.interrupts = True
+        if kind in FINISH_KINDS:
+            self.finished, self.current = True, ""
+            if kind == Kind.RUN_SUCCEEDED:
+                self.taken.update((n, END) for n in self._step_nodes if (n, END) in self.edges)
+            changes.graph = changes.status = True
+        elif kind in (Kind.RUN_STARTED, Kind.RUN_RESUMED, Kind.RUN_RECOVERED):
+            self.finished = False
+            changes.status = True
+
+    def _enter(self, node: str, step: int | None) -> None:
+        if step != self._step:
+            self._prev_nodes, self._step_nodes, self._step = self._step_nodes, set(), step
+        self._step_nodes.add(node)
+        self.current = node
+        self.taken.update((p, node) for p in self._prev_nodes if (p, node) in self.edges)
+
+    def _absorb(self, update: dict[str, Any], changes: Changes) -> None:
+        if "tasks" in update:
+            before = set(self.tasks)
+            changed = merge_task_patch(self.tasks, update["tasks"])
+            changes.tasks |= changed
+            changes.new_tasks = changes.new_tasks or bool(changed - before)
+        decisions = update.get("decisions")
+        if isinstance(decisions, list) and any(
+            isinstance(d, dict) and "origin" in d for d in decisions
+        ):
+            self.decisions.extend(d for d in decisions if isinstance(d, dict))
+            changes.decisions = True
+
+
+def trace_fold(*, run: Run, upto: int | None = None) -> tuple[TraceFold, list[dict[str, Any]]]:
+    """Fold a run's log (up to seq ``upto``); return the fold and the events as dicts."""
+    topology = graph_topology_or_none(run.graph)
+    fold = TraceFold(edges=frozenset((s, t) for s, t, _ in topology.edges) if topology
+                     else frozenset())
+    events = selectors.run_events(run_id=run.id)
+    if upto is not None:
+        events = events.filter(seq__lte=upto)
+    rows = [event_dict(e) for e in events]
+    fold.apply(rows)
+    return fold, rows
+
+
+def graph_topology_or_none(graph: str) -> Topology | None:
+    """The graph's topology, or None when the graph is no longer registered."""
+    try:
+        return graph_topology(graph)
+    except KeyError:
+        return None
+
+
+@dataclass(frozen=True)
+class TaskGroup:
+    """One plan: the subtasks of ``parent`` laid out in columns by dependency level."""
+
+    parent: str
+    parent_goal: str
+    depth: int
+    columns: list[list[dict[str, Any]]]
+
+
+def task_groups(tasks: dict[str, dict[str, Any]]) -> list[TaskGroup]:
+    """The task DAG as plans (root first, nested plans after their parent), by level."""
+    children: dict[str, list[str]] = {}
+    for tid, task in tasks.items():
+        if task.get("parent") is not None:
+            children.setdefault(str(task["parent"]), []).append(tid)
+    groups: list[TaskGroup] = []
+    order = [tid for tid, t in tasks.items() if t.get("parent") is None]
+    seen: set[str] = set()
+    while order:
+        parent = order.pop(0)
+        if parent in seen or parent not in children:
+            continue
+        seen.add(parent)
+        kids = children[parent]
+        groups.append(TaskGroup(
+            parent=parent, parent_goal=str(tasks.get(parent, {}).get("goal") or ""),
+            depth=int(tasks.get(parent, {}).get("depth") or 0),
+            columns=_levels(kids, tasks),
+        ))
+        order.extend(kids)
+    return groups
+
+
+def _levels(ids: list[str], tasks: dict[str, dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Longest-path levels of sibling tasks (dependencies outside the plan are ignored)."""
+    local = set(ids)
+    level: dict[str, int] = {}
+
+    def depth_of(tid: str, trail: frozenset[str] = frozenset()) -> int:
+        if tid in level:
+            return level[tid]
+        deps = [d for d in tasks[tid].get("deps") or () if d in local and d not in trail]
+        level[tid] = 1 + max((depth_of(d, trail | {tid}) for d in deps), default=-1)
+        return level[tid]
+
+    columns: list[list[dict[str, Any]]] = []
+    for tid in ids:
+        n = depth_of(tid)
+        while len(columns) <= n:
+            columns.append([])
+        columns[n].append({**tasks[tid], "id": tid, "dom": dom_id(tid)})
+    return columns
+
+
+def event_detail(*, run_id: UUID | str, seq: int) -> dict[str, Any]:
+    """One event with the checkpoint it led to and that checkpoint's parent (for a diff)."""
+    event = selectors.run_events(run_id=run_id).get(seq=seq)
+    if event.kind == Kind.CHECKPOINT:
+        after = event
+    else:
+        after = (
+            selectors.run_events(run_id=run_id, after=seq)
+            .filter(kind=Kind.CHECKPOINT, namespace=event.namespace).first()
+        )
+    return {"event": event, "checkpoint": after}
+
+
+def graph_state(fold: TraceFold) -> dict[str, Any]:
+    """The picture's live marks keyed by Mermaid-safe node ids (visits, current, edges)."""
+    return {
+        "current": dom_id(fold.current) if fold.current else "",
+        "visits": {dom_id(n): c for n, c in fold.visits.items()},
+        "failed": sorted(dom_id(n) for n in fold.failed),
+        "taken": sorted([dom_id(s), dom_id(t)] for s, t in fold.taken),
+    }
+
+
+def panels_context(*, run: Run, fold: TraceFold) -> dict[str, Any]:
+    """Everything the trace panels render from, shared by the page, socket and replay."""
+    topology = graph_topology_or_none(run.graph)
+    state = graph_state(fold)
+    return {
+        "run": run,
+        "fold": fold,
+        "topology": topology,
+        "graph_state": state,
+        "graph_state_json": json.dumps(state),
+        "show_dag": run.graph == "decomposition" or bool(fold.tasks),
+        "show_why": run.graph == "acquisition" or bool(fold.decisions),
+        "task_groups": task_groups(fold.tasks) if fold.tasks else [],
+        "task_count": sum(1 for t in fold.tasks.values() if t.get("parent") is not None),
+        "task_statuses": TASK_STATUSES,
+        "decisions": fold.decisions,
+        "last_seq": fold.last_seq,
+        "duration": run_duration(run),
+    }
+
+
+def run_duration(run: Run) -> str:
+    """How long the run has run (until now while it is active), as ``12.3 s``."""
+    if run.started_at is None:
+        return "—"
+    end = run.finished_at or timezone.now()
+    return f"{(end - run.started_at).total_seconds():.1f} s"
+
+
+def pretty(value: Any) -> str:
+    """JSON for people: indented, non-ASCII kept, anything odd shown as text."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str, sort_keys=False)
+
+
+def task_card(tasks: dict[str, dict[str, Any]], tid: str) -> dict[str, Any]:
+    """One task as the DAG's card template renders it."""
+    return {**tasks[tid], "id": tid, "dom": dom_id(tid)}

@@ -1,0 +1,114 @@
+"""The trace view of one run: live page, replay, event details, state inspector, cancel."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_POST
+
+from dashboard import selectors, services, trace
+from dashboard.checkpoints import checkpoint_get, values_diff
+from dashboard.models import Run, RunEvent
+
+_WITH_TRACEBACK = (RunEvent.Kind.RUN_FAILED, RunEvent.Kind.NODE_FAILED)
+
+
+def _run_or_404(request: HttpRequest, run_id: UUID) -> Run:
+    try:
+        run = selectors.run_get(run_id=run_id)
+    except Run.DoesNotExist:
+        raise Http404(f"no run {run_id}") from None
+    if not selectors.run_can_view(user=request.user, run=run):
+        raise PermissionDenied(f"you may not view run {run_id}")
+    return run
+
+
+def run_detail(request: HttpRequest, run_id: UUID) -> TemplateResponse:
+    """The trace view; with ``?at=<seq>`` a finished run is replayed up to that event."""
+    run = _run_or_404(request, run_id)
+    at = request.GET.get("at")
+    upto: int | None = None
+    if at is not None:
+        if not at.isdigit():
+            return TemplateResponse(request, "dashboard/run_detail.html",
+                                    {"run": run, "bad_at": at}, status=400)
+        upto = min(int(at), run.last_seq)
+    fold, events = trace.trace_fold(run=run, upto=upto)
+    context = trace.panels_context(run=run, fold=fold)
+    context.update(events=events, replay=upto is not None, at=upto,
+                   can_cancel=request.user.has_perm("dashboard.cancel_run")
+                   and not run.is_finished)
+    if upto is not None:
+        context.update(prev_at=max(upto - 1, 0), next_at=min(upto + 1, run.last_seq))
+    return TemplateResponse(request, "dashboard/run_detail.html", context)
+
+
+def run_event(request: HttpRequest, run_id: UUID, seq: int) -> TemplateResponse:
+    """A timeline row expanded: the state update, and the diff against the checkpoint before."""
+    run = _run_or_404(request, run_id)
+    try:
+        detail = trace.event_detail(run_id=run.id, seq=seq)
+    except RunEvent.DoesNotExist:
+        raise Http404(f"run {run_id} has no event {seq}") from None
+    checkpoint = detail["checkpoint"]
+    diff = None
+    if checkpoint is not None:
+        after = checkpoint_get(thread_id=run.thread_id, checkpoint_id=checkpoint.checkpoint_id,
+                               checkpoint_ns=checkpoint.namespace)
+        parent = (after.parent_id if after else None)
+        before = checkpoint_get(thread_id=run.thread_id, checkpoint_id=parent,
+                                checkpoint_ns=checkpoint.namespace) if parent else None
+        if after is not None:
+            diff = [
+                {**c, "before_json": trace.pretty(c.get("before", "")),
+                 "after_json": trace.pretty(c.get("after", ""))}
+                for c in values_diff(before.values if before else {}, after.values)
+            ]
+    event = detail["event"]
+    error = event.payload.get("error", "") if isinstance(event.payload, dict) else ""
+    traceback = run.error_traceback if event.kind in _WITH_TRACEBACK else ""
+    return TemplateResponse(request, "dashboard/_trace_event_detail.html", {
+        "run": run, "event": event, "checkpoint": checkpoint, "diff": diff,
+        "payload_json": trace.pretty(event.payload), "error": error, "traceback": traceback,
+    })
+
+
+def run_state(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpResponse:
+    """The state inspector: the full state at one checkpoint of the run."""
+    run = _run_or_404(request, run_id)
+    checkpoint_id = request.GET.get("checkpoint", "")
+    if not checkpoint_id:
+        return HttpResponseBadRequest("pass ?checkpoint=<checkpoint id> from the timeline")
+    event = selectors.run_events(run_id=run.id).filter(
+        kind=RunEvent.Kind.CHECKPOINT, checkpoint_id=checkpoint_id
+    ).first()
+    if event is None:
+        raise Http404(f"run {run_id} has no checkpoint {checkpoint_id!r}")
+    view = checkpoint_get(thread_id=run.thread_id, checkpoint_id=checkpoint_id,
+                          checkpoint_ns=event.namespace)
+    return TemplateResponse(request, "dashboard/_trace_state.html",
+                            {"run": run, "event": event, "checkpoint": view,
+                             "values_json": trace.pretty(view.values) if view else ""})
+
+
+@require_POST
+def run_cancel(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    """Cancel the run (needs the cancel permission), then show the trace again."""
+    run = _run_or_404(request, run_id)
+    if not request.user.has_perm("dashboard.cancel_run"):
+        raise PermissionDenied("you need the 'Can cancel runs' permission to cancel a run")
+    try:
+        services.run_cancel(run=run, user=request.user)
+    except services.ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Cancel requested; the run stops at its next node.")
+    if request.htmx:
+        return HttpResponse(status=204, headers={"HX-Refresh": "true"})
+    return redirect("dashboard:run_detail", run_id=run.id)
+

@@ -1,0 +1,134 @@
+"""The trace view: the log folded into the picture, DAG and decisions; pages built on it."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from dashboard import services, trace
+from dashboard.checkpoints import checkpoint_get
+from dashboard.models import Run, RunEvent
+from tests.conftest import assert_gapless, wait_run
+
+
+def rows(html: str) -> list[int]:
+    return [int(s) for s in re.findall(r'id="ev-(\d+)" data-seq="\1"', html)]
+
+
+def test_the_fold_counts_visits_and_edges_taken_of_an_echo_run(executor, operator):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 3}, user=operator).id)
+    fold, events = trace.trace_fold(run=run)
+    assert [e["seq"] for e in events] == [e.seq for e in assert_gapless(run)]
+    assert fold.visits == {"step": 3, "done": 1}
+    assert fold.taken == {("__start__", "step"), ("step", "step"), ("step", "done"),
+                          ("done", "__end__")}
+    assert fold.current == "" and fold.finished and fold.last_seq == run.last_seq
+
+
+def test_the_trace_page_shows_one_row_per_event_and_the_marks(executor, operator, client):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 2}, user=operator).id)
+    client.force_login(operator)
+    html = client.get(f"/runs/{run.id}/").content.decode()
+    assert rows(html) == list(range(1, run.last_seq + 1))
+    state = json.loads(re.search(r'data-state="([^"]*)"', html).group(1).replace("&quot;", '"'))
+    assert state["visits"] == {"step": 2, "done": 1}
+    assert 'ws-connect="/ws/runs/%s/?after=%d"' % (run.id, run.last_seq) in html
+    assert 'id="trace-replay-link"' in html and "Succeeded" in html
+
+
+def test_anonymous_users_are_sent_to_the_login_page(executor, operator, client):
+    run = services.run_create(graph="test.echo", input={"steps": 1}, user=operator)
+    response = client.get(f"/runs/{run.id}/")
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_replay_shows_the_log_up_to_the_chosen_event(executor, operator, client):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 3}, user=operator).id)
+    client.force_login(operator)
+    html = client.get(f"/runs/{run.id}/?at=4").content.decode()
+    assert rows(html) == [1, 2, 3, 4]
+    assert 'id="replay-next" href="?at=5"' in html and f"/ws/runs/{run.id}/" not in html
+    bad = client.get(f"/runs/{run.id}/?at=four")
+    assert bad.status_code == 400 and "not an event number" in bad.content.decode()
+    assert client.get("/runs/00000000-0000-0000-0000-000000000000/").status_code == 404
+
+
+def test_a_timeline_row_expands_to_its_update_and_checkpoint_diff(executor, operator, client):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 2}, user=operator).id)
+    client.force_login(operator)
+    first = run.events.filter(kind=RunEvent.Kind.NODE_FINISHED).first()
+    html = client.get(f"/runs/{run.id}/events/{first.seq}/").content.decode()
+    assert "step1" in html and "Diff against the previous checkpoint" in html
+    assert re.search(r'<td class="mono">n</td><td>(added|changed)</td>', html)
+    assert client.get(f"/runs/{run.id}/events/999/").status_code == 404
+
+
+def test_the_state_inspector_shows_the_state_at_a_checkpoint(executor, operator, client):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 2}, user=operator).id)
+    client.force_login(operator)
+    last = run.events.filter(kind=RunEvent.Kind.CHECKPOINT).last()
+    html = client.get(f"/runs/{run.id}/state/?checkpoint={last.checkpoint_id}").content.decode()
+    stored = checkpoint_get(thread_id=run.thread_id, checkpoint_id=last.checkpoint_id)
+    assert "&quot;trail&quot;" in html and stored.values["trail"] == ["step1", "step2", "done"]
+    assert client.get(f"/runs/{run.id}/state/").status_code == 400
+    assert client.get(f"/runs/{run.id}/state/?checkpoint=nope").status_code == 404
+
+
+def test_only_operators_with_the_permission_may_cancel(executor, operator, viewer, client):
+    run = services.run_create(graph="test.echo", input={"steps": 200, "delay": 0.05},
+                              user=operator)
+    client.force_login(viewer)
+    assert client.post(f"/runs/{run.id}/cancel/").status_code == 403
+    client.force_login(operator)
+    assert client.post(f"/runs/{run.id}/cancel/").status_code == 302
+    assert wait_run(run.id).status == Run.Status.CANCELLED
+    again = client.post(f"/runs/{run.id}/cancel/", follow=True).content.decode()
+    assert "already cancelled" in again
+
+
+def test_starting_a_run_from_the_form(executor, operator, viewer, client):
+    client.force_login(operator)
+    page = client.get("/runs/new/?graph=test.echo").content.decode()
+    assert 'name="steps"' in page and "Echo (tests)" in page
+    bad = client.post("/runs/new/", {"graph": "test.echo", "steps": "lots"})
+    assert bad.status_code == 400 and 'id="error-steps"' in bad.content.decode()
+    out_of_range = client.post("/runs/new/", {"graph": "test.echo", "steps": "5000"})
+    assert "out of range" in out_of_range.content.decode()
+    unknown = client.post("/runs/new/", {"graph": "nope"})
+    assert unknown.status_code == 400 and "registered graphs" in unknown.content.decode()
+    assert not Run.objects.exists()
+    ok = client.post("/runs/new/", {"graph": "test.echo", "steps": "2"})
+    run = Run.objects.get()
+    assert ok.status_code == 302 and ok["Location"] == f"/runs/{run.id}/"
+    assert run.input["steps"] == 2 and run.created_by == operator
+    client.force_login(viewer)
+    assert client.post("/runs/new/", {"graph": "test.echo", "steps": "2"}).status_code == 403
+
+
+def test_the_task_dag_folded_from_the_log_equals_the_checkpointed_tasks(
+        executor, operator, client):
+    run = wait_run(services.run_create(graph="decomposition", input={"breadth": 3},
+                                       user=operator).id)
+    assert run.status == Run.Status.SUCCEEDED
+    fold, _ = trace.trace_fold(run=run)
+    stored = checkpoint_get(thread_id=run.thread_id).values["tasks"]
+    assert fold.tasks == stored
+    client.force_login(operator)
+    html = client.get(f"/runs/{run.id}/").content.decode()
+    cards = dict(re.findall(r'id="task-([\w-]+)" class="task status-(\w+)"', html))
+    children = {trace.dom_id(t): r["status"] for t, r in stored.items() if r.get("parent")}
+    assert cards == children and set(cards.values()) == {"ok"}
+
+
+def test_why_this_way_lists_every_decision_of_an_acquisition_run(executor, operator, client):
+    run = services.run_create(graph="acquisition",
+                              input={"region": "Germany", "currency": "EUR"}, user=operator)
+    run = wait_run(run.id)
+    decisions = checkpoint_get(thread_id=run.thread_id).values["decisions"]
+    assert decisions
+    client.force_login(operator)
+    html = client.get(f"/runs/{run.id}/").content.decode()
+    assert len(re.findall(r'<tr class="decision"', html)) == len(decisions)
+    assert f'origin-{decisions[0]["origin"]}' in html
