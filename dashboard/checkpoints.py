@@ -8,9 +8,11 @@ checkpoints are audited, never edited.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection
@@ -123,3 +125,53 @@ def values_diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]
     if before != after:
         return [{"path": path, "op": "changed", "before": before, "after": after}]
     return []
+
+
+# Uuid6 timestamps count 100 ns intervals from the Gregorian epoch (1582-10-15).
+_GREGORIAN_TO_UNIX = 0x01B21DD213814000
+
+
+def checkpoint_time(checkpoint_id: str) -> datetime | None:
+    """When a checkpoint was taken, read from its time-ordered uuid6 id (no decoding)."""
+    try:
+        value = uuid.UUID(checkpoint_id).int
+    except (TypeError, ValueError):
+        return None
+    ticks = ((value >> 80) << 12) | ((value >> 64) & 0x0FFF)
+    return datetime.fromtimestamp((ticks - _GREGORIAN_TO_UNIX) / 1e7, tz=UTC)
+
+
+def _writes_table() -> str:
+    return "checkpoint_writes" if connection.vendor == "postgresql" else "writes"
+
+
+def task_node(task_path: str) -> str:
+    """The node a write's task ran (``~__pregel_pull, step`` → ``step``); pushes stay as is."""
+    kind, _, rest = task_path.partition(", ")
+    return rest.split(", ")[0] if kind == "~__pregel_pull" and rest else task_path
+
+
+Key = tuple[str, str, str]  # (thread_id, checkpoint_ns, checkpoint_id)
+
+
+def checkpoint_writers(*, keys: list[Key]) -> dict[Key, list[str]]:
+    """The nodes of the writes stored against each (thread, namespace, checkpoint id)."""
+    if not keys:
+        return {}
+    threads = sorted({k[0] for k in keys})
+    ids = sorted({k[2] for k in keys})
+    marks = ", ".join
+    sql = (
+        f"SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id, task_path "
+        f"FROM {_writes_table()} WHERE thread_id IN ({marks(['%s'] * len(threads))}) "
+        f"AND checkpoint_id IN ({marks(['%s'] * len(ids))})"
+    )
+    wanted = set(keys)
+    found: dict[Key, set[str]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*threads, *ids])
+        for thread_id, ns, checkpoint_id, task_path in cursor.fetchall():
+            key = (thread_id, ns, checkpoint_id)
+            if key in wanted and task_path:
+                found.setdefault(key, set()).add(task_node(task_path))
+    return {key: sorted(nodes) for key, nodes in found.items()}

@@ -1,0 +1,6 @@
+"""The Django admin: a read-only audit of runs, events, interrupts and LangGraph checkpoints."""
+
+from dashboard.admin.checkpoints import CheckpointAdmin
+from dashboard.admin.runs import InterruptAdmin, RunAdmin, RunEventAdmin
+
+__all__ = ["CheckpointAdmin", "InterruptAdmin", "RunAdmin", "RunEventAdmin"]

@@ -1,0 +1,173 @@
+"""Runs, their events and their interrupts in the admin, linked to each other and to traces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html_join
+
+from dashboard.admin.base import (
+    AuditAdmin,
+    change_url,
+    changelist_url,
+    link,
+    pretty_json,
+    trace_url,
+)
+from dashboard.models import Interrupt, Run, RunEvent
+
+
+def _search(queryset: QuerySet, term: str, *, thread: str, exact: tuple[str, ...] = ()
+            ) -> QuerySet:
+    """Rows whose thread starts with ``term`` (a run id or thread id), or an exact field."""
+    term = term.strip()
+    if not term:
+        return queryset
+    query = Q(**{f"{thread}__startswith": term})
+    for name in exact:
+        query |= Q(**{name: term})
+    return queryset.filter(query)
+
+
+@admin.register(Run)
+class RunAdmin(AuditAdmin):
+    """Runs: filter by graph, status and date; search by run id or thread id."""
+
+    list_display = ("short_id", "graph", "status", "created_by", "created_at", "finished_at",
+                    "current_node", "related")
+    list_filter = ("graph", "status", "created_at")
+    search_fields = ("thread_id",)
+    search_help_text = "A run id or thread id (or its beginning), or a graph name."
+    list_select_related = ("created_by",)
+    date_hierarchy = None
+    readonly_fields = ("id", "related", "created_at", "last_seq", "owner", "heartbeat_at")
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
+                           ) -> tuple[QuerySet, bool]:
+        """Prefix search on the thread id (which starts with the run id), exact on graph."""
+        return _search(queryset, search_term, thread="thread_id", exact=("graph",)), False
+
+    @admin.display(description="run", ordering="id")
+    def short_id(self, obj: Run) -> str:
+        """The run's id, shortened."""
+        return str(obj.id)[:8]
+
+    @admin.display(description="audit")
+    def related(self, obj: Run) -> str:
+        """Links to the run's events, interrupts, checkpoints and live trace."""
+        links = [
+            (changelist_url("runevent", run__id__exact=obj.id), "events"),
+            (changelist_url("interrupt", run__id__exact=obj.id), "interrupts"),
+            (changelist_url("checkpoint", thread=obj.thread_id), "checkpoints"),
+            (trace_url(obj.id), "trace"),
+        ]
+        return format_html_join(" · ", '<a href="{}">{}</a>', links)
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(AuditAdmin):
+    """The event log: filter by kind and date; search by node, run id or thread id."""
+
+    list_display = ("seq", "run_link", "kind", "node", "namespace", "step", "checkpoint_link",
+                    "duration_ms", "created_at")
+    list_display_links = ("seq",)
+    list_filter = ("kind", "created_at")
+    search_fields = ("node",)
+    search_help_text = "A node name, or a run id or thread id (or its beginning)."
+    list_select_related = ("run",)
+    readonly_fields = ("run_link", "checkpoint_link", "trace_link", "payload_json", "created_at")
+    exclude = ("payload",)
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
+                           ) -> tuple[QuerySet, bool]:
+        """Exact node name, or a prefix of the run's thread id."""
+        return _search(queryset, search_term, thread="run__thread_id", exact=("node",)), False
+
+    @admin.display(description="run", ordering="run")
+    def run_link(self, obj: RunEvent) -> str:
+        """The run the event belongs to."""
+        return link(change_url("run", obj.run_id), obj.run)
+
+    @admin.display(description="checkpoint")
+    def checkpoint_link(self, obj: RunEvent) -> str:
+        """The checkpoint the event names."""
+        return link(change_url("checkpoint", obj.checkpoint_id),
+                    obj.checkpoint_id) if obj.checkpoint_id else "—"
+
+    @admin.display(description="trace")
+    def trace_link(self, obj: RunEvent) -> str:
+        """The live trace view at this event."""
+        return link(trace_url(obj.run_id, seq=obj.seq), "open the trace at this event")
+
+    @admin.display(description="payload")
+    def payload_json(self, obj: RunEvent) -> str:
+        """The event's payload, readable."""
+        return pretty_json(obj.payload)
+
+
+@admin.register(Interrupt)
+class InterruptAdmin(AuditAdmin):
+    """Interrupts and their audit trail: who answered, what, when, from which checkpoint."""
+
+    list_display = ("question", "run_link", "status", "answered_by", "answered_at",
+                    "answer_short", "checkpoint_link", "created_at")
+    list_display_links = ("question",)
+    list_filter = ("status", "answered_at", "created_at")
+    search_fields = ("node",)
+    search_help_text = "A node name, an interrupt id, or a run id or thread id (or its beginning)."
+    list_select_related = ("run", "answered_by")
+    fieldsets = (
+        (None, {"fields": ("run_link", "trace_link", "interrupt_id", "node", "namespace",
+                           "status", "created_at", "payload_json")}),
+        ("Audit trail", {"fields": ("answered_by", "answered_at", "answer_json",
+                                    "checkpoint_link")}),
+    )
+    readonly_fields = ("run_link", "trace_link", "interrupt_id", "node", "namespace", "status",
+                       "created_at", "payload_json", "answered_by", "answered_at",
+                       "answer_json", "checkpoint_link")
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
+                           ) -> tuple[QuerySet, bool]:
+        """Exact node or interrupt id, or a prefix of the run's thread id."""
+        return _search(queryset, search_term, thread="run__thread_id",
+                       exact=("node", "interrupt_id")), False
+
+    @admin.display(description="question")
+    def question(self, obj: Interrupt) -> str:
+        """What the run asked."""
+        return str(obj.payload.get("prompt") or obj.payload.get("field") or obj.node)
+
+    @admin.display(description="run", ordering="run")
+    def run_link(self, obj: Interrupt) -> str:
+        """The run that asked."""
+        return link(change_url("run", obj.run_id), obj.run)
+
+    @admin.display(description="trace")
+    def trace_link(self, obj: Interrupt) -> str:
+        """The run's live trace view."""
+        return link(trace_url(obj.run_id), "open the trace")
+
+    @admin.display(description="resumed from checkpoint")
+    def checkpoint_link(self, obj: Interrupt) -> str:
+        """The checkpoint the answer resumed the run from."""
+        return link(change_url("checkpoint", obj.checkpoint_id),
+                    obj.checkpoint_id) if obj.checkpoint_id else "—"
+
+    @admin.display(description="answer")
+    def answer_short(self, obj: Interrupt) -> Any:
+        """The answer, short."""
+        text = "—" if obj.answer is None else str(obj.answer)
+        return text if len(text) <= 60 else text[:59] + "…"
+
+    @admin.display(description="payload")
+    def payload_json(self, obj: Interrupt) -> str:
+        """The question's payload, readable."""
+        return pretty_json(obj.payload)
+
+    @admin.display(description="answer")
+    def answer_json(self, obj: Interrupt) -> str:
+        """The answer given, readable."""
+        return pretty_json(obj.answer) if obj.answer is not None else "—"
