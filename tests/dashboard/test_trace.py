@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-
 from dashboard import services, trace
 from dashboard.checkpoints import checkpoint_get
 from dashboard.models import Run, RunEvent
@@ -34,7 +32,7 @@ def test_the_trace_page_shows_one_row_per_event_and_the_marks(executor, operator
     assert rows(html) == list(range(1, run.last_seq + 1))
     state = json.loads(re.search(r'data-state="([^"]*)"', html).group(1).replace("&quot;", '"'))
     assert state["visits"] == {"step": 2, "done": 1}
-    assert 'ws-connect="/ws/runs/%s/?after=%d"' % (run.id, run.last_seq) in html
+    assert f'ws-connect="/ws/runs/{run.id}/?after={run.last_seq}"' in html
     assert 'id="trace-replay-link"' in html and "Succeeded" in html
 
 
