@@ -1,0 +1,1 @@
+"""Planwatch benchmarks: ``make bench`` runs them all and rewrites RESULTS.md."""

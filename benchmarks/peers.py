@@ -1,0 +1,351 @@
+"""Against the peers: one 80-node graph hosted by Planwatch, LangGraph's API server and Aegra.
+
+Each system runs the chain of :mod:`benchmarks.peer_graph` and is watched through its own
+live stream: the peers through their SSE with the official ``langgraph-sdk``
+(``stream_mode="updates"``), Planwatch through its websocket ``/ws/runs/<id>/?after=0``
+(daphne, PostgreSQL, Redis, a procrastinate worker executing the runs). A node stamps its
+completion time; the latency of a node is the client's receive time minus that stamp
+(same machine clock). Runs/s counts runs from start to the watcher seeing the last node,
+one at a time and ``CONCURRENCY`` at once.
+
+The peers live in their own venv ``.venv-peers`` (pinned below, created on first use) and
+run offline: ``langgraph dev --no-browser`` (in-memory runtime, no license needed) and
+``aegra-api`` under uvicorn on PostgreSQL database ``aegra_bench``.
+``python -m benchmarks.peers [--runs N] [--only NAME]`` prints a table and one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from benchmarks import peer_graph
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = ROOT / "benchmarks" / "peers"
+VAR = ROOT / "var" / "bench" / "peers"
+VENV = ROOT / ".venv-peers"
+PG_SERVER = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
+CONCURRENCY = 10
+WARMUP = 2
+PINS = (
+    "langgraph==1.2.22",
+    "langgraph-api==0.16.7",
+    "langgraph-runtime-inmem==0.36.7",
+    "langgraph-cli[inmem]==0.4.40",
+    "langgraph-sdk==0.4.14",
+    "aegra-api==0.11.0",
+)
+OFFLINE = {
+    # no analytics, tracing or telemetry leaves the machine
+    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+    "LANGSMITH_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+    "LANGSMITH_API_KEY": "",
+    "LANGCHAIN_API_KEY": "",
+    "DO_NOT_TRACK": "1",
+    "OTEL_SDK_DISABLED": "true",
+    "LOG_LEVEL": "WARNING",
+    "PYTHONUNBUFFERED": "1",
+}
+
+Latencies = list[float]
+
+
+# -- statistics and processes ------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0 to 100) by linear interpolation; NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def process(args: list[str], *, env: dict[str, str], log: str, cwd: Path = ROOT,
+            ready: Callable[[], bool] | None = None, timeout: float = 90,
+            ) -> Iterator[subprocess.Popen[bytes]]:
+    """A server subprocess for the ``with`` block, its output logged under var/bench/peers."""
+    VAR.mkdir(parents=True, exist_ok=True)
+    with open(VAR / log, "wb") as out:
+        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + timeout
+            while ready is not None and not ready():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    tail = (VAR / log).read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"{args[0]} did not come up; {VAR / log} ends:\n{tail}")
+                time.sleep(0.2)
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def http_ok(url: str) -> Callable[[], bool]:
+    """A readiness probe: ``url`` answers 200."""
+    import requests
+
+    def probe() -> bool:
+        try:
+            return requests.get(url, timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
+
+    return probe
+
+
+def recreate_database(name: str) -> None:
+    """Drop and create a PostgreSQL database of the bench's own."""
+    for sql in (f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"CREATE DATABASE {name}"):
+        subprocess.run(["psql", f"{PG_SERVER}/postgres", "-qc", sql], check=True,
+                       capture_output=True)
+
+
+# -- the peers' venv -----------------------------------------------------------------------
+
+
+def ensure_peers_venv() -> Path:
+    """Create ``.venv-peers`` with the pinned peer packages unless it already has them."""
+    python = VENV / "bin" / "python"
+    marker = VENV / "planwatch-pins.txt"
+    wanted = "\n".join(PINS)
+    if python.exists() and marker.exists() and marker.read_text() == wanted:
+        return python
+    base = shutil.which("python3.12") or shutil.which("python3.13") or sys.executable
+    subprocess.run([base, "-m", "venv", str(VENV)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *PINS], check=True)
+    marker.write_text(wanted)
+    return python
+
+
+def peer_versions() -> dict[str, str]:
+    """Installed versions of the peer packages (as pip reports them in .venv-peers)."""
+    names = ["langgraph", "langgraph-api", "langgraph-runtime-inmem", "langgraph-cli",
+             "langgraph-sdk", "langgraph-checkpoint-postgres", "aegra-api"]
+    code = ("import json,importlib.metadata as m;"
+            f"print(json.dumps({{n: m.version(n) for n in {names!r}}}))")
+    done = subprocess.run([str(VENV / "bin" / "python"), "-c", code], capture_output=True,
+                          text=True, check=True)
+    return json.loads(done.stdout)
+
+
+# -- the peers' servers --------------------------------------------------------------------
+
+
+@contextmanager
+def langgraph_api_server() -> Iterator[str]:
+    """``langgraph dev`` (in-memory runtime) serving the chain as assistant ``chain80``."""
+    port = free_port()
+    workdir = VAR / "langgraph-api"
+    shutil.rmtree(workdir, ignore_errors=True)  # its in-memory runtime persists here
+    workdir.mkdir(parents=True)
+    args = [str(VENV / "bin" / "langgraph"), "dev", "--no-browser", "--no-reload",
+            "--host", "127.0.0.1", "--port", str(port),
+            "--n-jobs-per-worker", str(CONCURRENCY), "--server-log-level", "WARNING",
+            "--config", str(CONFIG_DIR / "langgraph.json")]
+    url = f"http://127.0.0.1:{port}"
+    with process(args, env={**os.environ, **OFFLINE}, log="langgraph-api.log", cwd=workdir,
+                 ready=http_ok(f"{url}/ok")):
+        yield url
+
+
+@contextmanager
+def aegra_server() -> Iterator[str]:
+    """Aegra under uvicorn on PostgreSQL database ``aegra_bench`` (migrated at start-up)."""
+    recreate_database("aegra_bench")
+    port = free_port()
+    env = {
+        **os.environ, **OFFLINE,
+        "DATABASE_URL": f"{PG_SERVER}/aegra_bench",
+        "AEGRA_CONFIG": str(CONFIG_DIR / "aegra.json"),
+        "AUTH_TYPE": "noop",
+        "REDIS_BROKER_ENABLED": "false",
+        "OTEL_TARGETS": "",
+    }
+    args = [str(VENV / "bin" / "uvicorn"), "aegra_api.main:app", "--host", "127.0.0.1",
+            "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    url = f"http://127.0.0.1:{port}"
+    with process(args, env=env, log="aegra.log", cwd=CONFIG_DIR,
+                 ready=http_ok(f"{url}/health")):
+        yield url
+
+
+async def apeer_run(client: Any) -> Latencies:
+    """Start one run on a new thread and stream its node updates; return their latencies."""
+    thread = await client.threads.create()
+    latencies: Latencies = []
+    async for part in client.runs.stream(
+        thread["thread_id"], "chain80", input={"i": -1}, stream_mode="updates",
+    ):
+        now = time.time()
+        if part.event == "updates" and isinstance(part.data, dict):
+            latencies.extend(
+                (now - update["t"]) * 1000 for update in part.data.values()
+                if isinstance(update, dict) and "t" in update
+            )
+        elif part.event == "error":
+            raise RuntimeError(f"the peer's run failed: {part.data}")
+    if len(latencies) != peer_graph.NODES:
+        raise RuntimeError(f"saw {len(latencies)} node updates, expected {peer_graph.NODES}")
+    return latencies
+
+
+# -- phases --------------------------------------------------------------------------------
+
+
+async def aphase(one_run: Callable[[], Awaitable[Any]], *, runs: int, concurrency: int,
+                 ) -> tuple[list[Any], float]:
+    """Run ``runs`` runs, ``concurrency`` at a time; return their results and runs/s."""
+    remaining = runs
+    results: list[Any] = []
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            results.append(await one_run())
+
+    began = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return results, runs / (time.perf_counter() - began)
+
+
+def figure(latencies: Latencies, runs_per_s: float) -> dict[str, float]:
+    """One cell of the table."""
+    return {
+        "p50_ms": round(percentile(latencies, 50), 2),
+        "p99_ms": round(percentile(latencies, 99), 2),
+        "runs_per_s": round(runs_per_s, 2),
+        "nodes": len(latencies),
+    }
+
+
+async def ameasure_system(one_run: Callable[[], Awaitable[Any]], *, runs: int,
+                          resolve: Callable[[list[Any]], Awaitable[Latencies]],
+                          ) -> dict[str, dict[str, float]]:
+    """Warm up, then measure sequentially and ``CONCURRENCY`` at once."""
+    await aphase(one_run, runs=WARMUP, concurrency=1)
+    out = {}
+    for label, concurrency in (("sequential", 1), (f"concurrent_{CONCURRENCY}", CONCURRENCY)):
+        results, rate = await aphase(one_run, runs=runs, concurrency=concurrency)
+        out[label] = figure(await resolve(results), rate)
+    return out
+
+
+async def ameasure_peer(url: str, *, runs: int) -> dict[str, dict[str, float]]:
+    """Measure one peer server through the official SDK."""
+    from langgraph_sdk import get_client
+
+    client = get_client(url=url, api_key=None)
+
+    async def flatten(results: list[Latencies]) -> Latencies:
+        return [lat for run in results for lat in run]
+
+    return await ameasure_system(lambda: apeer_run(client), runs=runs, resolve=flatten)
+
+
+# -- the figure ----------------------------------------------------------------------------
+
+SYSTEMS = ("planwatch", "langgraph-api", "aegra")
+
+
+def measure(*, runs: int = 30, only: tuple[str, ...] = SYSTEMS) -> dict[str, Any]:
+    """Every system, sequential and 10 at once: latency p50/p99 (ms) and runs/s."""
+    ensure_peers_venv()
+    result: dict[str, Any] = {
+        "graph": f"chain of {peer_graph.NODES} async nodes", "runs": runs,
+        "concurrency": CONCURRENCY, "versions": peer_versions(),
+        "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
+    }
+    if "planwatch" in only:
+        from benchmarks import peers_planwatch
+
+        with peers_planwatch.planwatch_server() as server:
+            result["planwatch"] = asyncio.run(
+                ameasure_system(server.arun, runs=runs, resolve=server.aresolve)
+            ) | {"watched_through": server.watched_through}
+    if "langgraph-api" in only:
+        with langgraph_api_server() as url:
+            result["langgraph-api"] = asyncio.run(ameasure_peer(url, runs=runs))
+    if "aegra" in only:
+        with aegra_server() as url:
+            result["aegra"] = asyncio.run(ameasure_peer(url, runs=runs))
+    result["targets"] = targets(result)
+    return result
+
+
+def targets(result: dict[str, Any]) -> dict[str, Any]:
+    """Planwatch p99 under the best peer's p50 at 10 at once; runs/s twice the best peer's."""
+    key = f"concurrent_{CONCURRENCY}"
+    peers = [result[name][key] for name in SYSTEMS[1:] if name in result]
+    if "planwatch" not in result or not peers:
+        return {}
+    ours = result["planwatch"][key]
+    best_p50 = min(p["p50_ms"] for p in peers)
+    best_rate = max(p["runs_per_s"] for p in peers)
+    return {
+        "latency": {"planwatch_p99_ms": ours["p99_ms"], "best_peer_p50_ms": best_p50,
+                    "met": ours["p99_ms"] < best_p50},
+        "throughput": {"planwatch_runs_per_s": ours["runs_per_s"],
+                       "best_peer_runs_per_s": best_rate,
+                       "ratio": round(ours["runs_per_s"] / best_rate, 2),
+                       "met": ours["runs_per_s"] >= 2 * best_rate},
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    """The figure as a Markdown table, then the targets."""
+    lines = ["| system | mode | p50 ms | p99 ms | runs/s | nodes |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for name in SYSTEMS:
+        for mode, cell in (result.get(name) or {}).items():
+            if isinstance(cell, dict):
+                lines.append(f"| {name} | {mode} | {cell['p50_ms']} | {cell['p99_ms']} | "
+                             f"{cell['runs_per_s']} | {cell['nodes']} |")
+    for name, target in result.get("targets", {}).items():
+        lines.append(f"\n{name}: {json.dumps(target)}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Parse arguments, measure, print the table and the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--only", action="append", choices=SYSTEMS)
+    args = parser.parse_args()
+    result = measure(runs=args.runs, only=tuple(args.only or SYSTEMS))
+    print(table(result))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

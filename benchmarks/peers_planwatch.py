@@ -1,0 +1,291 @@
+"""Planwatch's side of the peers benchmark: served, executed and watched as operators do.
+
+``manage.py serve`` (daphne) and ``manage.py planwatch_worker`` (procrastinate) on a
+PostgreSQL database of the bench's own with the Redis pub/sub channel layer; the chain of
+:mod:`benchmarks.peer_graph` is registered through ``PLANWATCH_GRAPH_MODULES``. Runs are
+started through the run service (``run_create``) in a small long-lived Django process and
+watched over ``/ws/runs/<id>/?after=0`` with a logged-in operator's session cookie. Until
+that consumer is routed (``dashboard/routing.py``), the watcher joins the run's channel
+group on Redis directly and says so in ``watched_through``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks import peer_graph, peers
+
+DB_NAME = "planwatch_bench_peers"
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9")
+USERNAME = "bench-operator"
+TIMEOUT = 60.0
+# A seq as the websocket messages may carry it: JSON events or attributes of HTML rows.
+SEQ_PATTERNS = (re.compile(r'"seq"\s*:\s*(\d+)'), re.compile(r'data-seq="(\d+)"'))
+
+STARTER = """
+import json, os, sys
+import django
+django.setup()
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from dashboard import services
+from dashboard.models import Run, RunEvent
+user, _ = get_user_model().objects.get_or_create(username=os.environ["BENCH_USER"])
+user.set_password(os.environ["BENCH_PASSWORD"])
+user.save()
+user.user_permissions.set(Permission.objects.filter(content_type__app_label="dashboard"))
+print("ready", flush=True)
+for line in sys.stdin:
+    cmd, _, arg = line.strip().partition(" ")
+    if cmd == "start":
+        run = services.run_create(graph=os.environ["BENCH_GRAPH"], input={}, user=user)
+        print(run.id, flush=True)
+    elif cmd == "status":
+        run = Run.objects.get(id=arg)
+        print(json.dumps({"status": run.status, "last_seq": run.last_seq}), flush=True)
+    elif cmd == "stamps":
+        rows = RunEvent.objects.filter(run_id__in=arg.split(","), kind="node_finished")
+        print(json.dumps([[str(e.run_id), e.seq, e.payload["update"]["t"]] for e in rows]),
+              flush=True)
+"""
+
+
+class Starter:
+    """A Django process that starts runs through the run service and reads them back."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", STARTER], cwd=peers.ROOT, env=env, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )
+        self.lock = threading.Lock()
+        if self._read() != "ready":
+            raise RuntimeError("the run starter did not start; see the output above")
+
+    def _read(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        if not line:
+            raise RuntimeError(f"the run starter exited with {self.proc.wait()}")
+        return line
+
+    def ask(self, command: str) -> str:
+        """Send one command line and return the answer line."""
+        assert self.proc.stdin is not None
+        with self.lock:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+            return self._read()
+
+    async def aask(self, command: str) -> str:
+        """``ask`` without blocking the event loop."""
+        return await asyncio.to_thread(self.ask, command)
+
+    def close(self) -> None:
+        """End the process."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@dataclass
+class Watched:
+    """What the watcher saw of one run: when it connected and what arrived when."""
+
+    run_id: str
+    opened_at: float
+    received: list[tuple[float, list[int]]] = field(default_factory=list)
+    latencies: list[float] | None = None  # known at once when watching the channel group
+
+
+@dataclass
+class PlanwatchBench:
+    """A served Planwatch with a run starter, a logged-in session and a watcher."""
+
+    base_url: str
+    starter: Starter
+    cookie: str
+    websocket: bool
+    last_seq: int = 0
+
+    @property
+    def watched_through(self) -> str:
+        """How runs are watched (the websocket, or the Redis group until it is routed)."""
+        return "websocket /ws/runs/<id>/" if self.websocket else "redis channel group"
+
+    async def arun(self) -> Watched:
+        """Start one run and watch it until its last event has arrived."""
+        run_id = await self.starter.aask("start")
+        if self.websocket:
+            return await self._awatch_websocket(run_id)
+        return await self._awatch_group(run_id)
+
+    async def _awatch_websocket(self, run_id: str) -> Watched:
+        from websockets.asyncio.client import connect
+
+        url = self.base_url.replace("http", "ws", 1) + f"/ws/runs/{run_id}/?after=0"
+        async with connect(url, origin=self.base_url,  # type: ignore[arg-type]
+                           additional_headers={"Cookie": f"sessionid={self.cookie}"}) as ws:
+            watched = Watched(run_id, time.time())
+            top = 0
+            while top < self.last_seq:
+                message = await asyncio.wait_for(ws.recv(), TIMEOUT)
+                now = time.time()
+                text = message if isinstance(message, str) else message.decode()
+                seqs = [int(s) for pattern in SEQ_PATTERNS for s in pattern.findall(text)]
+                watched.received.append((now, seqs))
+                top = max([top, *seqs])
+        return watched
+
+    async def _awatch_group(self, run_id: str) -> Watched:
+        layer = _layer()
+        channel = await layer.new_channel()
+        group = f"run.{run_id}"
+        await layer.group_add(group, channel)
+        watched = Watched(run_id, time.time(), latencies=[])
+        try:
+            while True:
+                message = await asyncio.wait_for(layer.receive(channel), TIMEOUT)
+                now = time.time()
+                for event in message.get("events", ()):
+                    if event["kind"] == "node_finished":
+                        watched.latencies.append((now - event["payload"]["update"]["t"]) * 1000)
+                    if event["seq"] >= self.last_seq:
+                        return watched
+        finally:
+            await layer.group_discard(group, channel)
+
+    async def aresolve(self, results: list[Watched]) -> list[float]:
+        """The node latencies of watched runs (completed before the watcher connected: out)."""
+        if not self.websocket:
+            return [lat for w in results for lat in w.latencies or ()]
+        stamps: dict[tuple[str, int], float] = {}
+        for chunk in range(0, len(results), 20):
+            ids = ",".join(w.run_id for w in results[chunk:chunk + 20])
+            for run_id, seq, t in json.loads(await self.starter.aask(f"stamps {ids}")):
+                stamps[run_id, seq] = t
+        latencies = []
+        for w in results:
+            for received, seqs in w.received:
+                for seq in seqs:
+                    t = stamps.pop((w.run_id, seq), None)
+                    if t is not None and t >= w.opened_at:
+                        latencies.append((received - t) * 1000)
+        return latencies
+
+    def calibrate(self) -> None:
+        """Run the chain once to learn its last seq (the same for every run of it)."""
+        run_id = self.starter.ask("start")
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            state = json.loads(self.starter.ask(f"status {run_id}"))
+            if state["status"] == "succeeded":
+                self.last_seq = state["last_seq"]
+                return
+            if state["status"] in ("failed", "cancelled"):
+                break
+            time.sleep(0.1)
+        raise RuntimeError(f"calibration run {run_id} did not succeed: {state}; see "
+                           f"{peers.VAR}/planwatch-worker.log")
+
+
+_layers: dict[int, Any] = {}
+
+
+def _layer() -> Any:
+    """One Redis pub/sub channel layer per event loop (as the servers configure it)."""
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    key = id(asyncio.get_running_loop())
+    if key not in _layers:
+        _layers[key] = RedisPubSubChannelLayer(hosts=[REDIS_URL])
+    return _layers[key]
+
+
+def websocket_routed() -> bool:
+    """Whether ``/ws/runs/<id>/`` is routed (``BENCH_PLANWATCH_WATCH=group`` bypasses it)."""
+    if os.environ.get("BENCH_PLANWATCH_WATCH") == "group":
+        return False
+    return "ws/runs/<" in (peers.ROOT / "dashboard" / "routing.py").read_text()
+
+
+def env() -> dict[str, str]:
+    """Environment of every Planwatch process of the benchmark."""
+    return {
+        **os.environ,
+        "DATABASE_URL": f"{peers.PG_SERVER}/{DB_NAME}",
+        "REDIS_URL": REDIS_URL,
+        "PLANWATCH_EXECUTOR": "procrastinate",
+        "PLANWATCH_GRAPH_MODULES": "benchmarks.peer_graph",
+        "PLANWATCH_VAR_DIR": str(peers.VAR / "planwatch"),
+        "PLANWATCH_THINK_TIME": "0",
+        "PLANWATCH_MAX_CONCURRENT_RUNS": "16",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "LOG_LEVEL": "WARNING",
+        "PROCRASTINATE_LOG_LEVEL": "WARNING",
+        "PYTHONUNBUFFERED": "1",
+        "BENCH_USER": USERNAME,
+        "BENCH_PASSWORD": "bench-" + os.urandom(8).hex(),
+        "BENCH_GRAPH": peer_graph.NAME,
+    }
+
+
+def login(base_url: str, username: str, password: str) -> str:
+    """Log in through /accounts/login/ and return the session cookie."""
+    import requests
+
+    session = requests.Session()
+    session.get(f"{base_url}/accounts/login/", timeout=10).raise_for_status()
+    reply = session.post(
+        f"{base_url}/accounts/login/", timeout=10, allow_redirects=False,
+        data={"username": username, "password": password,
+              "csrfmiddlewaretoken": session.cookies["csrftoken"]},
+        headers={"Referer": f"{base_url}/accounts/login/"},
+    )
+    if "sessionid" not in session.cookies:
+        raise RuntimeError(f"logging in as {username!r} failed ({reply.status_code})")
+    return session.cookies["sessionid"]
+
+
+@contextmanager
+def planwatch_server() -> Iterator[PlanwatchBench]:
+    """Planwatch on a fresh database: daphne, one worker and a run starter."""
+    environ = env()
+    peers.recreate_database(DB_NAME)
+    migrated = subprocess.run([sys.executable, "manage.py", "migrate", "--no-input", "-v0"],
+                              cwd=peers.ROOT, env=environ, capture_output=True, text=True)
+    if migrated.returncode:
+        raise RuntimeError(f"migrate failed:\n{migrated.stderr[-3000:]}")
+    port = peers.free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    with ExitStack() as stack:
+        stack.enter_context(peers.process(
+            [sys.executable, "manage.py", "serve", "--port", str(port)], env=environ,
+            log="planwatch-daphne.log", ready=peers.http_ok(f"{base_url}/accounts/login/"),
+        ))
+        stack.enter_context(peers.process(
+            [sys.executable, "manage.py", "planwatch_worker"], env=environ,
+            log="planwatch-worker.log",
+        ))
+        starter = Starter(environ)
+        stack.callback(starter.close)
+        bench = PlanwatchBench(
+            base_url, starter, login(base_url, USERNAME, environ["BENCH_PASSWORD"]),
+            websocket=websocket_routed(),
+        )
+        bench.calibrate()
+        yield bench
