@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc served offline
     "dashboard",
 ]
 
@@ -194,11 +195,19 @@ WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstat
 DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024
 
 REST_FRAMEWORK = {
+    # Token first: an anonymous request then gets 401 with `WWW-Authenticate: Token`.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON only, bounded by DATA_UPLOAD_MAX_MEMORY_SIZE (DRF's own parsers read any size).
+    "DEFAULT_PARSER_CLASSES": ["dashboard.api.parsers.BoundedJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "EXCEPTION_HANDLER": "dashboard.api.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {
@@ -206,6 +215,15 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Start, watch, answer and audit LangGraph planner runs.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "dashboard.api.schema.add_error_responses",
+    ],
 }
 
 LOGGING = {

@@ -8,6 +8,7 @@ from django.urls import include, path
 urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
+    path("api/", include("dashboard.api.urls")),
     path("", include("dashboard.urls")),
 ]
 

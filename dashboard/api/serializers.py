@@ -1,0 +1,186 @@
+"""What the API reads and writes; representations of runs, events, interrupts, graphs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.runner import event_dict
+
+# -- input ---------------------------------------------------------------------------
+
+
+class RunCreateSerializer(serializers.Serializer):
+    """Start a run: a registered graph's name and its start input (checked by the graph)."""
+
+    graph = serializers.CharField(max_length=100, help_text="A registered graph's name.")
+    input = serializers.DictField(
+        required=False, default=dict,
+        help_text="The graph's start input; see its input_fields at /api/graphs/<name>/.",
+    )
+
+
+class RunFilterSerializer(serializers.Serializer):
+    """Query filters of the runs list."""
+
+    graph = serializers.CharField(required=False, default="", allow_blank=True,
+                                  max_length=100, help_text="Only runs of this graph.")
+    status = serializers.ChoiceField(choices=Run.Status.choices, required=False,
+                                     help_text="Only runs in this status.")
+    creator = serializers.CharField(required=False, default="", allow_blank=True,
+                                    max_length=150, help_text="Only runs by this username.")
+
+
+class EventFilterSerializer(serializers.Serializer):
+    """Query filters of a run's events."""
+
+    after = serializers.IntegerField(required=False, default=0, min_value=0,
+                                     help_text="Only events with a seq above this one.")
+
+
+class InterruptFilterSerializer(serializers.Serializer):
+    """Query filters of the pending interrupts list."""
+
+    run = serializers.UUIDField(required=False, help_text="Only this run's interrupts.")
+    graph = serializers.CharField(required=False, default="", allow_blank=True,
+                                  max_length=100, help_text="Only interrupts of this graph.")
+
+
+class InterruptAnswerSerializer(serializers.Serializer):
+    """An answer to one interrupt: any JSON value the question asks for (not null)."""
+
+    answer = serializers.JSONField(help_text="The value asked for, e.g. \"Germany\" or 47.88.")
+
+
+class CheckpointFilterSerializer(serializers.Serializer):
+    """Which of a run's checkpoints to list."""
+
+    ns = serializers.CharField(required=False, default="", allow_blank=True, max_length=500,
+                               help_text="Checkpoint namespace (empty: the root graph).")
+    limit = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000,
+                                     help_text="At most this many, newest first.")
+
+
+class CheckpointLookupSerializer(serializers.Serializer):
+    """One checkpoint: its id (from the path) and namespace."""
+
+    checkpoint_id = serializers.CharField(max_length=100)
+    ns = serializers.CharField(required=False, default="", allow_blank=True, max_length=500,
+                               help_text="Checkpoint namespace (empty: the root graph).")
+
+
+# -- output --------------------------------------------------------------------------
+
+
+class RunSerializer(serializers.ModelSerializer):
+    """A run as the API shows it."""
+
+    created_by = serializers.CharField(source="created_by.username", read_only=True,
+                                       allow_null=True)
+
+    class Meta:
+        model = Run
+        fields = ["id", "graph", "graph_version", "thread_id", "status", "input", "output",
+                  "error_message", "current_node", "created_by", "created_at", "started_at",
+                  "finished_at", "last_seq", "cancel_requested"]
+        read_only_fields = fields
+
+
+class RunEventSerializer(serializers.ModelSerializer):
+    """One event, in exactly the form the websocket broadcasts it."""
+
+    class Meta:
+        model = RunEvent
+        fields = ["seq", "kind", "node", "namespace", "step", "task_id", "checkpoint_id",
+                  "payload", "duration_ms", "created_at"]
+        read_only_fields = fields
+
+    def to_representation(self, instance: RunEvent) -> dict[str, Any]:
+        """The runner's ``event_dict``: one representation for websocket and API."""
+        return event_dict(instance)
+
+
+class InterruptSerializer(serializers.ModelSerializer):
+    """An interrupt: the question (payload), and its answer once given."""
+
+    run = serializers.UUIDField(source="run_id", read_only=True)
+    graph = serializers.CharField(source="run.graph", read_only=True)
+    answered_by = serializers.CharField(source="answered_by.username", read_only=True,
+                                        allow_null=True)
+
+    class Meta:
+        model = Interrupt
+        fields = ["id", "run", "graph", "interrupt_id", "node", "namespace", "payload",
+                  "status", "answer", "answered_by", "answered_at", "checkpoint_id",
+                  "created_at"]
+        read_only_fields = fields
+
+
+class CheckpointSummarySerializer(serializers.Serializer):
+    """One checkpoint in a list (no values)."""
+
+    thread_id = serializers.CharField()
+    checkpoint_ns = serializers.CharField(allow_blank=True)
+    checkpoint_id = serializers.CharField()
+    parent_id = serializers.CharField(allow_null=True)
+    created_at = serializers.CharField(allow_blank=True)
+    step = serializers.IntegerField(allow_null=True)
+    source = serializers.CharField(allow_null=True)
+    metadata = serializers.DictField()
+
+
+class CheckpointSerializer(CheckpointSummarySerializer):
+    """One checkpoint, decoded by the saver's own serializer."""
+
+    values = serializers.DictField()
+    pending_writes = serializers.ListField(child=serializers.DictField())
+
+
+class InputFieldSerializer(serializers.Serializer):
+    """One field of a graph's start input."""
+
+    name = serializers.CharField()
+    label = serializers.CharField()
+    kind = serializers.CharField()
+    required = serializers.BooleanField()
+    default = serializers.JSONField(allow_null=True)
+    help = serializers.CharField(allow_blank=True)
+    choices = serializers.ListField(child=serializers.CharField())
+    min_value = serializers.FloatField(allow_null=True)
+    max_value = serializers.FloatField(allow_null=True)
+
+
+class GraphSerializer(serializers.Serializer):
+    """A registered graph in the list."""
+
+    name = serializers.CharField()
+    title = serializers.CharField()
+    description = serializers.CharField()
+    version = serializers.IntegerField()
+    tags = serializers.ListField(child=serializers.CharField())
+    input_fields = InputFieldSerializer(many=True)
+
+
+class EdgeSerializer(serializers.Serializer):
+    """One edge of a graph's topology."""
+
+    source = serializers.CharField()
+    target = serializers.CharField()
+    conditional = serializers.BooleanField()
+
+
+class GraphDetailSerializer(GraphSerializer):
+    """A registered graph with its topology."""
+
+    nodes = serializers.ListField(child=serializers.CharField())
+    edges = EdgeSerializer(many=True)
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every error: ``detail`` says what is wrong and names the field; ``errors`` per field."""
+
+    detail = serializers.CharField()
+    code = serializers.CharField()
+    errors = serializers.DictField(child=serializers.CharField())

@@ -1,0 +1,215 @@
+"""API views: parse with a serializer, call a service or selector, render. Nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import Serializer
+from rest_framework.views import APIView
+
+from dashboard import selectors, services
+from dashboard.api import serializers as s
+from dashboard.api.pagination import (
+    EventCursorPagination,
+    InterruptCursorPagination,
+    RunCursorPagination,
+)
+from dashboard.api.permissions import CanAnswerInterrupts, CanCancelRuns, CanStartRuns
+from dashboard.api.topology import graph_topology
+from dashboard.checkpoints import checkpoint_get, checkpoint_list
+from dashboard.models import Interrupt, Run
+from planner.registry import all_graphs, get_graph
+
+
+def validated(serializer_class: type[Serializer], data: Any) -> dict[str, Any]:
+    """``data`` checked by ``serializer_class``; a ValidationError (400) names the field."""
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def run_or_404(pk: str) -> Run:
+    """The run ``pk`` through the selector, or a 404 that names it."""
+    try:
+        return selectors.run_get(run_id=pk)
+    except (Run.DoesNotExist, ValueError, DjangoValidationError):
+        raise NotFound(f"no run {pk!r}; list runs at /api/runs/") from None
+
+
+class ApiViewSet(viewsets.GenericViewSet):
+    """Base: signed in for everything (DRF's views stand outside Django's login redirect)."""
+
+    action_permissions: dict[str, list[type[BasePermission]]] = {}
+
+    def get_permissions(self) -> list[BasePermission]:
+        """Signed in for everything, plus the action's own permission."""
+        extra = self.action_permissions.get(self.action or "", [])
+        return [IsAuthenticated(), *(permission() for permission in extra)]
+
+
+RUN_ID = OpenApiParameter("id", OpenApiTypes.UUID, OpenApiParameter.PATH)
+
+
+@extend_schema(tags=["runs"])
+class RunViewSet(ApiViewSet):
+    """Runs: list, start, read, cancel; their events and checkpoints."""
+
+    serializer_class = s.RunSerializer
+    pagination_class = RunCursorPagination
+    action_permissions = {"create": [CanStartRuns], "cancel": [CanCancelRuns]}
+
+    @extend_schema(parameters=[s.RunFilterSerializer])
+    def list(self, request: Request) -> Response:
+        """Runs, newest first, filtered by graph, status and creator."""
+        filters = validated(s.RunFilterSerializer, request.query_params)
+        runs = selectors.run_list(graph=filters["graph"], status=filters.get("status", ""),
+                                  created_by=filters["creator"])
+        page = self.paginate_queryset(runs)
+        return self.get_paginated_response(s.RunSerializer(page, many=True).data)
+
+    @extend_schema(request=s.RunCreateSerializer, responses={201: s.RunSerializer})
+    def create(self, request: Request) -> Response:
+        """Start a run of a registered graph (the input is checked by the graph)."""
+        data = validated(s.RunCreateSerializer, request.data)
+        run = services.run_create(graph=data["graph"], input=data["input"], user=request.user)
+        return Response(s.RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(parameters=[RUN_ID])
+    def retrieve(self, request: Request, pk: str) -> Response:
+        """One run."""
+        return Response(s.RunSerializer(run_or_404(pk)).data)
+
+    @extend_schema(parameters=[RUN_ID], request=None, responses={200: s.RunSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        """Cancel a queued, running or interrupted run (409 if it has finished)."""
+        run = services.run_cancel(run=run_or_404(pk), user=request.user)
+        return Response(s.RunSerializer(run).data)
+
+    @extend_schema(parameters=[RUN_ID, s.EventFilterSerializer],
+                   responses={200: s.RunEventSerializer(many=True)})
+    @action(detail=True, methods=["get"], pagination_class=EventCursorPagination)
+    def events(self, request: Request, pk: str) -> Response:
+        """The run's events after ``after``, in seq order."""
+        after = validated(s.EventFilterSerializer, request.query_params)["after"]
+        run = run_or_404(pk)
+        page = self.paginate_queryset(selectors.run_events(run_id=run.id, after=after))
+        return self.get_paginated_response(s.RunEventSerializer(page, many=True).data)
+
+    @extend_schema(parameters=[RUN_ID, s.CheckpointFilterSerializer],
+                   responses={200: s.CheckpointSummarySerializer(many=True)})
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def checkpoints(self, request: Request, pk: str) -> Response:
+        """The run's LangGraph checkpoints, newest first (no values; read one for those)."""
+        filters = validated(s.CheckpointFilterSerializer, request.query_params)
+        run = run_or_404(pk)
+        views = checkpoint_list(thread_id=run.thread_id, checkpoint_ns=filters["ns"],
+                                limit=filters["limit"])
+        return Response(s.CheckpointSummarySerializer(views, many=True).data)
+
+    @extend_schema(
+        parameters=[RUN_ID, OpenApiParameter("checkpoint_id", str, OpenApiParameter.PATH),
+                    OpenApiParameter("ns", str, description="Checkpoint namespace (empty: the "
+                                     "root graph).")],
+        responses={200: s.CheckpointSerializer},
+    )
+    @action(detail=True, methods=["get"], pagination_class=None,
+            url_path=r"checkpoints/(?P<checkpoint_id>[^/]+)")
+    def checkpoint(self, request: Request, pk: str, checkpoint_id: str) -> Response:
+        """One checkpoint of the run, its values decoded by the saver's own serializer."""
+        ns = request.query_params.get("ns", "")
+        lookup = validated(s.CheckpointLookupSerializer, {"checkpoint_id": checkpoint_id, "ns": ns})
+        run = run_or_404(pk)
+        view = checkpoint_get(thread_id=run.thread_id, checkpoint_id=lookup["checkpoint_id"],
+                              checkpoint_ns=lookup["ns"])
+        if view is None:
+            raise NotFound(f"run {run.id} has no checkpoint {checkpoint_id!r} in namespace "
+                           f"{ns!r}; list them at /api/runs/{run.id}/checkpoints/")
+        return Response(s.CheckpointSerializer(view).data)
+
+
+@extend_schema(tags=["interrupts"])
+class InterruptViewSet(ApiViewSet):
+    """Interrupts: the pending ones, any one, and answering it."""
+
+    serializer_class = s.InterruptSerializer
+    pagination_class = InterruptCursorPagination
+    action_permissions = {"answer": [CanAnswerInterrupts]}
+
+    @extend_schema(parameters=[s.InterruptFilterSerializer])
+    def list(self, request: Request) -> Response:
+        """Pending interrupts, oldest first, filtered by run and graph."""
+        filters = validated(s.InterruptFilterSerializer, request.query_params)
+        pending = selectors.interrupts_pending(run_id=filters.get("run"), graph=filters["graph"])
+        page = self.paginate_queryset(pending)
+        return self.get_paginated_response(s.InterruptSerializer(page, many=True).data)
+
+    @extend_schema(parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)])
+    def retrieve(self, request: Request, pk: str) -> Response:
+        """One interrupt, pending or not."""
+        return Response(s.InterruptSerializer(self._interrupt(pk)).data)
+
+    @extend_schema(parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)],
+                   request=s.InterruptAnswerSerializer, responses={200: s.InterruptSerializer})
+    @action(detail=True, methods=["post"])
+    def answer(self, request: Request, pk: str) -> Response:
+        """Answer an interrupt exactly once (409 if answered already or withdrawn)."""
+        data = validated(s.InterruptAnswerSerializer, request.data)
+        interrupt = services.interrupt_answer(interrupt=self._interrupt(pk),
+                                              answer=data["answer"], user=request.user)
+        return Response(s.InterruptSerializer(interrupt).data)
+
+    @staticmethod
+    def _interrupt(pk: str) -> Interrupt:
+        if not pk.isdigit() or int(pk) > 2**63 - 1:
+            raise NotFound(f"no interrupt {pk!r}; list pending ones at /api/interrupts/")
+        try:
+            return Interrupt.objects.select_related("run", "answered_by").get(pk=int(pk))
+        except Interrupt.DoesNotExist:
+            raise NotFound(f"no interrupt {pk!r}; list pending ones at /api/interrupts/") \
+                from None
+
+
+@extend_schema(tags=["graphs"])
+class GraphViewSet(ApiViewSet):
+    """Registered planner graphs: their input and topology."""
+
+    serializer_class = s.GraphSerializer
+    pagination_class = None
+    lookup_value_regex = r"[^/]+"  # graph names may contain dots (``test.echo``)
+
+    @extend_schema(responses={200: s.GraphSerializer(many=True)})
+    def list(self, request: Request) -> Response:
+        """Every registered graph, by name."""
+        return Response(s.GraphSerializer(all_graphs(), many=True).data)
+
+    @extend_schema(parameters=[OpenApiParameter("id", str, OpenApiParameter.PATH,
+                                                description="The graph's name.")],
+                   responses={200: s.GraphDetailSerializer})
+    def retrieve(self, request: Request, pk: str) -> Response:
+        """One graph with its input fields, nodes and edges."""
+        try:
+            spec = get_graph(pk)
+        except KeyError as exc:
+            raise NotFound(str(exc.args[0])) from None
+        return Response(s.GraphDetailSerializer({**vars(spec), **graph_topology(spec)}).data)
+
+
+@extend_schema(exclude=True)
+class NotFoundView(APIView):
+    """Any other path under /api/: a JSON 404 (after authentication)."""
+
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Say where the API's resources are."""
+        raise NotFound(f"no API resource at {request.path!r}; see /api/docs/")
+
+    post = put = patch = delete = get

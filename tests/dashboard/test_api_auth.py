@@ -1,0 +1,157 @@
+"""API authentication and permissions: tokens, sessions, the pages' three permissions."""
+
+from __future__ import annotations
+
+import io
+import uuid
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from dashboard.models import Interrupt, Run
+
+pytestmark = pytest.mark.django_db
+
+EVERY_ENDPOINT = [
+    ("get", "/api/graphs/"),
+    ("get", "/api/graphs/acquisition/"),
+    ("get", "/api/runs/"),
+    ("post", "/api/runs/"),
+    ("get", "/api/runs/{run}/"),
+    ("post", "/api/runs/{run}/cancel/"),
+    ("get", "/api/runs/{run}/events/"),
+    ("get", "/api/runs/{run}/checkpoints/"),
+    ("get", "/api/runs/{run}/checkpoints/abc/"),
+    ("get", "/api/interrupts/"),
+    ("get", "/api/interrupts/{interrupt}/"),
+    ("post", "/api/interrupts/{interrupt}/answer/"),
+    ("get", "/api/schema/"),
+    ("get", "/api/no-such-thing/"),
+]
+
+
+@pytest.fixture
+def pending(operator) -> Interrupt:
+    """A queued run with one pending interrupt (no executor involved)."""
+    run = Run.objects.create(graph="acquisition", thread_id=f"{uuid.uuid4()}:planner",
+                             status=Run.Status.INTERRUPTED, created_by=operator)
+    return Interrupt.objects.create(run=run, interrupt_id="i-1", node="ask_user",
+                                    payload={"field": "core.region"})
+
+
+def token_client(user) -> Client:
+    """A client that authenticates with ``user``'s token and no session."""
+    token, _ = Token.objects.get_or_create(user=user)
+    return Client(headers={"Authorization": f"Token {token.key}"})
+
+
+def test_anonymous_gets_401_json_on_every_endpoint(client, pending):
+    for method, url in EVERY_ENDPOINT:
+        path = url.format(run=pending.run_id, interrupt=pending.pk)
+        response = getattr(client, method)(path, content_type="application/json",
+                                           headers={"Accept": "application/json"})
+        assert response.status_code == 401, (path, response.status_code)
+        assert response["WWW-Authenticate"] == "Token", path
+        assert response.json()["detail"] == "Authentication credentials were not provided."
+
+
+def test_a_wrong_token_is_refused(client):
+    response = client.get("/api/runs/", headers={"Authorization": "Token not-a-real-key"})
+    assert response.status_code == 401
+    assert response.json()["detail"] == "Invalid token."
+
+
+def test_a_token_made_by_the_management_command_authenticates(operator):
+    out = io.StringIO()
+    call_command("drf_create_token", "olga", stdout=out)
+    key = Token.objects.get(user=operator).key
+    assert key in out.getvalue()
+    response = Client().get("/api/runs/", headers={"Authorization": f"Token {key}"})
+    assert response.status_code == 200
+    assert response.json()["results"] == []
+
+
+def test_a_session_authenticates_and_writes_need_its_csrf_token(operator):
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(operator)
+    assert browser.get("/api/runs/").status_code == 200
+    refused = browser.post("/api/runs/", {"graph": "acquisition"},
+                           content_type="application/json")
+    assert refused.status_code == 403
+    assert "CSRF" in refused.json()["detail"]
+
+
+def test_an_inactive_users_token_is_refused(operator):
+    client = token_client(operator)
+    operator.is_active = False
+    operator.save()
+    response = client.get("/api/runs/")
+    assert response.status_code == 401
+    assert response.json()["detail"] == "User inactive or deleted."
+
+
+def test_a_viewer_may_read_but_not_start_cancel_or_answer(viewer, pending):
+    client = token_client(viewer)
+    assert client.get(f"/api/runs/{pending.run_id}/").status_code == 200
+    assert client.get(f"/api/interrupts/{pending.pk}/").status_code == 200
+    for path, permission in [
+        ("/api/runs/", "dashboard.start_run"),
+        (f"/api/runs/{pending.run_id}/cancel/", "dashboard.cancel_run"),
+        (f"/api/interrupts/{pending.pk}/answer/", "dashboard.answer_interrupt"),
+    ]:
+        response = client.post(path, {"graph": "acquisition", "answer": "Germany"},
+                               content_type="application/json")
+        assert response.status_code == 403, path
+        assert permission in response.json()["detail"]
+        assert response.json()["code"] == "permission_denied"
+    # nothing happened
+    assert Run.objects.count() == 1
+    pending.refresh_from_db()
+    assert pending.status == Interrupt.Status.PENDING
+    assert pending.run.status == Run.Status.INTERRUPTED
+
+
+def test_each_permission_alone_allows_only_its_action(django_user_model, pending):
+    from django.contrib.auth.models import Permission
+
+    canceller = django_user_model.objects.create_user(username="carl", password="pw-carl-1234")
+    canceller.user_permissions.set(Permission.objects.filter(codename="cancel_run"))
+    client = token_client(canceller)
+    assert client.post("/api/runs/", {"graph": "acquisition"},
+                       content_type="application/json").status_code == 403
+    assert client.post(f"/api/interrupts/{pending.pk}/answer/", {"answer": "France"},
+                       content_type="application/json").status_code == 403
+    response = client.post(f"/api/runs/{pending.run_id}/cancel/")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+
+
+def test_the_schema_is_openapi_3_and_lists_every_resource(operator):
+    response = token_client(operator).get("/api/schema/", {"format": "json"})
+    assert response.status_code == 200
+    schema = response.json()
+    assert schema["openapi"].startswith("3.")
+    assert set(schema["paths"]) == {
+        "/api/graphs/", "/api/graphs/{id}/", "/api/runs/", "/api/runs/{id}/",
+        "/api/runs/{id}/cancel/", "/api/runs/{id}/events/", "/api/runs/{id}/checkpoints/",
+        "/api/runs/{id}/checkpoints/{checkpoint_id}/", "/api/interrupts/",
+        "/api/interrupts/{id}/", "/api/interrupts/{id}/answer/",
+    }
+    assert set(schema["components"]["securitySchemes"]) == {"tokenAuth", "cookieAuth"}
+    create = schema["paths"]["/api/runs/"]["post"]["responses"]
+    assert {"201", "400", "401", "403", "413"} <= set(create)
+
+
+def test_the_docs_pages_need_a_login_and_load_their_assets_locally(client, operator):
+    anonymous = client.get("/api/docs/")
+    assert anonymous.status_code == 302
+    assert anonymous["Location"] == "/accounts/login/?next=/api/docs/"
+    client.force_login(operator)
+    for page in ("/api/docs/", "/api/redoc/"):
+        html = client.get(page).content.decode()
+        assert "/static/drf_spectacular_sidecar/" in html, page
+        assert "cdn." not in html and "unpkg" not in html, page
+    bundle = client.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
+    assert bundle.status_code == 200
+    assert b"SwaggerUIBundle" in b"".join(bundle.streaming_content)
