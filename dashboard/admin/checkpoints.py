@@ -170,6 +170,9 @@ class CheckpointAdmin(AuditAdmin):
             .order_by("checkpoint_id").values_list("checkpoint_id", flat=True)[:50]
         )
         row.run = Run.objects.filter(thread_id=row.thread_id).first()
+        row.event = RunEvent.objects.filter(
+            run=row.run, kind=RunEvent.Kind.CHECKPOINT, checkpoint_id=row.checkpoint_id,
+        ).first() if row.run else None
         return row
 
     # -- columns ---------------------------------------------------------------------------
@@ -229,13 +232,14 @@ class CheckpointAdmin(AuditAdmin):
 
     @admin.display(description="trace")
     def trace_link(self, obj: Checkpoint) -> str:
-        """The run's trace view at this checkpoint's step."""
-        run = getattr(obj, "run", None)
+        """The run's trace view replayed up to this checkpoint's event."""
+        run, event = getattr(obj, "run", None), getattr(obj, "event", None)
         if not run:
             return "—"
-        step = self.step(obj)
-        params = {"step": step} if step is not None else {}
-        return link(trace_url(run.id, **params), f"open the trace at step {step}")
+        if not event:
+            return link(trace_url(run.id), "open the trace")
+        return link(trace_url(run.id, at=event.seq),
+                    f"open the trace at step {self.step(obj)} (event #{event.seq})")
 
     @admin.display(description="children")
     def children(self, obj: Checkpoint) -> str:
@@ -286,11 +290,7 @@ class CheckpointAdmin(AuditAdmin):
     @admin.display(description="next tasks")
     def next_tasks(self, obj: Checkpoint) -> str:
         """The nodes scheduled from this checkpoint (from the run's event log)."""
-        run = getattr(obj, "run", None)
-        if not run:
-            return "—"
-        event = (RunEvent.objects.filter(run=run, kind=RunEvent.Kind.CHECKPOINT,
-                                         checkpoint_id=obj.checkpoint_id).first())
+        event = getattr(obj, "event", None)
         nodes = (event.payload.get("next") or []) if event else []
         return ", ".join(nodes) or "—"
 

@@ -100,7 +100,7 @@ class RunEventAdmin(AuditAdmin):
     @admin.display(description="trace")
     def trace_link(self, obj: RunEvent) -> str:
         """The live trace view at this event."""
-        return link(trace_url(obj.run_id, seq=obj.seq), "open the trace at this event")
+        return link(trace_url(obj.run_id, at=obj.seq), "open the trace at this event")
 
     @admin.display(description="payload")
     def payload_json(self, obj: RunEvent) -> str:

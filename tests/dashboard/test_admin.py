@@ -88,7 +88,9 @@ def test_a_checkpoint_detail_decodes_values_and_diffs_against_its_parent(
     assert checkpoint_url(steps[1].checkpoint_id) in text
     assert checkpoint_url(steps[3].checkpoint_id) in text
     assert reverse("admin:dashboard_run_change", args=[run.id]) in text
-    assert trace_url(run.id, step=2) in text and f"/runs/{run.id}/" in trace_url(run.id)
+    seq = run.events.get(kind="checkpoint", checkpoint_id=steps[2].checkpoint_id).seq
+    assert trace_url(run.id, at=seq) == f"/runs/{run.id}/?at={seq}"
+    assert f'href="/runs/{run.id}/?at={seq}"' in text
     assert '"source": "loop"' in text and '"step": 2' in text
 
 
