@@ -201,8 +201,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # JSON only, bounded by DATA_UPLOAD_MAX_MEMORY_SIZE (DRF's own parsers read any size).
-    "DEFAULT_PARSER_CLASSES": ["dashboard.api.parsers.BoundedJSONParser"],
+    # JSON only: DRF parses it from Django's body, bounded by DATA_UPLOAD_MAX_MEMORY_SIZE.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

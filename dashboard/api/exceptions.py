@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -40,6 +42,14 @@ def flatten(detail: Any, prefix: str = "") -> dict[str, str]:
     return {prefix: str(detail)}
 
 
+def _too_large(context: dict[str, Any]) -> str:
+    request = context.get("request")
+    size = request.META.get("CONTENT_LENGTH", "?") if request is not None else "?"
+    return (f"request body is {size} bytes; the limit is "
+            f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} (DATA_UPLOAD_MAX_MEMORY_SIZE). "
+            "Send less data.")
+
+
 def _describe(errors: dict[str, str]) -> str:
     return "; ".join(f"{field}: {message}" if field else message
                      for field, message in errors.items())
@@ -47,6 +57,8 @@ def _describe(errors: dict[str, str]) -> str:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Map service errors to 400/409 and give every error ``detail``, ``code``, ``errors``."""
+    if isinstance(exc, RequestDataTooBig):  # DRF reads JSON through Django's checked body
+        exc = RequestTooLarge(_too_large(context))
     if isinstance(exc, ServiceError):
         detail = exc.message
         named = [f for f in exc.errors if f != "__all__"]

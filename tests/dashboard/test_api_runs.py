@@ -1,0 +1,184 @@
+"""The runs API: start (checked by the registry), list with filters and cursors, cancel."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from dashboard.models import Run, RunEvent
+from dashboard.runner import event_dict
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api(operator) -> Client:
+    """The operator's token client."""
+    return Client(headers={"Authorization": f"Token {Token.objects.create(user=operator).key}"})
+
+
+def post(client: Client, path: str, data) -> object:
+    return client.post(path, json.dumps(data), content_type="application/json")
+
+
+def make_run(user=None, graph="acquisition", status=Run.Status.SUCCEEDED) -> Run:
+    return Run.objects.create(graph=graph, thread_id=f"{uuid.uuid4()}:planner", status=status,
+                              created_by=user)
+
+
+def test_start_a_run_with_input_checked_by_the_graph(api):
+    response = post(api, "/api/runs/", {"graph": "acquisition",
+                                        "input": {"region": "France", "max_iters": "12"}})
+    assert response.status_code == 201
+    body = response.json()
+    assert body["graph"] == "acquisition" and body["status"] == "queued"
+    assert body["created_by"] == "olga" and body["thread_id"] == f"{body['id']}:planner"
+    run = Run.objects.get(id=body["id"])
+    assert run.input["max_iters"] == 12  # the graph's make_input cleaned it
+    assert run.input == body["input"]
+
+
+@pytest.mark.parametrize(("data", "field", "words"), [
+    ({}, "graph", "This field is required"),
+    ({"graph": "nope"}, "graph", "unknown graph 'nope'; registered graphs: acquisition"),
+    ({"graph": "acquisition", "input": [1]}, "input", 'Expected a dictionary of items'),
+    ({"graph": "acquisition", "input": {"max_iters": 500}}, "max_iters", "out of range"),
+    ({"graph": "acquisition", "input": {"colour": "red"}}, "__all__", "unknown input field"),
+    ([1, 2], "", "Invalid data. Expected a dictionary"),
+])
+def test_bad_start_input_is_a_400_naming_the_field(api, data, field, words):
+    response = post(api, "/api/runs/", data)
+    assert response.status_code == 400
+    body = response.json()
+    assert words in body["detail"]
+    if field:
+        assert field in body["errors"] and field in body["detail"]
+    assert Run.objects.count() == 0
+
+
+def test_malformed_json_is_a_400(api):
+    response = api.post("/api/runs/", '{"graph": ', content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("JSON parse error")
+
+
+def test_a_form_encoded_body_is_a_415(api):
+    response = api.post("/api/runs/", {"graph": "acquisition"})
+    assert response.status_code == 415
+    assert "multipart/form-data" in response.json()["detail"]
+
+
+def test_a_two_megabyte_body_is_refused_with_a_413(api):
+    body = json.dumps({"graph": "acquisition", "input": {"goal": "x" * (2 * 1024 * 1024)}})
+    response = api.post("/api/runs/", body, content_type="application/json")
+    assert response.status_code == 413
+    detail = response.json()["detail"]
+    assert detail == (f"request body is {len(body)} bytes; the limit is 262144 "
+                      "(DATA_UPLOAD_MAX_MEMORY_SIZE). Send less data.")
+    assert Run.objects.count() == 0
+
+
+def test_list_is_newest_first_and_filters_by_graph_status_and_creator(api, operator, viewer):
+    a = make_run(operator, "acquisition", Run.Status.SUCCEEDED)
+    b = make_run(viewer, "decomposition", Run.Status.FAILED)
+    c = make_run(operator, "decomposition", Run.Status.FAILED)
+
+    def ids(**params):
+        response = api.get("/api/runs/", params)
+        assert response.status_code == 200
+        return [r["id"] for r in response.json()["results"]]
+
+    assert ids() == [str(c.id), str(b.id), str(a.id)]
+    assert ids(graph="decomposition") == [str(c.id), str(b.id)]
+    assert ids(status="failed", creator="olga") == [str(c.id)]
+    assert ids(creator="vic") == [str(b.id)]
+    assert ids(graph="acquisition", status="failed") == []
+
+
+def test_an_unknown_status_filter_is_a_400_listing_the_choices(api):
+    response = api.get("/api/runs/", {"status": "done"})
+    assert response.status_code == 400
+    assert response.json()["detail"] == 'status: "done" is not a valid choice.'
+
+
+def test_cursor_pages_walk_every_run_once_newest_first(api):
+    made = [make_run() for _ in range(5)]
+    seen, url, pages = [], "/api/runs/?page_size=2", 0
+    while url:
+        body = api.get(url).json()
+        seen += [r["id"] for r in body["results"]]
+        url, pages = body["next"], pages + 1
+    assert pages == 3
+    assert seen == [str(r.id) for r in reversed(made)]
+
+
+def test_a_bad_cursor_is_a_404_json(api):
+    response = api.get("/api/runs/", {"cursor": "garbage"})
+    assert response.status_code == 404
+    assert response.json()["detail"] == "Invalid cursor"
+
+
+def test_retrieve_a_run_and_404_for_unknown_or_malformed_ids(api, operator):
+    run = make_run(operator)
+    assert api.get(f"/api/runs/{run.id}/").json()["id"] == str(run.id)
+    missing = uuid.uuid4()
+    response = api.get(f"/api/runs/{missing}/")
+    assert response.status_code == 404
+    assert response.json()["detail"] == f"no run '{missing}'; list runs at /api/runs/"
+    assert api.get("/api/runs/not-a-uuid/").status_code == 404
+
+
+def test_cancel_a_queued_run_then_a_second_cancel_is_a_409(api, operator):
+    run = make_run(operator, status=Run.Status.QUEUED)
+    response = api.post(f"/api/runs/{run.id}/cancel/")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    assert run.events.get().kind == RunEvent.Kind.RUN_CANCELLED
+    again = api.post(f"/api/runs/{run.id}/cancel/")
+    assert again.status_code == 409
+    assert again.json() == {
+        "detail": f"run {run.id} already cancelled; only queued, running or interrupted runs "
+                  "can be cancelled",
+        "code": "run_state", "errors": {},
+    }
+
+
+def test_events_after_a_seq_in_seq_order_like_the_websocket(api, operator):
+    run = make_run(operator)
+    for seq in range(1, 8):
+        RunEvent.objects.create(run=run, seq=seq, kind=RunEvent.Kind.NODE_FINISHED,
+                                node=f"n{seq}", payload={"update": {"n": seq}})
+    response = api.get(f"/api/runs/{run.id}/events/", {"after": 3})
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert [e["seq"] for e in results] == [4, 5, 6, 7]
+    assert results == [event_dict(e) for e in run.events.filter(seq__gt=3).order_by("seq")]
+
+
+def test_event_cursor_pages_are_gapless(api, operator):
+    run = make_run(operator)
+    RunEvent.objects.bulk_create(RunEvent(run=run, seq=seq, kind=RunEvent.Kind.CUSTOM)
+                                 for seq in range(1, 11))
+    seqs, url = [], f"/api/runs/{run.id}/events/?after=1&page_size=4"
+    while url:
+        body = api.get(url).json()
+        seqs += [e["seq"] for e in body["results"]]
+        url = body["next"]
+    assert seqs == list(range(2, 11))
+
+
+@pytest.mark.parametrize("after", ["-1", "x", "1.5"])
+def test_a_bad_after_is_a_400_naming_it(api, operator, after):
+    run = make_run(operator)
+    response = api.get(f"/api/runs/{run.id}/events/", {"after": after})
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("after: ")
+
+
+def test_unknown_api_paths_are_json_404s(api):
+    response = api.get("/api/nothing/here/")
+    assert response.status_code == 404
+    assert response.json()["detail"] == "no API resource at '/api/nothing/here/'; see /api/docs/"
