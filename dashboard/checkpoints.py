@@ -98,6 +98,19 @@ def checkpoint_get(*, thread_id: str, checkpoint_id: str | None = None,
     return _view(tup) if tup else None
 
 
+def checkpoint_with_parent(*, thread_id: str, checkpoint_id: str, checkpoint_ns: str = ""
+                           ) -> tuple[CheckpointView | None, CheckpointView | None]:
+    """A checkpoint and its parent, read on one saver connection."""
+    with sync_saver() as saver:
+        conf = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+        tup = saver.get_tuple({"configurable": {**conf, "checkpoint_id": checkpoint_id}})
+        parent_id = ((tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+                     if tup else None)
+        parent = saver.get_tuple({"configurable": {**conf, "checkpoint_id": parent_id}}
+                                 ) if parent_id else None
+    return (_view(tup) if tup else None), (_view(parent) if parent else None)
+
+
 def checkpoint_list(*, thread_id: str, checkpoint_ns: str = "", limit: int = 100
                     ) -> list[CheckpointView]:
     """A thread's checkpoints in one namespace, newest first."""

@@ -154,13 +154,10 @@ class CheckpointAdmin(AuditAdmin):
             return None
         row.decode_error = ""
         try:
-            row.view = reads.checkpoint_get(thread_id=row.thread_id,
-                                            checkpoint_ns=row.checkpoint_ns,
-                                            checkpoint_id=row.checkpoint_id)
-            row.parent_view = reads.checkpoint_get(
+            row.view, row.parent_view = reads.checkpoint_with_parent(
                 thread_id=row.thread_id, checkpoint_ns=row.checkpoint_ns,
-                checkpoint_id=row.parent_checkpoint_id,
-            ) if row.parent_checkpoint_id else None
+                checkpoint_id=row.checkpoint_id,
+            )
         except Exception as exc:  # a row the saver cannot read is shown, not a 500
             row.view = row.parent_view = None
             row.decode_error = f"The saver could not decode this checkpoint: {exc!r}"

@@ -203,3 +203,18 @@ def test_nobody_adds_changes_or_deletes_not_even_a_superuser(
     assert model_class.objects.filter(pk=pk).exists()
     run.refresh_from_db()
     assert run.status == Run.Status.INTERRUPTED
+
+
+def test_a_checkpoint_the_saver_cannot_decode_is_reported_not_a_500(transactional_db, auditor,
+                                                                     client):
+    body = "'\"not an object\"'" if connection.vendor == "postgresql" else "X'c1'"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, "
+            f"metadata) VALUES ('broken:planner', '', 'broken-1', 'msgpack', {body}, "
+            "'{\"source\": \"loop\", \"step\": 1}')"
+        )
+    client.force_login(auditor)
+    text = page(client, checkpoint_url("broken-1"))
+    assert "The saver could not decode this checkpoint" in text
+    assert "broken:planner" in text and "no run on this thread" in text
