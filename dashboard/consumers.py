@@ -7,9 +7,12 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 
-from dashboard import broadcast, inbox, selectors
+from dashboard import broadcast, inbox, selectors, trace
+from dashboard.models import Run
+from dashboard.runner import event_dict
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -35,6 +38,115 @@ class RunsConsumer(AsyncWebsocketConsumer):
         """Send the changed run's status cell as an out-of-band swap."""
         html = render_to_string("dashboard/_run_status_oob.html", {"run": message["run"]})
         await self.send(text_data=html)
+
+
+CLOSE_BAD_REQUEST = 4400
+CLOSE_NOT_FOUND = 4404
+REPLAY_CHUNK = 500  # events per message when catching a client up from the log
+
+
+@database_sync_to_async
+def _arun(run_id: str) -> Run | None:
+    """The run, or None if there is no such run."""
+    try:
+        return selectors.run_get(run_id=run_id)
+    except (Run.DoesNotExist, ValidationError, ValueError):
+        return None
+
+
+@database_sync_to_async
+def _afold(run: Run) -> tuple[trace.TraceFold, list[dict[str, Any]]]:
+    """The run's whole log folded, and the events as dicts."""
+    return trace.trace_fold(run=run)
+
+
+@database_sync_to_async
+def _aevents_after(run_id: Any, after: int) -> list[dict[str, Any]]:
+    """Events after seq ``after`` from the log (a gap in the doorbells is filled from here)."""
+    return [event_dict(e) for e in selectors.run_events(run_id=run_id, after=after)]
+
+
+@database_sync_to_async
+def _acan(user: Any, perm: str) -> bool:
+    return bool(user.has_perm(perm))
+
+
+class RunConsumer(AsyncWebsocketConsumer):
+    """Streams one run's trace as OOB partials: the log after ``?after=<seq>``, then live."""
+
+    async def connect(self) -> None:
+        """Check the user, the run and ``after``; join the run's group; catch the client up."""
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        after = parse_qs(self.scope.get("query_string", b"").decode()).get("after", ["0"])[-1]
+        run = await _arun(str(self.scope["url_route"]["kwargs"]["run_id"]))
+        if not after.isdigit() or run is None:
+            await self.close(code=CLOSE_BAD_REQUEST if run else CLOSE_NOT_FOUND)
+            return
+        if not selectors.run_can_view(user=user, run=run):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.run, self.sent, self.status = run, int(after), run.status
+        self.can_cancel = await _acan(user, "dashboard.cancel_run")
+        self.group = broadcast.run_group(run.id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        self.fold, rows = await _afold(run)  # after joining: nothing committed later is lost
+        missed = [e for e in rows if e["seq"] > self.sent]
+        everything = trace.Changes(graph=True, new_tasks=True, decisions=True)
+        for start in range(0, len(missed), REPLAY_CHUNK):
+            await self._send_batch(missed[start:start + REPLAY_CHUNK], everything)
+
+    async def disconnect(self, code: int) -> None:
+        """Leave the run's group."""
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def run_events(self, message: dict[str, Any]) -> None:
+        """Send newly committed events (one message per batch), filling any gap from the log."""
+        events = [e for e in message["events"] if e["seq"] > self.sent]
+        if not events:
+            return  # duplicates of rows the client has
+        if events[0]["seq"] != self.sent + 1:
+            events = await _aevents_after(self.run.id, self.sent)
+        changes = self.fold.apply(events)
+        await self._send_batch(events, changes)
+        if changes.interrupts:
+            await self._send_interrupts()
+
+    async def run_changed(self, message: dict[str, Any]) -> None:
+        """Re-render the header; reload the interrupts panel when the status moved."""
+        run = await _arun(str(self.run.id))
+        if run is None:
+            return
+        self.run = run
+        html = render_to_string("dashboard/_trace_header.html", self._context(oob=True))
+        await self.send(text_data=html)
+        if run.status != self.status:
+            self.status = run.status
+            await self._send_interrupts()
+
+    async def _send_batch(self, events: list[dict[str, Any]], changes: trace.Changes) -> None:
+        self.sent = max(self.sent, events[-1]["seq"])
+        context = self._context(events=events, changes=changes, last_seq=self.sent)
+        context["changed_tasks"] = [
+            trace.task_card(self.fold.tasks, tid) for tid in sorted(changes.tasks)
+            if tid in self.fold.tasks
+        ]
+        await self.send(text_data=render_to_string("dashboard/_trace_batch.html", context))
+
+    async def _send_interrupts(self) -> None:
+        html = render_to_string("dashboard/_run_interrupts_slot.html",
+                                {"run": self.run, "oob": True})
+        if html.strip():
+            await self.send(text_data=html)
+
+    def _context(self, **extra: Any) -> dict[str, Any]:
+        context = trace.panels_context(run=self.run, fold=self.fold)
+        context.update(can_cancel=self.can_cancel, **extra)
+        return context
 
 
 @database_sync_to_async

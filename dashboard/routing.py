@@ -9,4 +9,5 @@ from dashboard import consumers
 websocket_urlpatterns = [
     path("ws/runs/", consumers.RunsConsumer.as_asgi()),
     path("ws/inbox/", consumers.InboxConsumer.as_asgi()),
+    path("ws/runs/<uuid:run_id>/", consumers.RunConsumer.as_asgi()),
 ]

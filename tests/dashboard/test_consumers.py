@@ -1,0 +1,149 @@
+"""The run consumer: refuses strangers, replays the log after ``after``, then streams live."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser
+
+from dashboard import broadcast, services
+from dashboard.consumers import (
+    CLOSE_BAD_REQUEST,
+    CLOSE_FORBIDDEN,
+    CLOSE_NOT_FOUND,
+    CLOSE_UNAUTHENTICATED,
+)
+from dashboard.routing import websocket_urlpatterns
+from dashboard.runner import event_dict
+from tests.conftest import wait_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+APP = URLRouter(websocket_urlpatterns)
+
+
+def seqs(html: str) -> list[int]:
+    return [int(s) for s in re.findall(r'id="ev-(\d+)" data-seq="\1"', html)]
+
+
+async def connect(user, path: str) -> tuple[WebsocketCommunicator, bool, int | None]:
+    comm = WebsocketCommunicator(APP, path)
+    comm.scope["user"] = user
+    ok, code = await comm.connect(timeout=5)
+    return comm, ok, code
+
+
+async def collect(comm: WebsocketCommunicator, until_seq: int) -> list[int]:
+    """Rows received until the row ``until_seq`` arrived (guarded by a timeout)."""
+    got: list[int] = []
+    while until_seq not in got:
+        got.extend(seqs(await comm.receive_from(timeout=20)))
+    return got
+
+
+def test_anonymous_connections_are_refused(executor, operator):
+    run = services.run_create(graph="test.echo", input={"steps": 1}, user=operator)
+
+    async def scenario():
+        _, ok, code = await connect(AnonymousUser(), f"/ws/runs/{run.id}/")
+        assert not ok and code == CLOSE_UNAUTHENTICATED
+
+    async_to_sync(scenario)()
+
+
+def test_inactive_users_unknown_runs_and_bad_positions_are_refused(executor, operator):
+    run = services.run_create(graph="test.echo", input={"steps": 1}, user=operator)
+    operator.is_active = False
+
+    async def scenario():
+        _, ok, code = await connect(operator, f"/ws/runs/{run.id}/")
+        assert not ok and code == CLOSE_FORBIDDEN
+        operator.is_active = True
+        _, ok, code = await connect(operator, "/ws/runs/00000000-0000-0000-0000-000000000000/")
+        assert not ok and code == CLOSE_NOT_FOUND
+        _, ok, code = await connect(operator, f"/ws/runs/{run.id}/?after=-3")
+        assert not ok and code == CLOSE_BAD_REQUEST
+
+    async_to_sync(scenario)()
+
+
+def test_a_reconnect_gets_exactly_the_rows_after_its_position(executor, operator):
+    run = services.run_create(graph="test.echo", input={"steps": 3}, user=operator)
+    run = wait_run(run.id)
+
+    async def scenario():
+        comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=4")
+        assert ok
+        html = await comm.receive_from(timeout=5)
+        assert seqs(html) == list(range(5, run.last_seq + 1))
+        assert f'data-last-seq="{run.last_seq}" hx-swap-oob="true"' in html
+        assert 'id="trace-graph-state"' in html and "&quot;step&quot;: 3" in html
+        assert await comm.receive_nothing(timeout=0.2)
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_a_live_run_streams_every_row_once(executor, operator):
+    run = services.run_create(graph="test.echo", input={"steps": 8, "delay": 0.02},
+                              user=operator)
+    got: list[int] = []
+
+    async def scenario():
+        comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=0")
+        assert ok
+        html = ""
+        while "kind-run_succeeded" not in html:
+            html = await comm.receive_from(timeout=20)
+            got.extend(seqs(html))
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
+    assert got == list(range(1, wait_run(run.id).last_seq + 1))
+
+
+def test_duplicate_doorbells_are_dropped_and_gaps_filled_from_the_log(executor, operator):
+    run = services.run_create(graph="test.echo", input={"steps": 3}, user=operator)
+    run = wait_run(run.id)
+
+    async def scenario():
+        comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=2")
+        assert ok
+        assert seqs(await comm.receive_from(timeout=5))[0] == 3
+        events = await database_sync_to_async(lambda: [event_dict(e) for e in run.events.all()])()
+        layer = get_channel_layer()
+        await layer.group_send(broadcast.run_group(run.id),
+                               {"type": "run.events", "events": events[:5]})
+        assert await comm.receive_nothing(timeout=0.3)  # everything there was sent already
+        await comm.disconnect()
+
+
+        # a doorbell that skips rows the client lacks: the consumer reads them from the log
+        comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=1")
+        assert ok and seqs(await comm.receive_from(timeout=5))[0] == 2
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_a_status_change_reloads_the_header_and_interrupts_panel(executor, operator):
+    run = services.run_create(graph="test.echo", input={"steps": 4, "ask": True},
+                              user=operator)
+
+    async def scenario():
+        comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=0")
+        assert ok
+        seen = ""
+        while 'id="run-interrupts"' not in seen or "Interrupted" not in seen:
+            seen += await comm.receive_from(timeout=20)
+        assert 'id="trace-header" class="trace-head" hx-swap-oob="true"' in seen
+        assert f'hx-get="/runs/{run.id}/interrupts/"' in seen
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
