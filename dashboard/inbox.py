@@ -81,7 +81,7 @@ def inbox_update(*, user: Any, graph: str, known: PendingState | None
     """Out-of-band swaps that bring an inbox page from ``known`` to now, and the new state.
 
     Only runs whose pending questions changed are re-rendered, so an answer being typed
-    into another run's form survives; ``known=None`` re-renders every run.
+    into another run's form survives; ``known=None`` (a page just loaded) sends the rows only.
     """
     rows = _rows(graph)
     state: dict[str, set[int]] = {}
@@ -98,10 +98,8 @@ def inbox_update(*, user: Any, graph: str, known: PendingState | None
         return render_to_string("dashboard/_inbox_run.html",
                                 {"run": run, "section": section, "run_url": url, "oob": oob})
 
-    if known is None:
-        parts.append('<div id="inbox-runs" hx-swap-oob="true">')
-        parts.extend(article(rid) for rid in now)
-        parts.append("</div>")
+    if known is None:  # the page was rendered just now: keep what is being typed into it
+        pass
     else:
         parts.extend(f'<article id="inbox-run-{rid}" hx-swap-oob="delete"></article>'
                      for rid in known if rid not in now)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import logging
 import os
 import socket
@@ -135,7 +136,11 @@ class Executor:
         """Schedule a run's execution; returns a future that resolves when it stops."""
         self.start()
         assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(self.aexecute(run_id, mode), self._loop)
+        # A fresh context: the caller's (a request's asgiref executors, say) would be
+        # copied into the task and break its sync_to_async calls once the request ends.
+        return contextvars.Context().run(
+            asyncio.run_coroutine_threadsafe, self.aexecute(run_id, mode), self._loop
+        )
 
     def enable_reaper(self) -> None:
         """Also pick up, now and periodically, runs orphaned by a dead executor."""

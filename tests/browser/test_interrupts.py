@@ -1,0 +1,104 @@
+"""A real Chromium answers planners' questions from the inbox until the runs finish."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard import services
+from dashboard.models import Interrupt, Run
+from tests.conftest import login, screenshot, wait_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+FINAL = ("succeeded", "failed", "cancelled")
+
+
+def question(page, run: Run, field: str):
+    """The question block for ``field`` in the run's inbox section, once it is there."""
+    block = page.locator(f'#inbox-run-{run.id} .question[data-field="{field}"]')
+    block.wait_for(state="visible", timeout=20_000)
+    return block
+
+
+def submit(page, run: Run) -> None:
+    """Click the run's main answer button."""
+    page.locator(f"#inbox-run-{run.id} .q-actions button").click()
+
+
+def test_acquisition_region_currency_and_price_answered_in_the_inbox(
+        live_server_url, page, executor, operator):
+    run = services.run_create(graph="acquisition", input={}, user=operator)
+    assert wait_run(run.id).status == Run.Status.INTERRUPTED
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    page.goto(f"{live_server_url}/inbox/")
+    assert page.locator("#nav-inbox-count").inner_text() == "1"
+
+    region = question(page, run, "core.region")
+    assert "Which region should the market be sized for?" in region.inner_text()
+    screenshot(page, "inbox-region")
+    region.locator("select").select_option("Germany")
+    submit(page, run)
+
+    currency = question(page, run, "core.currency")
+    currency.locator("input").fill("euro")
+    submit(page, run)
+    page.locator(f"#inbox-run-{run.id} .errorlist").wait_for(timeout=10_000)
+    assert "'euro' is not a currency code" in currency.inner_text()
+    currency.locator("input").fill("eur")
+    submit(page, run)
+
+    price = question(page, run, "market.price")
+    assert "EUR per year" in price.inner_text() and "From 0 to 1,000,000" in price.inner_text()
+    price.locator("input").fill("2000000")
+    submit(page, run)
+    page.locator(f"#inbox-run-{run.id} .errorlist").wait_for(timeout=10_000)
+    assert "out of range" in price.inner_text()
+    screenshot(page, "inbox-price-error")
+    price.locator("input").fill("47.88")
+    submit(page, run)
+
+    run = wait_run(run.id, statuses=FINAL)
+    assert run.status == Run.Status.SUCCEEDED
+    assert run.output["status"] == "complete" and run.output["values"]["market.price"] == 47.88
+    assert run.output["region"] == "Germany" and run.output["currency"] == "EUR"
+    page.locator(f"#inbox-run-{run.id}").wait_for(state="detached", timeout=10_000)
+    assert page.locator("#inbox-table").inner_text().startswith("No question is waiting")
+    answered = run.interrupts.filter(status=Interrupt.Status.ANSWERED).order_by("answered_at")
+    assert [i.answer for i in answered] == ["Germany", "EUR", 47.88]
+    assert all(i.answered_by == operator and i.checkpoint_id for i in answered)
+
+    page.goto(f"{live_server_url}/runs/{run.id}/interrupts/")
+    audit = page.locator("table.audit").inner_text()
+    assert "Germany" in audit and "47.88" in audit and "olga" in audit
+    screenshot(page, "run-interrupts-audit")
+
+
+def test_decomposition_parallel_clarify_questions_answered_from_the_inbox(
+        live_server_url, page, executor, operator):
+    run = services.run_create(graph="decomposition",
+                              input={"ask_clarifications": True, "plan_form": "lcdl_pack"},
+                              user=operator)
+    assert wait_run(run.id).status == Run.Status.INTERRUPTED
+    assert run.interrupts.filter(status=Interrupt.Status.PENDING).count() == 2
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    page.goto(f"{live_server_url}/inbox/")
+    assert page.locator("#inbox-table tbody tr").count() == 2
+    tone = question(page, run, "6")
+    audience = question(page, run, "5")
+    screenshot(page, "inbox-clarify")
+    tone.locator("textarea").fill("plain and friendly")
+    tone.get_by_role("button", name="Answer this one").click()
+
+    # the tone is answered; the audience question stays, alone, in the re-rendered section
+    page.locator(f'#inbox-run-{run.id} .question[data-field="6"]').wait_for(
+        state="detached", timeout=20_000)
+    audience = question(page, run, "5")
+    audience.locator("select").select_option("residents")
+    submit(page, run)
+
+    run = wait_run(run.id, statuses=FINAL)
+    assert run.status == Run.Status.SUCCEEDED, run.error_message
+    answers = {i.payload["task_id"]: i.answer for i in run.interrupts.all()}
+    assert answers == {"5": "residents", "6": "plain and friendly"}
+    page.locator(f"#inbox-run-{run.id}").wait_for(state="detached", timeout=10_000)
+    screenshot(page, "inbox-empty")
