@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -59,6 +60,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """Map service errors to 400/409 and give every error ``detail``, ``code``, ``errors``."""
     if isinstance(exc, RequestDataTooBig):  # DRF reads JSON through Django's checked body
         exc = RequestTooLarge(_too_large(context))
+    elif isinstance(exc, Http404):  # e.g. an unknown format suffix
+        exc = exceptions.NotFound(*exc.args)
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied(*exc.args)
     if isinstance(exc, ServiceError):
         detail = exc.message
         named = [f for f in exc.errors if f != "__all__"]

@@ -2,31 +2,61 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
 
 
-class RunCursorPagination(CursorPagination):
+class StrictCursorPagination(CursorPagination):
+    """Cursor pages whose ``page_size`` is checked (DRF silently ignores a bad one)."""
+
+    page_size_query_param = "page_size"
+
+    def get_page_size(self, request: Request) -> int:
+        """The requested page size, or a 400 naming ``page_size`` and the allowed range."""
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        allowed = f"give a whole number from 1 to {self.max_page_size}"
+        try:
+            size = int(raw)
+        except ValueError:
+            raise ValidationError({"page_size": f"{raw!r} is not a whole number; {allowed}"}) \
+                from None
+        if not 1 <= size <= self.max_page_size:
+            raise ValidationError({"page_size": f"{size} is out of range; {allowed}"})
+        return size
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        """Document the page size's range."""
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
+        return parameters
+
+
+class RunCursorPagination(StrictCursorPagination):
     """Runs, newest first."""
 
     ordering = ("-created_at", "-id")
     page_size = 25
-    page_size_query_param = "page_size"
     max_page_size = 200
 
 
-class EventCursorPagination(CursorPagination):
+class EventCursorPagination(StrictCursorPagination):
     """A run's events in seq order."""
 
     ordering = ("seq",)
     page_size = 100
-    page_size_query_param = "page_size"
     max_page_size = 1000
 
 
-class InterruptCursorPagination(CursorPagination):
+class InterruptCursorPagination(StrictCursorPagination):
     """Pending interrupts, oldest first (the order an operator should answer them)."""
 
     ordering = ("created_at", "id")
     page_size = 50
-    page_size_query_param = "page_size"
     max_page_size = 200

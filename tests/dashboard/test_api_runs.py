@@ -182,3 +182,18 @@ def test_unknown_api_paths_are_json_404s(api):
     response = api.get("/api/nothing/here/")
     assert response.status_code == 404
     assert response.json()["detail"] == "no API resource at '/api/nothing/here/'; see /api/docs/"
+
+
+@pytest.mark.parametrize(("size", "words"), [("0", "0 is out of range"),
+                                             ("201", "201 is out of range"),
+                                             ("many", "'many' is not a whole number")])
+def test_a_bad_page_size_is_a_400_naming_it(api, size, words):
+    response = api.get("/api/runs/", {"page_size": size})
+    assert response.status_code == 400
+    assert response.json()["detail"] == f"page_size: {words}; give a whole number from 1 to 200"
+
+
+def test_a_djangos_404_inside_the_api_is_json_too(api):
+    response = api.get("/api/interrupts/-0.5/")  # "-0" with the unknown format suffix "5"
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Not found.", "code": "not_found", "errors": {}}
