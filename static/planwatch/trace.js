@@ -18,10 +18,13 @@
     return trace.socket;
   };
   // A socket the page dropped on purpose (trace.drop) comes back like a lost one would.
-  trace.drop = function () { trace.socket.close(4000, "dropped by the page"); };
+  trace.drop = function (pauseMs) {
+    trace.pause = pauseMs || 100;
+    trace.socket.close(4000, "dropped by the page");
+  };
   document.addEventListener("htmx:wsClose", function (e) {
     if (e.detail.event.code === 4000) {
-      setTimeout(function () { e.detail.socketWrapper.reconnect(); }, 100);
+      setTimeout(function () { e.detail.socketWrapper.reconnect(); }, trace.pause);
     }
   });
 
