@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import uuid
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -11,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from dashboard import services
+from dashboard.admin import CheckpointAdmin
 from dashboard.admin.base import changelist_url, trace_url
 from dashboard.models import Checkpoint, Interrupt, Run
 from tests.conftest import wait_run
@@ -83,7 +85,7 @@ def test_a_checkpoint_detail_decodes_values_and_diffs_against_its_parent(
             ) in text
     assert ('<tr class="pw-diff-appended"><td>trail</td><td>appended</td><td></td>'
             '<td><pre class="pw-json">[\n  "step2"\n]</pre></td></tr>') in text
-    assert "pw-diff-removed" not in text
+    assert '<tr class="pw-diff-removed">' not in text and text.count("<tr class=\"pw-diff-") == 2
     # links: parent, child, run and the trace view at that step
     assert checkpoint_url(steps[1].checkpoint_id) in text
     assert checkpoint_url(steps[3].checkpoint_id) in text
@@ -143,6 +145,18 @@ def test_the_checkpoint_list_never_counts_the_whole_table(executor, operator, au
     counts = [q["sql"] for q in queries if "COUNT(" in q["sql"].upper()
               and "checkpoints" in q["sql"]]
     assert counts and all("LIMIT" in sql.upper() for sql in counts), counts
+
+
+def test_a_capped_count_says_more_than(executor, operator, auditor, client, monkeypatch):
+    finished_echo(operator, steps=3)
+    client.force_login(auditor)
+    monkeypatch.setattr(CheckpointAdmin, "list_per_page", 1)
+    monkeypatch.setattr(CheckpointAdmin, "pages_ahead", 1)
+    text = page(client, reverse("admin:dashboard_checkpoint_changelist") + "?q=")
+    assert "more than 2 checkpoints" in text and "more than 2 results" in text
+    total = Checkpoint.objects.count()  # the saver's table outlives Django's test flushes
+    text = page(client, reverse("admin:dashboard_checkpoint_changelist") + f"?p={total}")
+    assert f"{total} checkpoints" in text and "more than" not in text
 
 
 def test_bad_input_is_an_answer_not_an_error(executor, auditor, client):
@@ -207,14 +221,15 @@ def test_nobody_adds_changes_or_deletes_not_even_a_superuser(
 
 def test_a_checkpoint_the_saver_cannot_decode_is_reported_not_a_500(transactional_db, auditor,
                                                                      client):
+    broken = f"broken-{uuid.uuid4()}"
     body = "'\"not an object\"'" if connection.vendor == "postgresql" else "X'c1'"
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, "
-            f"metadata) VALUES ('broken:planner', '', 'broken-1', 'msgpack', {body}, "
+            f"metadata) VALUES ('broken:planner', '', '{broken}', 'msgpack', {body}, "
             "'{\"source\": \"loop\", \"step\": 1}')"
         )
     client.force_login(auditor)
-    text = page(client, checkpoint_url("broken-1"))
+    text = page(client, checkpoint_url(broken))
     assert "The saver could not decode this checkpoint" in text
     assert "broken:planner" in text and "no run on this thread" in text
