@@ -62,6 +62,8 @@ OFFLINE = {
 }
 
 Latencies = list[float]
+Resolved = tuple[Latencies, dict[str, float]]
+"""A phase's node latencies (ms) and a system's own break-down of them."""
 
 
 # -- statistics and processes ------------------------------------------------------------
@@ -165,15 +167,15 @@ def peer_versions() -> dict[str, str]:
 def langgraph_api_server() -> Iterator[str]:
     """``langgraph dev`` (in-memory runtime) serving the chain as assistant ``chain80``."""
     port = free_port()
-    workdir = VAR / "langgraph-api"
-    shutil.rmtree(workdir, ignore_errors=True)  # its in-memory runtime persists here
-    workdir.mkdir(parents=True)
+    # it resolves the graph's path from its working directory and persists its in-memory
+    # runtime under .langgraph_api/ there (ignored by git): start each time from nothing
+    shutil.rmtree(CONFIG_DIR / ".langgraph_api", ignore_errors=True)
     args = [str(VENV / "bin" / "langgraph"), "dev", "--no-browser", "--no-reload",
             "--host", "127.0.0.1", "--port", str(port),
             "--n-jobs-per-worker", str(CONCURRENCY), "--server-log-level", "WARNING",
             "--config", str(CONFIG_DIR / "langgraph.json")]
     url = f"http://127.0.0.1:{port}"
-    with process(args, env={**os.environ, **OFFLINE}, log="langgraph-api.log", cwd=workdir,
+    with process(args, env={**os.environ, **OFFLINE}, log="langgraph-api.log", cwd=CONFIG_DIR,
                  ready=http_ok(f"{url}/ok")):
         yield url
 
@@ -239,25 +241,27 @@ async def aphase(one_run: Callable[[], Awaitable[Any]], *, runs: int, concurrenc
     return results, runs / (time.perf_counter() - began)
 
 
-def figure(latencies: Latencies, runs_per_s: float) -> dict[str, float]:
-    """One cell of the table."""
+def figure(latencies: Latencies, runs_per_s: float, **extra: float) -> dict[str, float]:
+    """One cell of the table (``extra``: a system's own break-down)."""
     return {
         "p50_ms": round(percentile(latencies, 50), 2),
         "p99_ms": round(percentile(latencies, 99), 2),
         "runs_per_s": round(runs_per_s, 2),
         "nodes": len(latencies),
+        **extra,
     }
 
 
 async def ameasure_system(one_run: Callable[[], Awaitable[Any]], *, runs: int,
-                          resolve: Callable[[list[Any]], Awaitable[Latencies]],
+                          resolve: Callable[[list[Any]], Awaitable[Resolved]],
                           ) -> dict[str, dict[str, float]]:
     """Warm up, then measure sequentially and ``CONCURRENCY`` at once."""
     await aphase(one_run, runs=WARMUP, concurrency=1)
     out = {}
     for label, concurrency in (("sequential", 1), (f"concurrent_{CONCURRENCY}", CONCURRENCY)):
         results, rate = await aphase(one_run, runs=runs, concurrency=concurrency)
-        out[label] = figure(await resolve(results), rate)
+        latencies, extra = await resolve(results)
+        out[label] = figure(latencies, rate, **extra)
     return out
 
 
@@ -267,8 +271,8 @@ async def ameasure_peer(url: str, *, runs: int) -> dict[str, dict[str, float]]:
 
     client = get_client(url=url, api_key=None)
 
-    async def flatten(results: list[Latencies]) -> Latencies:
-        return [lat for run in results for lat in run]
+    async def flatten(results: list[Latencies]) -> Resolved:
+        return [lat for run in results for lat in run], {}
 
     return await ameasure_system(lambda: apeer_run(client), runs=runs, resolve=flatten)
 
@@ -324,13 +328,15 @@ def targets(result: dict[str, Any]) -> dict[str, Any]:
 
 def table(result: dict[str, Any]) -> str:
     """The figure as a Markdown table, then the targets."""
-    lines = ["| system | mode | p50 ms | p99 ms | runs/s | nodes |",
-             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    lines = ["| system | mode | p50 ms | p99 ms | runs/s | nodes | more |",
+             "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
+    shown = ("p50_ms", "p99_ms", "runs_per_s", "nodes")
     for name in SYSTEMS:
         for mode, cell in (result.get(name) or {}).items():
             if isinstance(cell, dict):
+                more = ", ".join(f"{k} {v}" for k, v in cell.items() if k not in shown)
                 lines.append(f"| {name} | {mode} | {cell['p50_ms']} | {cell['p99_ms']} | "
-                             f"{cell['runs_per_s']} | {cell['nodes']} |")
+                             f"{cell['runs_per_s']} | {cell['nodes']} | {more} |")
     for name, target in result.get("targets", {}).items():
         lines.append(f"\n{name}: {json.dumps(target)}")
     return "\n".join(lines)

@@ -29,7 +29,7 @@ from benchmarks import peer_graph, peers
 DB_NAME = "planwatch_bench_peers"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9")
 USERNAME = "bench-operator"
-TIMEOUT = 60.0
+TIMEOUT = 30.0
 # A seq as the websocket messages may carry it: JSON events or attributes of HTML rows.
 SEQ_PATTERNS = (re.compile(r'"seq"\s*:\s*(\d+)'), re.compile(r'data-seq="(\d+)"'))
 
@@ -56,8 +56,8 @@ for line in sys.stdin:
         print(json.dumps({"status": run.status, "last_seq": run.last_seq}), flush=True)
     elif cmd == "stamps":
         rows = RunEvent.objects.filter(run_id__in=arg.split(","), kind="node_finished")
-        print(json.dumps([[str(e.run_id), e.seq, e.payload["update"]["t"]] for e in rows]),
-              flush=True)
+        print(json.dumps([[str(e.run_id), e.seq, e.payload["update"]["t"],
+                           e.created_at.timestamp()] for e in rows]), flush=True)
 """
 
 
@@ -109,7 +109,7 @@ class Watched:
     run_id: str
     opened_at: float
     received: list[tuple[float, list[int]]] = field(default_factory=list)
-    latencies: list[float] | None = None  # known at once when watching the channel group
+    lost: bool = False  # its last event never arrived (within TIMEOUT)
 
 
 @dataclass
@@ -130,9 +130,12 @@ class PlanwatchBench:
     async def arun(self) -> Watched:
         """Start one run and watch it until its last event has arrived."""
         run_id = await self.starter.aask("start")
-        if self.websocket:
-            return await self._awatch_websocket(run_id)
-        return await self._awatch_group(run_id)
+        try:
+            if self.websocket:
+                return await self._awatch_websocket(run_id)
+            return await self._awatch_group(run_id)
+        except TimeoutError:  # counted and reported, not fatal: the other runs still count
+            return Watched(run_id, time.time(), lost=True)
 
     async def _awatch_websocket(self, run_id: str) -> Watched:
         from websockets.asyncio.client import connect
@@ -156,36 +159,42 @@ class PlanwatchBench:
         channel = await layer.new_channel()
         group = f"run.{run_id}"
         await layer.group_add(group, channel)
-        watched = Watched(run_id, time.time(), latencies=[])
+        watched = Watched(run_id, time.time())
         try:
             while True:
                 message = await asyncio.wait_for(layer.receive(channel), TIMEOUT)
                 now = time.time()
-                for event in message.get("events", ()):
-                    if event["kind"] == "node_finished":
-                        watched.latencies.append((now - event["payload"]["update"]["t"]) * 1000)
-                    if event["seq"] >= self.last_seq:
-                        return watched
+                seqs = [event["seq"] for event in message.get("events", ())]
+                watched.received.append((now, seqs))
+                if seqs and seqs[-1] >= self.last_seq:
+                    return watched
         finally:
             await layer.group_discard(group, channel)
 
-    async def aresolve(self, results: list[Watched]) -> list[float]:
-        """The node latencies of watched runs (completed before the watcher connected: out)."""
-        if not self.websocket:
-            return [lat for w in results for lat in w.latencies or ()]
-        stamps: dict[tuple[str, int], float] = {}
+    async def aresolve(self, results: list[Watched]) -> peers.Resolved:
+        """Node latencies of watched runs (nodes done before the watcher connected: left out).
+
+        The break-down splits each latency at the moment the executor stamped the event
+        row (``created_at``, just before its INSERT): node → row, then row → client.
+        """
+        stamps: dict[tuple[str, int], tuple[float, float]] = {}
         for chunk in range(0, len(results), 20):
             ids = ",".join(w.run_id for w in results[chunk:chunk + 20])
-            for run_id, seq, t in json.loads(await self.starter.aask(f"stamps {ids}")):
-                stamps[run_id, seq] = t
-        latencies = []
+            for run_id, seq, t, row in json.loads(await self.starter.aask(f"stamps {ids}")):
+                stamps[run_id, seq] = (t, row)
+        latencies, to_row = [], []
         for w in results:
             for received, seqs in w.received:
                 for seq in seqs:
-                    t = stamps.pop((w.run_id, seq), None)
-                    if t is not None and t >= w.opened_at:
+                    t, row = stamps.pop((w.run_id, seq), (0.0, 0.0))
+                    if t >= w.opened_at:
                         latencies.append((received - t) * 1000)
-        return latencies
+                        to_row.append((row - t) * 1000)
+        return latencies, {
+            "node_to_row_p50_ms": round(peers.percentile(to_row, 50), 2),
+            "node_to_row_p99_ms": round(peers.percentile(to_row, 99), 2),
+            "lost_runs": sum(w.lost for w in results),
+        }
 
     def calibrate(self) -> None:
         """Run the chain once to learn its last seq (the same for every run of it)."""
