@@ -108,9 +108,14 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User) -> Interr
     _check_answer_size(answer)
     now = timezone.now()
     with transaction.atomic():
-        won = Interrupt.objects.filter(
+        # Lock the run (run_cancel locks it too), then one UPDATE with no join: on
+        # PostgreSQL a joined UPDATE becomes ``id IN (subquery)``, which is not re-checked
+        # after waiting for a concurrent answer's row lock, so both answers would win.
+        waiting = Run.objects.select_for_update().filter(
+            id=interrupt.run_id, status__in=[Run.Status.INTERRUPTED, Run.Status.RUNNING],
+        ).exists()
+        won = waiting and Interrupt.objects.filter(
             pk=interrupt.pk, status=Interrupt.Status.PENDING,
-            run__status__in=[Run.Status.INTERRUPTED, Run.Status.RUNNING],
         ).update(status=Interrupt.Status.ANSWERED, answer=answer, answered_by=user,
                  answered_at=now)
         interrupt.refresh_from_db()
