@@ -85,10 +85,10 @@ def drive(client: Planwatch, answers: dict[str, Any], run_input: dict[str, Any],
     print(f"started run {run['id']}", file=sys.stderr)
     seen, deadline = 0, time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for event in client.events(run["id"], after=seen):
-            seen = event["seq"]
-            print(f"  #{event['seq']} {event['kind']} {event['node']}".rstrip(), file=sys.stderr)
         run = client.call("GET", f"/api/runs/{run['id']}/")
+        for event in client.events(run["id"], after=seen):  # read after the status: all
+            seen = event["seq"]                             # of a finished run's events
+            print(f"  #{event['seq']} {event['kind']} {event['node']}".rstrip(), file=sys.stderr)
         if run["status"] in FINISHED:
             return run
         if run["status"] == "interrupted":
