@@ -1,0 +1,69 @@
+"""The peers benchmark's own parts: its graph, its reading of the trace, its targets.
+
+The peers' servers are not started here (too slow for ``make test``); ``python -m
+benchmarks.peers`` does that.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+
+from django.template.loader import render_to_string
+
+from benchmarks import peer_graph, peers
+from benchmarks.peers_planwatch import SEQ_PATTERNS
+from dashboard import services
+from dashboard.models import RunEvent
+from tests.conftest import assert_gapless, wait_run
+
+
+async def test_the_chain_runs_its_80_nodes_in_order_each_stamping_its_completion():
+    updates = [u async for u in peer_graph.graph.astream({"i": -1}, stream_mode="updates")]
+    assert [next(iter(u)) for u in updates] == [f"n{i:02d}" for i in range(80)]
+    stamps = [next(iter(u.values())) for u in updates]
+    assert [s["i"] for s in stamps] == list(range(80))
+    assert all(a["t"] <= b["t"] for a, b in itertools.pairwise(stamps))
+
+
+def test_planwatch_executes_the_registered_chain_and_stores_every_stamp(executor, operator):
+    run = services.run_create(graph=peer_graph.NAME, input={}, user=operator)
+    run = wait_run(run.id)
+    assert run.status == "succeeded"
+    finished = [e for e in assert_gapless(run) if e.kind == RunEvent.Kind.NODE_FINISHED]
+    assert [e.payload["update"]["i"] for e in finished] == list(range(80))
+    assert all(isinstance(e.payload["update"]["t"], float) for e in finished)
+
+
+def test_the_watcher_reads_each_seq_from_a_trace_row_as_the_consumer_renders_it():
+    html = render_to_string("dashboard/_trace_event.html", {
+        "run": {"id": uuid.uuid4()},
+        "event": {"seq": 4711, "kind": "node_finished", "node": "n07", "payload": {}},
+    })
+    assert [int(s) for p in SEQ_PATTERNS for s in p.findall(html)] == [4711]
+
+
+def cell(p50: float, p99: float, rate: float) -> dict[str, float]:
+    return {"p50_ms": p50, "p99_ms": p99, "runs_per_s": rate, "nodes": 800}
+
+
+def test_targets_compare_planwatch_at_10_at_once_with_the_best_peer():
+    key = f"concurrent_{peers.CONCURRENCY}"
+    result = {
+        "planwatch": {key: cell(3.0, 9.0, 8.0)},
+        "langgraph-api": {key: cell(10.0, 17.0, 3.7)},
+        "aegra": {key: cell(20.0, 40.0, 4.1)},
+    }
+    met = peers.targets(result)
+    assert met["latency"] == {"planwatch_p99_ms": 9.0, "best_peer_p50_ms": 10.0, "met": True}
+    assert met["throughput"]["best_peer_runs_per_s"] == 4.1
+    assert met["throughput"]["met"] is False  # 8.0 < 2 x 4.1
+    result["planwatch"][key] = cell(3.0, 11.0, 8.2)
+    assert peers.targets(result)["latency"]["met"] is False
+    assert peers.targets(result)["throughput"]["met"] is True
+
+
+def test_percentile_interpolates_and_is_nan_without_values():
+    assert peers.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert peers.percentile([5.0], 99) == 5.0
+    assert peers.percentile([], 50) != peers.percentile([], 50)  # NaN
