@@ -93,11 +93,17 @@ class RunConsumer(AsyncWebsocketConsumer):
         self.group = broadcast.run_group(run.id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        self.fold, rows = await _afold(run)  # after joining: nothing committed later is lost
+        # read after joining the group: nothing that changes from now on can be missed
+        self.run = await _arun(str(run.id)) or run
+        self.status = self.run.status
+        self.fold, rows = await _afold(self.run)
         missed = [e for e in rows if e["seq"] > self.sent]
         everything = trace.Changes(graph=True, new_tasks=True, decisions=True)
         for start in range(0, len(missed), REPLAY_CHUNK):
             await self._send_batch(missed[start:start + REPLAY_CHUNK], everything)
+        if missed:  # the page was rendered before these: its header and questions are stale
+            await self._send_header()
+            await self._send_interrupts()
 
     async def disconnect(self, code: int) -> None:
         """Leave the run's group."""
@@ -122,8 +128,7 @@ class RunConsumer(AsyncWebsocketConsumer):
         if run is None:
             return
         self.run = run
-        html = render_to_string("dashboard/_trace_header.html", self._context(oob=True))
-        await self.send(text_data=html)
+        await self._send_header()
         if run.status != self.status:
             self.status = run.status
             await self._send_interrupts()
@@ -136,6 +141,10 @@ class RunConsumer(AsyncWebsocketConsumer):
             if tid in self.fold.tasks
         ]
         await self.send(text_data=render_to_string("dashboard/_trace_batch.html", context))
+
+    async def _send_header(self) -> None:
+        html = render_to_string("dashboard/_trace_header.html", self._context(oob=True))
+        await self.send(text_data=html)
 
     async def _send_interrupts(self) -> None:
         html = render_to_string("dashboard/_run_interrupts_slot.html",

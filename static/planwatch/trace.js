@@ -71,10 +71,10 @@
         badge.textContent = "×" + visits;
       }
     });
-    canvas.querySelectorAll("path.taken").forEach(function (p) { p.classList.remove("taken"); });
-    state.taken.forEach(function (edge) {
-      var sel = '[id^="L_n_' + edge[0] + "_n_" + edge[1] + '_"]';
-      canvas.querySelectorAll(sel).forEach(function (p) { p.classList.add("taken"); });
+    var taken = {};
+    state.taken.forEach(function (edge) { taken["L_n_" + edge[0] + "_n_" + edge[1]] = true; });
+    canvas.querySelectorAll("path[data-id]").forEach(function (p) {
+      p.classList.toggle("taken", !!taken[p.dataset.id.replace(/_\d+$/, "")]);
     });
   }
 

@@ -94,6 +94,9 @@ def test_a_reconnect_gets_exactly_the_rows_after_its_position(executor, operator
         assert seqs(html) == list(range(5, run.last_seq + 1))
         assert f'data-last-seq="{run.last_seq}" hx-swap-oob="true"' in html
         assert 'id="trace-graph-state"' in html and "&quot;step&quot;: 3" in html
+        header = await comm.receive_from(timeout=5)  # the page's header predates the rows
+        assert 'id="trace-header"' in header and "status-succeeded" in header
+        assert 'id="run-interrupts"' in await comm.receive_from(timeout=5)
         assert await comm.receive_nothing(timeout=0.2)
         await comm.disconnect()
 
@@ -127,6 +130,8 @@ def test_duplicate_doorbells_are_dropped_and_gaps_filled_from_the_log(executor, 
         comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=2")
         assert ok
         assert seqs(await comm.receive_from(timeout=5))[0] == 3
+        await comm.receive_from(timeout=5)  # the header
+        await comm.receive_from(timeout=5)  # the interrupts panel
         events = await database_sync_to_async(lambda: [event_dict(e) for e in run.events.all()])()
         layer = get_channel_layer()
         await layer.group_send(broadcast.run_group(run.id),

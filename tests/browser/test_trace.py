@@ -1,0 +1,116 @@
+"""The live trace view in real Chromium: nodes light up, rows match the log, reconnects."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from dashboard import trace
+from dashboard.models import Run, RunEvent
+from tests.conftest import login, screenshot, wait_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# Records, in the page, every node that became current and every task status shown.
+WATCH = """() => {
+  window.seen = {current: [], tasks: {}};
+  const note = () => {
+    const el = document.getElementById('trace-graph-state');
+    const cur = el && el.dataset.current;
+    if (cur && window.seen.current[window.seen.current.length - 1] !== cur)
+      window.seen.current.push(cur);
+    document.querySelectorAll('#trace-dag .task').forEach(t => {
+      const s = (window.seen.tasks[t.id] ||= []);
+      if (s[s.length - 1] !== t.dataset.status) s.push(t.dataset.status);
+    });
+  };
+  new MutationObserver(note).observe(document.getElementById('trace-main'),
+                                     {subtree: true, childList: true, attributes: true});
+  note();
+}"""
+
+
+def start(page, base: str, graph: str, fields: dict[str, str]) -> Run:
+    """Start a run through /runs/new/ and land on its trace page."""
+    page.goto(f"{base}/runs/new/?graph={graph}")
+    for name, value in fields.items():
+        field = page.locator(f"[name={name}]")
+        if field.evaluate("e => e.tagName") == "SELECT":
+            field.select_option(value)
+        else:
+            field.fill(value)
+    page.click("#start-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
+    run = Run.objects.get(id=page.url.rstrip("/").rsplit("/", 1)[1])
+    page.wait_for_function("() => window.planwatchTrace && planwatchTrace.drawn")
+    page.evaluate(WATCH)
+    return run
+
+
+def rows_match_the_log(page, run: Run) -> list[int]:
+    """Wait until the page rendered the last event; return its rows' seqs (DOM order)."""
+    run = wait_run(run.id)
+    page.wait_for_function(
+        f"() => document.getElementById('trace-cursor').dataset.lastSeq === '{run.last_seq}'",
+        timeout=30_000,
+    )
+    shown = [int(s) for s in page.locator("#trace-timeline [data-seq]").evaluate_all(
+        "rows => rows.map(r => r.dataset.seq)")]
+    assert shown == list(run.events.order_by("seq").values_list("seq", flat=True))
+    return shown
+
+
+def is_subsequence(short: list[str], long: list[str]) -> bool:
+    it = iter(long)
+    return all(x in it for x in short)
+
+
+def root_nodes_started(run: Run) -> list[str]:
+    return list(run.events.filter(kind=RunEvent.Kind.NODE_STARTED, namespace="")
+                .order_by("seq").values_list("node", flat=True))
+
+
+def test_an_acquisition_trace_marks_visits_decisions_and_inspects_state(
+        live_server_url, page, operator):
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    run = start(page, live_server_url, "acquisition",
+                {"region": "Germany", "currency": "EUR", "max_iters": "6"})
+    rows_match_the_log(page, run)
+    started = root_nodes_started(run)
+    for node in set(started):
+        expect(page.locator(f"#node-{node}")).to_have_attribute(
+            "data-visits", str(started.count(node)))
+    taken, _ = trace.trace_fold(run=run)
+    expect(page.locator("#trace-graph path.taken")).to_have_count(len(taken.taken))
+    expect(page.locator("#trace-why tr.decision").first).to_be_visible()
+    page.locator("#trace-timeline .kind-node_finished summary").first.click()
+    expect(page.locator("#trace-timeline .ev-detail").first).to_contain_text("Diff against")
+    page.locator("#trace-timeline .ev-detail button").first.click()
+    expect(page.locator("#inspector-state")).to_contain_text('"goal"')
+    screenshot(page, "trace-acquisition")
+
+
+def test_a_run_started_from_the_form_lights_up_live_and_survives_a_dropped_socket(
+        live_server_url, page, operator):
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    run = start(page, live_server_url, "decomposition", {"breadth": "14"})
+    expect(page.locator("#trace-dag .task").first).to_be_visible(timeout=20_000)
+    page.evaluate("planwatchTrace.drop(800)")  # the page's socket goes away for a while
+    rows = rows_match_the_log(page, run)
+    assert len(rows) == len(set(rows))
+    lit, started = page.evaluate("window.seen.current"), root_nodes_started(run)
+    assert len(lit) >= 3 and is_subsequence(lit, started), (lit, started[:20])
+    tasks = page.evaluate("window.seen.tasks")
+    assert len(tasks) > 150
+    moved = [s for s in tasks.values() if len(s) > 1 and s[-1] == "ok"]
+    assert moved, "no task was seen changing status live"
+    expect(page.locator("#trace-dag .task.status-ok")).to_have_count(
+        page.locator("#trace-dag .task").count())
+    # the finished 200-task trace stays quick to load and draw
+    page.reload()
+    page.wait_for_function("() => planwatchTrace.drawn")
+    took = page.evaluate("performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd")
+    print(f"trace page of {len(tasks)} tasks: DOMContentLoaded after {took:.0f} ms")
+    screenshot(page, "trace-decomposition")
