@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status, viewsets
@@ -16,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
-from dashboard import selectors, services
+from dashboard import selectors, services, trace
 from dashboard.api import serializers as s
 from dashboard.api.pagination import (
     EventCursorPagination,
@@ -24,7 +25,6 @@ from dashboard.api.pagination import (
     RunCursorPagination,
 )
 from dashboard.api.permissions import CanAnswerInterrupts, CanCancelRuns, CanStartRuns
-from dashboard.api.topology import graph_topology
 from dashboard.checkpoints import checkpoint_get, checkpoint_list
 from dashboard.models import Interrupt, Run
 from planner.registry import all_graphs, get_graph
@@ -50,10 +50,20 @@ class ApiViewSet(viewsets.GenericViewSet):
 
     action_permissions: dict[str, list[type[BasePermission]]] = {}
 
+    # What a POST body looks like (the browsable API's form shows it).
+    post_serializer_class: type[Serializer] | None = None
+
     def get_permissions(self) -> list[BasePermission]:
         """Signed in for everything, plus the action's own permission."""
         extra = self.action_permissions.get(self.action or "", [])
         return [IsAuthenticated(), *(permission() for permission in extra)]
+
+    def get_serializer_class(self) -> type[Serializer]:
+        """The body's serializer for POST, else the representation's."""
+        if self.request is not None and self.request.method == "POST" \
+                and self.post_serializer_class is not None:
+            return self.post_serializer_class
+        return super().get_serializer_class()
 
 
 RUN_ID = OpenApiParameter("id", OpenApiTypes.UUID, OpenApiParameter.PATH)
@@ -64,8 +74,13 @@ class RunViewSet(ApiViewSet):
     """Runs: list, start, read, cancel; their events and checkpoints."""
 
     serializer_class = s.RunSerializer
+    post_serializer_class = s.RunCreateSerializer
     pagination_class = RunCursorPagination
     action_permissions = {"create": [CanStartRuns], "cancel": [CanCancelRuns]}
+
+    def get_queryset(self) -> QuerySet[Run]:
+        """Every run (the browsable API asks for it; the actions call the selectors)."""
+        return selectors.run_list()
 
     @extend_schema(parameters=[s.RunFilterSerializer])
     def list(self, request: Request) -> Response:
@@ -142,8 +157,13 @@ class InterruptViewSet(ApiViewSet):
     """Interrupts: the pending ones, any one, and answering it."""
 
     serializer_class = s.InterruptSerializer
+    post_serializer_class = s.InterruptAnswerSerializer
     pagination_class = InterruptCursorPagination
     action_permissions = {"answer": [CanAnswerInterrupts]}
+
+    def get_queryset(self) -> QuerySet[Interrupt]:
+        """The pending interrupts (the browsable API asks for it)."""
+        return selectors.interrupts_pending()
 
     @extend_schema(parameters=[s.InterruptFilterSerializer])
     def list(self, request: Request) -> Response:
@@ -187,6 +207,10 @@ class GraphViewSet(ApiViewSet):
     pagination_class = None
     lookup_value_regex = r"[^/]+"  # graph names may contain dots (``test.echo``)
 
+    def get_queryset(self) -> list[Any]:
+        """Nothing: graphs live in the registry, not the database."""
+        return []
+
     @extend_schema(responses={200: s.GraphSerializer(many=True)})
     def list(self, request: Request) -> Response:
         """Every registered graph, by name."""
@@ -201,7 +225,12 @@ class GraphViewSet(ApiViewSet):
             spec = get_graph(pk)
         except KeyError as exc:
             raise NotFound(str(exc.args[0])) from None
-        return Response(s.GraphDetailSerializer({**vars(spec), **graph_topology(spec)}).data)
+        topology = trace.graph_topology(spec.name)
+        edges = [{"source": source, "target": target, "conditional": conditional}
+                 for source, target, conditional in topology.edges]
+        return Response(s.GraphDetailSerializer(
+            {**vars(spec), "nodes": list(topology.nodes), "edges": edges}
+        ).data)
 
 
 @extend_schema(exclude=True)

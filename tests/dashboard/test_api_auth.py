@@ -155,3 +155,22 @@ def test_the_docs_pages_need_a_login_and_load_their_assets_locally(client, opera
     bundle = client.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
     assert bundle.status_code == 200
     assert b"SwaggerUIBundle" in b"".join(bundle.streaming_content)
+
+
+def test_the_browsable_api_renders_pages_and_errors_for_a_signed_in_browser(client, operator):
+    client.force_login(operator)
+    html = {"Accept": "text/html"}
+    listing = client.get("/api/runs/", headers=html)
+    assert listing.status_code == 200
+    assert "Run List" in listing.content.decode() and "olga" in listing.content.decode()
+    big = client.post("/api/runs/", '{"graph": "' + "x" * 300_000 + '"}',
+                      content_type="application/json", headers=html)
+    assert big.status_code == 413
+    assert "DATA_UPLOAD_MAX_MEMORY_SIZE" in big.content.decode()
+    missing = client.get(f"/api/runs/{uuid.uuid4()}/", headers=html)
+    assert missing.status_code == 404
+    for page, code in [("/api/graphs/", 200), ("/api/graphs/acquisition/", 200),
+                       ("/api/interrupts/", 200), ("/api/interrupts/1/answer/", 405)]:
+        response = client.get(page, headers=html)
+        assert response.status_code == code, page
+        assert response["Content-Type"].startswith("text/html"), page
