@@ -27,6 +27,12 @@ MAX_EXAMPLES = 12
 NOTHING_TO_NEGATE = {"GET /api/graphs/", "GET /api/graphs/{id}/"}
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hasher(settings):
+    """Users are made per test; PBKDF2's 0.6 s a user would dominate the run time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def api_schema(db, operator):
     """The live schema of the in-process app (read with a token), and the token.

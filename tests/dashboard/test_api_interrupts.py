@@ -13,6 +13,12 @@ from dashboard.models import Interrupt, Run
 from tests.conftest import wait_run
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hasher(settings):
+    """Users are made per test; PBKDF2's 0.6 s a user would dominate the run time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def token_client(user) -> Client:
     """``user``'s token client."""
     token, _ = Token.objects.get_or_create(user=user)

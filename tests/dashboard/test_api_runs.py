@@ -15,6 +15,12 @@ from dashboard.runner import event_dict
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hasher(settings):
+    """Users are made per test; PBKDF2's 0.6 s a user would dominate the run time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def api(operator) -> Client:
     """The operator's token client."""
