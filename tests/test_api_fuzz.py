@@ -35,49 +35,65 @@ def fast_password_hasher(settings):
 
 @pytest.fixture
 def api_schema(db, operator):
-    """The live schema of the in-process app (read with a token), and the token.
+    """The live schema of the in-process app (read with a token), the token, and the ids of
+    what the database holds: an interrupted run with an event and a pending interrupt.
 
-    The database holds a run with an event and a pending interrupt. Like Django's test
-    client, requests must not close the test transaction's connection.
+    Like Django's test client, requests must not close the test transaction's connection.
     """
     run = Run.objects.create(graph="acquisition", thread_id=f"{uuid.uuid4()}:planner",
                              status=Run.Status.INTERRUPTED, created_by=operator)
     RunEvent.objects.create(run=run, seq=1, kind=RunEvent.Kind.RUN_STARTED)
-    Interrupt.objects.create(run=run, interrupt_id="i-1", node="ask_user",
-                             payload={"field": "core.region"})
+    interrupt = Interrupt.objects.create(run=run, interrupt_id="i-1", node="ask_user",
+                                         payload={"field": "core.region"})
+    known = {"/api/runs/": str(run.id), "/api/interrupts/": interrupt.pk,
+             "/api/graphs/": "acquisition"}
     auth = {"Authorization": f"Token {Token.objects.create(user=operator).key}"}
     for signal in (request_started, request_finished):
         signal.disconnect(close_old_connections)
     try:
         yield schemathesis.openapi.from_wsgi("/api/schema/?format=json",
-                                             get_wsgi_application(), headers=auth), auth
+                                             get_wsgi_application(), headers=auth), auth, known
     finally:
         for signal in (request_started, request_finished):
             signal.connect(close_old_connections)
 
 
+def fuzz(operation, mode: GenerationMode, auth: dict[str, str],
+         path_parameters: dict[str, object] | None = None) -> None:
+    """Call ``operation`` with bounded generated requests; raise what schemathesis finds."""
+
+    @given(case=operation.as_strategy(generation_mode=mode, path_parameters=path_parameters))
+    @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    def call(case):
+        # Schema-valid data may still be refused: a graph's input, and whether a run or an
+        # interrupt exists or may change, are checked by the services, not by the schema.
+        case.call_and_validate(headers=auth, excluded_checks=[positive_data_acceptance])
+
+    call()
+
+
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_every_operation_conforms_to_the_schema(api_schema, mode):
-    schema, auth = api_schema
+    schema, auth, known = api_schema
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) == 12  # every method of every path, so none is skipped silently
     failures: list[str] = []
     unsatisfiable: set[str] = set()
     for operation in operations:
-
-        @given(case=operation.as_strategy(generation_mode=mode))
-        @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
-        def call(case):
-            # Schema-valid data may still be refused: a graph's input, and whether a run
-            # or an interrupt exists, are checked by the services, not by the schema.
-            case.call_and_validate(headers=auth, excluded_checks=[positive_data_acceptance])
-
-        try:
-            call()
-        except Unsatisfiable:
-            unsatisfiable.add(operation.label)
-        except Exception as exc:
-            failures.append(f"{operation.label}: {exc}")
+        # random ids (mostly 404s), then the stored run, interrupt or graph
+        existing = next((value for prefix, value in known.items()
+                         if operation.path.startswith(f"{prefix}{{id}}")), None)
+        for path_parameters in [None, {"id": existing}] if existing is not None else [None]:
+            try:
+                fuzz(operation, mode, auth, path_parameters)
+            except Unsatisfiable:
+                if path_parameters is None:
+                    unsatisfiable.add(operation.label)
+                # with the id fixed, a negative request may have nothing left to break
+                elif mode != GenerationMode.NEGATIVE:
+                    failures.append(f"{operation.label} {path_parameters}: unsatisfiable")
+            except Exception as exc:
+                failures.append(f"{operation.label} {path_parameters or ''}: {exc}")
     assert not failures, "\n\n".join(failures)
     assert unsatisfiable == (NOTHING_TO_NEGATE if mode == GenerationMode.NEGATIVE else set())

@@ -1,8 +1,10 @@
-"""Schema post-processing: document the error responses every operation can give."""
+"""Schema post-processing: the error responses every operation can give; graph names."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from planner.registry import all_graphs
 
 ERROR = {
     "type": "object",
@@ -30,8 +32,15 @@ REASONS = {
 
 def add_error_responses(result: dict[str, Any], generator: Any, request: Any, public: bool
                         ) -> dict[str, Any]:
-    """Add the shared ``Error`` component and the 4xx responses to every operation."""
-    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
+    """Add the shared ``Error`` component and the 4xx responses to every operation.
+
+    Also name the registered graphs (known only at run time) as the start request's enum.
+    """
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas["Error"] = ERROR
+    if "RunCreateRequest" in schemas:
+        schemas["RunCreateRequest"]["properties"]["graph"]["enum"] = [
+            spec.name for spec in all_graphs()]
     ref = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for item in result.get("paths", {}).values():
         for method, operation in item.items():
