@@ -50,8 +50,9 @@ class ApiViewSet(viewsets.GenericViewSet):
 
     action_permissions: dict[str, list[type[BasePermission]]] = {}
 
-    # What a POST body looks like (the browsable API's form shows it).
-    post_serializer_class: type[Serializer] | None = None
+    # What a POST body of an action looks like (the browsable API's form shows it; its
+    # list page offers the create form).
+    body_serializers: dict[str, type[Serializer]] = {}
 
     def get_permissions(self) -> list[BasePermission]:
         """Signed in for everything, plus the action's own permission."""
@@ -59,10 +60,10 @@ class ApiViewSet(viewsets.GenericViewSet):
         return [IsAuthenticated(), *(permission() for permission in extra)]
 
     def get_serializer_class(self) -> type[Serializer]:
-        """The body's serializer for POST, else the representation's."""
+        """The action's body serializer for POST, else the representation's."""
         if self.request is not None and self.request.method == "POST" \
-                and self.post_serializer_class is not None:
-            return self.post_serializer_class
+                and self.action in self.body_serializers:
+            return self.body_serializers[self.action]
         return super().get_serializer_class()
 
 
@@ -74,7 +75,7 @@ class RunViewSet(ApiViewSet):
     """Runs: list, start, read, cancel; their events and checkpoints."""
 
     serializer_class = s.RunSerializer
-    post_serializer_class = s.RunCreateSerializer
+    body_serializers = {"list": s.RunCreateSerializer, "create": s.RunCreateSerializer}
     pagination_class = RunCursorPagination
     action_permissions = {"create": [CanStartRuns], "cancel": [CanCancelRuns]}
 
@@ -157,7 +158,7 @@ class InterruptViewSet(ApiViewSet):
     """Interrupts: the pending ones, any one, and answering it."""
 
     serializer_class = s.InterruptSerializer
-    post_serializer_class = s.InterruptAnswerSerializer
+    body_serializers = {"answer": s.InterruptAnswerSerializer}
     pagination_class = InterruptCursorPagination
     action_permissions = {"answer": [CanAnswerInterrupts]}
 
@@ -190,7 +191,7 @@ class InterruptViewSet(ApiViewSet):
 
     @staticmethod
     def _interrupt(pk: str) -> Interrupt:
-        if not pk.isdigit() or int(pk) > 2**63 - 1:
+        if not (pk.isascii() and pk.isdigit()) or int(pk) > 2**63 - 1:
             raise NotFound(f"no interrupt {pk!r}; list pending ones at /api/interrupts/")
         try:
             return Interrupt.objects.select_related("run", "answered_by").get(pk=int(pk))
