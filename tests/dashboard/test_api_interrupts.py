@@ -87,7 +87,7 @@ def test_a_second_answer_is_a_409_saying_who_answered(operator):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("pk", ["999999", "abc", "99999999999999999999", "²", "١"])
+@pytest.mark.parametrize("pk", ["999999", "abc", "99999999999999999999", "²", "\u0661"])
 def test_unknown_interrupts_are_404s(operator, pk):
     response = token_client(operator).get(f"/api/interrupts/{pk}/")
     assert response.status_code == 404
