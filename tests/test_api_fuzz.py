@@ -22,7 +22,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from dashboard.models import Interrupt, Run, RunEvent
 
-MAX_EXAMPLES = 12
+MAX_EXAMPLES = 10
 # Operations without a parameter or body a request could break: nothing negative to send.
 NOTHING_TO_NEGATE = {"GET /api/graphs/", "GET /api/graphs/{id}/"}
 
