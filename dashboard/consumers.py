@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -43,6 +44,7 @@ class RunsConsumer(AsyncWebsocketConsumer):
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
 REPLAY_CHUNK = 500  # events per message when catching a client up from the log
+LOG_CHECK_SECONDS = 0.2  # how often an open trace looks at the log for missed doorbells
 
 
 @database_sync_to_async
@@ -64,6 +66,12 @@ def _afold(run: Run) -> tuple[trace.TraceFold, list[dict[str, Any]]]:
 def _aevents_after(run_id: Any, after: int) -> list[dict[str, Any]]:
     """Events after seq ``after`` from the log (a gap in the doorbells is filled from here)."""
     return [event_dict(e) for e in selectors.run_events(run_id=run_id, after=after)]
+
+
+@database_sync_to_async
+def _acursor(run_id: Any) -> tuple[int, str] | None:
+    """The run's last seq and status (one indexed row), or None if it was deleted."""
+    return Run.objects.filter(id=run_id).values_list("last_seq", "status").first()
 
 
 @database_sync_to_async
@@ -89,6 +97,7 @@ class RunConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.run, self.sent, self.status = run, int(after), run.status
+        self.lock = asyncio.Lock()  # one batch at a time: doorbells and log checks interleave
         self.can_cancel = await _acan(user, "dashboard.cancel_run")
         self.group = broadcast.run_group(run.id)
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -104,23 +113,47 @@ class RunConsumer(AsyncWebsocketConsumer):
         if missed:  # the page was rendered before these: its header and questions are stale
             await self._send_header()
             await self._send_interrupts()
+        if not self.run.is_finished:
+            self.watcher = asyncio.get_running_loop().create_task(self._watch_log())
 
     async def disconnect(self, code: int) -> None:
-        """Leave the run's group."""
+        """Stop watching the log; leave the run's group."""
+        if getattr(self, "watcher", None):
+            self.watcher.cancel()
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def run_events(self, message: dict[str, Any]) -> None:
         """Send newly committed events (one message per batch), filling any gap from the log."""
-        events = [e for e in message["events"] if e["seq"] > self.sent]
+        async with self.lock:
+            events = [e for e in message["events"] if e["seq"] > self.sent]
+            if events and events[0]["seq"] != self.sent + 1:
+                events = await _aevents_after(self.run.id, self.sent)
+            await self._send_events(events)
+
+    async def _send_events(self, events: list[dict[str, Any]]) -> None:
         if not events:
             return  # duplicates of rows the client has
-        if events[0]["seq"] != self.sent + 1:
-            events = await _aevents_after(self.run.id, self.sent)
         changes = self.fold.apply(events)
         await self._send_batch(events, changes)
         if changes.interrupts:
             await self._send_interrupts()
+
+    async def _watch_log(self) -> None:
+        """While the run is active, look at the log now and then: a lost doorbell costs a delay."""
+        while True:
+            await asyncio.sleep(LOG_CHECK_SECONDS)
+            cursor = await _acursor(self.run.id)
+            if cursor is None:
+                return
+            last_seq, status = cursor
+            async with self.lock:
+                if last_seq > self.sent:
+                    await self._send_events(await _aevents_after(self.run.id, self.sent))
+            if status != self.status:
+                await self.run_changed({"type": "run.changed"})
+            if status in Run.FINISHED:
+                return
 
     async def run_changed(self, message: dict[str, Any]) -> None:
         """Re-render the header; reload the interrupts panel when the status moved."""

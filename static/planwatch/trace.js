@@ -19,12 +19,14 @@
   };
   // A socket the page dropped on purpose (trace.drop) comes back like a lost one would.
   trace.drop = function (pauseMs) {
-    trace.pause = pauseMs || 100;
+    trace.dropped = pauseMs || 100;
     trace.socket.close(4000, "dropped by the page");
   };
   document.addEventListener("htmx:wsClose", function (e) {
-    if (e.detail.event.code === 4000) {
-      setTimeout(function () { e.detail.socketWrapper.reconnect(); }, trace.pause);
+    var pause = trace.dropped;
+    if (pause) {
+      trace.dropped = 0;
+      setTimeout(function () { e.detail.socketWrapper.reconnect(); }, pause);
     }
   });
 

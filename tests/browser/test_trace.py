@@ -39,6 +39,8 @@ def start(page, base: str, graph: str, fields: dict[str, str]) -> Run:
         field = page.locator(f"[name={name}]")
         if field.evaluate("e => e.tagName") == "SELECT":
             field.select_option(value)
+        elif field.get_attribute("type") == "checkbox":
+            field.check()
         else:
             field.fill(value)
     page.click("#start-form button[type=submit]")
@@ -49,9 +51,9 @@ def start(page, base: str, graph: str, fields: dict[str, str]) -> Run:
     return run
 
 
-def rows_match_the_log(page, run: Run) -> list[int]:
-    """Wait until the page rendered the last event; return its rows' seqs (DOM order)."""
-    run = wait_run(run.id)
+def rows_match_the_log(page, run: Run, until: tuple[str, ...] = Run.FINISHED) -> list[int]:
+    """Wait until the page rendered the run's last event; return its rows' seqs (DOM order)."""
+    run = wait_run(run.id, statuses=until)
     page.wait_for_function(
         f"() => document.getElementById('trace-cursor').dataset.lastSeq === '{run.last_seq}'",
         timeout=30_000,
@@ -77,7 +79,7 @@ def test_an_acquisition_trace_marks_visits_decisions_and_inspects_state(
     login(page, live_server_url, "olga", "pw-olga-1234")
     run = start(page, live_server_url, "acquisition",
                 {"region": "Germany", "currency": "EUR", "max_iters": "6"})
-    rows_match_the_log(page, run)
+    rows_match_the_log(page, run, until=(*Run.FINISHED, Run.Status.INTERRUPTED))
     started = root_nodes_started(run)
     for node in set(started):
         expect(page.locator(f"#node-{node}")).to_have_attribute(
@@ -92,20 +94,25 @@ def test_an_acquisition_trace_marks_visits_decisions_and_inspects_state(
     screenshot(page, "trace-acquisition")
 
 
-def test_a_run_started_from_the_form_lights_up_live_and_survives_a_dropped_socket(
+def test_a_decomposition_lights_up_live_and_survives_a_dropped_socket(
         live_server_url, page, operator):
     login(page, live_server_url, "olga", "pw-olga-1234")
-    run = start(page, live_server_url, "decomposition", {"breadth": "14"})
-    expect(page.locator("#trace-dag .task").first).to_be_visible(timeout=20_000)
+    run = start(page, live_server_url, "decomposition",
+                {"breadth": "14", "ask_clarifications": "on"})
+    # the run waits for two answers, with the page watching; answering sets it going again
+    page.fill("#run-interrupts textarea >> nth=0", "the town council")
+    page.fill("#run-interrupts textarea >> nth=1", "plain and brief")
+    page.click("#run-interrupts button[value=all]")
+    page.wait_for_function(
+        "() => Object.values(window.seen.tasks).some(s => s.length > 1)", timeout=20_000)
     page.evaluate("planwatchTrace.drop(800)")  # the page's socket goes away for a while
     rows = rows_match_the_log(page, run)
     assert len(rows) == len(set(rows))
-    lit, started = page.evaluate("window.seen.current"), root_nodes_started(run)
+    lit, tasks = page.evaluate("window.seen.current"), page.evaluate("window.seen.tasks")
+    started = root_nodes_started(run)
     assert len(lit) >= 3 and is_subsequence(lit, started), (lit, started[:20])
-    tasks = page.evaluate("window.seen.tasks")
+    assert [s for s in tasks.values() if len(s) > 1 and s[-1] == "ok"], "no live task moves"
     assert len(tasks) > 150
-    moved = [s for s in tasks.values() if len(s) > 1 and s[-1] == "ok"]
-    assert moved, "no task was seen changing status live"
     expect(page.locator("#trace-dag .task.status-ok")).to_have_count(
         page.locator("#trace-dag .task").count())
     # the finished 200-task trace stays quick to load and draw
@@ -114,3 +121,10 @@ def test_a_run_started_from_the_form_lights_up_live_and_survives_a_dropped_socke
     took = page.evaluate("performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd")
     print(f"trace page of {len(tasks)} tasks: DOMContentLoaded after {took:.0f} ms")
     screenshot(page, "trace-decomposition")
+    # replay: the same partials, fed from the log one event at a time
+    page.click("#trace-replay-link")
+    expect(page.locator("#trace-timeline [data-seq]")).to_have_count(1)
+    page.click("#replay-next")
+    page.click("#replay-next")
+    expect(page.locator("#trace-timeline [data-seq]")).to_have_count(3)
+    expect(page.locator("#replay-at")).to_have_text("3")

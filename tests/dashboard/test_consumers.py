@@ -10,7 +10,6 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
-from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 
 from dashboard import broadcast, services
@@ -27,15 +26,6 @@ from tests.conftest import wait_run
 pytestmark = pytest.mark.django_db(transaction=True)
 
 APP = URLRouter(websocket_urlpatterns)
-
-# The in-process executor broadcasts from its own event loop; InMemoryChannelLayer's
-# asyncio queues do not wake a consumer waiting on another loop, so live doorbells stall
-# on the default (SQLite, in-memory) set-up. Redis delivers. Fix belongs in broadcast.py.
-in_memory_layer_stalls = pytest.mark.xfail(
-    condition=settings.CHANNEL_LAYERS["default"]["BACKEND"].endswith("InMemoryChannelLayer"),
-    strict=True, raises=TimeoutError,
-    reason="InMemoryChannelLayer does not wake a consumer from the executor's loop",
-)
 
 
 def seqs(html: str) -> list[int]:
@@ -103,7 +93,6 @@ def test_a_reconnect_gets_exactly_the_rows_after_its_position(executor, operator
     async_to_sync(scenario)()
 
 
-@in_memory_layer_stalls
 def test_a_live_run_streams_every_row_once(executor, operator):
     run = services.run_create(graph="test.echo", input={"steps": 8, "delay": 0.02},
                               user=operator)
@@ -148,7 +137,6 @@ def test_duplicate_doorbells_are_dropped_and_gaps_filled_from_the_log(executor, 
     async_to_sync(scenario)()
 
 
-@in_memory_layer_stalls
 def test_a_status_change_reloads_the_header_and_interrupts_panel(executor, operator):
     run = services.run_create(graph="test.echo", input={"steps": 4, "ask": True},
                               user=operator)
