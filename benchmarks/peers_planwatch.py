@@ -182,7 +182,7 @@ class PlanwatchBench:
             ids = ",".join(w.run_id for w in results[chunk:chunk + 20])
             for run_id, seq, t, row in json.loads(await self.starter.aask(f"stamps {ids}")):
                 stamps[run_id, seq] = (t, row)
-        latencies, to_row = [], []
+        latencies, to_row, to_client = [], [], []
         for w in results:
             for received, seqs in w.received:
                 for seq in seqs:
@@ -190,9 +190,12 @@ class PlanwatchBench:
                     if t >= w.opened_at:
                         latencies.append((received - t) * 1000)
                         to_row.append((row - t) * 1000)
+                        to_client.append((received - row) * 1000)
         return latencies, {
             "node_to_row_p50_ms": round(peers.percentile(to_row, 50), 2),
             "node_to_row_p99_ms": round(peers.percentile(to_row, 99), 2),
+            "row_to_client_p50_ms": round(peers.percentile(to_client, 50), 2),
+            "row_to_client_p99_ms": round(peers.percentile(to_client, 99), 2),
             "lost_runs": sum(w.lost for w in results),
         }
 
