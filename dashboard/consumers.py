@@ -8,8 +8,10 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import InMemoryChannelLayer
 from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
+from django.utils.dateparse import parse_datetime
 
 from dashboard import broadcast, inbox, selectors, trace
 from dashboard.models import Run
@@ -28,6 +30,15 @@ class RunsConsumer(AsyncWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
+        # ?since=<ISO time the page was rendered>: runs created later are added as new rows
+        since = parse_qs(self.scope.get("query_string", b"").decode()).get("since", [""])[-1]
+        try:
+            self.since = parse_datetime(since) if since else None
+        except ValueError:
+            self.since = None
+        if self.since is not None and self.since.tzinfo is None:
+            self.since = None  # a time without a zone cannot be compared with stored times
+        self.seen: set[str] = set()
         await self.channel_layer.group_add(broadcast.RUNS_GROUP, self.channel_name)
         await self.accept()
 
@@ -36,7 +47,16 @@ class RunsConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_discard(broadcast.RUNS_GROUP, self.channel_name)
 
     async def run_changed(self, message: dict[str, Any]) -> None:
-        """Send the changed run's status cell as an out-of-band swap."""
+        """Add a run created after the page as a new row; send its status cells (OOB swaps)."""
+        run_id = str(message["run"]["id"])
+        if self.since is not None and run_id not in self.seen:
+            self.seen.add(run_id)
+            run = await _arun(run_id)
+            if run is not None and run.created_at > self.since:
+                await self.send(text_data=render_to_string("dashboard/_run_new_oob.html",
+                                                           {"run": run}))
+                # alone: a <tr> after a <tbody> would get a tbody of its own when parsed
+                await self.send(text_data='<tr id="run-rows-empty" hx-swap-oob="delete"></tr>')
         html = render_to_string("dashboard/_run_status_oob.html", {"run": message["run"]})
         await self.send(text_data=html)
 
@@ -44,7 +64,10 @@ class RunsConsumer(AsyncWebsocketConsumer):
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
 REPLAY_CHUNK = 500  # events per message when catching a client up from the log
-LOG_CHECK_SECONDS = 0.2  # how often an open trace looks at the log for missed doorbells
+# How often an open trace looks at the log for doorbells that did not ring. The in-memory
+# layer's queues do not wake a consumer when the executor (another event loop) sends, so
+# there the log check is the live path; Redis delivers, and the check is only a safety net.
+LOG_CHECK_SECONDS = {"memory": 0.1, "other": 1.0}
 
 
 @database_sync_to_async
@@ -141,8 +164,10 @@ class RunConsumer(AsyncWebsocketConsumer):
 
     async def _watch_log(self) -> None:
         """While the run is active, look at the log now and then: a lost doorbell costs a delay."""
+        in_memory = isinstance(self.channel_layer, InMemoryChannelLayer)
+        interval = LOG_CHECK_SECONDS["memory" if in_memory else "other"]
         while True:
-            await asyncio.sleep(LOG_CHECK_SECONDS)
+            await asyncio.sleep(interval)
             cursor = await _acursor(self.run.id)
             if cursor is None:
                 return

@@ -7,6 +7,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.utils import timezone
 
 from dashboard import selectors, services
 from dashboard.forms.run_start import RunStartForm
@@ -22,13 +23,15 @@ def run_list(request: HttpRequest) -> TemplateResponse:
     status = request.GET.get("status", "")
     if status not in Run.Status.values:
         status = ""
+    since = timezone.now().isoformat()  # runs created later are added live
     page = Paginator(selectors.run_list(graph=graph, status=status), RUNS_PER_PAGE).get_page(
         request.GET.get("page")
     )
     template = "dashboard/_run_rows.html" if request.htmx else "dashboard/run_list.html"
     return TemplateResponse(request, template, {
         "page": page, "graph": graph, "status": status,
-        "graphs": all_graphs(), "statuses": Run.Status.choices,
+        "graphs": all_graphs(), "statuses": Run.Status.choices, "since": since,
+        "live_new": page.number == 1 and not graph and not status,
     })
 
 

@@ -77,9 +77,13 @@ def root_nodes_started(run: Run) -> list[str]:
 def test_an_acquisition_trace_marks_visits_decisions_and_inspects_state(
         live_server_url, page, operator):
     login(page, live_server_url, "olga", "pw-olga-1234")
+    runs_list = page.context.new_page()  # a second tab on the runs list sees the run arrive
+    runs_list.goto(f"{live_server_url}/")
     run = start(page, live_server_url, "acquisition",
                 {"region": "Germany", "currency": "EUR", "max_iters": "6"})
+    expect(runs_list.locator(f"#run-{run.id} a")).to_have_attribute("href", f"/runs/{run.id}/")
     rows_match_the_log(page, run, until=(*Run.FINISHED, Run.Status.INTERRUPTED))
+    expect(runs_list.locator(f"#run-{run.id}-status")).to_contain_text("Interrupted")
     started = root_nodes_started(run)
     for node in set(started):
         expect(page.locator(f"#node-{node}")).to_have_attribute(
@@ -110,7 +114,7 @@ def test_a_decomposition_lights_up_live_and_survives_a_dropped_socket(
     assert len(rows) == len(set(rows))
     lit, tasks = page.evaluate("window.seen.current"), page.evaluate("window.seen.tasks")
     started = root_nodes_started(run)
-    assert len(lit) >= 3 and is_subsequence(lit, started), (lit, started[:20])
+    assert len(lit) >= 2 and is_subsequence(lit, started), (lit, started[:20])
     assert [s for s in tasks.values() if len(s) > 1 and s[-1] == "ok"], "no live task moves"
     assert len(tasks) > 150
     expect(page.locator("#trace-dag .task.status-ok")).to_have_count(

@@ -152,3 +152,38 @@ def test_a_status_change_reloads_the_header_and_interrupts_panel(executor, opera
         await comm.disconnect()
 
     async_to_sync(scenario)()
+
+
+def test_the_runs_list_gets_runs_created_after_it_as_new_rows(transactional_db, operator):
+    from django.utils import timezone
+
+    from dashboard.models import Run
+
+    def make(name: str) -> Run:
+        return Run.objects.create(graph="test.echo", thread_id=f"{name}:planner",
+                                  created_by=operator)
+
+    old = make("old")
+    since = timezone.now().isoformat()
+    new = make("new")
+
+    async def scenario():
+        comm, ok, _ = await connect(operator, f"/ws/runs/?since={since.replace('+', '%2B')}")
+        assert ok
+        layer = get_channel_layer()
+        for run in (old, new, new):
+            summary = {"id": str(run.id), "graph": run.graph, "status": "running",
+                       "current_node": "step", "last_seq": 1}
+            await layer.group_send(broadcast.RUNS_GROUP, {"type": "run.changed", "run": summary})
+        messages = []
+        while not await comm.receive_nothing(timeout=0.3):
+            messages.append(await comm.receive_from(timeout=5))
+        await comm.disconnect()
+        return messages
+
+    messages = async_to_sync(scenario)()
+    added = [m for m in messages if 'hx-swap-oob="afterbegin"' in m]
+    assert len(added) == 1 and f'<tr id="run-{new.id}">' in added[0]
+    assert f"/runs/{new.id}/" in added[0] and "olga" in added[0]
+    assert sum(f'id="run-{old.id}-status"' in m for m in messages) == 1
+    assert sum(f'id="run-{new.id}-status" hx-swap-oob' in m for m in messages) == 2

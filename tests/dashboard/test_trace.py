@@ -130,3 +130,13 @@ def test_why_this_way_lists_every_decision_of_an_acquisition_run(executor, opera
     html = client.get(f"/runs/{run.id}/").content.decode()
     assert len(re.findall(r'<tr class="decision"', html)) == len(decisions)
     assert f'origin-{decisions[0]["origin"]}' in html
+
+
+def test_the_runs_list_links_to_traces_and_listens_for_new_runs(executor, operator, client):
+    run = services.run_create(graph="test.echo", input={"steps": 1}, user=operator)
+    client.force_login(operator)
+    html = client.get("/").content.decode()
+    assert f'href="/runs/{run.id}/"' in html and 'id="run-rows-body"' in html
+    assert 'ws-connect="/ws/runs/?since=' in html and 'href="/runs/new/"' in html
+    filtered = client.get("/?graph=test.echo").content.decode()
+    assert 'id="run-rows-body"' not in filtered  # new runs may not match the filter
