@@ -150,6 +150,8 @@ PLANWATCH = {
     "STALE_AFTER_SECONDS": float(os.environ.get("PLANWATCH_STALE_AFTER_SECONDS", "30")),
     # Modules that register a user's own graphs (planner.registry.register) on import.
     "GRAPH_MODULES": env_list("PLANWATCH_GRAPH_MODULES", ""),
+    # PostgreSQL: wait for the WAL flush on every event commit too (checkpoints always do).
+    "SYNC_EVENT_COMMITS": env_bool("PLANWATCH_SYNC_EVENT_COMMITS", False),
 }
 if PLANWATCH["EXECUTOR"] not in {"inprocess", "procrastinate"}:
     raise ImproperlyConfigured(

@@ -25,17 +25,23 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import connections, transaction
 from django.db.models import F, Max, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from langgraph.types import Command
 
-from dashboard import broadcast
-from dashboard.checkpointer import SaverHandle, aopen_saver
+from dashboard.checkpointer import SaverHandle, aopen_saver, is_postgres
 from dashboard.events import STREAM_MODES, StreamTranslator
 from dashboard.jsonsafe import to_jsonable
 from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.recorder import (  # noqa: F401  (event_dict: re-exported for callers)
+    EventSink,
+    EventWriter,
+    event_dict,
+    relax_commit,
+    usable_connection,
+)
 from planner.llm import make_llm
 from planner.registry import get_graph
 from planner.search import SearchPort
@@ -85,6 +91,7 @@ class Executor:
         self._active: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._cancel: set[uuid.UUID] = set()
         self._heartbeat_task: asyncio.Task[None] | None = None
+        self._sink: EventSink | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -121,6 +128,7 @@ class Executor:
             if self._saver:
                 await self._saver.aclose()
                 self._saver = None
+                self._sink = None
             # the ORM helpers ran in asgiref's worker thread: close that thread's connections
             await sync_to_async(connections.close_all)()
 
@@ -174,6 +182,7 @@ class Executor:
         async with self._saver_lock:
             if self._saver is None:
                 self._saver = await aopen_saver(pool_size=max(4, self.max_concurrent))
+                self._sink = EventSink(self._saver, postgres=is_postgres())
             if graph_name not in self._graphs:
                 spec = get_graph(graph_name)
                 llm = make_llm(planwatch_setting("LLM"), think_time=self.think_time)
@@ -200,7 +209,7 @@ class Executor:
 
     async def _aexecute_claimed(self, claim: _Claim) -> _Claim | None:
         run = claim.run
-        writer = EventWriter(run, next_seq=claim.next_seq)
+        writer = EventWriter(run, next_seq=claim.next_seq, sink=self._sink)
         translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
         config = {"configurable": {"thread_id": run.thread_id}, "recursion_limit": 10_000}
         try:
@@ -294,11 +303,12 @@ class _Claim:
 @sync_to_async
 def _aclaim(run_id: uuid.UUID, owner: str, mode: str) -> _Claim | None:
     """Take the run for this executor, or return None if it is not ours to run."""
-    close_old_connections()
+    usable_connection()
     now = timezone.now()
     stale = now - timedelta(seconds=planwatch_setting("STALE_AFTER_SECONDS"))
     free = Q(owner="") | Q(owner=owner) | Q(heartbeat_at__lt=stale)
     with transaction.atomic():
+        relax_commit()  # a lost claim leaves the run queued: recovery dispatches it again
         runs = Run.objects.select_for_update().filter(id=run_id)
         run = runs.filter(free).first()
         if run is None:
@@ -319,7 +329,10 @@ def _aclaim(run_id: uuid.UUID, owner: str, mode: str) -> _Claim | None:
             owner=owner, heartbeat_at=now, status=Run.Status.RUNNING,
             started_at=Coalesce(F("started_at"), now),
         )
-        run.refresh_from_db()
+        run.owner, run.heartbeat_at, run.status = owner, now, Run.Status.RUNNING
+        run.started_at = run.started_at or now
+        if kind == Kind.RUN_STARTED:  # a fresh run: no events, no checkpoints yet
+            return _Claim(run, kind, run.last_seq + 1, [], answers)
         next_seq = (run.events.aggregate(m=Max("seq"))["m"] or 0) + 1
         checkpoints = list(
             run.events.filter(kind=Kind.CHECKPOINT).values_list("checkpoint_id", flat=True)
@@ -372,128 +385,12 @@ def _pending_from(state: Any, translator: StreamTranslator) -> list[dict[str, An
 @sync_to_async
 def _aheartbeat(run_ids: list[uuid.UUID], owner: str) -> set[uuid.UUID]:
     """Prove this executor is alive; return the runs an operator asked to cancel."""
-    close_old_connections()
+    usable_connection()
     Run.objects.filter(id__in=run_ids, owner=owner).update(heartbeat_at=timezone.now())
     return set(
         Run.objects.filter(id__in=run_ids, owner=owner, cancel_requested=True)
         .values_list("id", flat=True)
     )
-
-
-class EventWriter:
-    """Buffers a run's events, numbers them, and writes them behind the graph."""
-
-    def __init__(self, run: Run, *, next_seq: int) -> None:
-        self.run = run
-        self.next_seq = next_seq
-        self.buffer: list[RunEvent] = []
-        self.current_node = run.current_node
-        self._flushing: asyncio.Task[None] | None = None
-        self._published: tuple[str, str] = (run.status, run.current_node)
-
-    def add(self, fields: dict[str, Any]) -> None:
-        """Number one event and buffer it."""
-        fields.setdefault("payload", {})
-        self.buffer.append(RunEvent(run_id=self.run.id, seq=self.next_seq, **fields))
-        self.next_seq += 1
-
-    def flush_behind(self) -> None:
-        """Start a flush unless one is running (that one's successor takes the rest)."""
-        if self._flushing is None or self._flushing.done():
-            self._flushing = asyncio.get_running_loop().create_task(self.aflush())
-
-    async def aflush(self, **final: Any) -> None:
-        """Write everything buffered in one transaction, then broadcast it."""
-        while self._flushing is not None and not self._flushing.done():
-            if self._flushing is asyncio.current_task():
-                break
-            await asyncio.shield(self._flushing)
-        batch, self.buffer = self.buffer, []
-        if not batch and not final:
-            return
-        summary = await _awrite(self.run.id, batch, self.current_node, final)
-        if batch:
-            await broadcast.abroadcast_events(self.run.id, [event_dict(e) for e in batch])
-        key = (summary["status"], summary["current_node"])
-        if key != self._published:
-            self._published = key
-            await broadcast.abroadcast_run(summary)
-
-    async def afinish(
-        self, *, status: str, output: Any = None, error: tuple[str, str] | None = None,
-        pending: list[dict[str, Any]] | None = None, cancel_interrupts: bool = False,
-    ) -> None:
-        """Write the last events together with the run's final (or paused) status."""
-        final: dict[str, Any] = {"status": status}
-        if output is not None:
-            final["output"] = output
-        if error:
-            final["error_message"], final["error_traceback"] = error
-        if pending is not None:
-            final["pending"] = pending
-        final["cancel_interrupts"] = cancel_interrupts
-        await self.aflush(**final)
-        if pending or cancel_interrupts:
-            await broadcast.abroadcast_inbox()
-
-
-def event_dict(event: RunEvent) -> dict[str, Any]:
-    """The plain form of an event, as broadcast and as the API shows it."""
-    return {
-        "seq": event.seq, "kind": event.kind, "node": event.node,
-        "namespace": event.namespace, "step": event.step, "task_id": event.task_id,
-        "checkpoint_id": event.checkpoint_id, "payload": event.payload,
-        "duration_ms": event.duration_ms,
-        "created_at": event.created_at.isoformat() if event.created_at else None,
-    }
-
-
-@sync_to_async
-def _awrite(
-    run_id: uuid.UUID, batch: list[RunEvent], current_node: str, final: dict[str, Any]
-) -> dict[str, Any]:
-    """Insert a batch of events and update the run in one transaction."""
-    close_old_connections()
-    now = timezone.now()
-    for event in batch:
-        event.created_at = now
-    with transaction.atomic():
-        RunEvent.objects.bulk_create(batch)
-        fields: dict[str, Any] = {"heartbeat_at": now}
-        if batch:
-            fields["last_seq"] = batch[-1].seq
-        if current_node:
-            fields["current_node"] = current_node
-        status = final.get("status")
-        if status:
-            fields["status"] = status
-            for key in ("output", "error_message", "error_traceback"):
-                if key in final:
-                    fields[key] = final[key]
-            if status in Run.FINISHED:
-                fields.update(finished_at=now, owner="", cancel_requested=False)
-            elif status == Run.Status.INTERRUPTED:
-                fields["owner"] = ""
-        Run.objects.filter(id=run_id).update(**fields)
-        for item in final.get("pending") or ():
-            Interrupt.objects.get_or_create(
-                run_id=run_id, interrupt_id=item["interrupt_id"],
-                defaults={k: item[k] for k in ("node", "namespace", "payload")},
-            )
-        if final.get("pending") is not None:
-            live = [i["interrupt_id"] for i in final["pending"]]
-            Interrupt.objects.filter(run_id=run_id, status=Interrupt.Status.PENDING).exclude(
-                interrupt_id__in=live
-            ).update(status=Interrupt.Status.CANCELLED)
-        if final.get("cancel_interrupts"):
-            Interrupt.objects.filter(run_id=run_id, status=Interrupt.Status.PENDING).update(
-                status=Interrupt.Status.CANCELLED
-            )
-        run = Run.objects.values("id", "graph", "status", "current_node", "last_seq").get(
-            id=run_id
-        )
-    run["id"] = str(run["id"])
-    return run
 
 
 _executor: Executor | None = None

@@ -1,0 +1,171 @@
+"""Tracing overhead and throughput: the run service against bare LangGraph, same saver.
+
+``python -m benchmarks.engine`` (with the bench environment of ``benchmarks.common``)
+prints one JSON object. Both sides run in this process, on the executor's own event loop,
+with the same compiled graph, the same checkpointer instance and the same durability
+("sync": the run service persists every checkpoint before it records the step), so the
+ratio isolates what Planwatch adds: the run row, claiming, the event stream
+(tasks/updates/checkpoints/custom with subgraphs), the event rows and the final status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+import uuid
+from typing import Any
+
+import django
+
+GRAPH = "decomposition"
+INPUT = {"breadth": 4, "goal": "Write a short market report"}
+
+
+def main() -> None:
+    """Measure alternating single runs (overhead) and a batch of concurrent runs."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pairs", type=int, default=40)
+    parser.add_argument("--batch", type=int, default=48)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args()
+    django.setup()
+    from django.db import connection
+
+    from dashboard.runner import Executor
+
+    executor = Executor(max_concurrent=args.concurrency, think_time=0)
+    executor.start()
+    try:
+        result = {
+            "db": connection.vendor,
+            "graph": GRAPH,
+            "input": INPUT,
+            **_overhead(executor, pairs=args.pairs),
+            **_throughput(executor, batch=args.batch, concurrency=args.concurrency),
+        }
+    finally:
+        executor.stop()
+    print(json.dumps(result))
+
+
+def _on_loop(executor: Any, coro: Any) -> Any:
+    return asyncio.run_coroutine_threadsafe(coro, executor._loop).result()
+
+
+def _new_run() -> Any:
+    from dashboard.models import Run
+    from planner.registry import get_graph
+
+    spec = get_graph(GRAPH)
+    run_id = uuid.uuid4()
+    return Run.objects.create(id=run_id, graph=spec.name, graph_version=spec.version,
+                              thread_id=spec.thread_id(str(run_id)),
+                              input=spec.make_input(INPUT))
+
+
+async def _atraced(executor: Any) -> float:
+    from asgiref.sync import sync_to_async
+
+    began = time.perf_counter()
+    run = await sync_to_async(_new_run)()
+    await executor.aexecute(run.id, "start")
+    return time.perf_counter() - began
+
+
+async def _abare(executor: Any, durability: str = "sync") -> float:
+    from planner.registry import get_graph
+
+    graph = await executor._compiled(GRAPH)
+    config = {"configurable": {"thread_id": f"bare-{uuid.uuid4()}"}, "recursion_limit": 10_000}
+    began = time.perf_counter()
+    await graph.ainvoke(get_graph(GRAPH).make_input(INPUT), config, durability=durability)
+    return time.perf_counter() - began
+
+
+def _overhead(executor: Any, *, pairs: int) -> dict[str, Any]:
+    from dashboard.models import Run, RunEvent
+
+    for _ in range(3):  # warm up: compile, open the pool, fill caches
+        _on_loop(executor, _abare(executor))
+        _on_loop(executor, _atraced(executor))
+    traced, bare, bare_async = [], [], []
+    for i in range(pairs):  # alternate (and swap the order) so drift hits both sides
+        if i % 2:
+            traced.append(_on_loop(executor, _atraced(executor)))
+            bare.append(_on_loop(executor, _abare(executor)))
+        else:
+            bare.append(_on_loop(executor, _abare(executor)))
+            traced.append(_on_loop(executor, _atraced(executor)))
+        bare_async.append(_on_loop(executor, _abare(executor, "async")))
+    last = Run.objects.order_by("-created_at").first()
+    assert last is not None and last.status == Run.Status.SUCCEEDED, last and last.error_message
+    events = RunEvent.objects.filter(run=last).count()
+    med_t, med_b = statistics.median(traced), statistics.median(bare)
+    return {
+        "overhead": {
+            "pairs": pairs,
+            "events_per_run": events,
+            "traced_ms_p50": med_t * 1000,
+            "bare_ms_p50": med_b * 1000,
+            "bare_async_durability_ms_p50": statistics.median(bare_async) * 1000,
+            "ratio": med_t / med_b,
+            "traced_ms_iqr": _iqr(traced) * 1000,
+            "bare_ms_iqr": _iqr(bare) * 1000,
+        }
+    }
+
+
+def _throughput(executor: Any, *, batch: int, concurrency: int) -> dict[str, Any]:
+    from dashboard.models import Run, RunEvent
+
+    async def atraced_batch() -> float:
+        from asgiref.sync import sync_to_async
+
+        runs = [await sync_to_async(_new_run)() for _ in range(batch)]
+        began = time.perf_counter()
+        await asyncio.gather(*(executor.aexecute(r.id, "start") for r in runs))
+        elapsed = time.perf_counter() - began
+        ids = [r.id for r in runs]
+        done = await Run.objects.filter(id__in=ids, status=Run.Status.SUCCEEDED).acount()
+        assert done == batch, f"{batch - done} runs did not succeed"
+        atraced_batch.events = await RunEvent.objects.filter(run_id__in=ids).acount()
+        return elapsed
+
+    async def abare_batch() -> float:
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one() -> None:
+            async with sem:
+                await _abare(executor)
+
+        began = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(batch)))
+        return time.perf_counter() - began
+
+    traced, bare = [], []
+    for _ in range(3):
+        bare.append(_on_loop(executor, abare_batch()))
+        traced.append(_on_loop(executor, atraced_batch()))
+    t, b = statistics.median(traced), statistics.median(bare)
+    return {
+        "throughput": {
+            "batch": batch,
+            "concurrency": concurrency,
+            "traced_runs_per_min": batch / t * 60,
+            "bare_runs_per_min": batch / b * 60,
+            "traced_events_per_s": atraced_batch.events / t,  # type: ignore[attr-defined]
+            "ratio": b / t,
+        }
+    }
+
+
+def _iqr(values: list[float]) -> float:
+    q = statistics.quantiles(values, n=4)
+    return q[2] - q[0]
+
+
+if __name__ == "__main__":
+    main()
