@@ -181,7 +181,9 @@ class Executor:
         assert self._saver_lock is not None
         async with self._saver_lock:
             if self._saver is None:
-                self._saver = await aopen_saver(pool_size=max(4, self.max_concurrent))
+                # each saver call holds a connection only briefly: 20 serve 100 runs, and
+                # PostgreSQL's default max_connections (100) is shared by every process
+                self._saver = await aopen_saver(pool_size=max(4, min(self.max_concurrent, 20)))
                 self._sink = EventSink(self._saver, postgres=is_postgres())
             if graph_name not in self._graphs:
                 spec = get_graph(graph_name)

@@ -1,0 +1,202 @@
+"""``make bench``: every figure of the benchmark suite, its target, and RESULTS.md.
+
+Each figure runs in processes of its own on databases of its own (``planwatch_bench*`` on
+the local PostgreSQL server, SQLite files under ``var/bench/``); nothing touches the
+development or test databases. ``--only NAME`` (repeatable) runs some figures;
+``--quick`` runs fewer repetitions (a smoke run, not for RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import REDIS_URL, bench_env, machine, reset_database, run_module
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "RESULTS.md"
+RAW = HERE / "results.json"
+FIGURES = ("engine", "stream", "admin", "peers")
+
+
+def main() -> None:
+    """Run the figures, print each target and whether it was met, write RESULTS.md."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", choices=FIGURES)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-write", action="store_true", help="do not rewrite RESULTS.md")
+    args = parser.parse_args()
+    quick = args.quick
+    raw: dict[str, Any] = json.loads(RAW.read_text()) if RAW.exists() else {}
+    raw["machine"] = machine()
+    runners: dict[str, Callable[[], Any]] = {
+        "engine": lambda: {db: _engine(db, quick) for db in ("sqlite", "pg")},
+        "stream": lambda: _stream(quick),
+        "admin": lambda: _admin(quick),
+        "peers": lambda: _peers(quick),
+    }
+    for name in args.only or FIGURES:
+        began = time.monotonic()
+        print(f"== {name} …", flush=True)
+        try:
+            raw[name] = runners[name]()
+        except Exception as exc:  # one broken figure must not hide the others
+            traceback.print_exc()
+            raw[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        raw[name + "_seconds"] = round(time.monotonic() - began, 1)
+        print(f"   {name} took {raw[name + '_seconds']} s", flush=True)
+    raw["date"] = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    rows = targets(raw)
+    for row in rows:
+        print(f"{'MET ' if row['met'] else 'MISS' if row['met'] is False else 'INFO'}  "
+              f"{row['figure']}: {row['measured']}  (target {row['target']})")
+    if not (args.no_write or quick):
+        RAW.write_text(json.dumps(raw, indent=1, default=str) + "\n")
+        RESULTS.write_text(render(raw, rows))
+        print(f"wrote {RESULTS.relative_to(HERE.parent)}")
+
+
+def _engine(db: str, quick: bool) -> Any:
+    reset_database(db)
+    args = ["--pairs", "10", "--batch", "16"] if quick else ["--pairs", "60", "--batch", "48"]
+    return run_module("benchmarks.engine", *args, env=bench_env(db))
+
+
+def _stream(quick: bool) -> Any:
+    reset_database("pg")
+    args = ["--runs", "1,20", "--repeats", "1", "--fanout", "20", "--browser-runs", "2"] \
+        if quick else ["--runs", "1,20,100", "--repeats", "3", "--browser-runs", "10"]
+    return run_module("benchmarks.stream", *args, env=bench_env("pg", REDIS_URL=REDIS_URL))
+
+
+def _admin(quick: bool) -> Any:
+    from benchmarks import admin_scale
+
+    return admin_scale.measure(rows=50_000 if quick else 1_000_000, repeats=5 if quick else 30)
+
+
+def _peers(quick: bool) -> Any:
+    from benchmarks import peers
+
+    return peers.measure(runs=5 if quick else 30)
+
+
+def _get(raw: dict[str, Any], *path: str) -> Any:
+    for key in path:
+        if not isinstance(raw, dict) or key not in raw:
+            return None
+        raw = raw[key]
+    return raw
+
+
+def targets(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per target: what was measured, the target, and whether it was met."""
+    rows: list[dict[str, Any]] = []
+
+    def add(figure: str, measured: Any, target: str, met: bool | None) -> None:
+        rows.append({"figure": figure, "measured": measured, "target": target, "met": met})
+
+    for db, label in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
+        ratio = _get(raw, "engine", db, "overhead", "ratio")
+        if ratio is not None:
+            o = raw["engine"][db]["overhead"]
+            add(f"tracing overhead, {label}",
+                f"{ratio:.2f}x ({o['traced_ms_p50']:.1f} ms traced vs {o['bare_ms_p50']:.1f} ms "
+                f"bare, median of {o['pairs']} pairs)", "≤ 1.10x", ratio <= 1.10)
+        ratio = _get(raw, "engine", db, "throughput", "ratio")
+        if ratio is not None:
+            t = raw["engine"][db]["throughput"]
+            add(f"throughput, one process, {label}",
+                f"{t['traced_runs_per_min']:.0f} runs/min, {t['traced_events_per_s']:.0f} "
+                f"events/s; {ratio:.2f}x of bare ({t['bare_runs_per_min']:.0f} runs/min)",
+                "≥ 0.8x of bare", ratio >= 0.8)
+    for n in (1, 20, 100):
+        lat, bare = _get(raw, "stream", f"latency_{n}"), _get(raw, "stream", f"bare_{n}")
+        if lat:
+            met = lat["p50"] < 3 and lat["p99"] < 10 if n == 20 else None
+            add(f"event latency, {n} concurrent runs",
+                f"p50 {lat['p50']:.2f} ms, p99 {lat['p99']:.2f} ms (bare path p50 "
+                f"{bare['p50']:.2f}, p99 {bare['p99']:.2f}; n={lat['n']})",
+                "p50 < 3 ms, p99 < 10 ms at 20 runs", met)
+    fan = _get(raw, "stream", "fanout")
+    if fan:
+        add(f"fan-out, {fan['clients']} clients on one run",
+            f"p50 {fan['p50']:.2f} ms, p99 {fan['p99']:.2f} ms (n={fan['n']})", "p99 < 20 ms",
+            fan["p99"] < 20)
+    admin = raw.get("admin") or {}
+    if "list_p50_ms" in admin:
+        worst = max(v for k, v in admin.items() if k.endswith("p50_ms"))
+        add(f"admin at scale, {admin.get('rows', 0):,} checkpoint rows",
+            ", ".join(f"{k.removesuffix('_ms')} {v:.0f} ms" for k, v in admin.items()
+                      if k.endswith("_ms")), "p50 < 300 ms each", worst < 300)
+    mem = _get(raw, "stream", "memory")
+    if mem:
+        add(f"memory, {mem['runs_in_flight']} runs in flight",
+            f"worker {mem['idle_mib']['worker']:.0f} → {mem['peak_mib']['worker']:.0f} MiB "
+            f"({mem['worker_per_run_mib']:.2f} MiB a run); web {mem['idle_mib']['web']:.0f} → "
+            f"{mem['peak_mib']['web']:.0f} MiB ({mem['web_per_watched_run_mib']:.2f} MiB a "
+            "watched run)", "reported", None)
+    browser = _get(raw, "stream", "browser")
+    if browser:
+        add("browser, row stamped → in the DOM (Chromium)",
+            f"p50 {browser['p50']:.2f} ms, p99 {browser['p99']:.2f} ms (n={browser['n']})",
+            "p99 < 50 ms", browser["p99"] < 50)
+    for name, t in (_get(raw, "peers", "targets") or {}).items():
+        if name == "latency":
+            add("against the peers, latency at 10 at once",
+                f"Planwatch p99 {t['planwatch_p99_ms']:.1f} ms vs best peer p50 "
+                f"{t['best_peer_p50_ms']:.1f} ms", "p99 below the best peer's p50", t["met"])
+        else:
+            add("against the peers, runs/s at 10 at once",
+                f"Planwatch {t['planwatch_runs_per_s']:.1f} runs/s vs best peer "
+                f"{t['best_peer_runs_per_s']:.1f} ({t['ratio']}x)", "≥ 2x the best peer",
+                t["met"])
+    for name in FIGURES:
+        if isinstance(raw.get(name), dict) and "error" in raw[name]:
+            add(name, raw[name]["error"], "runs", False)
+    return rows
+
+
+def render(raw: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """RESULTS.md: the machine, the targets table, the peers table and the analysis."""
+    m = raw["machine"]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Written by `make bench` on {raw['date']}. Raw numbers: `benchmarks/results.json`.",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; "
+        f"Python {m['python']}, PostgreSQL {m['postgresql']}, Redis {m['redis']}; Django "
+        f"{m['django']}, Channels {m['channels']}, channels-redis {m['channels-redis']}, daphne "
+        f"{m['daphne']}, LangGraph {m['langgraph']} (checkpoint-postgres "
+        f"{m['langgraph-checkpoint-postgres']}, checkpoint-sqlite "
+        f"{m['langgraph-checkpoint-sqlite']}), procrastinate {m['procrastinate']}.",
+        "",
+        "| figure | measured | target | met |",
+        "| --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        met = {True: "yes", False: "**no**", None: "—"}[row["met"]]
+        lines.append(f"| {row['figure']} | {row['measured']} | {row['target']} | {met} |")
+    peers = raw.get("peers") or {}
+    if "planwatch" in peers:
+        from benchmarks.peers import table
+
+        lines += ["", "## Against the peers", "", f"Versions: {peers.get('versions')}", "",
+                  table(peers)]
+    seconds = sum(v for k, v in raw.items() if k.endswith("_seconds"))
+    lines += ["", f"Time taken by the figures: {seconds:.0f} s.", ""]
+    analysis = HERE / "ANALYSIS.md"
+    if analysis.exists():
+        lines += [analysis.read_text().rstrip(), ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

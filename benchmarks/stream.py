@@ -1,0 +1,321 @@
+"""Event latency, fan-out and memory on the scale-out stack, against a bare path.
+
+``python -m benchmarks.stream`` (bench environment on PostgreSQL with ``REDIS_URL``)
+starts ``manage.py serve`` (daphne), ``manage.py planwatch_worker`` (procrastinate) and a
+second daphne serving :mod:`benchmarks.bare_asgi`, then:
+
+- latency: N runs (1, 20, 100) each watched by one websocket client on
+  ``/ws/runs/<id>/?after=0``; for every event row, the client's receipt time minus the
+  row's ``created_at`` (stamped just before its INSERT, so the figure also holds the
+  insert and the commit: it is an upper bound of "committed → received");
+- bare: the same number of groups fed by this process through the same Redis layer to
+  the bare consumer, at the same rate: producer → Redis → daphne → client;
+- fan-out: one run watched by 100 clients;
+- browser: the trace view in Debian's Chromium (Playwright); for every timeline row, the
+  moment it entered the DOM (a MutationObserver) minus the row's ``created_at``;
+- memory: the worker's and the web server's RSS, idle and at the peak of 100 runs in
+  flight (each watched).
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+import django
+import requests
+
+from benchmarks.common import free_port, process, rss_mib, summary
+
+GRAPH = "decomposition"
+INPUT = {"breadth": 2, "goal": "Write a short market report"}
+SEQ = re.compile(r'data-seq="(\d+)"')
+USER, PASSWORD = "bench-stream", "bench-stream-pw-1234"
+
+
+def main() -> None:
+    """Start the stack, measure, print JSON."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", default="1,20,100")
+    parser.add_argument("--fanout", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--browser-runs", type=int, default=8)
+    args = parser.parse_args()
+    django.setup()
+    import os
+
+    _operator()
+    web, bare = free_port(), free_port()
+    env = {**os.environ, "ALLOWED_HOSTS": "127.0.0.1,localhost",
+           "PLANWATCH_EXECUTOR": "procrastinate", "PLANWATCH_MAX_CONCURRENT_RUNS": "100"}
+    py = sys.executable
+    with (
+        process([py, "manage.py", "serve", "--port", str(web)], env=env, log="web.log",
+                port=web) as web_proc,
+        process([py, "-m", "daphne", "-b", "127.0.0.1", "-p", str(bare),
+                 "benchmarks.bare_asgi:application"], env=env, log="bare.log", port=bare),
+        process([py, "manage.py", "planwatch_worker"], env=env, log="worker.log") as worker,
+    ):
+        cookie = _login(f"http://127.0.0.1:{web}")
+        watch = Watcher(web, cookie)
+        asyncio.run(watch.runs(1, 1))  # warm up: imports, compiled graph, pools
+        out: dict[str, Any] = {"graph": GRAPH, "input": INPUT}
+        idle = {"worker": rss_mib(worker.pid), "web": rss_mib(web_proc.pid)}
+        for n in (int(x) for x in args.runs.split(",")):
+            lat: list[float] = []
+            bare_lat: list[float] = []
+            peak = {"worker": 0.0, "web": 0.0}
+            for _ in range(args.repeats):
+                with Sampler({"worker": worker.pid, "web": web_proc.pid}) as sampler:
+                    got, per_run = asyncio.run(watch.runs(n, 1))
+                for key in peak:
+                    peak[key] = max(peak[key], sampler.peak[key])
+                lat += got
+                bare_lat += asyncio.run(_bare(bare, n, per_run))
+            out[f"latency_{n}"] = summary(lat)
+            out[f"bare_{n}"] = summary(bare_lat)
+            if n == max(int(x) for x in args.runs.split(",")):
+                out["memory"] = {
+                    "runs_in_flight": n, "idle_mib": idle, "peak_mib": peak,
+                    "worker_per_run_mib": (peak["worker"] - idle["worker"]) / n,
+                    "web_per_watched_run_mib": (peak["web"] - idle["web"]) / n,
+                }
+        fan: list[float] = []
+        for _ in range(args.repeats):
+            fan += asyncio.run(watch.runs(1, args.fanout))[0]
+        out["fanout"] = {"clients": args.fanout, **summary(fan)}
+        if args.browser_runs:
+            out["browser"] = _browser(web, cookie, args.browser_runs)
+    print(json.dumps(out))
+
+
+def _operator() -> None:
+    from django.contrib.auth import get_user_model
+
+    user, _ = get_user_model().objects.get_or_create(username=USER)
+    user.set_password(PASSWORD)
+    user.save()
+
+
+def _login(base: str) -> str:
+    s = requests.Session()
+    s.get(f"{base}/accounts/login/", timeout=10)
+    r = s.post(f"{base}/accounts/login/", timeout=10, data={
+        "username": USER, "password": PASSWORD,
+        "csrfmiddlewaretoken": s.cookies["csrftoken"],
+    }, headers={"Referer": f"{base}/accounts/login/"})
+    r.raise_for_status()
+    return f"sessionid={s.cookies['sessionid']}"
+
+
+class Sampler:
+    """Samples the RSS of some processes every 50 ms; keeps the peak."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.peak = dict.fromkeys(pids, 0.0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            for name, pid in self.pids.items():
+                self.peak[name] = max(self.peak[name], rss_mib(pid))
+
+
+class Watcher:
+    """Starts runs and watches them over the trace websocket like the trace view does."""
+
+    def __init__(self, port: int, cookie: str) -> None:
+        self.port = port
+        self.headers = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}
+
+    async def runs(self, n: int, clients_per_run: int) -> tuple[list[float], float]:
+        """Start ``n`` runs, each watched by ``clients_per_run`` clients; latencies in ms.
+
+        Also returns the mean number of events per run (to feed the bare path alike).
+        """
+        from asgiref.sync import sync_to_async
+
+        from dashboard.models import Run, RunEvent
+        from dashboard.services import dispatch
+
+        ids = await sync_to_async(_queued_runs)(n)
+        received: list[dict[int, float]] = []
+        ready: list[asyncio.Event] = []
+        tasks = []
+        for run_id in ids:
+            for _ in range(clients_per_run):
+                got: dict[int, float] = {}
+                ev = asyncio.Event()
+                received.append(got)
+                ready.append(ev)
+                tasks.append(asyncio.create_task(self._watch(run_id, got, ev)))
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in ready)), 60)
+        for run_id in ids:  # every client is connected before its run starts
+            await sync_to_async(dispatch)(run_id, "start")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            done = await Run.objects.filter(id__in=ids, status__in=Run.FINISHED).acount()
+            if done == n:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise RuntimeError(f"only {done} of {n} runs finished in 120 s")
+        last = {r.id: r.last_seq async for r in Run.objects.filter(id__in=ids)}
+        watched = list(zip(received, _expand(ids, clients_per_run), strict=True))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the last messages may still be on their way
+            if all(len(got) >= last[run_id] for got, run_id in watched):
+                break
+            await asyncio.sleep(0.02)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        stamps = {
+            (e.run_id, e.seq): e.created_at.timestamp()
+            async for e in RunEvent.objects.filter(run_id__in=ids).only(
+                "run_id", "seq", "created_at")
+        }
+        lat = []
+        for got, run_id in watched:
+            missing = last[run_id] - len(got)
+            if missing:
+                raise RuntimeError(f"a client of run {run_id} missed {missing} events")
+            lat += [(t - stamps[(run_id, seq)]) * 1000 for seq, t in got.items()]
+        return lat, sum(last.values()) / n
+
+    async def _watch(self, run_id: uuid.UUID, got: dict[int, float], ready: asyncio.Event
+                     ) -> None:
+        from websockets.asyncio.client import connect
+
+        url = f"ws://127.0.0.1:{self.port}/ws/runs/{run_id}/?after=0"
+        async with connect(url, additional_headers=self.headers, max_size=None) as ws:
+            ready.set()
+            async for message in ws:
+                now = time.time()
+                for seq in SEQ.findall(message if isinstance(message, str) else ""):
+                    got.setdefault(int(seq), now)
+
+
+def _expand(ids: list[uuid.UUID], k: int) -> list[uuid.UUID]:
+    return [run_id for run_id in ids for _ in range(k)]
+
+
+def _queued_runs(n: int) -> list[uuid.UUID]:
+    """``n`` queued runs, created like ``run_create`` does but not yet dispatched."""
+    from dashboard.models import Run
+    from planner.registry import get_graph
+
+    spec = get_graph(GRAPH)
+    ids = [uuid.uuid4() for _ in range(n)]
+    Run.objects.bulk_create([
+        Run(id=i, graph=spec.name, graph_version=spec.version, thread_id=spec.thread_id(str(i)),
+            input=spec.make_input(INPUT))
+        for i in ids
+    ])
+    return ids
+
+
+async def _bare(port: int, n: int, per_run: float) -> list[float]:
+    """``n`` groups, each fed ``per_run`` messages at the runs' pace; latencies in ms."""
+    from channels.layers import get_channel_layer
+    from websockets.asyncio.client import connect
+
+    layer = get_channel_layer()
+    count = max(1, round(per_run))
+    lat: list[float] = []
+
+    async def client(i: int, ready: asyncio.Event) -> None:
+        async with connect(f"ws://127.0.0.1:{port}/bare/{i}/") as ws:
+            ready.set()
+            for _ in range(count):
+                message = await asyncio.wait_for(ws.recv(), 30)
+                lat.append((time.time() - json.loads(message)["t"]) * 1000)
+
+    readies = [asyncio.Event() for _ in range(n)]
+    clients = [asyncio.create_task(client(i, readies[i])) for i in range(n)]
+    await asyncio.gather(*(r.wait() for r in readies))
+    await asyncio.sleep(0.2)  # group_add reaches Redis before the first message
+
+    async def produce(i: int) -> None:
+        for _ in range(count):
+            await layer.group_send(f"bare.{i}", {"type": "bare.msg",
+                                                 "text": json.dumps({"t": time.time()})})
+            await asyncio.sleep(0.01)
+
+    await asyncio.gather(*(produce(i) for i in range(n)))
+    await asyncio.gather(*clients)
+    return lat
+
+
+OBSERVE = """
+window.__seen = {};
+new MutationObserver((records) => {
+  const now = performance.timeOrigin + performance.now();
+  for (const r of records) for (const n of r.addedNodes) {
+    if (n.nodeType !== 1) continue;
+    const rows = n.matches("[data-seq]") ? [n] : n.querySelectorAll("[data-seq]");
+    for (const row of rows) window.__seen[row.dataset.seq] ??= now;
+  }
+}).observe(document.body, {childList: true, subtree: true});
+"""
+
+
+def _browser(port: int, cookie: str, runs: int) -> dict[str, Any]:
+    """Event row stamped → row in the DOM of the trace view, in Chromium."""
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.models import Run, RunEvent
+    from dashboard.services import dispatch
+
+    base = f"http://127.0.0.1:{port}"
+    lat: list[float] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                     args=["--no-sandbox", "--disable-gpu"])
+        context = browser.new_context()
+        name, _, value = cookie.partition("=")
+        context.add_cookies([{"name": name, "value": value, "url": base}])
+        page = context.new_page()
+        for _ in range(runs):
+            (run_id,) = _queued_runs(1)
+            page.goto(f"{base}/runs/{run_id}/")
+            page.evaluate(OBSERVE)
+            page.wait_for_function("document.querySelector('[ws-connect]') !== null")
+            page.wait_for_timeout(300)  # the socket is open before the run starts
+            dispatch(run_id, "start")
+            deadline = time.monotonic() + 60
+            while Run.objects.get(id=run_id).status not in Run.FINISHED:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"run {run_id} did not finish in 60 s")
+                time.sleep(0.05)
+            last = Run.objects.get(id=run_id).last_seq
+            page.wait_for_function(f"Object.keys(window.__seen).length >= {last}",
+                                   timeout=10_000)
+            seen = page.evaluate("window.__seen")
+            stamps = dict(RunEvent.objects.filter(run_id=run_id).values_list("seq", "created_at"))
+            lat += [ms - stamps[int(seq)].timestamp() * 1000 for seq, ms in seen.items()]
+        browser.close()
+    return {"runs": runs, **summary(lat)}
+
+
+if __name__ == "__main__":
+    main()
