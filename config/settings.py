@@ -119,7 +119,9 @@ if not IS_POSTGRES:
     DATABASES["default"].setdefault("TEST", {})["NAME"] = str(VAR_DIR / "test.sqlite3")
 if test_db := os.environ.get("PLANWATCH_TEST_DB_NAME"):
     # Lets two test processes share a PostgreSQL server without sharing a test database.
-    DATABASES["default"].setdefault("TEST", {})["NAME"] = test_db
+    DATABASES["default"].setdefault("TEST", {})["NAME"] = (
+        test_db if IS_POSTGRES else str(VAR_DIR / f"{test_db}.sqlite3")
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
