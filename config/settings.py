@@ -136,7 +136,8 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # in memory, rung from the in-process executor's own loop: see dashboard/layers.py
+    CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.layers.InProcessChannelLayer"}}
 
 PLANWATCH = {
     # inprocess: runs execute inside the ASGI server; procrastinate: in worker processes.
