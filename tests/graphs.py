@@ -74,10 +74,16 @@ def make_input(values: dict[str, Any]) -> dict[str, Any]:
         raise InputError({"steps": f"{values.get('steps')!r} is not a whole number"}) from None
     if not 1 <= steps <= 1000:
         raise InputError({"steps": f"{steps} is out of range; use 1 to 1000"})
-    return {
-        "n": 0, "steps": steps, "ask": bool(values.get("ask")),
-        "fail_at": int(values.get("fail_at") or 0), "delay": float(values.get("delay") or 0),
-    }
+    try:
+        fail_at = int(values.get("fail_at") or 0)
+    except (TypeError, ValueError):
+        raise InputError({"fail_at": f"{values.get('fail_at')!r} is not a whole number"}) from None
+    try:
+        delay = float(values.get("delay") or 0)
+    except (TypeError, ValueError):
+        raise InputError({"delay": f"{values.get('delay')!r} is not a number of seconds"}) from None
+    return {"n": 0, "steps": steps, "ask": bool(values.get("ask")), "fail_at": fail_at,
+            "delay": delay}
 
 
 ECHO = register(GraphSpec(
