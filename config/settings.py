@@ -106,6 +106,12 @@ DATABASES = {
     )
 }
 IS_POSTGRES = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+if IS_POSTGRES and not DATABASES["default"]["CONN_MAX_AGE"]:
+    # Under ASGI every database_sync_to_async call would otherwise open a new connection
+    # (measured: most of the web server's database time); psycopg's pool hands them out.
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1, "max_size": int(os.environ.get("DB_POOL_MAX_SIZE", "10")), "timeout": 30,
+    }
 if not IS_POSTGRES:
     # WAL lets the trace view read while a run writes; IMMEDIATE transactions take the
     # write lock up front instead of failing with "database is locked" on upgrade.
@@ -153,9 +159,18 @@ PLANWATCH = {
     "STALE_AFTER_SECONDS": float(os.environ.get("PLANWATCH_STALE_AFTER_SECONDS", "30")),
     # Modules that register a user's own graphs (planner.registry.register) on import.
     "GRAPH_MODULES": env_list("PLANWATCH_GRAPH_MODULES", ""),
+    # LangGraph's checkpoint durability: "async" (its default: a step's checkpoint is
+    # written while the next step runs; all are written before a run stops or pauses),
+    # "sync" (each step waits for its checkpoint) or "exit" (only when the run stops).
+    "DURABILITY": os.environ.get("PLANWATCH_DURABILITY", "async"),
     # PostgreSQL: wait for the WAL flush on every event commit too (checkpoints always do).
     "SYNC_EVENT_COMMITS": env_bool("PLANWATCH_SYNC_EVENT_COMMITS", False),
 }
+if PLANWATCH["DURABILITY"] not in {"async", "sync", "exit"}:
+    raise ImproperlyConfigured(
+        f"unsupported PLANWATCH_DURABILITY {PLANWATCH['DURABILITY']!r}; use 'async', 'sync' "
+        "or 'exit'"
+    )
 if PLANWATCH["EXECUTOR"] not in {"inprocess", "procrastinate"}:
     raise ImproperlyConfigured(
         f"unsupported PLANWATCH_EXECUTOR {PLANWATCH['EXECUTOR']!r}; use 'inprocess' or "

@@ -227,7 +227,8 @@ class Executor:
             else:
                 payload = None  # recover: continue from the last checkpoint
             async for ns, mode, data in graph.astream(
-                payload, config, stream_mode=STREAM_MODES, subgraphs=True, durability="sync",
+                payload, config, stream_mode=STREAM_MODES, subgraphs=True,
+                durability=planwatch_setting("DURABILITY"),
             ):
                 for event in translator.translate(ns, mode, data):
                     writer.add(event)
