@@ -21,7 +21,11 @@ from typing import Any
 import django
 
 GRAPH = "decomposition"
-INPUT = {"breadth": 4, "goal": "Write a short market report"}
+INPUTS = {
+    "small": {"breadth": 2, "goal": "Write a short market report"},  # 14 steps, ~40 events
+    "large": {"breadth": 14, "goal": "Write a market report"},  # ~215 tasks, ~900 events
+}
+INPUT = INPUTS["small"]
 
 
 def main() -> None:
@@ -30,7 +34,10 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=40)
     parser.add_argument("--batch", type=int, default=48)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--plan", choices=INPUTS, default="small")
     args = parser.parse_args()
+    global INPUT
+    INPUT = INPUTS[args.plan]
     django.setup()
     from django.db import connection
 
