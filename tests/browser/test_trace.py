@@ -84,6 +84,7 @@ def test_an_acquisition_trace_marks_visits_decisions_and_inspects_state(
     expect(runs_list.locator(f"#run-{run.id} a")).to_have_attribute("href", f"/runs/{run.id}/")
     rows_match_the_log(page, run, until=(*Run.FINISHED, Run.Status.INTERRUPTED))
     expect(runs_list.locator(f"#run-{run.id}-status")).to_contain_text("Interrupted")
+    screenshot(runs_list, "runs-live")
     started = root_nodes_started(run)
     for node in set(started):
         expect(page.locator(f"#node-{node}")).to_have_attribute(

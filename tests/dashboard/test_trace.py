@@ -140,3 +140,25 @@ def test_the_runs_list_links_to_traces_and_listens_for_new_runs(executor, operat
     assert 'ws-connect="/ws/runs/?since=' in html and 'href="/runs/new/"' in html
     filtered = client.get("/?graph=test.echo").content.decode()
     assert 'id="run-rows-body"' not in filtered  # new runs may not match the filter
+
+
+def test_a_failed_node_row_expands_to_its_error_and_traceback(executor, operator, client):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 3, "fail_at": 2},
+                                       user=operator).id)
+    failed = run.events.get(kind=RunEvent.Kind.NODE_FAILED)
+    client.force_login(operator)
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert "RuntimeError: step 2 failed on purpose" in page  # on the row and in the header
+    html = client.get(f"/runs/{run.id}/events/{failed.seq}/").content.decode()
+    assert '<pre class="tb">Traceback' in html and "failed on purpose" in html
+
+
+def test_subgraph_nodes_are_drawn_nested_under_their_parent():
+    text = trace._mermaid(
+        ("__start__", "plan", "worker:fetch", "worker:parse", "__end__"),
+        (("__start__", "plan", False), ("plan", "worker:fetch", True),
+         ("worker:fetch", "worker:parse", False), ("worker:parse", "__end__", False)),
+    )
+    block = text[text.index('subgraph sg_worker["worker"]'):text.index("  end")]
+    assert 'n_worker_fetch["fetch"]' in block and 'n_worker_parse["parse"]' in block
+    assert "n_plan -.-> n_worker_fetch" in text
