@@ -108,14 +108,15 @@ def test_a_decomposition_lights_up_live_and_survives_a_dropped_socket(
     page.fill("#run-interrupts textarea >> nth=0", "the town council")
     page.fill("#run-interrupts textarea >> nth=1", "plain and brief")
     page.click("#run-interrupts button[value=all]")
-    page.wait_for_function(
-        "() => Object.values(window.seen.tasks).some(s => s.length > 1)", timeout=20_000)
-    page.evaluate("planwatchTrace.drop(800)")  # the page's socket goes away for a while
+    page.wait_for_function(  # nodes light up and tasks move while the page watches
+        "() => window.seen.current.length >= 3"
+        " && Object.values(window.seen.tasks).some(s => s.length > 1)", timeout=20_000)
+    page.evaluate("planwatchTrace.drop(800)")  # then the page's socket goes away for a while
     rows = rows_match_the_log(page, run)
     assert len(rows) == len(set(rows))
     lit, tasks = page.evaluate("window.seen.current"), page.evaluate("window.seen.tasks")
     started = root_nodes_started(run)
-    assert len(lit) >= 2 and is_subsequence(lit, started), (lit, started[:20])
+    assert len(lit) >= 3 and is_subsequence(lit, started), (lit, started[:20])
     assert [s for s in tasks.values() if len(s) > 1 and s[-1] == "ok"], "no live task moves"
     assert len(tasks) > 150
     expect(page.locator("#trace-dag .task.status-ok")).to_have_count(
@@ -130,6 +131,7 @@ def test_a_decomposition_lights_up_live_and_survives_a_dropped_socket(
     page.click("#trace-replay-link")
     expect(page.locator("#trace-timeline [data-seq]")).to_have_count(1)
     page.click("#replay-next")
+    expect(page.locator("#replay-at")).to_have_text("2")
     page.click("#replay-next")
     expect(page.locator("#trace-timeline [data-seq]")).to_have_count(3)
     expect(page.locator("#replay-at")).to_have_text("3")
