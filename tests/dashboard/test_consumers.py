@@ -187,3 +187,29 @@ def test_the_runs_list_gets_runs_created_after_it_as_new_rows(transactional_db, 
     assert f"/runs/{new.id}/" in added[0] and "olga" in added[0]
     assert sum(f'id="run-{old.id}-status"' in m for m in messages) == 1
     assert sum(f'id="run-{new.id}-status" hx-swap-oob' in m for m in messages) == 2
+
+
+def test_rows_whose_doorbell_never_rang_arrive_from_the_log(transactional_db, operator):
+    from dashboard.models import Run, RunEvent
+
+    run = Run.objects.create(graph="test.echo", thread_id="quiet:planner",
+                             status=Run.Status.RUNNING, created_by=operator)
+
+    async def scenario():
+        comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=0")
+        assert ok and await comm.receive_nothing(timeout=0.2)
+
+        @database_sync_to_async
+        def write_silently() -> None:  # committed rows, no broadcast at all
+            RunEvent.objects.bulk_create([
+                RunEvent(run=run, seq=1, kind=RunEvent.Kind.RUN_STARTED),
+                RunEvent(run=run, seq=2, kind=RunEvent.Kind.NODE_STARTED, node="step", step=1),
+            ])
+            Run.objects.filter(id=run.id).update(last_seq=2)
+
+        await write_silently()
+        got = seqs(await comm.receive_from(timeout=5))
+        await comm.disconnect()
+        return got
+
+    assert async_to_sync(scenario)() == [1, 2]
