@@ -42,7 +42,7 @@ def test_embedded_default_is_sqlite_under_var_and_in_memory_layer(tmp_path):
     s = load_settings(tmp_path)
     assert s["engine"] == "django.db.backends.sqlite3"
     assert s["name"] == str(tmp_path / "planwatch.sqlite3")
-    assert s["layer"] == "channels.layers.InMemoryChannelLayer"
+    assert s["layer"] == "dashboard.layers.InProcessChannelLayer"
     assert s["debug"] is False
 
 
