@@ -237,6 +237,8 @@ class Executor:
                     writer.flush_behind()
                     if run.id in self._cancel:
                         raise RunCancelled
+            # the node that paused (ask_user, say) started after the last checkpoint
+            writer.current_node = translator.current_node
             state = await graph.aget_state(config)
         except RunCancelled:
             writer.add({"kind": Kind.RUN_CANCELLED, "payload": {"reason": "cancelled"}})

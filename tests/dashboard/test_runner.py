@@ -42,6 +42,7 @@ def test_an_interrupt_pauses_the_run_and_an_answer_resumes_it(executor, operator
     assert pending.status == Interrupt.Status.PENDING
     assert pending.payload == {"field": "echo.value", "prompt": "Say something", "kind": "text"}
     assert pending.node == "ask"
+    assert run.current_node == "ask"  # the node that asked, not the last checkpointed one
     raised = run.events.get(kind=Kind.INTERRUPT_RAISED)
     assert raised.payload["interrupt_id"] == pending.interrupt_id
 
