@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import percentile
+
 ROOT = Path(__file__).resolve().parent.parent
 PG_SERVER = os.environ.get("PLANWATCH_BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DB_NAME = "planwatch_bench_admin"
@@ -59,11 +61,6 @@ SELECT thread_id, checkpoint_ns, checkpoint_id, md5(checkpoint_id), 0, 'n', 'nul
          || (ARRAY['tick', 'select', 'decide', 'search'])[1 + ascii(md5(checkpoint_id)) %% 4]
 FROM checkpoints
 """
-
-
-def _percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _ensure_database() -> None:
@@ -166,7 +163,7 @@ def _work(rows: int, repeats: int) -> dict[str, float]:
     for name, url in pages.items():
         samples = _timed(client, url, repeats)
         result[f"{name}_p50_ms"] = round(statistics.median(samples), 1)
-        result[f"{name}_p99_ms"] = round(_percentile(samples, 0.99), 1)
+        result[f"{name}_p99_ms"] = round(percentile(samples, 99), 1)
     return result
 
 

@@ -14,8 +14,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -153,37 +154,41 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
-    """Wait until ``port`` accepts connections (or fail if ``proc`` died)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode} before listening")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on port {port} after {timeout} s")
-
-
 @contextmanager
-def process(args: list[str], *, env: dict[str, str], log: str,
-            port: int | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """A subprocess for the duration of a ``with`` block (its output logged to var/bench)."""
-    VAR.mkdir(parents=True, exist_ok=True)
-    with open(VAR / log, "wb") as out:
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+def process(args: list[str], *, env: dict[str, str], log: str, port: int | None = None,
+            ready: Callable[[], bool] | None = None, cwd: Path = ROOT, timeout: float = 90,
+            ) -> Iterator[subprocess.Popen[bytes]]:
+    """A server subprocess for a ``with`` block, its output logged under var/bench.
+
+    It is ready once ``port`` accepts connections, or ``ready()`` says so.
+    """
+    if port is not None:
+        ready = partial(port_open, port)
+    path = VAR / log
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as out:
+        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
-            if port is not None:
-                wait_port(port, proc)
+            deadline = time.monotonic() + timeout
+            while ready is not None and not ready():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    tail = path.read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"{args[0]} did not come up; {path} ends:\n{tail}")
+                time.sleep(0.1)
             yield proc
         finally:
             proc.terminate()
             try:
-                proc.wait(10)
+                proc.wait(15)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def port_open(port: int) -> bool:
+    """Whether something listens on loopback ``port``."""
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def rss_mib(pid: int) -> float:

@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import peer_graph
+from benchmarks.common import free_port, percentile, process
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = ROOT / "benchmarks" / "peers"
@@ -67,49 +67,6 @@ Resolved = tuple[Latencies, dict[str, float]]
 
 
 # -- statistics and processes ------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The ``q``-th percentile (0 to 100) by linear interpolation; NaN for no values."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextmanager
-def process(args: list[str], *, env: dict[str, str], log: str, cwd: Path = ROOT,
-            ready: Callable[[], bool] | None = None, timeout: float = 90,
-            ) -> Iterator[subprocess.Popen[bytes]]:
-    """A server subprocess for the ``with`` block, its output logged under var/bench/peers."""
-    VAR.mkdir(parents=True, exist_ok=True)
-    with open(VAR / log, "wb") as out:
-        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + timeout
-            while ready is not None and not ready():
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    tail = (VAR / log).read_text(errors="replace")[-3000:]
-                    raise RuntimeError(f"{args[0]} did not come up; {VAR / log} ends:\n{tail}")
-                time.sleep(0.2)
-            yield proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def http_ok(url: str) -> Callable[[], bool]:
@@ -175,7 +132,7 @@ def langgraph_api_server() -> Iterator[str]:
             "--n-jobs-per-worker", str(CONCURRENCY), "--server-log-level", "WARNING",
             "--config", str(CONFIG_DIR / "langgraph.json")]
     url = f"http://127.0.0.1:{port}"
-    with process(args, env={**os.environ, **OFFLINE}, log="langgraph-api.log", cwd=CONFIG_DIR,
+    with process(args, env={**os.environ, **OFFLINE}, log="peers/langgraph-api.log", cwd=CONFIG_DIR,
                  ready=http_ok(f"{url}/ok")):
         yield url
 
@@ -196,7 +153,7 @@ def aegra_server() -> Iterator[str]:
     args = [str(VENV / "bin" / "uvicorn"), "aegra_api.main:app", "--host", "127.0.0.1",
             "--port", str(port), "--log-level", "warning", "--no-access-log"]
     url = f"http://127.0.0.1:{port}"
-    with process(args, env=env, log="aegra.log", cwd=CONFIG_DIR,
+    with process(args, env=env, log="peers/aegra.log", cwd=CONFIG_DIR,
                  ready=http_ok(f"{url}/health")):
         yield url
 

@@ -287,11 +287,11 @@ def planwatch_server() -> Iterator[PlanwatchBench]:
     with ExitStack() as stack:
         stack.enter_context(peers.process(
             [sys.executable, "manage.py", "serve", "--port", str(port)], env=environ,
-            log="planwatch-daphne.log", ready=peers.http_ok(f"{base_url}/accounts/login/"),
+            log="peers/planwatch-daphne.log", ready=peers.http_ok(f"{base_url}/accounts/login/"),
         ))
         stack.enter_context(peers.process(
             [sys.executable, "manage.py", "planwatch_worker"], env=environ,
-            log="planwatch-worker.log",
+            log="peers/planwatch-worker.log",
         ))
         starter = Starter(environ)
         stack.callback(starter.close)
