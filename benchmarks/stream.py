@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import sys
 import threading
@@ -51,8 +52,6 @@ def main() -> None:
     parser.add_argument("--browser-runs", type=int, default=8)
     args = parser.parse_args()
     django.setup()
-    import os
-
     _operator()
     web, bare = free_port(), free_port()
     env = {**os.environ, "ALLOWED_HOSTS": "127.0.0.1,localhost",
@@ -169,7 +168,10 @@ class Watcher:
                 ready.append(ev)
                 tasks.append(asyncio.create_task(self._watch(run_id, got, ev)))
         await asyncio.wait_for(asyncio.gather(*(e.wait() for e in ready)), 60)
-        for run_id in ids:  # every client is connected before its run starts
+        # every client is connected, and its consumer done reading the (empty) log, before
+        # its run starts: the figure is about live events, not about joining late
+        await asyncio.sleep(0.5 + 0.005 * len(tasks))
+        for run_id in ids:
             await sync_to_async(dispatch)(run_id, "start")
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -288,6 +290,9 @@ def _browser(port: int, cookie: str, runs: int) -> dict[str, Any]:
 
     base = f"http://127.0.0.1:{port}"
     lat: list[float] = []
+    # Playwright's sync API keeps an event loop in this thread; the ORM calls here are
+    # still plain synchronous code, so Django's async-safety guard must stand aside.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
                                      args=["--no-sandbox", "--disable-gpu"])

@@ -66,6 +66,8 @@ REPLAY_CHUNK = 500  # events per message when catching a client up from the log
 # How often an open trace of an active run looks at the log for doorbells that never rang
 # (a dropped Redis message, a layer at capacity): a lost doorbell costs a delay, not a row.
 LOG_CHECK_SECONDS = 1.0
+RENDERED_BATCHES = 512  # recently rendered batches, shared by the watchers of a run
+_RENDERED: dict[tuple[Any, ...], str] = {}
 
 
 @database_sync_to_async
@@ -177,7 +179,13 @@ class RunConsumer(AsyncWebsocketConsumer):
                 return
 
     async def run_changed(self, message: dict[str, Any]) -> None:
-        """Re-render the header; reload the interrupts panel when the status moved."""
+        """Re-render the header; read the run and reload the questions when its status moved."""
+        summary = message.get("run")
+        if summary and summary["status"] == self.status:
+            # only the node moved (every step): the doorbell carries it, no query needed
+            self.run.current_node = summary["current_node"]
+            await self._send_header()
+            return
         run = await _arun(str(self.run.id))
         if run is None:
             return
@@ -189,12 +197,20 @@ class RunConsumer(AsyncWebsocketConsumer):
 
     async def _send_batch(self, events: list[dict[str, Any]], changes: trace.Changes) -> None:
         self.sent = max(self.sent, events[-1]["seq"])
-        context = self._context(events=events, changes=changes, last_seq=self.sent)
-        context["changed_tasks"] = [
-            trace.task_card(self.fold.tasks, tid) for tid in sorted(changes.tasks)
-            if tid in self.fold.tasks
-        ]
-        await self.send(text_data=render_to_string("dashboard/_trace_batch.html", context))
+        # Every watcher of a run folds the same gapless log, so the same batch renders the
+        # same HTML: render it once per process, not once per watcher (fan-out).
+        key = (str(self.run.id), events[0]["seq"], self.sent, self.can_cancel, repr(changes))
+        html = _RENDERED.get(key)
+        if html is None:
+            context = self._context(events=events, changes=changes, last_seq=self.sent)
+            context["changed_tasks"] = [
+                trace.task_card(self.fold.tasks, tid) for tid in sorted(changes.tasks)
+                if tid in self.fold.tasks
+            ]
+            html = _RENDERED[key] = render_to_string("dashboard/_trace_batch.html", context)
+            while len(_RENDERED) > RENDERED_BATCHES:
+                _RENDERED.pop(next(iter(_RENDERED)))
+        await self.send(text_data=html)
 
     async def _send_header(self) -> None:
         html = render_to_string("dashboard/_trace_header.html", self._context(oob=True))

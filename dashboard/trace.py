@@ -285,7 +285,8 @@ def panels_context(*, run: Run, fold: TraceFold) -> dict[str, Any]:
         "graph_state_json": json.dumps(state),
         "show_dag": run.graph == "decomposition" or bool(fold.tasks),
         "show_why": run.graph == "acquisition" or bool(fold.decisions),
-        "task_groups": task_groups(fold.tasks) if fold.tasks else [],
+        # drawn only when tasks were added: the template calls it then, not on every batch
+        "task_groups": functools.partial(task_groups, fold.tasks),
         "task_count": sum(1 for t in fold.tasks.values() if t.get("parent") is not None),
         "task_statuses": TASK_STATUSES,
         "decisions": fold.decisions,
