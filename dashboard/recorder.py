@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from datetime import datetime
 from typing import Any
 
@@ -120,8 +120,10 @@ class EventSink:
 class EventWriter:
     """Buffers a run's events, numbers them, and writes them behind the graph."""
 
-    def __init__(self, run: Run, *, next_seq: int, sink: EventSink | None) -> None:
+    def __init__(self, run: Run, *, next_seq: int, sink: EventSink | None,
+                 tasks: set[asyncio.Task[None]] | None = None) -> None:
         self.run = run
+        self.tasks = set() if tasks is None else tasks
         self.sink = sink
         self.next_seq = next_seq
         self.buffer: list[dict[str, Any]] = []
@@ -137,7 +139,14 @@ class EventWriter:
     def flush_behind(self) -> None:
         """Start a flush unless one is running (that one's successor takes the rest)."""
         if self._flushing is None or self._flushing.done():
-            self._flushing = asyncio.get_running_loop().create_task(self.aflush())
+            self._flushing = self.track(self.aflush())
+
+    def track(self, flush: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run a flush as a task the executor can wait for when it stops."""
+        task = asyncio.get_running_loop().create_task(flush)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
 
     async def aflush(self, **final: Any) -> None:
         """Write everything buffered in one transaction, then broadcast it."""

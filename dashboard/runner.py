@@ -92,6 +92,7 @@ class Executor:
         self._cancel: set[uuid.UUID] = set()
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._sink: EventSink | None = None
+        self._writes: set[asyncio.Task[None]] = set()  # flushes in flight, of every run
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -125,6 +126,11 @@ class Executor:
                 task.cancel()
             if self._heartbeat_task:
                 self._heartbeat_task.cancel()
+            # let cancelled runs write what they had (their flushes are shielded, so they
+            # outlive the cancel) before the saver closes: nothing may write after stop()
+            pending = {*self._active.values(), *self._writes}
+            if pending:
+                await asyncio.wait(pending, timeout=timeout / 2)
             if self._saver:
                 await self._saver.aclose()
                 self._saver = None
@@ -211,7 +217,7 @@ class Executor:
 
     async def _aexecute_claimed(self, claim: _Claim) -> _Claim | None:
         run = claim.run
-        writer = EventWriter(run, next_seq=claim.next_seq, sink=self._sink)
+        writer = EventWriter(run, next_seq=claim.next_seq, sink=self._sink, tasks=self._writes)
         translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
         config = {"configurable": {"thread_id": run.thread_id}, "recursion_limit": 10_000}
         try:
@@ -245,7 +251,7 @@ class Executor:
             await writer.afinish(status=Run.Status.CANCELLED, cancel_interrupts=True)
             return None
         except asyncio.CancelledError:
-            await asyncio.shield(writer.aflush())
+            await asyncio.shield(writer.track(writer.aflush()))
             raise
         except Exception as exc:
             logger.exception("run %s failed", run.id)

@@ -92,6 +92,20 @@ def test_decomposition_parallel_clarify_questions_answered_from_the_inbox(
     # the tone is answered; the audience question stays, alone, in the re-rendered section
     page.locator(f'#inbox-run-{run.id} .question[data-field="6"]').wait_for(
         state="detached", timeout=20_000)
+    # The run resumes with the tone and pauses again on the audience: LangGraph may raise
+    # that question anew (a new interrupt id), and the inbox then swaps in its form live.
+    # Answer the form of the question the run now waits on, not one about to be replaced.
+    tone_row = run.interrupts.get(payload__task_id="6")
+    for _ in range(600):  # a deadlock guard, not a speed test
+        tone_row.refresh_from_db()
+        run.refresh_from_db()
+        # consumed by a resume (it stamps the checkpoint) and paused again afterwards
+        if tone_row.checkpoint_id and run.status != Run.Status.RUNNING:
+            break
+        page.wait_for_timeout(100)
+    assert run.status == Run.Status.INTERRUPTED, run.status
+    pending = run.interrupts.get(status=Interrupt.Status.PENDING)
+    page.locator(f"#interrupt-{pending.pk}").wait_for(state="visible", timeout=20_000)
     audience = question(page, run, "5")
     audience.locator("select").select_option("residents")
     submit(page, run)
