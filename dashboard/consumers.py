@@ -66,8 +66,14 @@ REPLAY_CHUNK = 500  # events per message when catching a client up from the log
 # How often an open trace of an active run looks at the log for doorbells that never rang
 # (a dropped Redis message, a layer at capacity): a lost doorbell costs a delay, not a row.
 LOG_CHECK_SECONDS = 1.0
-RENDERED_BATCHES = 512  # recently rendered batches, shared by the watchers of a run
+RENDERED_BATCHES = 512  # recently rendered batches and headers, shared by a run's watchers
 _RENDERED: dict[tuple[Any, ...], str] = {}
+
+
+def _trim_rendered() -> None:
+    """Forget the oldest renders past ``RENDERED_BATCHES`` (dicts keep insertion order)."""
+    while len(_RENDERED) > RENDERED_BATCHES:
+        _RENDERED.pop(next(iter(_RENDERED)))
 
 
 @database_sync_to_async
@@ -208,12 +214,19 @@ class RunConsumer(AsyncWebsocketConsumer):
                 if tid in self.fold.tasks
             ]
             html = _RENDERED[key] = render_to_string("dashboard/_trace_batch.html", context)
-            while len(_RENDERED) > RENDERED_BATCHES:
-                _RENDERED.pop(next(iter(_RENDERED)))
+            _trim_rendered()
         await self.send(text_data=html)
 
     async def _send_header(self) -> None:
-        html = render_to_string("dashboard/_trace_header.html", self._context(oob=True))
+        # sent on every step to every watcher: rendered from the run alone, once per process
+        run, duration = self.run, trace.run_duration(self.run)
+        key = ("header", str(run.id), run.status, run.current_node, duration, self.can_cancel)
+        html = _RENDERED.get(key)
+        if html is None:
+            html = _RENDERED[key] = render_to_string("dashboard/_trace_header.html", {
+                "run": run, "duration": duration, "can_cancel": self.can_cancel, "oob": True,
+            })
+            _trim_rendered()
         await self.send(text_data=html)
 
     async def _send_interrupts(self) -> None:
