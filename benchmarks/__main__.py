@@ -31,7 +31,13 @@ def main() -> None:
     parser.add_argument("--only", action="append", choices=FIGURES)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-write", action="store_true", help="do not rewrite RESULTS.md")
+    parser.add_argument("--render", action="store_true",
+                        help="only rewrite RESULTS.md from results.json")
     args = parser.parse_args()
+    if args.render:
+        raw = json.loads(RAW.read_text())
+        RESULTS.write_text(render(raw, targets(raw)))
+        return
     quick = args.quick
     raw: dict[str, Any] = json.loads(RAW.read_text()) if RAW.exists() else {}
     raw["machine"] = machine()
@@ -135,7 +141,7 @@ def targets(raw: dict[str, Any]) -> list[dict[str, Any]]:
     admin = raw.get("admin") or {}
     if "list_p50_ms" in admin:
         worst = max(v for k, v in admin.items() if k.endswith("p50_ms"))
-        add(f"admin at scale, {admin.get('rows', 0):,} checkpoint rows",
+        add(f"admin at scale, {int(admin.get('rows', 0)):,} checkpoint rows",
             ", ".join(f"{k.removesuffix('_ms')} {v:.0f} ms" for k, v in admin.items()
                       if k.endswith("_ms")), "p50 < 300 ms each", worst < 300)
     mem = _get(raw, "stream", "memory")

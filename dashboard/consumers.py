@@ -67,7 +67,7 @@ REPLAY_CHUNK = 500  # events per message when catching a client up from the log
 # (a dropped Redis message, a layer at capacity): a lost doorbell costs a delay, not a row.
 LOG_CHECK_SECONDS = 1.0
 RENDERED_BATCHES = 512  # recently rendered batches and headers, shared by a run's watchers
-_RENDERED: dict[tuple[Any, ...], str] = {}
+_RENDERED: dict[tuple[Any, ...], Any] = {}
 
 
 def _trim_rendered() -> None:
@@ -135,6 +135,7 @@ class RunConsumer(AsyncWebsocketConsumer):
         self.run = await _arun(str(run.id)) or run
         self.status = self.run.status
         self.fold, rows = await _afold(self.run)
+        self.unfolded: list[dict[str, Any]] = []  # sent from the shared renders, not folded yet
         missed = [e for e in rows if e["seq"] > self.sent]
         everything = trace.Changes(graph=True, new_tasks=True, decisions=True)
         for start in range(0, len(missed), REPLAY_CHUNK):
@@ -163,9 +164,21 @@ class RunConsumer(AsyncWebsocketConsumer):
     async def _send_events(self, events: list[dict[str, Any]]) -> None:
         if not events:
             return  # duplicates of rows the client has
-        changes = self.fold.apply(events)
-        await self._send_batch(events, changes)
-        if changes.interrupts:
+        # Every watcher of a run folds the same gapless log, so a batch renders the same
+        # HTML for all of them: the first watcher in this process folds and renders it, the
+        # others send it and fold later, only if they ever have to render themselves.
+        key = ("batch", str(self.run.id), events[0]["seq"], events[-1]["seq"], self.can_cancel)
+        cached = _RENDERED.get(key)
+        if cached is None:
+            changes = self.fold.apply([*self.unfolded, *events])
+            self.unfolded = []
+            cached = _RENDERED[key] = (self._render_batch(events, changes), changes.interrupts)
+            _trim_rendered()
+        else:
+            self.unfolded.extend(events)
+        self.sent = max(self.sent, events[-1]["seq"])
+        await self.send(text_data=cached[0])
+        if cached[1]:
             await self._send_interrupts()
 
     async def _watch_log(self) -> None:
@@ -203,19 +216,15 @@ class RunConsumer(AsyncWebsocketConsumer):
 
     async def _send_batch(self, events: list[dict[str, Any]], changes: trace.Changes) -> None:
         self.sent = max(self.sent, events[-1]["seq"])
-        # Every watcher of a run folds the same gapless log, so the same batch renders the
-        # same HTML: render it once per process, not once per watcher (fan-out).
-        key = (str(self.run.id), events[0]["seq"], self.sent, self.can_cancel, repr(changes))
-        html = _RENDERED.get(key)
-        if html is None:
-            context = self._context(events=events, changes=changes, last_seq=self.sent)
-            context["changed_tasks"] = [
-                trace.task_card(self.fold.tasks, tid) for tid in sorted(changes.tasks)
-                if tid in self.fold.tasks
-            ]
-            html = _RENDERED[key] = render_to_string("dashboard/_trace_batch.html", context)
-            _trim_rendered()
-        await self.send(text_data=html)
+        await self.send(text_data=self._render_batch(events, changes))
+
+    def _render_batch(self, events: list[dict[str, Any]], changes: trace.Changes) -> str:
+        context = self._context(events=events, changes=changes, last_seq=events[-1]["seq"])
+        context["changed_tasks"] = [
+            trace.task_card(self.fold.tasks, tid) for tid in sorted(changes.tasks)
+            if tid in self.fold.tasks
+        ]
+        return render_to_string("dashboard/_trace_batch.html", context)
 
     async def _send_header(self) -> None:
         # sent on every step to every watcher: rendered from the run alone, once per process
