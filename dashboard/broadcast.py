@@ -24,15 +24,17 @@ def run_group(run_id: UUID | str) -> str:
     return f"run.{run_id}"
 
 
-async def abroadcast_events(run_id: UUID | str, events: list[dict[str, Any]]) -> None:
-    """Tell a run's watchers about newly committed events (never raises)."""
-    await _asend(run_group(run_id), {"type": "run.events", "events": events})
+async def abroadcast_events(run_id: UUID | str, events: list[dict[str, Any]], *,
+                            run: dict[str, Any] | None = None) -> None:
+    """Tell a run's watchers about newly committed events (and the run, if it changed)."""
+    await _asend(run_group(run_id), {"type": "run.events", "events": events, "run": run})
 
 
-async def abroadcast_run(summary: dict[str, Any]) -> None:
-    """Tell the runs list (and the run's page) that a run's status or node changed."""
+async def abroadcast_run(summary: dict[str, Any], *, watchers: bool = True) -> None:
+    """Tell the runs list (and, unless told with its events, the run's page) of a change."""
     await _asend(RUNS_GROUP, {"type": "run.changed", "run": summary})
-    await _asend(run_group(summary["id"]), {"type": "run.changed", "run": summary})
+    if watchers:
+        await _asend(run_group(summary["id"]), {"type": "run.changed", "run": summary})
 
 
 async def abroadcast_inbox() -> None:

@@ -159,10 +159,18 @@ class RunConsumer(AsyncWebsocketConsumer):
             events = [e for e in message["events"] if e["seq"] > self.sent]
             if events and events[0]["seq"] != self.sent + 1:
                 events = await _aevents_after(self.run.id, self.sent)
-            await self._send_events(events)
+            summary = message.get("run")
+            moved = summary is not None and summary["status"] == self.status
+            if moved:  # only the node moved: its header goes out in the events' frame
+                self.run.current_node = summary["current_node"]
+            await self._send_events(events, header=moved)
+        if summary is not None and not moved:  # the status moved: read the run
+            await self.run_changed({"type": "run.changed", "run": summary})
 
-    async def _send_events(self, events: list[dict[str, Any]]) -> None:
+    async def _send_events(self, events: list[dict[str, Any]], *, header: bool = False) -> None:
         if not events:
+            if header:
+                await self._send_header()
             return  # duplicates of rows the client has
         # Every watcher of a run folds the same gapless log, so a batch renders the same
         # HTML for all of them: the first watcher in this process folds and renders it, the
@@ -177,7 +185,7 @@ class RunConsumer(AsyncWebsocketConsumer):
         else:
             self.unfolded.extend(events)
         self.sent = max(self.sent, events[-1]["seq"])
-        await self.send(text_data=cached[0])
+        await self.send(text_data=cached[0] + (self._header_html() if header else ""))
         if cached[1]:
             await self._send_interrupts()
 
@@ -227,6 +235,9 @@ class RunConsumer(AsyncWebsocketConsumer):
         return render_to_string("dashboard/_trace_batch.html", context)
 
     async def _send_header(self) -> None:
+        await self.send(text_data=self._header_html())
+
+    def _header_html(self) -> str:
         # sent on every step to every watcher: rendered from the run alone, once per process
         run, duration = self.run, trace.run_duration(self.run)
         key = ("header", str(run.id), run.status, run.current_node, duration, self.can_cancel)
@@ -236,7 +247,7 @@ class RunConsumer(AsyncWebsocketConsumer):
                 "run": run, "duration": duration, "can_cancel": self.can_cancel, "oob": True,
             })
             _trim_rendered()
-        await self.send(text_data=html)
+        return html
 
     async def _send_interrupts(self) -> None:
         html = render_to_string("dashboard/_run_interrupts_slot.html",

@@ -169,12 +169,14 @@ class EventWriter:
             summary = {"id": str(self.run.id), "graph": self.run.graph,
                        "status": Run.Status.RUNNING, "current_node": self.current_node,
                        "last_seq": batch[-1]["seq"]}
-        if batch:
-            await broadcast.abroadcast_events(self.run.id, [event_dict(r) for r in batch])
         key = (summary["status"], summary["current_node"])
-        if key != self._published:
-            self._published = key
-            await broadcast.abroadcast_run(summary)
+        moved = key != self._published
+        self._published = key
+        if batch:  # one message to the run's watchers: the events and, if it moved, the run
+            await broadcast.abroadcast_events(self.run.id, [event_dict(r) for r in batch],
+                                              run=summary if moved else None)
+        if moved:
+            await broadcast.abroadcast_run(summary, watchers=not batch)
 
     async def afinish(
         self, *, status: str, output: Any = None, error: tuple[str, str] | None = None,
