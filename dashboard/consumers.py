@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -68,6 +70,30 @@ REPLAY_CHUNK = 500  # events per message when catching a client up from the log
 LOG_CHECK_SECONDS = 1.0
 RENDERED_BATCHES = 512  # recently rendered batches and headers, shared by a run's watchers
 _RENDERED: dict[tuple[Any, ...], Any] = {}
+
+
+_RUN_READS: dict[tuple[str, str], asyncio.Future[Any]] = {}
+
+
+async def _shared(key: tuple[str, str], read: Callable[[], Awaitable[Any]]) -> Any:
+    """One database read per process for every watcher that asks for ``key`` at once."""
+    pending = _RUN_READS.get(key)
+    if pending is None:
+        pending = _RUN_READS[key] = asyncio.ensure_future(read())
+        loop = asyncio.get_running_loop()
+        pending.add_done_callback(lambda _: loop.call_later(5, _RUN_READS.pop, key, None))
+    return await asyncio.shield(pending)
+
+
+async def _arun_changed(run_id: str, status: str) -> Run | None:
+    """The run that just moved to ``status``, read once for all its watchers here."""
+    return await _shared((run_id, status), lambda: _arun(run_id))
+
+
+async def _acursor_shared(run_id: str) -> tuple[int, str] | None:
+    """The run's last seq and status, read at most once a check period for its watchers."""
+    period = int(time.monotonic() / LOG_CHECK_SECONDS)
+    return await _shared((run_id, f"cursor-{period}"), lambda: _acursor(run_id))
 
 
 def _trim_rendered() -> None:
@@ -193,7 +219,7 @@ class RunConsumer(AsyncWebsocketConsumer):
         """While the run is active, look at the log now and then: a lost doorbell costs a delay."""
         while True:
             await asyncio.sleep(LOG_CHECK_SECONDS)
-            cursor = await _acursor(self.run.id)
+            cursor = await _acursor_shared(str(self.run.id))
             if cursor is None:
                 return
             last_seq, status = cursor
@@ -213,7 +239,10 @@ class RunConsumer(AsyncWebsocketConsumer):
             self.run.current_node = summary["current_node"]
             await self._send_header()
             return
-        run = await _arun(str(self.run.id))
+        if summary:  # every watcher hears of it at once: one read per process
+            run = await _arun_changed(str(self.run.id), summary["status"])
+        else:
+            run = await _arun(str(self.run.id))
         if run is None:
             return
         self.run = run
