@@ -40,6 +40,7 @@ class StreamTranslator:
     last_checkpoint: dict[str, str] = field(default_factory=dict)
     interrupts: list[InterruptSeen] = field(default_factory=list)
     current_node: str = ""
+    root_values: Any = None  # the state in the last root checkpoint streamed (the final one)
 
     def translate(self, ns: tuple[str, ...], mode: str, data: Any) -> list[dict[str, Any]]:
         """Return the event dicts (without seq) that one stream part produces."""
@@ -104,6 +105,8 @@ class StreamTranslator:
         step = metadata.get("step")
         self.steps[path] = (step if isinstance(step, int) else -1) + 1
         self.last_checkpoint[path] = checkpoint_id
+        if not path:
+            self.root_values = data.get("values")
         if checkpoint_id in self.seen_checkpoints:
             return []  # a resume re-announces the checkpoint it starts from
         self.seen_checkpoints.add(checkpoint_id)

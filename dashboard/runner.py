@@ -245,7 +245,10 @@ class Executor:
                         raise RunCancelled
             # the node that paused (ask_user, say) started after the last checkpoint
             writer.current_node = translator.current_node
-            state = await graph.aget_state(config)
+            # a run that raised nothing ended in the last root checkpoint it streamed (the
+            # saver's read is needed only for the questions a paused run waits on)
+            paused = translator.interrupts or translator.root_values is None
+            state = await graph.aget_state(config) if paused else None
         except RunCancelled:
             writer.add({"kind": Kind.RUN_CANCELLED, "payload": {"reason": "cancelled"}})
             await writer.afinish(status=Run.Status.CANCELLED, cancel_interrupts=True)
@@ -265,13 +268,13 @@ class Executor:
                 cancel_interrupts=True,
             )
             return None
-        if state.interrupts or any(t.interrupts for t in state.tasks):
+        if state is not None and (state.interrupts or any(t.interrupts for t in state.tasks)):
             await writer.afinish(status=Run.Status.INTERRUPTED,
                                  pending=_pending_from(state, translator))
             # answers that arrived while we ran are consumed straight away
             return await _aclaim(run.id, self.owner, "resume")
         writer.add({"kind": Kind.RUN_SUCCEEDED, "payload": {}})
-        values = to_jsonable(state.values)
+        values = to_jsonable(state.values if state is not None else translator.root_values)
         output = values.get("result", values) if isinstance(values, dict) else values
         await writer.afinish(status=Run.Status.SUCCEEDED, output=output)
         return None
