@@ -16,7 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from dashboard import broadcast, inbox, selectors, trace
 from dashboard.models import Run
-from dashboard.runner import event_dict
+from dashboard.recorder import event_dict
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -126,7 +126,7 @@ def _aevents_after(run_id: Any, after: int) -> list[dict[str, Any]]:
 @database_sync_to_async
 def _acursor(run_id: Any) -> tuple[int, str] | None:
     """The run's last seq and status (one indexed row), or None if it was deleted."""
-    return Run.objects.filter(id=run_id).values_list("last_seq", "status").first()
+    return selectors.run_cursor(run_id=run_id)
 
 
 @database_sync_to_async

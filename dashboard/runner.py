@@ -35,13 +35,7 @@ from dashboard.checkpointer import SaverHandle, aopen_saver, is_postgres
 from dashboard.events import STREAM_MODES, StreamTranslator
 from dashboard.jsonsafe import to_jsonable
 from dashboard.models import Interrupt, Run, RunEvent
-from dashboard.recorder import (  # noqa: F401  (event_dict: re-exported for callers)
-    EventSink,
-    EventWriter,
-    event_dict,
-    relax_commit,
-    usable_connection,
-)
+from dashboard.recorder import EventSink, EventWriter, relax_commit, usable_connection
 from planner.llm import make_llm
 from planner.registry import get_graph
 from planner.search import SearchPort
@@ -60,7 +54,8 @@ def planwatch_setting(name: str) -> Any:
     return settings.PLANWATCH[name]
 
 
-def _default_search() -> SearchPort:
+def default_search() -> SearchPort:
+    """The search port graphs get: the local corpus."""
     from planner.search import LocalCorpusSearch  # type: ignore[attr-defined]
 
     return LocalCorpusSearch()
@@ -194,7 +189,7 @@ class Executor:
             if graph_name not in self._graphs:
                 spec = get_graph(graph_name)
                 llm = make_llm(planwatch_setting("LLM"), think_time=self.think_time)
-                builder = spec.build(llm=llm, search=_default_search())
+                builder = spec.build(llm=llm, search=default_search())
                 self._graphs[graph_name] = builder.compile(checkpointer=self._saver.saver)
             return self._graphs[graph_name]
 
@@ -222,6 +217,7 @@ class Executor:
         config = {"configurable": {"thread_id": run.thread_id}, "recursion_limit": 10_000}
         try:
             graph = await self._compiled(run.graph)
+            writer.sink = self._sink  # opened with the first graph this executor compiles
             payload: Any
             writer.add({"kind": claim.kind, "payload": {"owner": self.owner}})
             if claim.answers:

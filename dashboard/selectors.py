@@ -30,6 +30,11 @@ def run_get(*, run_id: UUID | str) -> Run:
     return Run.objects.select_related("created_by").get(id=run_id)
 
 
+def run_cursor(*, run_id: UUID | str) -> tuple[int, str] | None:
+    """A run's last seq and status (one indexed row), or None if it was deleted."""
+    return Run.objects.filter(id=run_id).values_list("last_seq", "status").first()
+
+
 def run_can_view(*, user: User, run: Run) -> bool:
     """Every signed-in user may view every run (runs are a shared operations board)."""
     return bool(user.is_authenticated and user.is_active)

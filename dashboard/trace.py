@@ -20,7 +20,8 @@ from django.utils import timezone
 
 from dashboard import selectors
 from dashboard.models import Run, RunEvent
-from dashboard.runner import _default_search, event_dict
+from dashboard.recorder import event_dict
+from dashboard.runner import default_search
 from planner.llm import make_llm
 from planner.registry import get_graph
 
@@ -48,7 +49,7 @@ def dom_id(name: str) -> str:
 def graph_topology(graph: str) -> Topology:
     """The topology of registered graph ``graph`` (subgraphs expanded), drawn once."""
     spec = get_graph(graph)
-    compiled = spec.build(llm=make_llm("scripted", think_time=0), search=_default_search())
+    compiled = spec.build(llm=make_llm("scripted", think_time=0), search=default_search())
     drawable = compiled.compile().get_graph(xray=True)
     nodes = tuple(drawable.nodes)
     edges = tuple((e.source, e.target, bool(e.conditional)) for e in drawable.edges)

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from django.contrib import admin
 from django.core.paginator import Paginator
 from django.http import HttpRequest
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.html import format_html
 
 
@@ -74,16 +74,18 @@ def change_url(model: str, pk: Any) -> str:
 
 def trace_url(run_id: Any, **params: Any) -> str:
     """The live trace view of a run (``dashboard:run_detail``), optionally at a step."""
-    try:
-        url = reverse("dashboard:run_detail", args=[run_id])
-    except NoReverseMatch:  # the trace view is not wired yet: its path is fixed anyway
-        url = f"/runs/{run_id}/"
+    url = reverse("dashboard:run_detail", args=[run_id])
     return f"{url}?{urlencode(params)}" if params else url
 
 
 def link(url: str, text: Any) -> str:
     """An HTML link (text escaped)."""
     return format_html('<a href="{}">{}</a>', url, text)
+
+
+def link_to_checkpoint(checkpoint_id: str) -> str:
+    """A link to a checkpoint's admin page, or a dash when there is none."""
+    return link(change_url("checkpoint", checkpoint_id), checkpoint_id) if checkpoint_id else "—"
 
 
 def pretty_json(value: Any) -> str:

@@ -17,6 +17,7 @@ from dashboard.admin.base import (
     change_url,
     changelist_url,
     link,
+    link_to_checkpoint,
     pretty_json,
     trace_url,
 )
@@ -211,8 +212,7 @@ class CheckpointAdmin(AuditAdmin):
     @admin.display(description="parent")
     def parent(self, obj: Checkpoint) -> str:
         """The parent checkpoint."""
-        pid = obj.parent_checkpoint_id
-        return link(change_url("checkpoint", pid), pid) if pid else "—"
+        return link_to_checkpoint(obj.parent_checkpoint_id)
 
     @admin.display(description="time")
     def time(self, obj: Checkpoint) -> Any:

@@ -14,6 +14,7 @@ from dashboard.admin.base import (
     change_url,
     changelist_url,
     link,
+    link_to_checkpoint,
     pretty_json,
     trace_url,
 )
@@ -94,8 +95,7 @@ class RunEventAdmin(AuditAdmin):
     @admin.display(description="checkpoint")
     def checkpoint_link(self, obj: RunEvent) -> str:
         """The checkpoint the event names."""
-        return link(change_url("checkpoint", obj.checkpoint_id),
-                    obj.checkpoint_id) if obj.checkpoint_id else "—"
+        return link_to_checkpoint(obj.checkpoint_id)
 
     @admin.display(description="trace")
     def trace_link(self, obj: RunEvent) -> str:
@@ -153,8 +153,7 @@ class InterruptAdmin(AuditAdmin):
     @admin.display(description="resumed from checkpoint")
     def checkpoint_link(self, obj: Interrupt) -> str:
         """The checkpoint the answer resumed the run from."""
-        return link(change_url("checkpoint", obj.checkpoint_id),
-                    obj.checkpoint_id) if obj.checkpoint_id else "—"
+        return link_to_checkpoint(obj.checkpoint_id)
 
     @admin.display(description="answer")
     def answer_short(self, obj: Interrupt) -> Any:

@@ -19,8 +19,8 @@ from dashboard.consumers import (
     CLOSE_NOT_FOUND,
     CLOSE_UNAUTHENTICATED,
 )
+from dashboard.recorder import event_dict
 from dashboard.routing import websocket_urlpatterns
-from dashboard.runner import event_dict
 from tests.conftest import wait_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
