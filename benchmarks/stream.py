@@ -10,7 +10,8 @@ second daphne serving :mod:`benchmarks.bare_asgi`, then:
   insert and the commit: it is an upper bound of "committed → received");
 - bare: the same number of groups fed by this process through the same Redis layer to
   the bare consumer, at the same rate: producer → Redis → daphne → client;
-- fan-out: one run watched by 100 clients;
+- fan-out: one run watched by 100 clients, and the bare path's one group with 100 clients
+  fed frames of the same mean size at the same pace;
 - browser: the trace view in Debian's Chromium (Playwright); for every timeline row, the
   moment it entered the DOM (a MutationObserver) minus the row's ``created_at``;
 - memory: the worker's and the web server's RSS, idle and at the peak of 100 runs in
@@ -89,9 +90,14 @@ def main() -> None:
                     "web_per_watched_run_mib": (peak["web"] - idle["web"]) / n,
                 }
         fan: list[float] = []
+        bare_fan: list[float] = []
         for _ in range(args.repeats):
-            fan += asyncio.run(watch.runs(1, args.fanout))[0]
-        out["fanout"] = {"clients": args.fanout, **summary(fan)}
+            got, per_run = asyncio.run(watch.runs(1, args.fanout))
+            fan += got
+            bare_fan += asyncio.run(_bare(bare, 1, per_run, clients=args.fanout,
+                                          size=watch.frame_bytes()))
+        out["fanout"] = {"clients": args.fanout, "frame_bytes": watch.frame_bytes(),
+                         **summary(fan), "bare": summary(bare_fan)}
         if args.browser_runs:
             out["browser"] = _browser(web, cookie, args.browser_runs)
     print(json.dumps(out))
@@ -145,6 +151,11 @@ class Watcher:
     def __init__(self, port: int, cookie: str) -> None:
         self.port = port
         self.headers = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}
+        self.frames = [0, 0]  # frames received, their bytes: the mean feeds the bare path
+
+    def frame_bytes(self) -> int:
+        """The mean size of the frames received so far."""
+        return self.frames[1] // max(1, self.frames[0])
 
     async def runs(self, n: int, clients_per_run: int) -> tuple[list[float], float]:
         """Start ``n`` runs, each watched by ``clients_per_run`` clients; latencies in ms.
@@ -213,6 +224,8 @@ class Watcher:
             ready.set()
             async for message in ws:
                 now = time.time()
+                self.frames[0] += 1
+                self.frames[1] += len(message)
                 for seq in SEQ.findall(message if isinstance(message, str) else ""):
                     got.setdefault(int(seq), now)
 
@@ -236,8 +249,10 @@ def _queued_runs(n: int) -> list[uuid.UUID]:
     return ids
 
 
-async def _bare(port: int, n: int, per_run: float) -> list[float]:
-    """``n`` groups, each fed ``per_run`` messages at the runs' pace; latencies in ms."""
+async def _bare(port: int, n: int, per_run: float, *, clients: int = 1, size: int = 0
+                ) -> list[float]:
+    """``n`` groups of ``clients`` sockets, each fed ``per_run`` messages at the runs' pace
+    (padded to ``size`` bytes); latencies in ms."""
     from channels.layers import get_channel_layer
     from websockets.asyncio.client import connect
 
@@ -252,19 +267,19 @@ async def _bare(port: int, n: int, per_run: float) -> list[float]:
                 message = await asyncio.wait_for(ws.recv(), 30)
                 lat.append((time.time() - json.loads(message)["t"]) * 1000)
 
-    readies = [asyncio.Event() for _ in range(n)]
-    clients = [asyncio.create_task(client(i, readies[i])) for i in range(n)]
+    readies = [asyncio.Event() for _ in range(n * clients)]
+    tasks = [asyncio.create_task(client(k // clients, readies[k])) for k in range(n * clients)]
     await asyncio.gather(*(r.wait() for r in readies))
     await asyncio.sleep(0.2)  # group_add reaches Redis before the first message
 
     async def produce(i: int) -> None:
         for _ in range(count):
-            await layer.group_send(f"bare.{i}", {"type": "bare.msg",
-                                                 "text": json.dumps({"t": time.time()})})
+            await layer.group_send(f"bare.{i}", {"type": "bare.msg", "text": json.dumps(
+                {"t": time.time(), "pad": "x" * max(0, size - 40)})})
             await asyncio.sleep(0.01)
 
     await asyncio.gather(*(produce(i) for i in range(n)))
-    await asyncio.gather(*clients)
+    await asyncio.gather(*tasks)
     return lat
 
 

@@ -4,8 +4,9 @@ Every flush of a running run writes its buffered events and the run's progress (
 current node, heartbeat) in one transaction on the *checkpointer's own connection*: the
 psycopg pool on PostgreSQL (one pipelined round trip, no thread hop) and the aiosqlite
 connection on SQLite (so the graph's checkpoint writes and the event writes never contend
-for SQLite's single write lock, whose busy handler sleeps for milliseconds). The final
-write of a run (status, output, error, interrupts) goes through the ORM.
+for SQLite's single write lock, whose busy handler sleeps for milliseconds). Claiming a
+queued run and the final write (status, output or error) go the same way; only a paused
+run's questions (get-or-create of its interrupts) go through the ORM.
 
 On PostgreSQL the executor's own bookkeeping commits with ``synchronous_commit = off``
 unless ``PLANWATCH["SYNC_EVENT_COMMITS"]`` is set: the checkpoints (the graph's truth)
@@ -28,6 +29,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from dashboard import broadcast
 from dashboard.checkpointer import SaverHandle
@@ -65,19 +67,26 @@ def relax_commit() -> None:
 
 
 class EventSink:
-    """Writes event rows and run progress on the checkpointer's connection."""
+    """Writes event rows, claims and final statuses on the checkpointer's connection."""
 
     def __init__(self, handle: SaverHandle, *, postgres: bool) -> None:
         self.saver = handle.saver
         self.postgres = postgres
-        mark = "%s" if postgres else "?"
+        self.mark = mark = "%s" if postgres else "?"
         self.insert_sql = (
             f"INSERT INTO {RunEvent._meta.db_table} ({', '.join(EVENT_COLUMNS)}) "
             f"VALUES ({', '.join([mark] * len(EVENT_COLUMNS))})"
         )
-        self.progress_sql = (
-            f"UPDATE {Run._meta.db_table} SET last_seq = {mark}, current_node = {mark}, "
-            f"heartbeat_at = {mark} WHERE id = {mark}"
+        run = Run._meta.db_table
+        self.claim_sql = (
+            f"UPDATE {run} SET owner = {mark}, heartbeat_at = {mark}, status = {mark}, "
+            f"started_at = COALESCE(started_at, {mark}) WHERE id = {mark} AND status = {mark} "
+            f"AND (owner = '' OR owner = {mark} OR heartbeat_at < {mark}) "
+            f"RETURNING graph, thread_id, input, current_node, last_seq, started_at"
+        )
+        self.cancel_interrupts_sql = (
+            f"UPDATE {Interrupt._meta.db_table} SET status = {mark} "
+            f"WHERE run_id = {mark} AND status = {mark}"
         )
 
     @contextlib.asynccontextmanager
@@ -89,32 +98,120 @@ class EventSink:
             async with self.saver.lock:
                 yield
 
-    async def awrite(self, run_id: uuid.UUID, rows: list[dict[str, Any]], *,
-                     current_node: str, now: datetime) -> None:
-        """Insert ``rows`` and record the run's progress in one transaction."""
-        last_seq = rows[-1]["seq"]
-        if self.postgres:
-            from psycopg.types.json import Jsonb
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[Any]:
+        """One transaction on the saver's connection; yields something with ``execute``.
 
-            params = [(run_id, *[Jsonb(r[c]) if c == "payload" else r[c]
-                                 for c in EVENT_COLUMNS[1:-1]], now) for r in rows]
-            # one pipelined round trip: BEGIN, SET LOCAL, the inserts, the update, COMMIT
+        PostgreSQL: a pooled connection in pipeline mode (one round trip for the whole
+        transaction), committing without waiting for the WAL unless told to (see above).
+        SQLite: the saver's aiosqlite connection, under its lock.
+        """
+        if self.postgres:
             async with self.saver.conn.connection() as conn, conn.pipeline(), \
                     conn.transaction(), conn.cursor() as cur:
                 if relaxed_commits():
                     await cur.execute("SET LOCAL synchronous_commit TO OFF")
-                await cur.executemany(self.insert_sql, params)
-                await cur.execute(self.progress_sql, (last_seq, current_node, now, run_id))
+                yield cur
             return
-        # Django's SQLite conventions: uuid as 32 hex digits, naive UTC datetimes as text.
-        stamp = str(timezone.make_naive(now, timezone.UTC)) if settings.USE_TZ else str(now)
-        params = [(run_id.hex, *[json.dumps(r[c]) if c == "payload" else r[c]
-                                 for c in EVENT_COLUMNS[1:-1]], stamp) for r in rows]
         async with self.saver.lock:
             conn = self.saver.conn
-            await conn.executemany(self.insert_sql, params)
-            await conn.execute(self.progress_sql, (last_seq, current_node, stamp, run_id.hex))
+            try:
+                yield conn
+            except BaseException:
+                await conn.rollback()
+                raise
             await conn.commit()
+
+    def _db(self, value: Any) -> Any:
+        """A Python value as this database's driver takes it for Django's columns."""
+        if isinstance(value, uuid.UUID):
+            return value if self.postgres else value.hex
+        if isinstance(value, datetime) and not self.postgres:
+            # Django's SQLite conventions: naive UTC datetimes as text
+            return str(timezone.make_naive(value, timezone.UTC)) if settings.USE_TZ \
+                else str(value)
+        return value
+
+    def _json(self, value: Any) -> Any:
+        if self.postgres:
+            from psycopg.types.json import Jsonb
+
+            return Jsonb(value)
+        return json.dumps(value)
+
+    async def aclaim_queued(self, run_id: uuid.UUID, *, owner: str, now: datetime,
+                            stale: datetime) -> Run | None:
+        """Take a queued run in one conditional UPDATE; None if it is not queued and free.
+
+        The fast path of the executor's claim: starting a fresh run is the common case,
+        and this costs one round trip with no thread hop. Anything else (a resume, a
+        recovery) is claimed through the ORM.
+        """
+        params = [self._db(v) for v in (owner, now, Run.Status.RUNNING, now, run_id,
+                                        Run.Status.QUEUED, owner, stale)]
+        async with self._transaction() as cur:
+            if self.postgres:
+                await cur.execute(self.claim_sql, params)
+                row = await cur.fetchone()
+            else:
+                async with cur.execute(self.claim_sql, params) as rows:
+                    row = await rows.fetchone()
+        if row is None:
+            return None
+        graph, thread_id, input_, current_node, last_seq, started_at = (
+            row.values() if isinstance(row, dict) else row
+        )
+        if not self.postgres:  # text columns: parse as Django would
+            input_ = json.loads(input_)
+            started_at = timezone.make_aware(parse_datetime(started_at), timezone.UTC) \
+                if settings.USE_TZ else parse_datetime(started_at)
+        return Run(id=run_id, graph=graph, thread_id=thread_id, input=input_,
+                   current_node=current_node, last_seq=last_seq, started_at=started_at,
+                   status=Run.Status.RUNNING, owner=owner, heartbeat_at=now)
+
+    async def awrite(self, run: Run, rows: list[dict[str, Any]], *, current_node: str,
+                     now: datetime, final: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Insert ``rows`` and record the run's progress (or final status) in one transaction.
+
+        ``final`` (as :meth:`EventWriter.afinish` builds it, without ``pending``) ends the
+        run: status, output or error, and the questions it leaves are cancelled if asked.
+        Returns the run's summary as broadcast.
+        """
+        last_seq = rows[-1]["seq"] if rows else None
+        fields: dict[str, Any] = {"heartbeat_at": now, "current_node": current_node}
+        if last_seq is not None:
+            fields["last_seq"] = last_seq
+        status = Run.Status.RUNNING
+        if final:
+            status = final["status"]
+            fields["status"] = status
+            for key in ("error_message", "error_traceback"):
+                if key in final:
+                    fields[key] = final[key]
+            if "output" in final:
+                fields["output"] = self._json(final["output"])
+            if status in Run.FINISHED:
+                fields.update(finished_at=now, owner="", cancel_requested=False)
+            elif status == Run.Status.INTERRUPTED:
+                fields["owner"] = ""
+        update = (f"UPDATE {Run._meta.db_table} SET "
+                  + ", ".join(f"{column} = {self.mark}" for column in fields)
+                  + f" WHERE id = {self.mark}")
+        values = [self._db(v) for v in (*fields.values(), run.id)]
+        stamp = self._db(now)
+        params = [(self._db(run.id), *[self._json(r[c]) if c == "payload" else r[c]
+                                       for c in EVENT_COLUMNS[1:-1]], stamp) for r in rows]
+        async with self._transaction() as cur:
+            if params:
+                await cur.executemany(self.insert_sql, params)
+            await cur.execute(update, values)
+            if final and final.get("cancel_interrupts"):
+                await cur.execute(self.cancel_interrupts_sql, [
+                    Interrupt.Status.CANCELLED, self._db(run.id), Interrupt.Status.PENDING,
+                ])
+        return {"id": str(run.id), "graph": run.graph, "status": status,
+                "current_node": current_node,
+                "last_seq": run.last_seq if last_seq is None else last_seq}
 
 
 class EventWriter:
@@ -160,15 +257,16 @@ class EventWriter:
         now = timezone.now()
         for row in batch:
             row["created_at"] = now
-        if final or self.sink is None:
+        if self.sink is None or final.get("pending") is not None:
+            # a paused run records its questions through the ORM (get-or-create)
             lock = self.sink.lock() if self.sink else contextlib.nullcontext()
             async with lock:
                 summary = await awrite_final(self.run.id, batch, self.current_node, final)
         else:
-            await self.sink.awrite(self.run.id, batch, current_node=self.current_node, now=now)
-            summary = {"id": str(self.run.id), "graph": self.run.graph,
-                       "status": Run.Status.RUNNING, "current_node": self.current_node,
-                       "last_seq": batch[-1]["seq"]}
+            summary = await self.sink.awrite(self.run, batch, current_node=self.current_node,
+                                             now=now, final=final or None)
+        if batch:
+            self.run.last_seq = batch[-1]["seq"]
         key = (summary["status"], summary["current_node"])
         moved = key != self._published
         self._published = key

@@ -178,7 +178,7 @@ class Executor:
 
     # -- execution -------------------------------------------------------------------
 
-    async def _compiled(self, graph_name: str) -> Any:
+    async def _aopen_saver(self) -> EventSink:
         assert self._saver_lock is not None
         async with self._saver_lock:
             if self._saver is None:
@@ -186,18 +186,35 @@ class Executor:
                 # PostgreSQL's default max_connections (100) is shared by every process
                 self._saver = await aopen_saver(pool_size=max(4, min(self.max_concurrent, 20)))
                 self._sink = EventSink(self._saver, postgres=is_postgres())
-            if graph_name not in self._graphs:
-                spec = get_graph(graph_name)
-                llm = make_llm(planwatch_setting("LLM"), think_time=self.think_time)
-                builder = spec.build(llm=llm, search=default_search())
-                self._graphs[graph_name] = builder.compile(checkpointer=self._saver.saver)
-            return self._graphs[graph_name]
+            assert self._sink is not None
+            return self._sink
+
+    async def _compiled(self, graph_name: str) -> Any:
+        await self._aopen_saver()
+        assert self._saver is not None
+        if graph_name not in self._graphs:
+            spec = get_graph(graph_name)
+            llm = make_llm(planwatch_setting("LLM"), think_time=self.think_time)
+            builder = spec.build(llm=llm, search=default_search())
+            self._graphs[graph_name] = builder.compile(checkpointer=self._saver.saver)
+        return self._graphs[graph_name]
+
+    async def _aclaim(self, run_id: uuid.UUID, mode: str) -> _Claim | None:
+        """Take the run for this executor, or return None if it is not ours to run."""
+        if mode == "start":  # the common case: one UPDATE on the saver's connection
+            sink = await self._aopen_saver()
+            now = timezone.now()
+            stale = now - timedelta(seconds=planwatch_setting("STALE_AFTER_SECONDS"))
+            run = await sink.aclaim_queued(run_id, owner=self.owner, now=now, stale=stale)
+            if run is not None:
+                return _Claim(run, Kind.RUN_STARTED, run.last_seq + 1, [], [])
+        return await _aclaim(run_id, self.owner, mode)
 
     async def aexecute(self, run_id: uuid.UUID, mode: str = "start") -> None:
         """Claim and execute one run until it finishes, interrupts, fails or is cancelled."""
         assert self._sem is not None
         async with self._sem:
-            claim = await _aclaim(run_id, self.owner, mode)
+            claim = await self._aclaim(run_id, mode)
             if claim is None:
                 return
             task = asyncio.current_task()

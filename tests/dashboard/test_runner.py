@@ -140,3 +140,57 @@ def test_bad_start_input_is_refused_and_nothing_is_stored(executor, operator, gr
     with pytest.raises(services.RunInputError, match=message.replace("(", r"\(")):
         services.run_create(graph=graph, input=values, user=operator)
     assert Run.objects.count() == 0
+
+
+def _on_loop(executor, coro):
+    import asyncio
+
+    return asyncio.run_coroutine_threadsafe(coro, executor._loop).result(30)
+
+
+def test_a_queued_run_is_claimed_once_on_the_savers_connection(executor, operator):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    run = Run.objects.create(graph="test.echo", thread_id="claim-once",
+                             input={"steps": 2, "note": "é"}, created_by=operator)
+    sink = _on_loop(executor, executor._aopen_saver())
+    now = timezone.now()
+    stale = now - timedelta(minutes=1)
+    claimed = _on_loop(executor, sink.aclaim_queued(run.id, owner="a", now=now, stale=stale))
+    assert claimed.input == {"steps": 2, "note": "é"} and claimed.graph == "test.echo"
+    assert claimed.started_at == now and claimed.thread_id == "claim-once"
+    # a second executor (or a second dispatch of the same job) gets nothing
+    assert _on_loop(executor, sink.aclaim_queued(run.id, owner="b", now=now, stale=stale)) is None
+    run.refresh_from_db()
+    assert (run.status, run.owner, run.heartbeat_at, run.started_at) == (
+        Run.Status.RUNNING, "a", now, now)
+
+
+def test_the_final_write_ends_the_run_and_withdraws_its_questions_in_one_go(executor, operator):
+    from django.utils import timezone
+
+    from dashboard.recorder import EVENT_DEFAULTS
+
+    run = Run.objects.create(graph="test.echo", thread_id="final-write", input={},
+                             status=Run.Status.RUNNING, owner="a", last_seq=3)
+    question = Interrupt.objects.create(run=run, interrupt_id="q1", node="ask")
+    sink = _on_loop(executor, executor._aopen_saver())
+    now = timezone.now()
+    rows = [{**EVENT_DEFAULTS, "seq": 4, "kind": Kind.RUN_FAILED,
+             "payload": {"error": "ValueError: ünïcode"}}]
+    summary = _on_loop(executor, sink.awrite(run, rows, current_node="ask", now=now, final={
+        "status": Run.Status.FAILED, "error_message": "ValueError: ünïcode",
+        "error_traceback": "Traceback …", "cancel_interrupts": True,
+    }))
+    assert summary == {"id": str(run.id), "graph": "test.echo", "status": "failed",
+                       "current_node": "ask", "last_seq": 4}
+    run.refresh_from_db()
+    assert (run.status, run.owner, run.last_seq, run.finished_at) == ("failed", "", 4, now)
+    assert run.error_message == "ValueError: ünïcode" and run.error_traceback == "Traceback …"
+    question.refresh_from_db()
+    assert question.status == Interrupt.Status.CANCELLED
+    event = run.events.get()
+    assert (event.seq, event.payload, event.created_at) == (
+        4, {"error": "ValueError: ünïcode"}, now)
