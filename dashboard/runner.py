@@ -88,6 +88,7 @@ class Executor:
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._sink: EventSink | None = None
         self._writes: set[asyncio.Task[None]] = set()  # flushes in flight, of every run
+        self._jobs: set[asyncio.Task[Any]] = set()  # every aexecute, waiting, claiming or running
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -117,19 +118,21 @@ class Executor:
             return
 
         async def shutdown() -> None:
-            for task in list(self._active.values()):
+            for task in self._jobs:
                 task.cancel()
             if self._heartbeat_task:
                 self._heartbeat_task.cancel()
             # let cancelled runs write what they had (their flushes are shielded, so they
             # outlive the cancel) before the saver closes: nothing may write after stop()
-            pending = {*self._active.values(), *self._writes}
+            pending = {*self._jobs, *self._writes}
             if pending:
                 await asyncio.wait(pending, timeout=timeout / 2)
+            if self._sink:
+                await self._sink.aclose()
+                self._sink = None
             if self._saver:
                 await self._saver.aclose()
                 self._saver = None
-                self._sink = None
             # the ORM helpers ran in asgiref's worker thread: close that thread's connections
             await sync_to_async(connections.close_all)()
 
@@ -184,8 +187,10 @@ class Executor:
             if self._saver is None:
                 # each saver call holds a connection only briefly: 20 serve 100 runs, and
                 # PostgreSQL's default max_connections (100) is shared by every process
-                self._saver = await aopen_saver(pool_size=max(4, min(self.max_concurrent, 20)))
-                self._sink = EventSink(self._saver, postgres=is_postgres())
+                size = max(4, min(self.max_concurrent, 20))
+                self._saver = await aopen_saver(pool_size=size)
+                self._sink = await EventSink.aopen(self._saver, postgres=is_postgres(),
+                                                   pool_size=max(2, size // 2))
             assert self._sink is not None
             return self._sink
 
@@ -213,19 +218,23 @@ class Executor:
     async def aexecute(self, run_id: uuid.UUID, mode: str = "start") -> None:
         """Claim and execute one run until it finishes, interrupts, fails or is cancelled."""
         assert self._sem is not None
-        async with self._sem:
-            claim = await self._aclaim(run_id, mode)
-            if claim is None:
-                return
-            task = asyncio.current_task()
-            assert task is not None
-            self._active[run_id] = task
-            try:
-                while claim is not None:
-                    claim = await self._aexecute_claimed(claim)
-            finally:
-                self._active.pop(run_id, None)
-                self._cancel.discard(run_id)
+        task = asyncio.current_task()
+        assert task is not None
+        self._jobs.add(task)  # from the start: stop() must not close the saver under a claim
+        try:
+            async with self._sem:
+                claim = await self._aclaim(run_id, mode)
+                if claim is None:
+                    return
+                self._active[run_id] = task
+                try:
+                    while claim is not None:
+                        claim = await self._aexecute_claimed(claim)
+                finally:
+                    self._active.pop(run_id, None)
+                    self._cancel.discard(run_id)
+        finally:
+            self._jobs.discard(task)
 
     async def _aexecute_claimed(self, claim: _Claim) -> _Claim | None:
         run = claim.run
