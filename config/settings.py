@@ -165,6 +165,9 @@ PLANWATCH = {
     "DURABILITY": os.environ.get("PLANWATCH_DURABILITY", "async"),
     # PostgreSQL: wait for the WAL flush on every event commit too (checkpoints always do).
     "SYNC_EVENT_COMMITS": env_bool("PLANWATCH_SYNC_EVENT_COMMITS", False),
+    # Seconds between two event writes of one run: the first events after a quiet spell
+    # go at once, a burst of fast steps is written in batches this far apart.
+    "EVENT_WRITE_INTERVAL": float(os.environ.get("PLANWATCH_EVENT_WRITE_INTERVAL", "0.005")),
 }
 if PLANWATCH["DURABILITY"] not in {"async", "sync", "exit"}:
     raise ImproperlyConfigured(

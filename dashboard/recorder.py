@@ -256,14 +256,17 @@ class EventWriter:
     """Buffers a run's events, numbers them, and writes them behind the graph."""
 
     def __init__(self, run: Run, *, next_seq: int, sink: EventSink | None,
-                 tasks: set[asyncio.Task[None]] | None = None) -> None:
+                 tasks: set[asyncio.Task[None]] | None = None, interval: float = 0.0) -> None:
         self.run = run
         self.tasks = set() if tasks is None else tasks
         self.sink = sink
         self.next_seq = next_seq
+        self.interval = interval
         self.buffer: list[dict[str, Any]] = []
         self.current_node = run.current_node
         self._flushing: asyncio.Task[None] | None = None
+        self._sleeping = False
+        self._last_write = float("-inf")
         self._published: tuple[str, str] = (run.status, run.current_node)
 
     def add(self, fields: dict[str, Any]) -> None:
@@ -272,9 +275,28 @@ class EventWriter:
         self.next_seq += 1
 
     def flush_behind(self) -> None:
-        """Start a flush unless one is running (that one's successor takes the rest)."""
-        if self._flushing is None or self._flushing.done():
-            self._flushing = self.track(self.aflush())
+        """Write what is buffered behind the graph, at most one write per ``interval``.
+
+        The first events after a quiet spell are written at once; events that come while
+        a write is in flight, or within ``interval`` of its start, are written together by
+        the next one (a burst of fast steps costs a few writes, not one a step, and no
+        event waits longer than the interval plus one write).
+        """
+        if self.buffer and (self._flushing is None or self._flushing.done()):
+            self._flushing = self.track(self._awrite_behind())
+
+    async def _awrite_behind(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self.buffer:
+            wait = self._last_write + self.interval - loop.time()
+            if wait > 0:
+                self._sleeping = True
+                try:
+                    await asyncio.sleep(wait)
+                finally:
+                    self._sleeping = False
+            self._last_write = loop.time()
+            await self._awrite({})
 
     def track(self, flush: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run a flush as a task the executor can wait for when it stops."""
@@ -284,11 +306,15 @@ class EventWriter:
         return task
 
     async def aflush(self, **final: Any) -> None:
-        """Write everything buffered in one transaction, then broadcast it."""
-        while self._flushing is not None and not self._flushing.done():
-            if self._flushing is asyncio.current_task():
-                break
-            await asyncio.shield(self._flushing)
+        """Write everything buffered now (with the run's final status, if given)."""
+        behind = self._flushing
+        if behind is not None and not behind.done() and behind is not asyncio.current_task():
+            if self._sleeping:  # it has not taken its events yet: they are written here
+                behind.cancel()
+            await asyncio.wait({behind})  # a write in flight lands first: seq stays ordered
+        await self._awrite(final)
+
+    async def _awrite(self, final: dict[str, Any]) -> None:
         batch, self.buffer = self.buffer, []
         if not batch and not final:
             return

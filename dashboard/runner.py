@@ -238,7 +238,8 @@ class Executor:
 
     async def _aexecute_claimed(self, claim: _Claim) -> _Claim | None:
         run = claim.run
-        writer = EventWriter(run, next_seq=claim.next_seq, sink=self._sink, tasks=self._writes)
+        writer = EventWriter(run, next_seq=claim.next_seq, sink=self._sink, tasks=self._writes,
+                             interval=planwatch_setting("EVENT_WRITE_INTERVAL"))
         translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
         config = {"configurable": {"thread_id": run.thread_id}, "recursion_limit": 10_000}
         try:
@@ -262,9 +263,9 @@ class Executor:
                     writer.add(event)
                 if mode == "checkpoints":
                     writer.current_node = translator.current_node
-                    writer.flush_behind()
                     if run.id in self._cancel:
                         raise RunCancelled
+                writer.flush_behind()  # a node that starts shows while it runs
             # the node that paused (ask_user, say) started after the last checkpoint
             writer.current_node = translator.current_node
             # a run that raised nothing ended in the last root checkpoint it streamed (the
