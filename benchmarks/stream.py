@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -51,6 +52,8 @@ def main() -> None:
     parser.add_argument("--fanout", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--browser-runs", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=1,
+                        help="procrastinate worker processes (the memory figure is per worker)")
     args = parser.parse_args()
     django.setup()
     _operator()
@@ -63,12 +66,17 @@ def main() -> None:
                 port=web) as web_proc,
         process([py, "-m", "daphne", "-b", "127.0.0.1", "-p", str(bare),
                  "benchmarks.bare_asgi:application"], env=env, log="bare.log", port=bare),
-        process([py, "manage.py", "planwatch_worker"], env=env, log="worker.log") as worker,
+        contextlib.ExitStack() as stack,
     ):
+        workers = [stack.enter_context(process([py, "manage.py", "planwatch_worker"], env=env,
+                                                log=f"worker{i}.log"))
+                   for i in range(args.workers)]
+        worker = workers[0]
         cookie = _login(f"http://127.0.0.1:{web}")
         watch = Watcher(web, cookie)
         asyncio.run(watch.runs(1, 1))  # warm up: imports, compiled graph, pools
-        out: dict[str, Any] = {"graph": GRAPH, "input": INPUT}
+        watch.take_split()
+        out: dict[str, Any] = {"graph": GRAPH, "input": INPUT, "workers": args.workers}
         idle = {"worker": rss_mib(worker.pid), "web": rss_mib(web_proc.pid)}
         for n in (int(x) for x in args.runs.split(",")):
             lat: list[float] = []
@@ -76,12 +84,12 @@ def main() -> None:
             peak = {"worker": 0.0, "web": 0.0}
             for _ in range(args.repeats):
                 with Sampler({"worker": worker.pid, "web": web_proc.pid}) as sampler:
-                    got, per_run = asyncio.run(watch.runs(n, 1))
+                    got, feed = asyncio.run(watch.runs(n, 1))
                 for key in peak:
                     peak[key] = max(peak[key], sampler.peak[key])
                 lat += got
-                bare_lat += asyncio.run(_bare(bare, n, per_run))
-            out[f"latency_{n}"] = summary(lat)
+                bare_lat += asyncio.run(_bare(bare, n, **feed, size=watch.frame_bytes()))
+            out[f"latency_{n}"] = {**summary(lat), "split": watch.take_split()}
             out[f"bare_{n}"] = summary(bare_lat)
             if n == max(int(x) for x in args.runs.split(",")):
                 out["memory"] = {
@@ -91,13 +99,15 @@ def main() -> None:
                 }
         fan: list[float] = []
         bare_fan: list[float] = []
-        for _ in range(args.repeats):
-            got, per_run = asyncio.run(watch.runs(1, args.fanout))
+        for _ in range(args.repeats if args.fanout else 0):
+            got, feed = asyncio.run(watch.runs(1, args.fanout))
             fan += got
-            bare_fan += asyncio.run(_bare(bare, 1, per_run, clients=args.fanout,
+            bare_fan += asyncio.run(_bare(bare, 1, **feed, clients=args.fanout,
                                           size=watch.frame_bytes()))
-        out["fanout"] = {"clients": args.fanout, "frame_bytes": watch.frame_bytes(),
-                         **summary(fan), "bare": summary(bare_fan)}
+        if fan:
+            out["fanout"] = {"clients": args.fanout, "frame_bytes": watch.frame_bytes(),
+                             **summary(fan), "bare": summary(bare_fan),
+                             "split": watch.take_split()}
         if args.browser_runs:
             out["browser"] = _browser(web, cookie, args.browser_runs)
     print(json.dumps(out))
@@ -152,15 +162,18 @@ class Watcher:
         self.port = port
         self.headers = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}
         self.frames = [0, 0]  # frames received, their bytes: the mean feeds the bare path
+        self.split: dict[str, list[float]] = {"worker": [], "web": []}
 
     def frame_bytes(self) -> int:
         """The mean size of the frames received so far."""
         return self.frames[1] // max(1, self.frames[0])
 
-    async def runs(self, n: int, clients_per_run: int) -> tuple[list[float], float]:
+    async def runs(self, n: int, clients_per_run: int
+                   ) -> tuple[list[float], dict[str, float]]:
         """Start ``n`` runs, each watched by ``clients_per_run`` clients; latencies in ms.
 
-        Also returns the mean number of events per run (to feed the bare path alike).
+        Also returns how to feed the bare path alike: the mean number of writes (frames)
+        a run made, and the mean time between them.
         """
         from asgiref.sync import sync_to_async
 
@@ -179,6 +192,10 @@ class Watcher:
                 ready.append(ev)
                 tasks.append(asyncio.create_task(self._watch(run_id, got, ev)))
         await asyncio.wait_for(asyncio.gather(*(e.wait() for e in ready)), 60)
+        # the doorbells themselves, heard straight from Redis: splits the figure into the
+        # worker's side (stamp → message on Redis) and the web side (Redis → client)
+        rung: dict[tuple[str, int], float] = {}
+        tasks.append(asyncio.create_task(_listen(ids, rung)))
         # every client is connected, and its consumer done reading the (empty) log, before
         # its run starts: the figure is about live events, not about joining late
         await asyncio.sleep(0.5 + 0.005 * len(tasks))
@@ -213,7 +230,23 @@ class Watcher:
             if missing:
                 raise RuntimeError(f"a client of run {run_id} missed {missing} events")
             lat += [(t - stamps[(run_id, seq)]) * 1000 for seq, t in got.items()]
-        return lat, sum(last.values()) / n
+            for seq, t in got.items():
+                heard = rung.get((str(run_id), seq))
+                if heard is not None:
+                    self.split["worker"].append((heard - stamps[(run_id, seq)]) * 1000)
+                    self.split["web"].append((t - heard) * 1000)
+        writes: dict[Any, set[float]] = {}
+        for (run_id, _), stamp in stamps.items():
+            writes.setdefault(run_id, set()).add(stamp)
+        count = sum(len(w) for w in writes.values()) / n
+        pace = sum((max(w) - min(w)) / max(1, len(w) - 1) for w in writes.values()) / n
+        return lat, {"count": count, "pace": pace}
+
+    def take_split(self) -> dict[str, Any]:
+        """Stamp → Redis and Redis → client since the last call (p50/p99)."""
+        out = {side: summary(values) for side, values in self.split.items() if values}
+        self.split = {"worker": [], "web": []}
+        return out
 
     async def _watch(self, run_id: uuid.UUID, got: dict[int, float], ready: asyncio.Event
                      ) -> None:
@@ -228,6 +261,28 @@ class Watcher:
                 self.frames[1] += len(message)
                 for seq in SEQ.findall(message if isinstance(message, str) else ""):
                     got.setdefault(int(seq), now)
+
+
+async def _listen(ids: list[uuid.UUID], rung: dict[tuple[str, int], float]) -> None:
+    """Record when each run's events reach Redis (a member of each run's group)."""
+    from channels.layers import get_channel_layer
+
+    from dashboard.broadcast import run_group
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    for run_id in ids:
+        await layer.group_add(run_group(run_id), channel)
+    try:
+        while True:
+            message = await layer.receive(channel)
+            now = time.time()
+            run_id = message.get("run_id")
+            for event in message.get("events") or ():
+                rung.setdefault((run_id, event["seq"]), now)
+    finally:
+        for run_id in ids:
+            await layer.group_discard(run_group(run_id), channel)
 
 
 def _expand(ids: list[uuid.UUID], k: int) -> list[uuid.UUID]:
@@ -249,21 +304,21 @@ def _queued_runs(n: int) -> list[uuid.UUID]:
     return ids
 
 
-async def _bare(port: int, n: int, per_run: float, *, clients: int = 1, size: int = 0
-                ) -> list[float]:
-    """``n`` groups of ``clients`` sockets, each fed ``per_run`` messages at the runs' pace
-    (padded to ``size`` bytes); latencies in ms."""
+async def _bare(port: int, n: int, *, count: float, pace: float, clients: int = 1,
+                size: int = 0) -> list[float]:
+    """``n`` groups of ``clients`` sockets, each fed ``count`` messages ``pace`` seconds
+    apart (the runs' writes and their pace), padded to ``size`` bytes; latencies in ms."""
     from channels.layers import get_channel_layer
     from websockets.asyncio.client import connect
 
     layer = get_channel_layer()
-    count = max(1, round(per_run))
+    total = max(1, round(count))
     lat: list[float] = []
 
     async def client(i: int, ready: asyncio.Event) -> None:
         async with connect(f"ws://127.0.0.1:{port}/bare/{i}/") as ws:
             ready.set()
-            for _ in range(count):
+            for _ in range(total):
                 message = await asyncio.wait_for(ws.recv(), 30)
                 lat.append((time.time() - json.loads(message)["t"]) * 1000)
 
@@ -273,10 +328,10 @@ async def _bare(port: int, n: int, per_run: float, *, clients: int = 1, size: in
     await asyncio.sleep(0.2)  # group_add reaches Redis before the first message
 
     async def produce(i: int) -> None:
-        for _ in range(count):
+        for _ in range(total):
             await layer.group_send(f"bare.{i}", {"type": "bare.msg", "text": json.dumps(
                 {"t": time.time(), "pad": "x" * max(0, size - 40)})})
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(pace)
 
     await asyncio.gather(*(produce(i) for i in range(n)))
     await asyncio.gather(*tasks)

@@ -27,7 +27,8 @@ def run_group(run_id: UUID | str) -> str:
 async def abroadcast_events(run_id: UUID | str, events: list[dict[str, Any]], *,
                             run: dict[str, Any] | None = None) -> None:
     """Tell a run's watchers about newly committed events (and the run, if it changed)."""
-    await _asend(run_group(run_id), {"type": "run.events", "events": events, "run": run})
+    await _asend(run_group(run_id), {"type": "run.events", "run_id": str(run_id),
+                                     "events": events, "run": run})
 
 
 async def abroadcast_run(summary: dict[str, Any], *, watchers: bool = True) -> None:
