@@ -23,8 +23,8 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 
 
-class DispatchWithoutHop(AsyncWebsocketConsumer):
-    """A websocket consumer whose messages do not each queue on the database thread.
+class PlanwatchConsumer(AsyncWebsocketConsumer):
+    """A signed-in user's websocket, whose messages do not each queue on the database thread.
 
     Channels (4.2+) runs ``close_old_connections`` through ``sync_to_async`` before every
     handler call: a hop to the one thread all database work shares. With 100 watchers of a
@@ -41,15 +41,21 @@ class DispatchWithoutHop(AsyncWebsocketConsumer):
             raise ValueError(f"No handler for message type {message['type']}")
         await handler(message)
 
+    async def refuse_anonymous(self) -> bool:
+        """Close the socket of a user who is not signed in; whether it was closed."""
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return True
+        return False
 
-class RunsConsumer(DispatchWithoutHop):
+
+class RunsConsumer(PlanwatchConsumer):
     """Streams status changes of every run to the runs list."""
 
     async def connect(self) -> None:
         """Refuse anonymous users; join the runs group."""
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+        if await self.refuse_anonymous():
             return
         # ?since=<ISO time the page was rendered>: runs created later are added as new rows
         since = parse_qs(self.scope.get("query_string", b"").decode()).get("since", [""])[-1]
@@ -154,15 +160,14 @@ def _acan(user: Any, perm: str) -> bool:
     return bool(user.has_perm(perm))
 
 
-class RunConsumer(DispatchWithoutHop):
+class RunConsumer(PlanwatchConsumer):
     """Streams one run's trace as OOB partials: the log after ``?after=<seq>``, then live."""
 
     async def connect(self) -> None:
         """Check the user, the run and ``after``; join the run's group; catch the client up."""
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+        if await self.refuse_anonymous():
             return
+        user = self.scope["user"]
         after = parse_qs(self.scope.get("query_string", b"").decode()).get("after", ["0"])[-1]
         run = await _arun(str(self.scope["url_route"]["kwargs"]["run_id"]))
         if not after.isdigit() or run is None:
@@ -321,14 +326,12 @@ def _abadge() -> str:
     return inbox.badge(count=selectors.interrupts_pending_count())
 
 
-class InboxConsumer(DispatchWithoutHop):
+class InboxConsumer(PlanwatchConsumer):
     """Keeps the inbox page (or, with ``?badge``, the navigation count) current."""
 
     async def connect(self) -> None:
         """Refuse anonymous users; join the inbox group and bring the page up to date."""
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+        if await self.refuse_anonymous():
             return
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         self.badge_only = "badge" in query

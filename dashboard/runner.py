@@ -213,7 +213,7 @@ class Executor:
             run = await sink.aclaim_queued(run_id, owner=self.owner, now=now, stale=stale)
             if run is not None:
                 return _Claim(run, Kind.RUN_STARTED, run.last_seq + 1, [], [])
-        return await _aclaim(run_id, self.owner, mode)
+        return await _aclaim_orm(run_id, self.owner, mode)
 
     async def aexecute(self, run_id: uuid.UUID, mode: str = "start") -> None:
         """Claim and execute one run until it finishes, interrupts, fails or is cancelled."""
@@ -295,7 +295,7 @@ class Executor:
             await writer.afinish(status=Run.Status.INTERRUPTED,
                                  pending=_pending_from(state, translator))
             # answers that arrived while we ran are consumed straight away
-            return await _aclaim(run.id, self.owner, "resume")
+            return await self._aclaim(run.id, "resume")
         writer.add({"kind": Kind.RUN_SUCCEEDED, "payload": {}})
         values = to_jsonable(state.values if state is not None else translator.root_values)
         output = values.get("result", values) if isinstance(values, dict) else values
@@ -338,8 +338,8 @@ class _Claim:
 
 
 @sync_to_async
-def _aclaim(run_id: uuid.UUID, owner: str, mode: str) -> _Claim | None:
-    """Take the run for this executor, or return None if it is not ours to run."""
+def _aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> _Claim | None:
+    """Take any claimable run (start, resume, recover) through the ORM, or return None."""
     usable_connection()
     now = timezone.now()
     stale = now - timedelta(seconds=planwatch_setting("STALE_AFTER_SECONDS"))
