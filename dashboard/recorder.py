@@ -266,6 +266,7 @@ class EventWriter:
         self.current_node = run.current_node
         self._flushing: asyncio.Task[None] | None = None
         self._sleeping = False
+        self._closing = False  # the final write is coming: the write behind takes no more
         self._last_write = float("-inf")
         self._published: tuple[str, str] = (run.status, run.current_node)
 
@@ -287,7 +288,7 @@ class EventWriter:
 
     async def _awrite_behind(self) -> None:
         loop = asyncio.get_running_loop()
-        while self.buffer:
+        while self.buffer and not self._closing:
             wait = self._last_write + self.interval - loop.time()
             if wait > 0:
                 self._sleeping = True
@@ -306,12 +307,18 @@ class EventWriter:
         return task
 
     async def aflush(self, **final: Any) -> None:
-        """Write everything buffered now (with the run's final status, if given)."""
+        """Write everything buffered now (with the run's final status, if given).
+
+        A write behind that is in flight lands first (seq stays ordered) and then stops;
+        one still waiting for its interval is cancelled: its events are written here.
+        """
+        self._closing = True
         behind = self._flushing
         if behind is not None and not behind.done() and behind is not asyncio.current_task():
-            if self._sleeping:  # it has not taken its events yet: they are written here
+            if self._sleeping:
                 behind.cancel()
-            await asyncio.wait({behind})  # a write in flight lands first: seq stays ordered
+            await asyncio.wait({behind})
+        self._closing = False
         await self._awrite(final)
 
     async def _awrite(self, final: dict[str, Any]) -> None:
