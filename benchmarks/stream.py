@@ -55,11 +55,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="procrastinate worker processes (the memory figure is per worker)")
     args = parser.parse_args()
+    # runs are dispatched from here to the workers' queue: with the default in-process
+    # executor they would run in this process, beside the clients that time them
+    os.environ["PLANWATCH_EXECUTOR"] = "procrastinate"
     django.setup()
     _operator()
     web, bare = free_port(), free_port()
     env = {**os.environ, "ALLOWED_HOSTS": "127.0.0.1,localhost",
-           "PLANWATCH_EXECUTOR": "procrastinate", "PLANWATCH_MAX_CONCURRENT_RUNS": "100"}
+           "PLANWATCH_MAX_CONCURRENT_RUNS": "100"}
     py = sys.executable
     with (
         process([py, "manage.py", "serve", "--port", str(web)], env=env, log="web.log",
@@ -76,6 +79,7 @@ def main() -> None:
         watch = Watcher(web, cookie)
         asyncio.run(watch.runs(1, 1))  # warm up: imports, compiled graph, pools
         watch.take_split()
+        _check_executed_by(workers)
         out: dict[str, Any] = {"graph": GRAPH, "input": INPUT, "workers": args.workers}
         idle = {"worker": rss_mib(worker.pid), "web": rss_mib(web_proc.pid)}
         for n in (int(x) for x in args.runs.split(",")):
@@ -111,6 +115,16 @@ def main() -> None:
         if args.browser_runs:
             out["browser"] = _browser(web, cookie, args.browser_runs)
     print(json.dumps(out))
+
+
+def _check_executed_by(workers: list[Any]) -> None:
+    """Fail unless the last run was executed by one of the worker processes."""
+    from dashboard.models import RunEvent
+
+    started = RunEvent.objects.filter(kind=RunEvent.Kind.RUN_STARTED).latest("created_at")
+    pid = int(started.payload["owner"].split(":")[1])
+    if pid not in {w.pid for w in workers}:
+        raise RuntimeError(f"the run was executed by process {pid}, not by a worker")
 
 
 def _operator() -> None:
