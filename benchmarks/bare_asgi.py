@@ -15,6 +15,7 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()
 
+from channels.consumer import get_handler_name  # noqa: E402
 from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
@@ -22,6 +23,15 @@ from django.urls import path  # noqa: E402
 
 class BareConsumer(AsyncWebsocketConsumer):
     """Joins ``bare.<n>`` and forwards what the producer sends."""
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Call the handler directly, as Planwatch's consumers do.
+
+        Channels' own dispatch first hops to the database thread
+        (``aclose_old_connections``) for every message; a bare path that touches no
+        database has no reason to pay for it, and the floor should not include it.
+        """
+        await getattr(self, get_handler_name(message))(message)
 
     async def connect(self) -> None:
         """Join the group of the URL."""

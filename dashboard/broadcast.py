@@ -25,10 +25,16 @@ def run_group(run_id: UUID | str) -> str:
 
 
 async def abroadcast_events(run_id: UUID | str, events: list[dict[str, Any]], *,
-                            run: dict[str, Any] | None = None) -> None:
-    """Tell a run's watchers about newly committed events (and the run, if it changed)."""
+                            run: dict[str, Any] | None = None,
+                            committed_at: float | None = None) -> None:
+    """Tell a run's watchers about newly committed events (and the run, if it changed).
+
+    ``committed_at`` is when the write that committed them returned (Unix time, the
+    writer's clock): what "committed → received" is measured from.
+    """
     await _asend(run_group(run_id), {"type": "run.events", "run_id": str(run_id),
-                                     "events": events, "run": run})
+                                     "events": events, "run": run,
+                                     "committed_at": committed_at})
 
 
 async def abroadcast_run(summary: dict[str, Any], *, watchers: bool = True) -> None:

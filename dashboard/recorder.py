@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator, Coroutine
 from datetime import datetime
@@ -36,8 +37,6 @@ from dashboard import broadcast
 from dashboard.checkpointer import SaverHandle
 from dashboard.models import Interrupt, Run, RunEvent
 
-EVENT_COLUMNS = ("run_id", "seq", "kind", "node", "namespace", "step", "task_id",
-                 "checkpoint_id", "payload", "duration_ms", "created_at")
 EVENT_DEFAULTS: dict[str, Any] = {"node": "", "namespace": "", "step": None, "task_id": "",
                                   "checkpoint_id": "", "payload": {}, "duration_ms": None}
 
@@ -68,17 +67,24 @@ def relax_commit() -> None:
 
 
 Statement = tuple[str, list[Any]]
-INSERT_CHUNK = 500  # event rows per INSERT (SQLite allows 32,766 parameters a statement)
+# The columns an event row gets from the writer's JSON batch (run_id and created_at are
+# the same for every row of a write, so they are parameters of their own), with their SQL
+# types for PostgreSQL's jsonb_to_recordset.
+BATCH_COLUMNS = (("seq", "integer"), ("kind", "text"), ("node", "text"), ("namespace", "text"),
+                 ("step", "integer"), ("task_id", "text"), ("checkpoint_id", "text"),
+                 ("payload", "jsonb"), ("duration_ms", "double precision"))
 
 
 class EventSink:
     """Writes event rows, claims and final statuses next to the checkpointer.
 
-    PostgreSQL: a small pool of its own whose sessions commit without waiting for the WAL
-    (unless ``SYNC_EVENT_COMMITS``), and every write is *one statement* (data-modifying
-    CTEs) in autocommit: one round trip, no BEGIN/COMMIT, about a third of the client CPU
-    of a pipelined transaction. SQLite: the saver's own aiosqlite connection, under its
-    lock, one transaction per write.
+    The rows of a write travel as *one* JSON parameter (a batch of any size is one
+    statement of the same text, so the driver parses it once and the server plans it
+    once, and serialising it is one ``json.dumps``). PostgreSQL: a small pool of its own
+    whose sessions commit without waiting for the WAL (unless ``SYNC_EVENT_COMMITS``), and
+    every write is *one statement* (data-modifying CTEs) in autocommit: one round trip, no
+    BEGIN/COMMIT. SQLite: the saver's own aiosqlite connection, under its lock, one
+    transaction per write.
     """
 
     def __init__(self, handle: SaverHandle, *, postgres: bool, pool: Any = None) -> None:
@@ -86,8 +92,18 @@ class EventSink:
         self.postgres = postgres
         self.pool = pool
         self.mark = mark = "%s" if postgres else "?"
-        self.row_marks = f"({', '.join([mark] * len(EVENT_COLUMNS))})"
-        run = Run._meta.db_table
+        run, event = Run._meta.db_table, RunEvent._meta.db_table
+        columns = ", ".join(name for name, _ in BATCH_COLUMNS)
+        if postgres:
+            record = ", ".join(f"{name} {kind}" for name, kind in BATCH_COLUMNS)
+            select = (f"SELECT %s, {columns}, %s "
+                      f"FROM jsonb_to_recordset(%s::jsonb) AS e({record})")
+        else:
+            # json_extract gives SQL values for scalars and JSON text for the payload
+            # (always an object), as Django's JSONField stores it on SQLite
+            picked = ", ".join(f"json_extract(e.value, '$.{name}')" for name, _ in BATCH_COLUMNS)
+            select = f"SELECT ?, {picked}, ? FROM json_each(?) AS e"
+        self.insert_sql = f"INSERT INTO {event} (run_id, {columns}, created_at) {select}"
         self.claim_sql = (
             f"UPDATE {run} SET owner = {mark}, heartbeat_at = {mark}, status = {mark}, "
             f"started_at = COALESCE(started_at, {mark}) WHERE id = {mark} AND status = {mark} "
@@ -139,6 +155,7 @@ class EventSink:
 
         PostgreSQL: all but the last become data-modifying CTEs of the last (each runs
         exactly once, whether referenced or not), so the write is a single statement.
+        SQLite: each statement is one hop to aiosqlite's thread, then one for the commit.
         """
         if self.postgres:
             head = [f"w{i} AS ({sql})" for i, (sql, _) in enumerate(statements[:-1])]
@@ -151,15 +168,12 @@ class EventSink:
             conn = self.saver.conn
             try:
                 for sql, params in statements:
-                    # closed however this ends: a statement left open (a cancel between
-                    # its step and its close) would keep the write lock past close()
-                    async with conn.execute(sql, params) as cursor:
-                        row = await cursor.fetchone() if returning else None
+                    rows = await conn.execute_fetchall(sql, params)
             except BaseException:
                 await conn.rollback()
                 raise
             await conn.commit()
-            return row
+            return next(iter(rows), None)
 
     def _db(self, value: Any) -> Any:
         """A Python value as this database's driver takes it for Django's columns."""
@@ -228,15 +242,9 @@ class EventSink:
                 fields["owner"] = ""
         run_id, stamp = self._db(run.id), self._db(now)
         statements: list[Statement] = []
-        for start in range(0, len(rows), INSERT_CHUNK):
-            chunk = rows[start:start + INSERT_CHUNK]
-            statements.append((
-                f"INSERT INTO {RunEvent._meta.db_table} ({', '.join(EVENT_COLUMNS)}) "
-                f"VALUES {', '.join([self.row_marks] * len(chunk))}",
-                [v for r in chunk for v in (
-                    run_id, *[self._json(r[c]) if c == "payload" else r[c]
-                              for c in EVENT_COLUMNS[1:-1]], stamp)],
-            ))
+        if rows:
+            batch = json.dumps([{name: r[name] for name, _ in BATCH_COLUMNS} for r in rows])
+            statements.append((self.insert_sql, [run_id, stamp, batch]))
         if final and final.get("cancel_interrupts"):
             statements.append((self.cancel_interrupts_sql, [
                 Interrupt.Status.CANCELLED, run_id, Interrupt.Status.PENDING]))
@@ -336,6 +344,7 @@ class EventWriter:
         else:
             summary = await self.sink.awrite(self.run, batch, current_node=self.current_node,
                                              now=now, final=final or None)
+        committed_at = time.time()
         if batch:
             self.run.last_seq = batch[-1]["seq"]
         key = (summary["status"], summary["current_node"])
@@ -343,7 +352,8 @@ class EventWriter:
         self._published = key
         if batch:  # one message to the run's watchers: the events and, if it moved, the run
             await broadcast.abroadcast_events(self.run.id, [event_dict(r) for r in batch],
-                                              run=summary if moved else None)
+                                              run=summary if moved else None,
+                                              committed_at=committed_at)
         if moved:
             await broadcast.abroadcast_run(summary, watchers=not batch)
 
