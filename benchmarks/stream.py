@@ -43,7 +43,7 @@ from typing import Any
 import django
 import requests
 
-from benchmarks.common import free_port, process, rss_mib, summary
+from benchmarks.common import cpu_seconds, free_port, process, rss_mib, summary
 
 GRAPH = "decomposition"
 INPUT = {"breadth": 2, "goal": "Write a short market report"}
@@ -93,14 +93,19 @@ def main() -> None:
         for n in sizes:
             figure, bare_lat = Pass(), []
             peak = {"worker": 0.0, "web": 0.0}
+            cpu = {"worker": 0.0, "web": 0.0}
             for _ in range(args.repeats):
+                before = {"worker": cpu_seconds(worker.pid), "web": cpu_seconds(web_proc.pid)}
                 with Sampler({"worker": worker.pid, "web": web_proc.pid}) as sampler:
                     got = asyncio.run(watch.runs(n, 1))
+                cpu["worker"] += cpu_seconds(worker.pid) - before["worker"]
+                cpu["web"] += cpu_seconds(web_proc.pid) - before["web"]
                 for key in peak:
                     peak[key] = max(peak[key], sampler.peak[key])
                 figure.extend(got)
                 bare_lat += asyncio.run(_bare(bare, got.schedule, size=watch.frame_bytes()))
-            out[f"latency_{n}"] = figure.report()
+            out[f"latency_{n}"] = {**figure.report(), "cpu_ms_per_run": {
+                side: seconds / (n * args.repeats) * 1000 for side, seconds in cpu.items()}}
             out[f"bare_{n}"] = summary(bare_lat)
             if n == max(sizes):
                 out["memory"] = {
@@ -416,7 +421,13 @@ def _listening(ids: list[uuid.UUID]) -> Iterator[dict[tuple[str, int], tuple[flo
     loop = asyncio.new_event_loop()
     subscribed = threading.Event()
     task = loop.create_task(_listen(ids, rung, subscribed.set))
-    thread = threading.Thread(target=loop.run_until_complete, args=(task,), daemon=True)
+
+    def serve() -> None:  # the loop is closed in its own thread (channels_redis flushes then)
+        with contextlib.suppress(asyncio.CancelledError):
+            loop.run_until_complete(task)
+        loop.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     if not subscribed.wait(10):
         raise RuntimeError("the doorbell listener did not subscribe in 10 s")
@@ -425,7 +436,6 @@ def _listening(ids: list[uuid.UUID]) -> Iterator[dict[tuple[str, int], tuple[flo
     finally:
         loop.call_soon_threadsafe(task.cancel)
         thread.join(10)
-        loop.close()
 
 
 def _browser(port: int, cookie: str, runs: int) -> dict[str, Any]:

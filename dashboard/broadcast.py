@@ -7,6 +7,7 @@ consumer notices the gap in ``seq`` and reads the database.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 from uuid import UUID
@@ -42,6 +43,43 @@ async def abroadcast_run(summary: dict[str, Any], *, watchers: bool = True) -> N
     await _asend(RUNS_GROUP, {"type": "run.changed", "run": summary})
     if watchers:
         await _asend(run_group(summary["id"]), {"type": "run.changed", "run": summary})
+
+
+class RunsDigest:
+    """Node moves of many runs, told to the runs list together, at most once an ``interval``.
+
+    A run moves to its next node many times a second; told one by one, a worker with a
+    hundred runs would queue hundreds of messages a second on the one runs-list group
+    (channels-redis publishes a process's messages one at a time). Status changes are
+    not digested: they go out at once, and take the run's pending move with them.
+    """
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        self.pending: dict[str, dict[str, Any]] = {}
+        self._flush: asyncio.Task[None] | None = None
+
+    def note(self, summary: dict[str, Any]) -> None:
+        """Remember a run's latest move; the next digest tells it (call on the loop)."""
+        self.pending[summary["id"]] = summary
+        if self._flush is None or self._flush.done():
+            self._flush = asyncio.get_running_loop().create_task(self._aflush_later())
+
+    def forget(self, run_id: str) -> None:
+        """Drop a run's pending move (a newer summary of it is being sent right now)."""
+        self.pending.pop(run_id, None)
+
+    async def _aflush_later(self) -> None:
+        await asyncio.sleep(self.interval)
+        await self.aflush()
+
+    async def aflush(self) -> None:
+        """Tell the runs list of every pending move now, in one message."""
+        if self._flush is not None and self._flush is not asyncio.current_task():
+            self._flush.cancel()  # this flush takes its moves
+        runs, self.pending = list(self.pending.values()), {}
+        if runs:
+            await _asend(RUNS_GROUP, {"type": "runs.moved", "runs": runs})
 
 
 async def abroadcast_inbox() -> None:

@@ -75,17 +75,30 @@ class RunsConsumer(PlanwatchConsumer):
 
     async def run_changed(self, message: dict[str, Any]) -> None:
         """Add a run created after the page as a new row; send its status cells (OOB swaps)."""
-        run_id = str(message["run"]["id"])
-        if self.since is not None and run_id not in self.seen:
-            self.seen.add(run_id)
-            run = await _arun(run_id)
-            if run is not None and run.created_at > self.since:
-                await self.send(text_data=render_to_string("dashboard/_run_new_oob.html",
-                                                           {"run": run}))
-                # alone: a <tr> after a <tbody> would get a tbody of its own when parsed
-                await self.send(text_data='<tr id="run-rows-empty" hx-swap-oob="delete"></tr>')
+        await self._add_if_new(str(message["run"]["id"]))
         html = render_to_string("dashboard/_run_status_oob.html", {"run": message["run"]})
         await self.send(text_data=html)
+
+    async def runs_moved(self, message: dict[str, Any]) -> None:
+        """Send the node cells of every run in a digest of moves, in one frame."""
+        for summary in message["runs"]:
+            await self._add_if_new(str(summary["id"]))
+        await self.send(text_data="".join(
+            render_to_string("dashboard/_run_status_oob.html", {"run": summary})
+            for summary in message["runs"]
+        ))
+
+    async def _add_if_new(self, run_id: str) -> None:
+        """Add the row of a run created after the page, the first time it is heard of."""
+        if self.since is None or run_id in self.seen:
+            return
+        self.seen.add(run_id)
+        run = await _arun(run_id)
+        if run is not None and run.created_at > self.since:
+            await self.send(text_data=render_to_string("dashboard/_run_new_oob.html",
+                                                       {"run": run}))
+            # alone: a <tr> after a <tbody> would get a tbody of its own when parsed
+            await self.send(text_data='<tr id="run-rows-empty" hx-swap-oob="delete"></tr>')
 
 
 CLOSE_BAD_REQUEST = 4400

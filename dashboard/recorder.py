@@ -264,8 +264,10 @@ class EventWriter:
     """Buffers a run's events, numbers them, and writes them behind the graph."""
 
     def __init__(self, run: Run, *, next_seq: int, sink: EventSink | None,
-                 tasks: set[asyncio.Task[None]] | None = None, interval: float = 0.0) -> None:
+                 tasks: set[asyncio.Task[None]] | None = None, interval: float = 0.0,
+                 digest: broadcast.RunsDigest | None = None) -> None:
         self.run = run
+        self.digest = digest
         self.tasks = set() if tasks is None else tasks
         self.sink = sink
         self.next_seq = next_seq
@@ -348,13 +350,17 @@ class EventWriter:
         if batch:
             self.run.last_seq = batch[-1]["seq"]
         key = (summary["status"], summary["current_node"])
-        moved = key != self._published
+        moved, new_status = key != self._published, key[0] != self._published[0]
         self._published = key
         if batch:  # one message to the run's watchers: the events and, if it moved, the run
             await broadcast.abroadcast_events(self.run.id, [event_dict(r) for r in batch],
                                               run=summary if moved else None,
                                               committed_at=committed_at)
-        if moved:
+        if moved and batch and not new_status and self.digest is not None:
+            self.digest.note(summary)  # the runs list hears of node moves together
+        elif moved:
+            if self.digest is not None:
+                self.digest.forget(summary["id"])
             await broadcast.abroadcast_run(summary, watchers=not batch)
 
     async def afinish(

@@ -31,6 +31,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from langgraph.types import Command
 
+from dashboard import broadcast
 from dashboard.checkpointer import SaverHandle, aopen_saver, is_postgres
 from dashboard.events import STREAM_MODES, StreamTranslator
 from dashboard.jsonsafe import to_jsonable
@@ -89,6 +90,7 @@ class Executor:
         self._sink: EventSink | None = None
         self._writes: set[asyncio.Task[None]] = set()  # flushes in flight, of every run
         self._jobs: set[asyncio.Task[Any]] = set()  # every aexecute, waiting, claiming or running
+        self._digest: broadcast.RunsDigest | None = None  # node moves for the runs list
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -108,6 +110,7 @@ class Executor:
         self._loop = loop
         self._sem = asyncio.Semaphore(self.max_concurrent)
         self._saver_lock = asyncio.Lock()
+        self._digest = broadcast.RunsDigest()
         self._heartbeat_task = loop.create_task(self._heartbeat_forever())
         self._started.set()
         loop.run_forever()
@@ -127,6 +130,8 @@ class Executor:
             pending = {*self._jobs, *self._writes}
             if pending:
                 await asyncio.wait(pending, timeout=timeout / 2)
+            if self._digest:
+                await self._digest.aflush()
             if self._sink:
                 await self._sink.aclose()
                 self._sink = None
@@ -239,7 +244,8 @@ class Executor:
     async def _aexecute_claimed(self, claim: _Claim) -> _Claim | None:
         run = claim.run
         writer = EventWriter(run, next_seq=claim.next_seq, sink=self._sink, tasks=self._writes,
-                             interval=planwatch_setting("EVENT_WRITE_INTERVAL"))
+                             interval=planwatch_setting("EVENT_WRITE_INTERVAL"),
+                             digest=self._digest)
         translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
         config = {"configurable": {"thread_id": run.thread_id}, "recursion_limit": 10_000}
         try:

@@ -56,7 +56,21 @@ def test_database_url_and_redis_url_switch_to_scale_out(tmp_path):
     assert (s["name"], s["host"]) == ("pw", "db.example")
     # the pub/sub layer: RedisChannelLayer's default capacity drops messages silently
     assert s["layer"] == "channels_redis.pubsub.RedisPubSubChannelLayer"
-    assert s["layer_config"] == {"hosts": ["redis://127.0.0.1:6379/3"]}
+    # several connections to the one server: publishes of different runs go side by side
+    assert s["layer_config"] == {"hosts": ["redis://127.0.0.1:6379/3"] * 4}
+    one = load_settings(tmp_path, REDIS_URL="redis://127.0.0.1:6379/3",
+                        PLANWATCH_REDIS_CONNECTIONS="1")
+    assert one["layer_config"] == {"hosts": ["redis://127.0.0.1:6379/3"]}
+
+
+def test_a_redis_connection_count_below_one_is_refused_with_the_way_out(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(PLANWATCH_VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="config.settings",
+               REDIS_URL="redis://127.0.0.1:6379/3", PLANWATCH_REDIS_CONNECTIONS="0")
+    out = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT,
+                         env=env, capture_output=True, text=True)
+    assert out.returncode != 0
+    assert "PLANWATCH_REDIS_CONNECTIONS=0 must be 1 or more" in out.stderr
 
 
 def test_secret_key_is_generated_once_into_var_and_kept(tmp_path):

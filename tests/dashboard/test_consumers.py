@@ -189,6 +189,38 @@ def test_the_runs_list_gets_runs_created_after_it_as_new_rows(transactional_db, 
     assert sum(f'id="run-{new.id}-status" hx-swap-oob' in m for m in messages) == 2
 
 
+def test_a_digest_of_node_moves_updates_every_runs_row_in_one_frame(transactional_db, operator):
+    from django.utils import timezone
+
+    from dashboard.models import Run
+
+    since = timezone.now().isoformat()
+    runs = [Run.objects.create(graph="test.echo", thread_id=f"d{i}:planner", created_by=operator)
+            for i in range(3)]
+
+    async def scenario():
+        comm, ok, _ = await connect(operator, f"/ws/runs/?since={since.replace('+', '%2B')}")
+        assert ok
+        digest = [{"id": str(run.id), "graph": run.graph, "status": "running",
+                   "current_node": f"node{i}", "last_seq": 3} for i, run in enumerate(runs)]
+        await get_channel_layer().group_send(broadcast.RUNS_GROUP,
+                                             {"type": "runs.moved", "runs": digest})
+        messages = []
+        while not await comm.receive_nothing(timeout=0.3):
+            messages.append(await comm.receive_from(timeout=5))
+        await comm.disconnect()
+        return messages
+
+    messages = async_to_sync(scenario)()
+    cells = [m for m in messages if "-node" in m and 'hx-swap-oob="true"' in m]
+    assert len(cells) == 1  # one frame for the whole digest
+    for i, run in enumerate(runs):
+        assert f'<td id="run-{run.id}-node" class="mono" hx-swap-oob="true">node{i}</td>' \
+            in cells[0]
+    # runs created after the page arrive as new rows, once each
+    assert sum('hx-swap-oob="afterbegin"' in m for m in messages) == 3
+
+
 def test_rows_whose_doorbell_never_rang_arrive_from_the_log(transactional_db, operator):
     from dashboard.models import Run, RunEvent
 

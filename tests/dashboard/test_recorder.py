@@ -6,6 +6,9 @@ import asyncio
 import uuid
 from typing import Any
 
+import pytest
+
+from dashboard import broadcast
 from dashboard.models import Run
 from dashboard.recorder import EventWriter
 
@@ -26,9 +29,23 @@ class SlowSink:
                 "last_seq": rows[-1]["seq"] if rows else run.last_seq}
 
 
-def _writer(sink: SlowSink, interval: float) -> EventWriter:
+def _writer(sink: SlowSink, interval: float, digest: broadcast.RunsDigest | None = None
+            ) -> EventWriter:
     run = Run(id=uuid.uuid4(), graph="test.echo", status=Run.Status.RUNNING)
-    return EventWriter(run, next_seq=1, sink=sink, interval=interval)  # type: ignore[arg-type]
+    return EventWriter(run, next_seq=1, sink=sink, interval=interval,  # type: ignore[arg-type]
+                       digest=digest)
+
+
+@pytest.fixture
+def sent(monkeypatch) -> list[tuple[str, dict[str, Any]]]:
+    """What the writer tells the channel layer: (group, message) pairs."""
+    out: list[tuple[str, dict[str, Any]]] = []
+
+    async def record(group: str, message: dict[str, Any]) -> None:
+        out.append((group, message))
+
+    monkeypatch.setattr(broadcast, "_asend", record)
+    return out
 
 
 async def test_events_after_a_quiet_spell_are_written_at_once_then_batched():
@@ -56,3 +73,30 @@ async def test_the_final_write_does_not_wait_out_the_interval_of_a_write_in_flig
     writer.add({"kind": "run_succeeded"})
     await asyncio.wait_for(writer.afinish(status=Run.Status.SUCCEEDED), 5)
     assert sink.writes == [([1], None), ([2], Run.Status.SUCCEEDED)]
+
+
+async def test_node_moves_reach_the_runs_list_in_digests_and_status_changes_at_once(sent):
+    digest = broadcast.RunsDigest(interval=0.05)
+    writer = _writer(SlowSink(0), interval=0, digest=digest)
+    for node in ("plan", "work", "join"):
+        writer.current_node = node
+        writer.add({"kind": "node_started", "node": node})
+        await writer.aflush()
+    listed = [m for group, m in sent if group == broadcast.RUNS_GROUP]
+    assert listed == []  # three moves, none told one by one
+    await asyncio.sleep(0.1)
+    listed = [m for group, m in sent if group == broadcast.RUNS_GROUP]
+    assert [m["type"] for m in listed] == ["runs.moved"]
+    assert [r["current_node"] for r in listed[0]["runs"]] == ["join"]  # the latest move only
+    # every write still rang the run's own watchers, with the run when it moved
+    events = [m for group, m in sent if group == broadcast.run_group(writer.run.id)]
+    assert [m["run"]["current_node"] for m in events] == ["plan", "work", "join"]
+
+    writer.current_node = "synth"
+    writer.add({"kind": "node_started", "node": "synth"})
+    await writer.aflush()  # a move, pending in the digest …
+    writer.add({"kind": "run_succeeded"})
+    await writer.afinish(status=Run.Status.SUCCEEDED)  # … overtaken by the final status
+    await asyncio.sleep(0.1)
+    listed = [m for group, m in sent if group == broadcast.RUNS_GROUP][1:]
+    assert [(m["type"], m["run"]["status"]) for m in listed] == [("run.changed", "succeeded")]
