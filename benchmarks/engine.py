@@ -2,10 +2,11 @@
 
 ``python -m benchmarks.engine`` (with the bench environment of ``benchmarks.common``)
 prints one JSON object. Both sides run in this process, on the executor's own event loop,
-with the same compiled graph, the same checkpointer instance and the same durability
+with the same compiled graph, the same saver on the same pool (on PostgreSQL an instance
+of its own per run, as the run service gives every run) and the same durability
 (``PLANWATCH["DURABILITY"]``, LangGraph's default "async"; "sync" is measured too), so the
 ratio isolates what Planwatch adds: the run row, claiming, the event stream
-(tasks/updates/checkpoints/custom with subgraphs), the event rows and the final status.
+(tasks/checkpoints/custom with subgraphs), the event rows and the final status.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ async def _abare(executor: Any, durability: str | None = None) -> float:
 
     from planner.registry import get_graph
 
-    graph = await executor._compiled(GRAPH)
+    # the saver as the run service gives each run (its own instance on PostgreSQL)
+    graph = executor._saver.for_run(await executor._compiled(GRAPH))
     config = {"configurable": {"thread_id": f"bare-{uuid.uuid4()}"}, "recursion_limit": 10_000}
     began = time.perf_counter()
     await graph.ainvoke(get_graph(GRAPH).make_input(INPUT), config,

@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -178,6 +179,46 @@ async def apeer_run(client: Any) -> Latencies:
     return latencies
 
 
+async def ameasure_bare(*, runs: int, per_run: bool) -> dict[str, dict[str, float]]:
+    """The chain compiled with LangGraph's AsyncPostgresSaver, streamed in this process.
+
+    No server, no network between the run and its reader, no event log: the floor of any
+    host that keeps LangGraph's checkpoints in PostgreSQL (the saver on a psycopg pool of
+    the size Planwatch gives its own, durability "async" as LangGraph and Planwatch
+    default to). ``per_run``: each run gets a saver instance of its own on the pool, as
+    Planwatch does (one instance serialises every run's checkpoint I/O behind its lock).
+    """
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    recreate_database(BARE_DB)
+    pool = AsyncConnectionPool(f"{PG_SERVER}/{BARE_DB}", min_size=1, max_size=20, open=False,
+                               kwargs={"autocommit": True, "prepare_threshold": 0,
+                                       "row_factory": dict_row})
+    await pool.open()
+    try:
+        saver = AsyncPostgresSaver(pool)
+        await saver.setup()
+        graph = peer_graph.build().compile(checkpointer=saver)
+
+        async def one_run() -> Latencies:
+            config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+            latencies: Latencies = []
+            run = graph.copy(update={"checkpointer": AsyncPostgresSaver(pool)}) if per_run \
+                else graph
+            async for update in run.astream({"i": -1}, config, stream_mode="updates",
+                                            durability="async"):
+                now = time.time()
+                latencies.extend((now - v["t"]) * 1000 for v in update.values()
+                                 if isinstance(v, dict) and "t" in v)
+            return latencies
+
+        return await ameasure_system(one_run, runs=runs, resolve=_flatten)
+    finally:
+        await pool.close()
+
+
 # -- phases --------------------------------------------------------------------------------
 
 
@@ -227,19 +268,22 @@ async def ameasure_peer(url: str, *, runs: int) -> dict[str, dict[str, float]]:
     from langgraph_sdk import get_client
 
     client = get_client(url=url, api_key=None)
+    return await ameasure_system(lambda: apeer_run(client), runs=runs, resolve=_flatten)
 
-    async def flatten(results: list[Latencies]) -> Resolved:
-        return [lat for run in results for lat in run], {}
 
-    return await ameasure_system(lambda: apeer_run(client), runs=runs, resolve=flatten)
+async def _flatten(results: list[Latencies]) -> Resolved:
+    return [lat for run in results for lat in run], {}
 
 
 # -- the figure ----------------------------------------------------------------------------
 
 SYSTEMS = ("planwatch", "langgraph-api", "aegra")
+BARE = "langgraph-bare"  # not peers: the floor (see ameasure_bare), with one saver …
+BARE_PER_RUN = "langgraph-bare-saver-per-run"  # … and with a saver per run
+BARE_DB = "langgraph_bare_bench"
 
 
-def measure(*, runs: int = 30, only: tuple[str, ...] = SYSTEMS) -> dict[str, Any]:
+def measure(*, runs: int = 30, only: tuple[str, ...] = (*SYSTEMS, BARE)) -> dict[str, Any]:
     """Every system, sequential and 10 at once: latency p50/p99 (ms) and runs/s."""
     ensure_peers_venv()
     result: dict[str, Any] = {
@@ -260,6 +304,9 @@ def measure(*, runs: int = 30, only: tuple[str, ...] = SYSTEMS) -> dict[str, Any
     if "aegra" in only:
         with aegra_server() as url:
             result["aegra"] = asyncio.run(ameasure_peer(url, runs=runs))
+    if BARE in only:
+        result[BARE] = asyncio.run(ameasure_bare(runs=runs, per_run=False))
+        result[BARE_PER_RUN] = asyncio.run(ameasure_bare(runs=runs, per_run=True))
     result["targets"] = targets(result)
     return result
 
@@ -288,7 +335,7 @@ def table(result: dict[str, Any]) -> str:
     lines = ["| system | mode | p50 ms | p99 ms | runs/s | nodes | more |",
              "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
     shown = ("p50_ms", "p99_ms", "runs_per_s", "nodes")
-    for name in SYSTEMS:
+    for name in (*SYSTEMS, BARE, BARE_PER_RUN):
         for mode, cell in (result.get(name) or {}).items():
             if isinstance(cell, dict):
                 more = ", ".join(f"{k} {v}" for k, v in cell.items() if k not in shown)
@@ -303,9 +350,9 @@ def main() -> None:
     """Parse arguments, measure, print the table and the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--only", action="append", choices=SYSTEMS)
+    parser.add_argument("--only", action="append", choices=(*SYSTEMS, BARE))
     args = parser.parse_args()
-    result = measure(runs=args.runs, only=tuple(args.only or SYSTEMS))
+    result = measure(runs=args.runs, only=tuple(args.only or (*SYSTEMS, BARE)))
     print(table(result))
     print(json.dumps(result))
 

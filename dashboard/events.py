@@ -10,7 +10,9 @@ from typing import Any
 from dashboard.jsonsafe import to_jsonable
 from dashboard.models import RunEvent
 
-STREAM_MODES = ["tasks", "updates", "checkpoints", "custom"]
+# "updates" is not asked for: a node's update, and the interrupts it raised, arrive with its
+# task's result in "tasks" (asking for both made LangGraph build every update twice)
+STREAM_MODES = ["tasks", "checkpoints", "custom"]
 
 Kind = RunEvent.Kind
 
@@ -51,7 +53,7 @@ class StreamTranslator:
             return self._checkpoint(path, data)
         if mode == "custom":
             return [self._event(Kind.CUSTOM, path, payload={"data": to_jsonable(data)})]
-        return []  # node updates and interrupts arrive with the task results
+        return []  # no other mode is asked for (see STREAM_MODES)
 
     def _event(self, kind: str, path: str, **fields: Any) -> dict[str, Any]:
         return {

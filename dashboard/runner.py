@@ -250,6 +250,8 @@ class Executor:
         config = {"configurable": {"thread_id": run.thread_id}, "recursion_limit": 10_000}
         try:
             graph = await self._compiled(run.graph)
+            assert self._saver is not None
+            graph = self._saver.for_run(graph)
             writer.sink = self._sink  # opened with the first graph this executor compiles
             payload: Any
             writer.add({"kind": claim.kind, "payload": {"owner": self.owner}})
