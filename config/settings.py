@@ -134,9 +134,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = os.environ.get("REDIS_URL", "")
 # channels-redis's pub/sub layer sends a process's messages one at a time per connection
 # (a lock around each round trip): a worker with many runs queued their doorbells behind
-# each other (measured: 84 ms waits at 100 runs). Listing the same server several times
-# makes that many connections ("shards"); a group always hashes to the same one, so one
-# run's doorbells stay in order while different runs ring side by side.
+# each other (measured: 84 ms waits at 100 runs). Doorbells are therefore published
+# through a layer alias of their own that lists the same server several times (that many
+# connections; a group always hashes to the same one, so one run's doorbells stay in
+# order). Redis delivers a published message to every subscriber of its channel whatever
+# connection it came on, so consumers keep subscribing through "default", on one.
 REDIS_CONNECTIONS = int(os.environ.get("PLANWATCH_REDIS_CONNECTIONS", "4"))
 if REDIS_CONNECTIONS < 1:
     raise ImproperlyConfigured(
@@ -148,8 +150,12 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        },
+        "doorbells": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {"hosts": [REDIS_URL] * REDIS_CONNECTIONS},
-        }
+        },
     }
 else:
     # in memory, rung from the in-process executor's own loop: see dashboard/layers.py

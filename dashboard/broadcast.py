@@ -12,7 +12,9 @@ import logging
 from typing import Any
 from uuid import UUID
 
+from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import get_channel_layer
+from django.conf import settings
 
 logger = logging.getLogger("planwatch.broadcast")
 
@@ -87,8 +89,12 @@ async def abroadcast_inbox() -> None:
     await _asend(INBOX_GROUP, {"type": "inbox.changed"})
 
 
+DOORBELLS = "doorbells"  # the layer alias to publish on, where configured (see settings)
+
+
 async def _asend(group: str, message: dict[str, Any]) -> None:
-    layer = get_channel_layer()
+    layer = get_channel_layer(DOORBELLS if DOORBELLS in settings.CHANNEL_LAYERS
+                              else DEFAULT_CHANNEL_LAYER)
     if layer is None:
         return
     try:

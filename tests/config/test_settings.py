@@ -19,6 +19,7 @@ print(json.dumps({
     "host": settings.DATABASES["default"].get("HOST", ""),
     "layer": settings.CHANNEL_LAYERS["default"]["BACKEND"],
     "layer_config": settings.CHANNEL_LAYERS["default"].get("CONFIG", {}),
+    "doorbells_config": settings.CHANNEL_LAYERS.get("doorbells", {}).get("CONFIG"),
     "secret": settings.SECRET_KEY,
     "debug": settings.DEBUG,
     "hosts": settings.ALLOWED_HOSTS,
@@ -43,6 +44,7 @@ def test_embedded_default_is_sqlite_under_var_and_in_memory_layer(tmp_path):
     assert s["engine"] == "django.db.backends.sqlite3"
     assert s["name"] == str(tmp_path / "planwatch.sqlite3")
     assert s["layer"] == "dashboard.layers.InProcessChannelLayer"
+    assert s["doorbells_config"] is None  # one in-memory layer: doorbells ring on it
     assert s["debug"] is False
 
 
@@ -56,11 +58,12 @@ def test_database_url_and_redis_url_switch_to_scale_out(tmp_path):
     assert (s["name"], s["host"]) == ("pw", "db.example")
     # the pub/sub layer: RedisChannelLayer's default capacity drops messages silently
     assert s["layer"] == "channels_redis.pubsub.RedisPubSubChannelLayer"
-    # several connections to the one server: publishes of different runs go side by side
-    assert s["layer_config"] == {"hosts": ["redis://127.0.0.1:6379/3"] * 4}
+    assert s["layer_config"] == {"hosts": ["redis://127.0.0.1:6379/3"]}
+    # doorbells are published on several connections to the one server, side by side
+    assert s["doorbells_config"] == {"hosts": ["redis://127.0.0.1:6379/3"] * 4}
     one = load_settings(tmp_path, REDIS_URL="redis://127.0.0.1:6379/3",
                         PLANWATCH_REDIS_CONNECTIONS="1")
-    assert one["layer_config"] == {"hosts": ["redis://127.0.0.1:6379/3"]}
+    assert one["doorbells_config"] == {"hosts": ["redis://127.0.0.1:6379/3"]}
 
 
 def test_a_redis_connection_count_below_one_is_refused_with_the_way_out(tmp_path):

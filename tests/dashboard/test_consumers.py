@@ -245,3 +245,28 @@ def test_rows_whose_doorbell_never_rang_arrive_from_the_log(transactional_db, op
         return got
 
     assert async_to_sync(scenario)() == [1, 2]
+
+
+def test_the_redis_layer_keeps_listening_after_the_last_watcher_leaves(transactional_db,
+                                                                       operator):
+    # channels-redis's reader sleeps in 0.1 s steps while its connection subscribes to
+    # nothing: the next watcher's first doorbells would wait. One subscription stays.
+    import redis
+    from django.conf import settings
+
+    from dashboard.models import Run
+
+    if "redis" not in settings.CHANNEL_LAYERS["default"]["BACKEND"]:
+        pytest.skip("the Redis layer's reader: this runs in make test's Redis pass")
+    run = Run.objects.create(graph="test.echo", thread_id="alone:planner", created_by=operator)
+    server = redis.Redis.from_url(settings.REDIS_URL)
+
+    async def scenario():
+        comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=0")
+        assert ok
+        await comm.disconnect()
+        return {c.decode() for c in server.pubsub_channels()}
+
+    channels = async_to_sync(scenario)()
+    assert not any(broadcast.run_group(run.id) in c for c in channels)  # the watcher left
+    assert any(c.startswith("asgiplanwatch.listening.") for c in channels)
