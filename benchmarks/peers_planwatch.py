@@ -185,7 +185,8 @@ class PlanwatchBench:
             while True:
                 message = await asyncio.wait_for(layer.receive(channel), TIMEOUT)
                 now = time.time()
-                seqs = [event["seq"] for event in message.get("events", ())]
+                seqs = list(range(message["first"], message["last"] + 1)) \
+                    if message.get("type") == "run.events" else []
                 watched.received.append((now, seqs))
                 if seqs and seqs[-1] >= self.last_seq:
                     return watched

@@ -337,9 +337,10 @@ async def _listen(ids: list[uuid.UUID], rung: dict[tuple[str, int], tuple[float,
         while True:
             message = await layer.receive(channel)
             now = time.time()
-            run_id = message.get("run_id")
-            for event in message.get("events") or ():
-                rung.setdefault((run_id, event["seq"]), (message.get("committed_at"), now))
+            if message.get("type") != "run.events":
+                continue
+            for seq in range(message["first"], message["last"] + 1):
+                rung.setdefault((message["run_id"], seq), (message["committed_at"], now))
     finally:
         for run_id in ids:
             await layer.group_discard(run_group(run_id), channel)

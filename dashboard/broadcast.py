@@ -8,6 +8,7 @@ consumer notices the gap in ``seq`` and reads the database.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 from uuid import UUID
@@ -27,17 +28,42 @@ def run_group(run_id: UUID | str) -> str:
     return f"run.{run_id}"
 
 
+def events_message(run_id: UUID | str, events: list[dict[str, Any]], *,
+                   run: dict[str, Any] | None = None,
+                   committed_at: float | None = None) -> dict[str, Any]:
+    """The doorbell for newly committed ``events`` (``event_dict`` form, in seq order).
+
+    The events travel as one JSON text: a process's watchers each decode only the small
+    message around it, and the events are decoded once for all of them
+    (:func:`doorbell_events`). ``committed_at`` is when the write that committed them
+    returned (Unix time, the writer's clock): what "committed → received" is measured from.
+    """
+    return {"type": "run.events", "run_id": str(run_id), "first": events[0]["seq"],
+            "last": events[-1]["seq"], "events": json.dumps(events), "run": run,
+            "committed_at": committed_at}
+
+
 async def abroadcast_events(run_id: UUID | str, events: list[dict[str, Any]], *,
                             run: dict[str, Any] | None = None,
                             committed_at: float | None = None) -> None:
-    """Tell a run's watchers about newly committed events (and the run, if it changed).
+    """Tell a run's watchers about newly committed events (and the run, if it changed)."""
+    await _asend(run_group(run_id),
+                 events_message(run_id, events, run=run, committed_at=committed_at))
 
-    ``committed_at`` is when the write that committed them returned (Unix time, the
-    writer's clock): what "committed → received" is measured from.
-    """
-    await _asend(run_group(run_id), {"type": "run.events", "run_id": str(run_id),
-                                     "events": events, "run": run,
-                                     "committed_at": committed_at})
+
+DECODED_DOORBELLS = 512  # doorbells whose events this process keeps decoded
+_decoded: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+
+
+def doorbell_events(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The events of a doorbell, decoded once per process (shared: do not change them)."""
+    key = (message["run_id"], message["first"], message["last"])
+    events = _decoded.get(key)
+    if events is None:
+        events = _decoded[key] = json.loads(message["events"])
+        while len(_decoded) > DECODED_DOORBELLS:
+            _decoded.pop(next(iter(_decoded)))
+    return events
 
 
 async def abroadcast_run(summary: dict[str, Any], *, watchers: bool = True) -> None:

@@ -213,6 +213,7 @@ class RunConsumer(PlanwatchConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.run, self.sent, self.status = run, int(after), run.status
+        self.run_key = str(run.id)
         self.lock = asyncio.Lock()  # one batch at a time: doorbells and log checks interleave
         self.can_cancel = await _acan(user, "dashboard.cancel_run")
         self.group = broadcast.run_group(run.id)
@@ -243,9 +244,12 @@ class RunConsumer(PlanwatchConsumer):
     async def run_events(self, message: dict[str, Any]) -> None:
         """Send newly committed events (one message per batch), filling any gap from the log."""
         async with self.lock:
-            events = [e for e in message["events"] if e["seq"] > self.sent]
-            if events and events[0]["seq"] != self.sent + 1:
+            if message["last"] <= self.sent:
+                events = []  # a duplicate: the client has these rows
+            elif message["first"] > self.sent + 1:  # a doorbell never came: read the gap
                 events = await _aevents_after(self.run.id, self.sent)
+            else:
+                events = [e for e in broadcast.doorbell_events(message) if e["seq"] > self.sent]
             summary = message.get("run")
             moved = summary is not None and summary["status"] == self.status
             if moved:  # only the node moved: its header goes out in the events' frame
@@ -262,7 +266,7 @@ class RunConsumer(PlanwatchConsumer):
         # Every watcher of a run folds the same gapless log, so a batch renders the same
         # HTML for all of them: the first watcher in this process folds and renders it, the
         # others send it and fold later, only if they ever have to render themselves.
-        key = ("batch", str(self.run.id), events[0]["seq"], events[-1]["seq"], self.can_cancel)
+        key = ("batch", self.run_key, events[0]["seq"], events[-1]["seq"], self.can_cancel)
         cached = _RENDERED.get(key)
         if cached is None:
             changes = self.fold.apply([*self.unfolded, *events])
@@ -280,7 +284,7 @@ class RunConsumer(PlanwatchConsumer):
         """While the run is active, look at the log now and then: a lost doorbell costs a delay."""
         while True:
             await asyncio.sleep(LOG_CHECK_SECONDS)
-            cursor = await _acursor_shared(str(self.run.id))
+            cursor = await _acursor_shared(self.run_key)
             if cursor is None:
                 return
             last_seq, status = cursor
@@ -301,9 +305,9 @@ class RunConsumer(PlanwatchConsumer):
             await self._send_header()
             return
         if summary:  # every watcher hears of it at once: one read per process
-            run = await _arun_changed(str(self.run.id), summary["status"])
+            run = await _arun_changed(self.run_key, summary["status"])
         else:
-            run = await _arun(str(self.run.id))
+            run = await _arun(self.run_key)
         if run is None:
             return
         self.run = run
@@ -330,7 +334,7 @@ class RunConsumer(PlanwatchConsumer):
     def _header_html(self) -> str:
         # sent on every step to every watcher: rendered from the run alone, once per process
         run, duration = self.run, trace.run_duration(self.run)
-        key = ("header", str(run.id), run.status, run.current_node, duration, self.can_cancel)
+        key = ("header", self.run_key, run.status, run.current_node, duration, self.can_cancel)
         html = _RENDERED.get(key)
         if html is None:
             html = _RENDERED[key] = render_to_string("dashboard/_trace_header.html", {
@@ -340,8 +344,13 @@ class RunConsumer(PlanwatchConsumer):
         return html
 
     async def _send_interrupts(self) -> None:
-        html = render_to_string("dashboard/_run_interrupts_slot.html",
-                                {"run": self.run, "oob": True})
+        # the slot only names the run (the browser loads the questions): once per process
+        key = ("interrupts", self.run_key)
+        html = _RENDERED.get(key)
+        if html is None:
+            html = _RENDERED[key] = render_to_string("dashboard/_run_interrupts_slot.html",
+                                                     {"run": self.run, "oob": True})
+            _trim_rendered()
         if html.strip():
             await self.send(text_data=html)
 

@@ -124,7 +124,7 @@ def test_duplicate_doorbells_are_dropped_and_gaps_filled_from_the_log(executor, 
         events = await database_sync_to_async(lambda: [event_dict(e) for e in run.events.all()])()
         layer = get_channel_layer()
         await layer.group_send(broadcast.run_group(run.id),
-                               {"type": "run.events", "events": events[:5]})
+                               broadcast.events_message(run.id, events[:5]))
         assert await comm.receive_nothing(timeout=0.3)  # everything there was sent already
         await comm.disconnect()
 
