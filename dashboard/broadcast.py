@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -21,6 +22,22 @@ logger = logging.getLogger("planwatch.broadcast")
 
 RUNS_GROUP = "runs"
 INBOX_GROUP = "inbox"
+
+
+# What a doorbell says of a run: enough for the runs list and a trace's header to redraw
+# without reading the run again.
+SUMMARY_FIELDS = ("id", "graph", "status", "current_node", "last_seq", "started_at",
+                  "finished_at", "error_message")
+
+
+def run_summary(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (the :data:`SUMMARY_FIELDS` of a run) as a doorbell carries them."""
+    summary = {name: values[name] for name in SUMMARY_FIELDS}
+    summary["id"] = str(summary["id"])
+    for name in ("started_at", "finished_at"):
+        if isinstance(summary[name], datetime):
+            summary[name] = summary[name].isoformat()
+    return summary
 
 
 def run_group(run_id: UUID | str) -> str:

@@ -147,11 +147,6 @@ async def _shared(key: tuple[str, str], read: Callable[[], Awaitable[Any]]) -> A
     return await asyncio.shield(pending)
 
 
-async def _arun_changed(run_id: str, status: str) -> Run | None:
-    """The run that just moved to ``status``, read once for all its watchers here."""
-    return await _shared((run_id, status), lambda: _arun(run_id))
-
-
 async def _acursor_shared(run_id: str) -> tuple[int, str] | None:
     """The run's last seq and status, read at most once a check period for its watchers."""
     period = int(time.monotonic() / LOG_CHECK_SECONDS)
@@ -304,9 +299,13 @@ class RunConsumer(PlanwatchConsumer):
             self.run.current_node = summary["current_node"]
             await self._send_header()
             return
-        if summary:  # every watcher hears of it at once: one read per process
-            run = await _arun_changed(self.run_key, summary["status"])
-        else:
+        if summary:  # the doorbell carries what the header shows of a new status too
+            run = self.run
+            run.status, run.current_node = summary["status"], summary["current_node"]
+            run.last_seq, run.error_message = summary["last_seq"], summary["error_message"]
+            run.started_at = parse_datetime(summary["started_at"] or "")
+            run.finished_at = parse_datetime(summary["finished_at"] or "")
+        else:  # the log check saw the status move: read the run
             run = await _arun(self.run_key)
         if run is None:
             return

@@ -255,9 +255,12 @@ class EventSink:
             [*(self._db(v) for v in fields.values()), run_id],
         ))
         await self._aexecute(statements)
-        return {"id": str(run.id), "graph": run.graph, "status": status,
-                "current_node": current_node,
-                "last_seq": run.last_seq if last_seq is None else last_seq}
+        return broadcast.run_summary({
+            "id": run.id, "graph": run.graph, "status": status, "current_node": current_node,
+            "last_seq": run.last_seq if last_seq is None else last_seq,
+            "started_at": run.started_at, "finished_at": fields.get("finished_at"),
+            "error_message": fields.get("error_message", run.error_message),
+        })
 
 
 class EventWriter:
@@ -434,8 +437,5 @@ def awrite_final(
             Interrupt.objects.filter(run_id=run_id, status=Interrupt.Status.PENDING).update(
                 status=Interrupt.Status.CANCELLED
             )
-        run = Run.objects.values("id", "graph", "status", "current_node", "last_seq").get(
-            id=run_id
-        )
-    run["id"] = str(run["id"])
-    return run
+        run = Run.objects.values(*broadcast.SUMMARY_FIELDS).get(id=run_id)
+    return broadcast.run_summary(run)

@@ -225,10 +225,9 @@ def _request_cancel(run_id: UUID) -> None:
 
 
 def _announce(run_id: UUID) -> None:
-    summary = Run.objects.values("id", "graph", "status", "current_node", "last_seq").get(
-        id=run_id
+    summary = broadcast.run_summary(
+        Run.objects.values(*broadcast.SUMMARY_FIELDS).get(id=run_id)
     )
-    summary["id"] = str(summary["id"])
     try:
         async_to_sync(broadcast.abroadcast_run)(summary)
         async_to_sync(broadcast.abroadcast_inbox)()

@@ -154,6 +154,37 @@ def test_a_status_change_reloads_the_header_and_interrupts_panel(executor, opera
     async_to_sync(scenario)()
 
 
+def test_a_status_doorbell_redraws_the_header_from_what_it_carries(transactional_db, operator):
+    from django.utils import timezone
+
+    from dashboard.models import Run
+
+    started = timezone.now()
+    run = Run.objects.create(graph="test.echo", thread_id="told:planner", created_by=operator,
+                             status=Run.Status.RUNNING, started_at=started)
+
+    async def scenario():
+        comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=0")
+        assert ok and await comm.receive_nothing(timeout=0.2)
+        # the row still says running: what the header shows can only come from the doorbell
+        summary = broadcast.run_summary({
+            "id": run.id, "graph": run.graph, "status": "failed", "current_node": "step",
+            "last_seq": 0, "started_at": started, "error_message": "ValueError: told",
+            "finished_at": started + timezone.timedelta(seconds=2.5)})
+        await get_channel_layer().group_send(broadcast.run_group(run.id),
+                                             {"type": "run.changed", "run": summary})
+        seen = ""
+        while 'id="run-interrupts"' not in seen:
+            seen += await comm.receive_from(timeout=5)
+        await comm.disconnect()
+        return seen
+
+    seen = async_to_sync(scenario)()
+    assert 'class="badge status-failed">Failed<' in seen
+    assert "ValueError: told" in seen and ">2.5 s<" in seen
+    assert 'id="trace-replay-link"' in seen  # a finished run can be replayed
+
+
 def test_the_runs_list_gets_runs_created_after_it_as_new_rows(transactional_db, operator):
     from django.utils import timezone
 
