@@ -89,7 +89,8 @@ async def _abare(executor: Any, durability: str | None = None) -> float:
     from planner.registry import get_graph
 
     # the saver as the run service gives each run (its own instance on PostgreSQL)
-    graph = executor._saver.for_run(await executor._compiled(GRAPH))
+    compiled = await executor._compiled(GRAPH)
+    graph = executor._saver.for_run(compiled)
     config = {"configurable": {"thread_id": f"bare-{uuid.uuid4()}"}, "recursion_limit": 10_000}
     began = time.perf_counter()
     await graph.ainvoke(get_graph(GRAPH).make_input(INPUT), config,
