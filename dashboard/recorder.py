@@ -130,7 +130,7 @@ class EventSink:
 
         pool = AsyncConnectionPool(
             postgres_conninfo(), min_size=1, max_size=pool_size, configure=configure,
-            kwargs={"autocommit": True, "prepare_threshold": None}, open=False,
+            kwargs={"autocommit": True, "prepare_threshold": 0}, open=False,
         )
         await pool.open()
         return cls(handle, postgres=True, pool=pool)
