@@ -1,49 +1,36 @@
 """Recording a run: numbering its events and writing them behind the graph.
 
-Every flush of a running run writes its buffered events and the run's progress (last seq,
-current node, heartbeat) atomically on the executor's own event loop, with no thread hop:
-on PostgreSQL as one statement on a small psycopg pool of the sink's own, on SQLite in one
-transaction on the *checkpointer's own* aiosqlite connection (so the graph's checkpoint
-writes and the event writes never contend for SQLite's single write lock, whose busy
-handler sleeps for milliseconds). Claiming a queued run and the final write (status,
-output or error) go the same way; only a paused run's questions (get-or-create of its
-interrupts) go through the ORM.
-
-On PostgreSQL the executor's own bookkeeping commits with ``synchronous_commit = off``
-unless ``PLANWATCH["SYNC_EVENT_COMMITS"]`` is set: the checkpoints (the graph's truth)
-are still committed durably by the saver, so a crash of the *database server* can lose
-at most the last few hundred milliseconds of event rows, never a checkpoint, and the run
-is recovered from its checkpoint. A crash of Planwatch itself loses nothing.
+Every run's events are buffered by its :class:`EventWriter` and written behind the graph
+by the executor's :class:`WriteBehind`, which takes the buffered events of *all* its runs
+in one write (one statement on PostgreSQL, one transaction on SQLite: see
+:mod:`dashboard.sink`), at most one every ``interval``. A run's final write (its status,
+output or error) is its own, after any write in flight with its earlier events; only a
+paused run's questions (get-or-create of its interrupts) go through the ORM. After each
+write, every run in it rings its watchers' doorbell.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine
-from datetime import datetime
+from collections.abc import Coroutine
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from dashboard import broadcast
-from dashboard.checkpointer import SaverHandle
 from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.sink import EventSink, relaxed_commits
+
+logger = logging.getLogger("planwatch.recorder")
 
 EVENT_DEFAULTS: dict[str, Any] = {"node": "", "namespace": "", "step": None, "task_id": "",
                                   "checkpoint_id": "", "payload": {}, "duration_ms": None}
-
-
-def relaxed_commits() -> bool:
-    """Whether executor bookkeeping may commit without waiting for the WAL flush."""
-    return not settings.PLANWATCH["SYNC_EVENT_COMMITS"]
 
 
 def usable_connection() -> None:
@@ -60,227 +47,121 @@ def usable_connection() -> None:
 
 
 def relax_commit() -> None:
-    """Inside a transaction: let it commit without waiting for the WAL (see above)."""
+    """Inside a transaction: let it commit without waiting for the WAL (see the sink)."""
     if connection.vendor == "postgresql" and relaxed_commits():
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
-Statement = tuple[str, list[Any]]
-# The columns an event row gets from the writer's JSON batch (run_id and created_at are
-# the same for every row of a write, so they are parameters of their own), with their SQL
-# types for PostgreSQL's jsonb_to_recordset.
-BATCH_COLUMNS = (("seq", "integer"), ("kind", "text"), ("node", "text"), ("namespace", "text"),
-                 ("step", "integer"), ("task_id", "text"), ("checkpoint_id", "text"),
-                 ("payload", "jsonb"), ("duration_ms", "double precision"))
+def track(tasks: set[asyncio.Task[Any]], work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    """Run ``work`` as a task kept in ``tasks`` until it is done (the executor waits for them)."""
+    task = asyncio.get_running_loop().create_task(work)
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+    return task
 
 
-class EventSink:
-    """Writes event rows, claims and final statuses next to the checkpointer.
+class WriteBehind:
+    """Writes the buffered events of all of an executor's runs together, behind the graphs.
 
-    The rows of a write travel as *one* JSON parameter (a batch of any size is one
-    statement of the same text, so the driver parses it once and the server plans it
-    once, and serialising it is one ``json.dumps``). PostgreSQL: a small pool of its own
-    whose sessions commit without waiting for the WAL (unless ``SYNC_EVENT_COMMITS``), and
-    every write is *one statement* (data-modifying CTEs) in autocommit: one round trip, no
-    BEGIN/COMMIT. SQLite: the saver's own aiosqlite connection, under its lock, one
-    transaction per write.
+    The first events after a quiet spell are written at once; events that come while a
+    write is in flight, or within ``interval`` of its start, wait for the next write,
+    which takes every run's: a burst of fast steps costs a few writes, not one a step,
+    however many runs make it, and no event waits longer than the interval plus one write.
+    If a write of several runs fails, each run's rows are written on their own, so one
+    run's bad row costs no other run its events.
     """
 
-    def __init__(self, handle: SaverHandle, *, postgres: bool, pool: Any = None) -> None:
-        self.saver = handle.saver
-        self.postgres = postgres
-        self.pool = pool
-        self.mark = mark = "%s" if postgres else "?"
-        run, event = Run._meta.db_table, RunEvent._meta.db_table
-        columns = ", ".join(name for name, _ in BATCH_COLUMNS)
-        if postgres:
-            record = ", ".join(f"{name} {kind}" for name, kind in BATCH_COLUMNS)
-            select = (f"SELECT %s, {columns}, %s "
-                      f"FROM jsonb_to_recordset(%s::jsonb) AS e({record})")
-        else:
-            # json_extract gives SQL values for scalars and JSON text for the payload
-            # (always an object), as Django's JSONField stores it on SQLite
-            picked = ", ".join(f"json_extract(e.value, '$.{name}')" for name, _ in BATCH_COLUMNS)
-            select = f"SELECT ?, {picked}, ? FROM json_each(?) AS e"
-        self.insert_sql = f"INSERT INTO {event} (run_id, {columns}, created_at) {select}"
-        self.claim_sql = (
-            f"UPDATE {run} SET owner = {mark}, heartbeat_at = {mark}, status = {mark}, "
-            f"started_at = COALESCE(started_at, {mark}) WHERE id = {mark} AND status = {mark} "
-            f"AND (owner = '' OR owner = {mark} OR heartbeat_at < {mark}) "
-            f"RETURNING graph, thread_id, input, current_node, last_seq, started_at"
-        )
-        self.cancel_interrupts_sql = (
-            f"UPDATE {Interrupt._meta.db_table} SET status = {mark} "
-            f"WHERE run_id = {mark} AND status = {mark}"
-        )
+    def __init__(self, sink: EventSink | None, *, interval: float = 0.0,
+                 tasks: set[asyncio.Task[Any]] | None = None) -> None:
+        self.sink = sink
+        self.interval = interval
+        self.tasks = set() if tasks is None else tasks
+        self.waiting: dict[uuid.UUID, EventWriter] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._last_write = float("-inf")
+        self._writing: set[uuid.UUID] = set()  # the runs of the write in flight
+        self._written: asyncio.Event | None = None  # set when that write is done
 
-    @classmethod
-    async def aopen(cls, handle: SaverHandle, *, postgres: bool, pool_size: int) -> EventSink:
-        """The sink for an open saver (on PostgreSQL with its own pool)."""
-        if not postgres:
-            return cls(handle, postgres=False)
-        from psycopg_pool import AsyncConnectionPool
+    def note(self, writer: EventWriter) -> None:
+        """Have ``writer``'s buffered events written by the next write."""
+        self.waiting[writer.run.id] = writer
+        if self._task is None or self._task.done():
+            self._task = track(self.tasks, self._arun())
 
-        from dashboard.checkpointer import postgres_conninfo
+    async def arelease(self, writer: EventWriter) -> None:
+        """Leave ``writer`` out of the next write; wait for one in flight with its events."""
+        self.waiting.pop(writer.run.id, None)
+        if writer.run.id in self._writing and self._written is not None:
+            await self._written.wait()
 
-        async def configure(conn: Any) -> None:
-            if relaxed_commits():
-                await conn.execute("SET synchronous_commit TO OFF")
-
-        pool = AsyncConnectionPool(
-            postgres_conninfo(), min_size=1, max_size=pool_size, configure=configure,
-            kwargs={"autocommit": True, "prepare_threshold": 0}, open=False,
-        )
-        await pool.open()
-        return cls(handle, postgres=True, pool=pool)
-
-    async def aclose(self) -> None:
-        """Close the sink's own pool, if it has one."""
-        if self.pool is not None:
-            await self.pool.close()
-
-    @contextlib.asynccontextmanager
-    async def lock(self) -> AsyncIterator[None]:
-        """Hold SQLite's one writer (the saver's connection lock); free on PostgreSQL."""
-        if self.postgres:
-            yield
-        else:
-            async with self.saver.lock:
-                yield
-
-    async def _aexecute(self, statements: list[Statement], *, returning: bool = False
-                        ) -> Any:
-        """Run ``statements`` atomically; the last one's first row if ``returning``.
-
-        PostgreSQL: all but the last become data-modifying CTEs of the last (each runs
-        exactly once, whether referenced or not), so the write is a single statement.
-        SQLite: each statement is one hop to aiosqlite's thread, then one for the commit.
-        """
-        if self.postgres:
-            head = [f"w{i} AS ({sql})" for i, (sql, _) in enumerate(statements[:-1])]
-            sql = (f"WITH {', '.join(head)} " if head else "") + statements[-1][0]
-            params = [p for _, ps in statements for p in ps]
-            async with self.pool.connection() as conn:
-                cur = await conn.execute(sql, params)
-                return await cur.fetchone() if returning else None
-        async with self.saver.lock:
-            conn = self.saver.conn
+    async def _arun(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self.waiting:
+            wait = self._last_write + self.interval - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue  # runs may have been released meanwhile
+            self._last_write = loop.time()
+            writers, self.waiting = list(self.waiting.values()), {}
+            self._writing, self._written = {w.run.id for w in writers}, asyncio.Event()
             try:
-                for sql, params in statements:
-                    rows = await conn.execute_fetchall(sql, params)
-            except BaseException:
-                await conn.rollback()
-                raise
-            await conn.commit()
-            return next(iter(rows), None)
+                await self._awrite(writers)
+            finally:
+                self._writing = set()
+                self._written.set()
 
-    def _db(self, value: Any) -> Any:
-        """A Python value as this database's driver takes it for Django's columns."""
-        if isinstance(value, uuid.UUID):
-            return value if self.postgres else value.hex
-        if isinstance(value, datetime) and not self.postgres:
-            # Django's SQLite conventions: naive UTC datetimes as text
-            return str(timezone.make_naive(value, timezone.UTC)) if settings.USE_TZ \
-                else str(value)
-        return value
+    async def _awrite(self, writers: list[EventWriter]) -> None:
+        now = timezone.now()
+        batches = [(w, w.take(now)) for w in writers]
+        batches = [(w, rows) for w, rows in batches if rows]
+        if not batches:
+            return
+        if self.sink is None:  # no sink opened yet: the ORM, run by run
+            summaries = [await awrite_final(w.run.id, rows, w.current_node, {})
+                         for w, rows in batches]
+        else:
+            try:
+                summaries = await self.sink.awrite_many(
+                    [(w.run, rows, w.current_node) for w, rows in batches], now=now)
+            except Exception:
+                if len(batches) == 1:
+                    raise
+                logger.warning("writing the events of %d runs together failed; writing them "
+                               "run by run", len(batches), exc_info=True)
+                for w, rows in batches:
+                    try:
+                        await self._awrite_one(w, rows, now)
+                    except Exception:
+                        logger.exception("writing %d events of run %s failed", len(rows),
+                                         w.run.id)
+                return
+        committed_at = time.time()
+        for (w, rows), summary in zip(batches, summaries, strict=True):
+            await w.published(rows, summary, committed_at)
 
-    def _json(self, value: Any) -> Any:
-        if self.postgres:
-            from psycopg.types.json import Jsonb
-
-            return Jsonb(value)
-        return json.dumps(value)
-
-    async def aclaim_queued(self, run_id: uuid.UUID, *, owner: str, now: datetime,
-                            stale: datetime) -> Run | None:
-        """Take a queued run in one conditional UPDATE; None if it is not queued and free.
-
-        The fast path of the executor's claim: starting a fresh run is the common case,
-        and this costs one round trip with no thread hop. Anything else (a resume, a
-        recovery) is claimed through the ORM.
-        """
-        params = [self._db(v) for v in (owner, now, Run.Status.RUNNING, now, run_id,
-                                        Run.Status.QUEUED, owner, stale)]
-        row = await self._aexecute([(self.claim_sql, params)], returning=True)
-        if row is None:
-            return None
-        graph, thread_id, input_, current_node, last_seq, started_at = row
-        if not self.postgres:  # text columns: parse as Django would
-            input_ = json.loads(input_)
-            started_at = parse_datetime(started_at)
-            if settings.USE_TZ:
-                started_at = timezone.make_aware(started_at, timezone.UTC)
-        return Run(id=run_id, graph=graph, thread_id=thread_id, input=input_,
-                   current_node=current_node, last_seq=last_seq, started_at=started_at,
-                   status=Run.Status.RUNNING, owner=owner, heartbeat_at=now)
-
-    async def awrite(self, run: Run, rows: list[dict[str, Any]], *, current_node: str,
-                     now: datetime, final: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Insert ``rows`` and record the run's progress (or final status) atomically.
-
-        ``final`` (as :meth:`EventWriter.afinish` builds it, without ``pending``) ends the
-        run: status, output or error, and the questions it leaves are cancelled if asked.
-        Returns the run's summary as broadcast.
-        """
-        last_seq = rows[-1]["seq"] if rows else None
-        fields: dict[str, Any] = {"heartbeat_at": now, "current_node": current_node}
-        if last_seq is not None:
-            fields["last_seq"] = last_seq
-        status = Run.Status.RUNNING
-        if final:
-            status = final["status"]
-            fields["status"] = status
-            for key in ("error_message", "error_traceback"):
-                if key in final:
-                    fields[key] = final[key]
-            if "output" in final:
-                fields["output"] = self._json(final["output"])
-            if status in Run.FINISHED:
-                fields.update(finished_at=now, owner="", cancel_requested=False)
-            elif status == Run.Status.INTERRUPTED:
-                fields["owner"] = ""
-        run_id, stamp = self._db(run.id), self._db(now)
-        statements: list[Statement] = []
-        if rows:
-            batch = json.dumps([{name: r[name] for name, _ in BATCH_COLUMNS} for r in rows])
-            statements.append((self.insert_sql, [run_id, stamp, batch]))
-        if final and final.get("cancel_interrupts"):
-            statements.append((self.cancel_interrupts_sql, [
-                Interrupt.Status.CANCELLED, run_id, Interrupt.Status.PENDING]))
-        statements.append((
-            f"UPDATE {Run._meta.db_table} SET "
-            + ", ".join(f"{column} = {self.mark}" for column in fields)
-            + f" WHERE id = {self.mark}",
-            [*(self._db(v) for v in fields.values()), run_id],
-        ))
-        await self._aexecute(statements)
-        return broadcast.run_summary({
-            "id": run.id, "graph": run.graph, "status": status, "current_node": current_node,
-            "last_seq": run.last_seq if last_seq is None else last_seq,
-            "started_at": run.started_at, "finished_at": fields.get("finished_at"),
-            "error_message": fields.get("error_message", run.error_message),
-        })
+    async def _awrite_one(self, writer: EventWriter, rows: list[dict[str, Any]],
+                          now: Any) -> None:
+        assert self.sink is not None
+        (summary,) = await self.sink.awrite_many([(writer.run, rows, writer.current_node)],
+                                                 now=now)
+        await writer.published(rows, summary, time.time())
 
 
 class EventWriter:
-    """Buffers a run's events, numbers them, and writes them behind the graph."""
+    """Buffers a run's events, numbers them, and has them written behind the graph."""
 
-    def __init__(self, run: Run, *, next_seq: int, sink: EventSink | None,
-                 tasks: set[asyncio.Task[None]] | None = None, interval: float = 0.0,
+    def __init__(self, run: Run, *, next_seq: int, sink: EventSink | None = None,
+                 behind: WriteBehind | None = None, interval: float = 0.0,
+                 tasks: set[asyncio.Task[Any]] | None = None,
                  digest: broadcast.RunsDigest | None = None) -> None:
+        """Write behind through the executor's ``behind``, or one of its own on ``sink``."""
         self.run = run
+        self.behind = behind or WriteBehind(sink, interval=interval, tasks=tasks)
         self.digest = digest
-        self.tasks = set() if tasks is None else tasks
-        self.sink = sink
         self.next_seq = next_seq
-        self.interval = interval
         self.buffer: list[dict[str, Any]] = []
         self.current_node = run.current_node
-        self._flushing: asyncio.Task[None] | None = None
-        self._sleeping = False
-        self._closing = False  # the final write is coming: the write behind takes no more
-        self._last_write = float("-inf")
         self._published: tuple[str, str] = (run.status, run.current_node)
 
     def add(self, fields: dict[str, Any]) -> None:
@@ -289,67 +170,45 @@ class EventWriter:
         self.next_seq += 1
 
     def flush_behind(self) -> None:
-        """Write what is buffered behind the graph, at most one write per ``interval``.
+        """Have what is buffered written behind the graph (see :class:`WriteBehind`)."""
+        if self.buffer:
+            self.behind.note(self)
 
-        The first events after a quiet spell are written at once; events that come while
-        a write is in flight, or within ``interval`` of its start, are written together by
-        the next one (a burst of fast steps costs a few writes, not one a step, and no
-        event waits longer than the interval plus one write).
-        """
-        if self.buffer and (self._flushing is None or self._flushing.done()):
-            self._flushing = self.track(self._awrite_behind())
-
-    async def _awrite_behind(self) -> None:
-        loop = asyncio.get_running_loop()
-        while self.buffer and not self._closing:
-            wait = self._last_write + self.interval - loop.time()
-            if wait > 0:
-                self._sleeping = True
-                try:
-                    await asyncio.sleep(wait)
-                finally:
-                    self._sleeping = False
-            self._last_write = loop.time()
-            await self._awrite({})
-
-    def track(self, flush: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """Run a flush as a task the executor can wait for when it stops."""
-        task = asyncio.get_running_loop().create_task(flush)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return task
+    def take(self, now: Any) -> list[dict[str, Any]]:
+        """Hand over the buffered events, stamped with the moment of their write."""
+        batch, self.buffer = self.buffer, []
+        for row in batch:
+            row["created_at"] = now
+        return batch
 
     async def aflush(self, **final: Any) -> None:
         """Write everything buffered now (with the run's final status, if given).
 
-        A write behind that is in flight lands first (seq stays ordered) and then stops;
-        one still waiting for its interval is cancelled: its events are written here.
+        A write behind in flight with earlier events of this run lands first (seq stays
+        ordered); events still waiting for the next one are written here instead.
         """
-        self._closing = True
-        behind = self._flushing
-        if behind is not None and not behind.done() and behind is not asyncio.current_task():
-            if self._sleeping:
-                behind.cancel()
-            await asyncio.wait({behind})
-        self._closing = False
-        await self._awrite(final)
-
-    async def _awrite(self, final: dict[str, Any]) -> None:
-        batch, self.buffer = self.buffer, []
+        await self.behind.arelease(self)
+        sink = self.behind.sink
+        batch = self.take(timezone.now())
         if not batch and not final:
             return
-        now = timezone.now()
-        for row in batch:
-            row["created_at"] = now
-        if self.sink is None or final.get("pending") is not None:
+        now = batch[0]["created_at"] if batch else timezone.now()
+        if sink is None or final.get("pending") is not None:
             # a paused run records its questions through the ORM (get-or-create)
-            lock = self.sink.lock() if self.sink else contextlib.nullcontext()
+            lock = sink.lock() if sink else contextlib.nullcontext()
             async with lock:
                 summary = await awrite_final(self.run.id, batch, self.current_node, final)
+        elif final:
+            summary = await sink.awrite(self.run, batch, current_node=self.current_node,
+                                        now=now, final=final)
         else:
-            summary = await self.sink.awrite(self.run, batch, current_node=self.current_node,
-                                             now=now, final=final or None)
-        committed_at = time.time()
+            (summary,) = await sink.awrite_many([(self.run, batch, self.current_node)],
+                                                now=now)
+        await self.published(batch, summary, time.time())
+
+    async def published(self, batch: list[dict[str, Any]], summary: dict[str, Any],
+                        committed_at: float) -> None:
+        """Ring the doorbells of a committed write: the run's watchers, the runs list."""
         if batch:
             self.run.last_seq = batch[-1]["seq"]
         key = (summary["status"], summary["current_node"])

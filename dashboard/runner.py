@@ -36,7 +36,14 @@ from dashboard.checkpointer import SaverHandle, aopen_saver, is_postgres
 from dashboard.events import STREAM_MODES, StreamTranslator
 from dashboard.jsonsafe import to_jsonable
 from dashboard.models import Interrupt, Run, RunEvent
-from dashboard.recorder import EventSink, EventWriter, relax_commit, usable_connection
+from dashboard.recorder import (
+    EventWriter,
+    WriteBehind,
+    relax_commit,
+    track,
+    usable_connection,
+)
+from dashboard.sink import EventSink
 from planner.llm import make_llm
 from planner.registry import get_graph
 from planner.search import SearchPort
@@ -91,6 +98,7 @@ class Executor:
         self._writes: set[asyncio.Task[None]] = set()  # flushes in flight, of every run
         self._jobs: set[asyncio.Task[Any]] = set()  # every aexecute, waiting, claiming or running
         self._digest: broadcast.RunsDigest | None = None  # node moves for the runs list
+        self._behind: WriteBehind | None = None  # every run's events, written together
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -111,6 +119,8 @@ class Executor:
         self._sem = asyncio.Semaphore(self.max_concurrent)
         self._saver_lock = asyncio.Lock()
         self._digest = broadcast.RunsDigest()
+        self._behind = WriteBehind(None, interval=planwatch_setting("EVENT_WRITE_INTERVAL"),
+                                   tasks=self._writes)
         self._heartbeat_task = loop.create_task(self._heartbeat_forever())
         self._started.set()
         loop.run_forever()
@@ -196,6 +206,8 @@ class Executor:
                 self._saver = await aopen_saver(pool_size=size)
                 self._sink = await EventSink.aopen(self._saver, postgres=is_postgres(),
                                                    pool_size=max(2, size // 2))
+                assert self._behind is not None
+                self._behind.sink = self._sink
             assert self._sink is not None
             return self._sink
 
@@ -243,8 +255,7 @@ class Executor:
 
     async def _aexecute_claimed(self, claim: _Claim) -> _Claim | None:
         run = claim.run
-        writer = EventWriter(run, next_seq=claim.next_seq, sink=self._sink, tasks=self._writes,
-                             interval=planwatch_setting("EVENT_WRITE_INTERVAL"),
+        writer = EventWriter(run, next_seq=claim.next_seq, behind=self._behind,
                              digest=self._digest)
         translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
         config = {"configurable": {"thread_id": run.thread_id}, "recursion_limit": 10_000}
@@ -252,7 +263,6 @@ class Executor:
             graph = await self._compiled(run.graph)
             assert self._saver is not None
             graph = self._saver.for_run(graph)
-            writer.sink = self._sink  # opened with the first graph this executor compiles
             payload: Any
             writer.add({"kind": claim.kind, "payload": {"owner": self.owner}})
             if claim.answers:
@@ -285,7 +295,7 @@ class Executor:
             await writer.afinish(status=Run.Status.CANCELLED, cancel_interrupts=True)
             return None
         except asyncio.CancelledError:
-            await asyncio.shield(writer.track(writer.aflush()))
+            await asyncio.shield(track(self._writes, writer.aflush()))
             raise
         except Exception as exc:
             logger.exception("run %s failed", run.id)

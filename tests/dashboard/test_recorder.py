@@ -10,30 +10,47 @@ import pytest
 
 from dashboard import broadcast
 from dashboard.models import Run
-from dashboard.recorder import EventWriter
+from dashboard.recorder import EventWriter, WriteBehind
 
 
 class SlowSink:
-    """A sink that records what it is asked to write and takes ``seconds`` for each write."""
+    """A sink that records what it is asked to write and takes ``seconds`` for each write.
 
-    def __init__(self, seconds: float) -> None:
+    ``writes``: one entry a write, ``(seqs, final status)`` for a single run's write, or a
+    list of those for a write of several runs together.
+    """
+
+    def __init__(self, seconds: float, fail_with: str | None = None) -> None:
         self.seconds = seconds
-        self.writes: list[tuple[list[int], str | None]] = []
+        self.fail_with = fail_with  # a node name: a write of several runs with it fails
+        self.writes: list[Any] = []
 
-    async def awrite(self, run: Run, rows: list[dict[str, Any]], *, current_node: str,
-                     now: Any, final: dict[str, Any] | None = None) -> dict[str, Any]:
-        self.writes.append(([r["seq"] for r in rows], final and final["status"]))
-        await asyncio.sleep(self.seconds)
-        return {"id": str(run.id), "graph": run.graph, "current_node": current_node,
-                "status": final["status"] if final else Run.Status.RUNNING,
+    @staticmethod
+    def _summary(run: Run, rows: list[dict[str, Any]], node: str, status: str
+                 ) -> dict[str, Any]:
+        return {"id": str(run.id), "graph": run.graph, "current_node": node, "status": status,
                 "last_seq": rows[-1]["seq"] if rows else run.last_seq}
 
+    async def awrite_many(self, batches: list[Any], *, now: Any) -> list[dict[str, Any]]:
+        if len(batches) > 1 and any(node == self.fail_with for _, _, node in batches):
+            raise ValueError("a bad row")
+        entries = [([r["seq"] for r in rows], None) for _, rows, _ in batches]
+        self.writes.append(entries[0] if len(entries) == 1 else entries)
+        await asyncio.sleep(self.seconds)
+        return [self._summary(run, rows, node, Run.Status.RUNNING) for run, rows, node in batches]
 
-def _writer(sink: SlowSink, interval: float, digest: broadcast.RunsDigest | None = None
-            ) -> EventWriter:
+    async def awrite(self, run: Run, rows: list[dict[str, Any]], *, current_node: str,
+                     now: Any, final: dict[str, Any]) -> dict[str, Any]:
+        self.writes.append(([r["seq"] for r in rows], final["status"]))
+        await asyncio.sleep(self.seconds)
+        return self._summary(run, rows, current_node, final["status"])
+
+
+def _writer(sink: SlowSink | None, interval: float, digest: broadcast.RunsDigest | None = None,
+            behind: WriteBehind | None = None) -> EventWriter:
     run = Run(id=uuid.uuid4(), graph="test.echo", status=Run.Status.RUNNING)
     return EventWriter(run, next_seq=1, sink=sink, interval=interval,  # type: ignore[arg-type]
-                       digest=digest)
+                       digest=digest, behind=behind)
 
 
 @pytest.fixture
@@ -100,3 +117,52 @@ async def test_node_moves_reach_the_runs_list_in_digests_and_status_changes_at_o
     await asyncio.sleep(0.1)
     listed = [m for group, m in sent if group == broadcast.RUNS_GROUP][1:]
     assert [(m["type"], m["run"]["status"]) for m in listed] == [("run.changed", "succeeded")]
+
+
+async def test_the_events_of_many_runs_are_written_together(sent):
+    sink = SlowSink(0.02)
+    behind = WriteBehind(sink, interval=0.05)  # type: ignore[arg-type]
+    writers = [_writer(None, 0, behind=behind) for _ in range(3)]
+    for writer in writers:
+        writer.add({"kind": "run_started"})
+        writer.flush_behind()
+    await asyncio.sleep(0)  # the first write takes every run's events at once …
+    for writer in writers:
+        writer.add({"kind": "node_started"})
+        writer.add({"kind": "node_finished"})
+        writer.flush_behind()
+    await asyncio.sleep(0.2)  # … and the next, after the interval, every run's again
+    assert sink.writes == [[([1], None)] * 3, [([2, 3], None)] * 3]
+    # every run rang its own watchers once a write, with its own events
+    rung = sorted((g, m["first"], m["last"]) for g, m in sent if m["type"] == "run.events")
+    assert rung == sorted((broadcast.run_group(w.run.id), first, last)
+                          for w in writers for first, last in ((1, 1), (2, 3)))
+
+
+async def test_a_write_of_several_runs_that_fails_is_written_run_by_run(sent):
+    sink = SlowSink(0, fail_with="bad")
+    behind = WriteBehind(sink, interval=0.05)  # type: ignore[arg-type]
+    good, bad = _writer(None, 0, behind=behind), _writer(None, 0, behind=behind)
+    bad.current_node = "bad"
+    for writer in (good, bad):
+        writer.add({"kind": "run_started"})
+    good.flush_behind()
+    bad.flush_behind()
+    await asyncio.sleep(0.1)
+    # together they failed; each on its own was written, so neither lost its events
+    assert ([1], None) in sink.writes and sink.writes.count(([1], None)) == 2
+    assert {m["run_id"] for _, m in sent if m["type"] == "run.events"} == {
+        str(good.run.id), str(bad.run.id)}
+
+
+async def test_the_final_write_takes_the_events_still_waiting_for_the_next_write():
+    sink = SlowSink(0)
+    writer = _writer(sink, interval=3600)
+    writer.add({"kind": "run_started"})
+    writer.flush_behind()
+    await asyncio.sleep(0)  # written at once; the next write would wait an hour
+    writer.add({"kind": "node_started"})
+    writer.flush_behind()
+    writer.add({"kind": "run_succeeded"})
+    await asyncio.wait_for(writer.afinish(status=Run.Status.SUCCEEDED), 5)
+    assert sink.writes == [([1], None), ([2, 3], Run.Status.SUCCEEDED)]

@@ -1,0 +1,280 @@
+"""The event sink: the executor's own writes (events, claims, final statuses) next to the saver.
+
+Every write runs on the executor's event loop with no thread hop: on PostgreSQL as *one
+statement* (data-modifying CTEs) in autocommit on a small psycopg pool of the sink's own,
+with prepared statements; on SQLite in one transaction on the *checkpointer's own*
+aiosqlite connection, under its lock (so the graph's checkpoint writes and the event writes
+never contend for SQLite's single write lock, whose busy handler sleeps for milliseconds).
+
+Event rows travel as *one* JSON parameter, whatever their number and however many runs
+they belong to: the statement's text never changes, so the driver and the server parse
+and plan it once, and serialising a write is one ``json.dumps``.
+
+On PostgreSQL the sink's sessions commit with ``synchronous_commit = off`` unless
+``PLANWATCH["SYNC_EVENT_COMMITS"]`` is set: the checkpoints (the graph's truth) are still
+committed durably by the saver, so a crash of the *database server* can lose at most the
+last few hundred milliseconds of event rows, never a checkpoint, and the run is recovered
+from its checkpoint. A crash of Planwatch itself loses nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from dashboard import broadcast
+from dashboard.checkpointer import SaverHandle
+from dashboard.models import Interrupt, Run, RunEvent
+
+Statement = tuple[str, list[Any]]
+# An event row's columns in a write's JSON batch, with their types for PostgreSQL's
+# jsonb_to_recordset (created_at is the same for every row of a write: a parameter).
+BATCH_COLUMNS = (("run_id", "uuid"), ("seq", "integer"), ("kind", "text"), ("node", "text"),
+                 ("namespace", "text"), ("step", "integer"), ("task_id", "text"),
+                 ("checkpoint_id", "text"), ("payload", "jsonb"),
+                 ("duration_ms", "double precision"))
+PROGRESS_COLUMNS = (("id", "uuid"), ("last_seq", "integer"), ("current_node", "text"))
+
+Batch = tuple[Run, list[dict[str, Any]], str]
+"""One run's share of a write: the run, its new event rows (numbered) and its node now."""
+
+
+def relaxed_commits() -> bool:
+    """Whether executor bookkeeping may commit without waiting for the WAL flush."""
+    return not settings.PLANWATCH["SYNC_EVENT_COMMITS"]
+
+
+class EventSink:
+    """Writes event rows, claims and final statuses next to the checkpointer."""
+
+    def __init__(self, handle: SaverHandle, *, postgres: bool, pool: Any = None) -> None:
+        self.saver = handle.saver
+        self.postgres = postgres
+        self.pool = pool
+        self.mark = mark = "%s" if postgres else "?"
+        run = Run._meta.db_table
+        columns = ", ".join(name for name, _ in BATCH_COLUMNS)
+        self.insert_sql = (f"INSERT INTO {RunEvent._meta.db_table} ({columns}, created_at) "
+                           f"SELECT {self._from_json(BATCH_COLUMNS, 'e')}, {mark} "
+                           f"FROM {self._records(BATCH_COLUMNS, 'e')}")
+        # every run of a write moves on: its last seq, its node, its heartbeat
+        self.progress_sql = (
+            f"UPDATE {run} SET last_seq = p.last_seq, current_node = p.current_node, "
+            f"heartbeat_at = {mark} FROM (SELECT {self._from_json(PROGRESS_COLUMNS, 'j')} "
+            f"FROM {self._records(PROGRESS_COLUMNS, 'j')}) AS p WHERE {run}.id = p.id"
+        )
+        self.claim_sql = (
+            f"UPDATE {run} SET owner = {mark}, heartbeat_at = {mark}, status = {mark}, "
+            f"started_at = COALESCE(started_at, {mark}) WHERE id = {mark} AND status = {mark} "
+            f"AND (owner = '' OR owner = {mark} OR heartbeat_at < {mark}) "
+            f"RETURNING graph, thread_id, input, current_node, last_seq, started_at"
+        )
+        self.cancel_interrupts_sql = (
+            f"UPDATE {Interrupt._meta.db_table} SET status = {mark} "
+            f"WHERE run_id = {mark} AND status = {mark}"
+        )
+
+    def _records(self, columns: tuple[tuple[str, str], ...], alias: str) -> str:
+        """The rows of a JSON array parameter, as a table named ``alias``."""
+        if self.postgres:
+            record = ", ".join(f"{name} {kind}" for name, kind in columns)
+            return f"jsonb_to_recordset(%s::jsonb) AS {alias}({record})"
+        return f"json_each(?) AS {alias}"
+
+    def _from_json(self, columns: tuple[tuple[str, str], ...], alias: str) -> str:
+        """The columns picked from :meth:`_records` (same names, SQL values)."""
+        if self.postgres:
+            return ", ".join(f"{alias}.{name}" for name, _ in columns)
+        # json_extract gives SQL values for scalars and JSON text for the payload (always
+        # an object), as Django's JSONField stores it on SQLite
+        return ", ".join(f"json_extract({alias}.value, '$.{name}') AS {name}"
+                         for name, _ in columns)
+
+    @classmethod
+    async def aopen(cls, handle: SaverHandle, *, postgres: bool, pool_size: int) -> EventSink:
+        """The sink for an open saver (on PostgreSQL with its own pool)."""
+        if not postgres:
+            return cls(handle, postgres=False)
+        from psycopg_pool import AsyncConnectionPool
+
+        from dashboard.checkpointer import postgres_conninfo
+
+        async def configure(conn: Any) -> None:
+            if relaxed_commits():
+                await conn.execute("SET synchronous_commit TO OFF")
+
+        # statements are prepared at once: there are a handful, run thousands of times, and
+        # the server shares the machine's cores with the graphs
+        pool = AsyncConnectionPool(
+            postgres_conninfo(), min_size=1, max_size=pool_size, configure=configure,
+            kwargs={"autocommit": True, "prepare_threshold": 0}, open=False,
+        )
+        await pool.open()
+        return cls(handle, postgres=True, pool=pool)
+
+    async def aclose(self) -> None:
+        """Close the sink's own pool, if it has one."""
+        if self.pool is not None:
+            await self.pool.close()
+
+    @contextlib.asynccontextmanager
+    async def lock(self) -> AsyncIterator[None]:
+        """Hold SQLite's one writer (the saver's connection lock); free on PostgreSQL."""
+        if self.postgres:
+            yield
+        else:
+            async with self.saver.lock:
+                yield
+
+    async def _aexecute(self, statements: list[Statement], *, returning: bool = False
+                        ) -> Any:
+        """Run ``statements`` atomically; the last one's first row if ``returning``.
+
+        PostgreSQL: all but the last become data-modifying CTEs of the last (each runs
+        exactly once, whether referenced or not), so the write is a single statement.
+        SQLite: each statement is one hop to aiosqlite's thread, then one for the commit.
+        """
+        if self.postgres:
+            head = [f"w{i} AS ({sql})" for i, (sql, _) in enumerate(statements[:-1])]
+            sql = (f"WITH {', '.join(head)} " if head else "") + statements[-1][0]
+            params = [p for _, ps in statements for p in ps]
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(sql, params)
+                return await cur.fetchone() if returning else None
+        async with self.saver.lock:
+            conn = self.saver.conn
+            try:
+                for sql, params in statements:
+                    rows = await conn.execute_fetchall(sql, params)
+            except BaseException:
+                await conn.rollback()
+                raise
+            await conn.commit()
+            return next(iter(rows), None)
+
+    def _db(self, value: Any) -> Any:
+        """A Python value as this database's driver takes it for Django's columns."""
+        if isinstance(value, uuid.UUID):
+            return value if self.postgres else value.hex
+        if isinstance(value, datetime) and not self.postgres:
+            # Django's SQLite conventions: naive UTC datetimes as text
+            return str(timezone.make_naive(value, timezone.UTC)) if settings.USE_TZ \
+                else str(value)
+        return value
+
+    def _json(self, value: Any) -> Any:
+        if self.postgres:
+            from psycopg.types.json import Jsonb
+
+            return Jsonb(value)
+        return json.dumps(value)
+
+    def _rows_json(self, batches: list[Batch]) -> str:
+        """The event rows of ``batches`` as the JSON parameter of :attr:`insert_sql`."""
+        return json.dumps([
+            {"run_id": str(self._db(run.id)),
+             **{name: row[name] for name, _ in BATCH_COLUMNS[1:]}}
+            for run, rows, _ in batches for row in rows
+        ])
+
+    async def aclaim_queued(self, run_id: uuid.UUID, *, owner: str, now: datetime,
+                            stale: datetime) -> Run | None:
+        """Take a queued run in one conditional UPDATE; None if it is not queued and free.
+
+        The fast path of the executor's claim: starting a fresh run is the common case,
+        and this costs one round trip with no thread hop. Anything else (a resume, a
+        recovery) is claimed through the ORM.
+        """
+        params = [self._db(v) for v in (owner, now, Run.Status.RUNNING, now, run_id,
+                                        Run.Status.QUEUED, owner, stale)]
+        row = await self._aexecute([(self.claim_sql, params)], returning=True)
+        if row is None:
+            return None
+        graph, thread_id, input_, current_node, last_seq, started_at = row
+        if not self.postgres:  # text columns: parse as Django would
+            input_ = json.loads(input_)
+            started_at = parse_datetime(started_at)
+            if settings.USE_TZ:
+                started_at = timezone.make_aware(started_at, timezone.UTC)
+        return Run(id=run_id, graph=graph, thread_id=thread_id, input=input_,
+                   current_node=current_node, last_seq=last_seq, started_at=started_at,
+                   status=Run.Status.RUNNING, owner=owner, heartbeat_at=now)
+
+    async def awrite_many(self, batches: list[Batch], *, now: datetime) -> list[dict[str, Any]]:
+        """Insert the rows of several running runs and record their progress, atomically.
+
+        One statement for every run an executor has rows of, whatever their number.
+        Returns each run's summary as broadcast, in the order of ``batches``.
+        """
+        stamp = self._db(now)
+        progress = [
+            {"id": str(self._db(run.id)), "current_node": node,
+             "last_seq": rows[-1]["seq"] if rows else run.last_seq}
+            for run, rows, node in batches
+        ]
+        statements: list[Statement] = []
+        if any(rows for _, rows, _ in batches):
+            statements.append((self.insert_sql, [stamp, self._rows_json(batches)]))
+        statements.append((self.progress_sql, [stamp, json.dumps(progress)]))
+        await self._aexecute(statements)
+        return [
+            broadcast.run_summary({
+                "id": run.id, "graph": run.graph, "status": run.status,
+                "current_node": moved["current_node"], "last_seq": moved["last_seq"],
+                "started_at": run.started_at, "finished_at": None,
+                "error_message": run.error_message,
+            })
+            for (run, _, _), moved in zip(batches, progress, strict=True)
+        ]
+
+    async def awrite(self, run: Run, rows: list[dict[str, Any]], *, current_node: str,
+                     now: datetime, final: dict[str, Any]) -> dict[str, Any]:
+        """Insert a run's last ``rows`` together with its ``final`` status, atomically.
+
+        ``final`` (as :meth:`~dashboard.recorder.EventWriter.afinish` builds it, without
+        ``pending``) ends the run: status, output or error, and the questions it leaves
+        are cancelled if asked. Returns the run's summary as broadcast.
+        """
+        status = final["status"]
+        fields: dict[str, Any] = {"heartbeat_at": now, "current_node": current_node,
+                                  "status": status}
+        if rows:
+            fields["last_seq"] = rows[-1]["seq"]
+        for key in ("error_message", "error_traceback"):
+            if key in final:
+                fields[key] = final[key]
+        if "output" in final:
+            fields["output"] = self._json(final["output"])
+        if status in Run.FINISHED:
+            fields.update(finished_at=now, owner="", cancel_requested=False)
+        elif status == Run.Status.INTERRUPTED:
+            fields["owner"] = ""
+        run_id = self._db(run.id)
+        statements: list[Statement] = []
+        if rows:
+            statements.append((self.insert_sql, [self._db(now),
+                                                 self._rows_json([(run, rows, current_node)])]))
+        if final.get("cancel_interrupts"):
+            statements.append((self.cancel_interrupts_sql, [
+                Interrupt.Status.CANCELLED, run_id, Interrupt.Status.PENDING]))
+        statements.append((
+            f"UPDATE {Run._meta.db_table} SET "
+            + ", ".join(f"{column} = {self.mark}" for column in fields)
+            + f" WHERE id = {self.mark}",
+            [*(self._db(v) for v in fields.values()), run_id],
+        ))
+        await self._aexecute(statements)
+        return broadcast.run_summary({
+            "id": run.id, "graph": run.graph, "status": status, "current_node": current_node,
+            "last_seq": fields.get("last_seq", run.last_seq), "started_at": run.started_at,
+            "finished_at": fields.get("finished_at"),
+            "error_message": fields.get("error_message", run.error_message),
+        })
