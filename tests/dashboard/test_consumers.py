@@ -32,6 +32,19 @@ def seqs(html: str) -> list[int]:
     return [int(s) for s in re.findall(r'id="ev-(\d+)" data-seq="\1"', html)]
 
 
+async def runs_list_hears(user, since: str, *messages: dict) -> list[str]:
+    """What a runs-list socket opened at ``since`` sends once ``messages`` reach its group."""
+    comm, ok, _ = await connect(user, f"/ws/runs/?since={since.replace('+', '%2B')}")
+    assert ok
+    for message in messages:
+        await get_channel_layer().group_send(broadcast.RUNS_GROUP, message)
+    sent = []
+    while not await comm.receive_nothing(timeout=0.3):
+        sent.append(await comm.receive_from(timeout=5))
+    await comm.disconnect()
+    return sent
+
+
 async def connect(user, path: str) -> tuple[WebsocketCommunicator, bool, int | None]:
     comm = WebsocketCommunicator(APP, path)
     comm.scope["user"] = user
@@ -198,21 +211,12 @@ def test_the_runs_list_gets_runs_created_after_it_as_new_rows(transactional_db, 
     since = timezone.now().isoformat()
     new = make("new")
 
-    async def scenario():
-        comm, ok, _ = await connect(operator, f"/ws/runs/?since={since.replace('+', '%2B')}")
-        assert ok
-        layer = get_channel_layer()
-        for run in (old, new, new):
-            summary = {"id": str(run.id), "graph": run.graph, "status": "running",
-                       "current_node": "step", "last_seq": 1}
-            await layer.group_send(broadcast.RUNS_GROUP, {"type": "run.changed", "run": summary})
-        messages = []
-        while not await comm.receive_nothing(timeout=0.3):
-            messages.append(await comm.receive_from(timeout=5))
-        await comm.disconnect()
-        return messages
-
-    messages = async_to_sync(scenario)()
+    messages = async_to_sync(runs_list_hears)(operator, since, *(
+        {"type": "run.changed", "run": {"id": str(run.id), "graph": run.graph,
+                                        "status": "running", "current_node": "step",
+                                        "last_seq": 1}}
+        for run in (old, new, new)
+    ))
     added = [m for m in messages if 'hx-swap-oob="afterbegin"' in m]
     assert len(added) == 1 and f'<tr id="run-{new.id}">' in added[0]
     assert f"/runs/{new.id}/" in added[0] and "olga" in added[0]
@@ -229,20 +233,10 @@ def test_a_digest_of_node_moves_updates_every_runs_row_in_one_frame(transactiona
     runs = [Run.objects.create(graph="test.echo", thread_id=f"d{i}:planner", created_by=operator)
             for i in range(3)]
 
-    async def scenario():
-        comm, ok, _ = await connect(operator, f"/ws/runs/?since={since.replace('+', '%2B')}")
-        assert ok
-        digest = [{"id": str(run.id), "graph": run.graph, "status": "running",
-                   "current_node": f"node{i}", "last_seq": 3} for i, run in enumerate(runs)]
-        await get_channel_layer().group_send(broadcast.RUNS_GROUP,
-                                             {"type": "runs.moved", "runs": digest})
-        messages = []
-        while not await comm.receive_nothing(timeout=0.3):
-            messages.append(await comm.receive_from(timeout=5))
-        await comm.disconnect()
-        return messages
-
-    messages = async_to_sync(scenario)()
+    digest = [{"id": str(run.id), "graph": run.graph, "status": "running",
+               "current_node": f"node{i}", "last_seq": 3} for i, run in enumerate(runs)]
+    messages = async_to_sync(runs_list_hears)(operator, since,
+                                               {"type": "runs.moved", "runs": digest})
     cells = [m for m in messages if "-node" in m and 'hx-swap-oob="true"' in m]
     assert len(cells) == 1  # one frame for the whole digest
     for i, run in enumerate(runs):
