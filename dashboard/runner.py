@@ -3,9 +3,10 @@
 One ``Executor`` per process owns a private event loop in a daemon thread, so sync views,
 async consumers, management commands and procrastinate jobs all hand it work the same
 way. A run is *claimed* with a conditional UPDATE (no other live executor may hold it),
-so one run is never executed by two processes at once. Events are written behind the
-graph: parts are buffered and each flush writes everything buffered since the last one
-in one transaction, then rings the doorbell.
+so one run is never executed by two processes at once. Each run executes with a saver
+instance of its own (see ``SaverHandle.for_run``). Events are written behind the graphs:
+parts are buffered per run, and one write takes every run's (``WriteBehind``), then
+rings each run's doorbell.
 """
 
 from __future__ import annotations
