@@ -42,17 +42,17 @@ class PlanwatchConsumer(AsyncWebsocketConsumer):
             raise ValueError(f"No handler for message type {message['type']}")
         await handler(message)
 
-    async def refuse_anonymous(self) -> bool:
-        """Close the socket of a user who is not signed in; whether it was closed.
+    async def websocket_connect(self, message: dict[str, Any]) -> None:
+        """Make sure the layer keeps listening (see :func:`_akeep_listening`), then connect."""
+        await _akeep_listening(self.channel_layer)
+        await super().websocket_connect(message)
 
-        A signed-in user's socket first makes sure the layer keeps listening (see
-        :func:`_akeep_listening`).
-        """
+    async def refuse_anonymous(self) -> bool:
+        """Close the socket of a user who is not signed in; whether it was closed."""
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return True
-        await _akeep_listening(self.channel_layer)
         return False
 
 
