@@ -13,6 +13,7 @@ from typing import Any, Literal
 from langgraph.graph import StateGraph
 
 from planner.llm import LLMPort
+from planner.presentation import ResultCard, default_output, generic_result_card
 from planner.search import SearchPort
 
 FieldKind = Literal["text", "textarea", "number", "integer", "choice", "boolean", "json"]
@@ -58,6 +59,10 @@ class GraphSpec:
     """Turns cleaned start-form values into the graph's initial state; raises InputError."""
     input_fields: tuple[InputField, ...] = ()
     tags: tuple[str, ...] = field(default=())
+    output_of: Callable[[Any], Any] = default_output
+    """Picks the run's output from its final state values (stored, returned, broadcast)."""
+    present_result: Callable[[Any], ResultCard] = generic_result_card
+    """Turns a run's output into the result card the pages show."""
 
     def thread_id(self, run_thread: str) -> str:
         """The checkpoint thread id for a run: ``<run thread>:planner`` (``:v2`` … on bumps)."""
