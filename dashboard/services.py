@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-from datetime import timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
 from asgiref.sync import async_to_sync
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
-from dashboard import broadcast
 from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.runs import dispatch, doorbells, transitions
 from planner.registry import InputError, get_graph
 
 logger = logging.getLogger("planwatch.services")
@@ -58,24 +54,6 @@ class InterruptClosed(ServiceError):
     def __init__(self, message: str, *, interrupt: Interrupt) -> None:
         super().__init__(message)
         self.interrupt = interrupt
-
-
-def dispatch(run_id: UUID, mode: str) -> None:
-    """Hand a run to the configured executor (in-process, or a procrastinate worker)."""
-    if settings.PLANWATCH["EXECUTOR"] == "procrastinate":
-        from procrastinate.exceptions import AlreadyEnqueued
-
-        from dashboard.tasks import execute_run
-
-        # a job for the same run and purpose may wait already: that one will do
-        with contextlib.suppress(AlreadyEnqueued):
-            execute_run.configure(
-                lock=f"run:{run_id}", queueing_lock=f"run:{run_id}:{mode}"
-            ).defer(run_id=str(run_id), mode=mode)
-        return
-    from dashboard.runner import get_executor
-
-    get_executor().submit(run_id, mode)
 
 
 def run_create(*, graph: str, input: dict[str, Any], user: User | None) -> Run:
@@ -155,16 +133,17 @@ def run_cancel(*, run: Run, user: User) -> Run:
                 "runs can be cancelled"
             )
         if locked.owner:  # an executor holds it: ask it to stop
-            Run.objects.filter(id=run.id).update(cancel_requested=True)
-            transaction.on_commit(lambda: _request_cancel(run.id))
+            Run.objects.filter(id=run.id).update(
+                **transitions.orm_update(transitions.request_cancel()))
+            transaction.on_commit(lambda: dispatch.request_cancel(run.id))
         else:
-            seq = (locked.events.aggregate(m=Max("seq"))["m"] or 0) + 1
+            seq = transitions.next_seq(locked)
             who = user.get_username() if user.is_authenticated else ""
             RunEvent.objects.create(run=locked, seq=seq, kind=RunEvent.Kind.RUN_CANCELLED,
                                     payload={"by": who})
-            Run.objects.filter(id=run.id).update(
-                status=Run.Status.CANCELLED, finished_at=timezone.now(), last_seq=seq,
-            )
+            fields = transitions.finish(status=Run.Status.CANCELLED, now=timezone.now(),
+                                        last_seq=seq)
+            Run.objects.filter(id=run.id).update(**transitions.orm_update(fields))
             locked.interrupts.filter(status=Interrupt.Status.PENDING).update(
                 status=Interrupt.Status.CANCELLED
             )
@@ -174,22 +153,8 @@ def run_cancel(*, run: Run, user: User) -> Run:
 
 
 def run_recover_stale(*, include_queued: bool = False) -> list[UUID]:
-    """Hand every run whose executor stopped heart-beating to an executor again.
-
-    ``include_queued`` also dispatches runs still queued (at start-up: their dispatch may
-    have died with the process that created them).
-    """
-    stale = timezone.now() - timedelta(seconds=settings.PLANWATCH["STALE_AFTER_SECONDS"])
-    ids = list(
-        Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=stale)
-        .values_list("id", flat=True)
-    )
-    for run_id in ids:
-        dispatch(run_id, "recover")
-    if include_queued:
-        for run_id in Run.objects.filter(status=Run.Status.QUEUED).values_list("id", flat=True):
-            dispatch(run_id, "start")
-    return ids
+    """Hand every run whose executor stopped heart-beating to an executor again."""
+    return dispatch.recover_stale(include_queued=include_queued)
 
 
 def _check_answer_size(answer: Any) -> None:
@@ -213,23 +178,16 @@ def _closed_message(interrupt: Interrupt) -> str:
 
 
 def _after_change(run_id: UUID, mode: str) -> None:
-    dispatch(run_id, mode)
+    dispatch.dispatch(run_id, mode)
     _announce(run_id)
 
 
-def _request_cancel(run_id: UUID) -> None:
-    if settings.PLANWATCH["EXECUTOR"] != "procrastinate":
-        from dashboard.runner import get_executor
-
-        get_executor().request_cancel(run_id)
-
-
 def _announce(run_id: UUID) -> None:
-    summary = broadcast.run_summary(
-        Run.objects.values(*broadcast.SUMMARY_FIELDS).get(id=run_id)
+    summary = doorbells.run_summary(
+        Run.objects.values(*doorbells.SUMMARY_FIELDS).get(id=run_id)
     )
     try:
-        async_to_sync(broadcast.abroadcast_run)(summary)
-        async_to_sync(broadcast.abroadcast_inbox)()
+        async_to_sync(doorbells.abroadcast_run)(summary)
+        async_to_sync(doorbells.abroadcast_inbox)()
     except RuntimeError:  # called from inside an event loop thread
         logger.debug("announce skipped for %s (inside an event loop)", run_id)

@@ -20,10 +20,10 @@ from django.utils import timezone
 
 from dashboard import selectors
 from dashboard.models import Run, RunEvent
-from dashboard.recorder import event_dict
-from dashboard.runner import default_search
+from dashboard.runs.record import event_dict
 from planner.llm import make_llm
 from planner.registry import get_graph
+from planner.search import default_search
 
 Kind = RunEvent.Kind
 START, END = "__start__", "__end__"

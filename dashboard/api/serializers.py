@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from dashboard.models import Interrupt, Run, RunEvent
-from dashboard.recorder import event_dict
+from dashboard.runs.record import event_dict
 
 # -- input ---------------------------------------------------------------------------
 

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dashboard.jsonsafe import to_jsonable
 from dashboard.models import RunEvent
+from dashboard.runs.jsonsafe import to_jsonable
 
 # "updates" is not asked for: a node's update, and the interrupts it raised, arrive with its
 # task's result in "tasks" (asking for both made LangGraph build every update twice)
