@@ -14,11 +14,11 @@ import logging
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.utils import timezone
 
 from dashboard.models import Run
 from dashboard.runs import transitions
+from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.execute import get_executor
 
 logger = logging.getLogger("planwatch.runs")
@@ -30,7 +30,7 @@ QUEUE = "planwatch"
 
 def in_process() -> bool:
     """Whether runs execute inside this process (not in procrastinate workers)."""
-    return settings.PLANWATCH["EXECUTOR"] != "procrastinate"
+    return bool(planwatch_setting("EXECUTOR") != "procrastinate")
 
 
 def dispatch(run_id: UUID, mode: str) -> None:
@@ -87,4 +87,4 @@ async def _areap_forever() -> None:
             include_queued = False
         except Exception:
             logger.warning("recovering stale runs failed", exc_info=True)
-        await asyncio.sleep(max(1.0, settings.PLANWATCH["STALE_AFTER_SECONDS"] / 2))
+        await asyncio.sleep(max(1.0, planwatch_setting("STALE_AFTER_SECONDS") / 2))

@@ -21,16 +21,17 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db import connections
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from dashboard.runs import doorbells, finish
 from dashboard.runs.claims import Claim, aclaim, aheartbeat
+from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.record import EventWriter, WriteBehind, track
 from dashboard.runs.savers import SaverHandle, aopen_saver, is_postgres
 from dashboard.runs.sink import EventSink
@@ -44,11 +45,6 @@ logger = logging.getLogger("planwatch.runs")
 
 class RunCancelled(Exception):
     """Raised inside the stream loop when an operator cancelled the run."""
-
-
-def planwatch_setting(name: str) -> Any:
-    """One entry of ``settings.PLANWATCH``."""
-    return settings.PLANWATCH[name]
 
 
 class Executor:
@@ -230,7 +226,8 @@ class Executor:
         writer = EventWriter(run, next_seq=claim.next_seq, behind=self._behind,
                              digest=self._digest)
         translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
-        config = {"configurable": {"thread_id": run.thread_id}, "recursion_limit": 10_000}
+        config: RunnableConfig = {"configurable": {"thread_id": run.thread_id},
+                                  "recursion_limit": 10_000}
         try:
             spec = get_graph(run.graph)
             graph = await self._compiled(run.graph)
@@ -246,10 +243,12 @@ class Executor:
                 payload = run.input
             else:
                 payload = None  # recover: continue from the last checkpoint
-            async for ns, mode, data in graph.astream(
+            # (namespace, mode, data) triples: subgraphs=True with a list of modes
+            parts: AsyncIterator[Any] = graph.astream(
                 payload, config, stream_mode=STREAM_MODES, subgraphs=True,
                 durability=planwatch_setting("DURABILITY"),
-            ):
+            )
+            async for ns, mode, data in parts:
                 for event in translator.translate(ns, mode, data):
                     writer.add(event)
                 if mode == "checkpoints":

@@ -15,9 +15,9 @@ from typing import Any
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from procrastinate.contrib.django import app
 
+from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.dispatch import EXECUTE_RUN, QUEUE, recover_stale
 from dashboard.runs.execute import get_executor
 
@@ -36,7 +36,7 @@ async def execute_run(*, run_id: str, mode: str) -> None:
           pass_context=True)
 async def recover_runs(context: Any, timestamp: int) -> None:
     """Retry jobs of dead workers, and hand runs with a stale heartbeat out again."""
-    stale_after = settings.PLANWATCH["STALE_AFTER_SECONDS"]
+    stale_after = planwatch_setting("STALE_AFTER_SECONDS")
     manager = context.app.job_manager
     for job in await manager.get_stalled_jobs(
         task_name=EXECUTE_RUN, seconds_since_heartbeat=stale_after

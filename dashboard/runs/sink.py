@@ -23,7 +23,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -32,6 +32,7 @@ from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Interrupt, Run, RunEvent
 from dashboard.runs import transitions
+from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.doorbells import SUMMARY_FIELDS, run_summary
 from dashboard.runs.savers import SaverHandle, postgres_conninfo
 
@@ -50,14 +51,15 @@ Batch = tuple[Run, list[dict[str, Any]], str]
 
 def relaxed_commits() -> bool:
     """Whether executor bookkeeping may commit without waiting for the WAL flush."""
-    return not settings.PLANWATCH["SYNC_EVENT_COMMITS"]
+    return not planwatch_setting("SYNC_EVENT_COMMITS")
 
 
 class EventSink:
     """Writes event rows, claims and final statuses next to the checkpointer."""
 
     def __init__(self, handle: SaverHandle, *, postgres: bool, pool: Any = None) -> None:
-        self.saver = handle.saver
+        # AsyncSqliteSaver's connection and lock, on SQLite (the base class has neither)
+        self.saver: Any = handle.saver
         self.postgres = postgres
         self.pool = pool
         self.mark = mark = "%s" if postgres else "?"
@@ -182,7 +184,7 @@ class EventSink:
             return value if self.postgres else value.hex
         if isinstance(value, datetime) and not self.postgres:
             # Django's SQLite conventions: naive UTC datetimes as text
-            return str(timezone.make_naive(value, timezone.UTC)) if settings.USE_TZ \
+            return str(timezone.make_naive(value, UTC)) if settings.USE_TZ \
                 else str(value)
         return value
 
@@ -220,8 +222,8 @@ class EventSink:
         if not self.postgres:  # text columns: parse as Django would
             input_ = json.loads(input_)
             started_at = parse_datetime(started_at)
-            if settings.USE_TZ:
-                started_at = timezone.make_aware(started_at, timezone.UTC)
+            if settings.USE_TZ and started_at is not None:
+                started_at = timezone.make_aware(started_at, UTC)
         run = Run(id=run_id, graph=graph, thread_id=thread_id, input=input_,
                   current_node=current_node, last_seq=last_seq, started_at=started_at)
         transitions.apply_to(run, fields)

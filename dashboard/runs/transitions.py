@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 
 from dashboard.models import Run
+from dashboard.runs.conf import planwatch_setting
 
 Fields = dict[str, Any]
 """Column values of a run, as a transition sets them."""
@@ -40,7 +40,7 @@ class FirstSet:
 
 def stale_before(now: datetime) -> datetime:
     """Heartbeats older than this belong to a dead executor."""
-    return now - timedelta(seconds=settings.PLANWATCH["STALE_AFTER_SECONDS"])
+    return now - timedelta(seconds=planwatch_setting("STALE_AFTER_SECONDS"))
 
 
 def free_q(*, owner: str, stale: datetime) -> Q:

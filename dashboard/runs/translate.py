@@ -7,12 +7,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph.types import StreamMode
+
 from dashboard.models import RunEvent
 from dashboard.runs.jsonsafe import to_jsonable
 
 # "updates" is not asked for: a node's update, and the interrupts it raised, arrive with its
 # task's result in "tasks" (asking for both made LangGraph build every update twice)
-STREAM_MODES = ["tasks", "checkpoints", "custom"]
+STREAM_MODES: list[StreamMode] = ["tasks", "checkpoints", "custom"]
 
 Kind = RunEvent.Kind
 
