@@ -13,8 +13,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard.models import Interrupt, Run, RunEvent
-from dashboard.runs import dispatch, doorbells, transitions
-from planner.registry import InputError, get_graph
+from dashboard.runs import debugging, dispatch, doorbells, transitions
+from planner.llm import make_llm
+from planner.registry import GraphSpec, InputError, get_graph
+from planner.search import default_search
 
 logger = logging.getLogger("planwatch.services")
 
@@ -46,6 +48,12 @@ class RunStateError(ServiceError):
     code = "run_state"
 
 
+class DebugInputError(ServiceError):
+    """A breakpoint, checkpoint or state edit that the graph or the run does not have."""
+
+    code = "invalid_debug"
+
+
 class InterruptClosed(ServiceError):
     """The interrupt was answered already or its run moved on or was cancelled."""
 
@@ -56,8 +64,13 @@ class InterruptClosed(ServiceError):
         self.interrupt = interrupt
 
 
-def run_create(*, graph: str, input: dict[str, Any], user: User | None) -> Run:
-    """Validate ``input`` with the graph's registry entry, store a queued run, start it."""
+def run_create(*, graph: str, input: dict[str, Any], user: User | None,
+               interrupt_before: list[str] | None = None,
+               interrupt_after: list[str] | None = None) -> Run:
+    """Validate ``input`` with the graph's registry entry, store a queued run, start it.
+
+    ``interrupt_before`` / ``interrupt_after`` name nodes to pause before or after.
+    """
     try:
         spec = get_graph(graph)
     except KeyError as exc:
@@ -66,12 +79,16 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None) -> Run:
         initial = spec.make_input(input)
     except InputError as exc:
         raise RunInputError(f"invalid input for {graph!r}: {exc}", errors=exc.errors) from None
+    before, after = list(interrupt_before or ()), list(interrupt_after or ())
+    if before or after:
+        _check(debugging.check_breakpoints, spec, before=before, after=after)
     run_uuid = uuid4()
     with transaction.atomic():
         run = Run.objects.create(
             id=run_uuid, graph=spec.name, graph_version=spec.version,
             thread_id=spec.thread_id(str(run_uuid)), input=initial,
             created_by=user if user is not None and user.is_authenticated else None,
+            interrupt_before=before, interrupt_after=after,
         )
         transaction.on_commit(lambda: _after_change(run.id, "start"))
     return run
@@ -150,6 +167,95 @@ def run_cancel(*, run: Run, user: User) -> Run:
             transaction.on_commit(lambda: _announce(run.id))
     run.refresh_from_db()
     return run
+
+
+def run_breakpoints_set(*, run: Run, interrupt_before: list[str],
+                        interrupt_after: list[str], user: User) -> Run:
+    """Change where a run pauses; a running run takes them at its next node boundary."""
+    _check(debugging.check_breakpoints, get_graph(run.graph), before=interrupt_before,
+           after=interrupt_after)
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(id=run.id)
+        if locked.is_finished:
+            raise RunStateError(f"run {run.id} already {locked.status}; breakpoints apply "
+                                "only to queued, running, paused or interrupted runs")
+        held = bool(locked.owner)
+        fields = transitions.set_breakpoints(before=interrupt_before, after=interrupt_after,
+                                             held=held)
+        Run.objects.filter(id=run.id).update(**transitions.orm_update(fields))
+        if held:  # its executor numbers the events: it records the change when it applies it
+            transaction.on_commit(lambda: dispatch.request_breakpoints(run.id))
+        else:
+            _record(locked, RunEvent.Kind.BREAKPOINTS_CHANGED, user,
+                    before=interrupt_before, after=interrupt_after)
+    run.refresh_from_db()
+    return run
+
+
+def run_continue(*, run: Run, user: User, step: bool = False) -> Run:
+    """Continue a run paused at a breakpoint, to the next breakpoint or one super-step on."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(id=run.id)
+        if locked.status != Run.Status.PAUSED:
+            raise RunStateError(f"run {run.id} is {locked.status}, not paused at a breakpoint; "
+                                "only paused runs can be continued or stepped")
+        if step:
+            Run.objects.filter(id=run.id).update(
+                **transitions.orm_update(transitions.request_step()))
+        _record(locked, RunEvent.Kind.RUN_CONTINUED, user, step=step)
+        transaction.on_commit(lambda: _after_change(run.id, "continue"))
+    run.refresh_from_db()
+    return run
+
+
+def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
+             as_node: str = "") -> Run:
+    """Start a new run from one of ``run``'s checkpoints, with ``values`` edited in first.
+
+    The edit is checked against the graph's state schema before anything is written; the
+    fork is linked to its parent and checkpoint, and traced, answerable and recoverable
+    like any run.
+    """
+    spec = get_graph(run.graph)
+    if not run.events.filter(kind=RunEvent.Kind.CHECKPOINT, namespace="",
+                             checkpoint_id=checkpoint_id).exists():
+        raise DebugInputError(
+            f"run {run.id} has no checkpoint {checkpoint_id!r}; pick one from its timeline "
+            f"or from /api/runs/{run.id}/checkpoints/",
+            errors={"checkpoint_id": "not a checkpoint of this run"})
+    edit = None
+    if values is not None:
+        _check(debugging.check_edit, spec, values, as_node=as_node)
+        edit = {"values": values, "as_node": as_node}
+    run_uuid = uuid4()
+    with transaction.atomic():
+        child = Run.objects.create(
+            id=run_uuid, graph=run.graph, graph_version=run.graph_version,
+            thread_id=spec.thread_id(str(run_uuid)), input=run.input, parent=run,
+            forked_from_checkpoint=checkpoint_id, fork_edit=edit,
+            created_by=user if user.is_authenticated else None,
+        )
+        transaction.on_commit(lambda: _after_change(child.id, "start"))
+    return child
+
+
+def _check(rule: Any, spec: GraphSpec, *args: Any, **kwargs: Any) -> None:
+    """Apply one of :mod:`dashboard.runs.debugging`'s checks to the graph's builder."""
+    builder = spec.build(llm=make_llm("scripted", think_time=0), search=default_search())
+    try:
+        rule(builder, *args, **kwargs)
+    except debugging.EditError as exc:
+        raise DebugInputError(str(exc), errors=exc.errors) from None
+
+
+def _record(locked: Run, kind: str, user: User, **payload: Any) -> None:
+    """Record an operator's action on a run nobody executes (the row is locked)."""
+    seq = transitions.next_seq(locked)
+    RunEvent.objects.create(run=locked, seq=seq, kind=kind,
+                            payload={"by": user.get_username(), **payload})
+    fields = transitions.progress(now=timezone.now(), last_seq=seq)
+    Run.objects.filter(id=locked.id).update(**transitions.orm_update(fields))
+    locked.last_seq = seq
 
 
 def run_recover_stale(*, include_queued: bool = False) -> list[UUID]:

@@ -55,6 +55,12 @@ def request_cancel(run_id: UUID) -> None:
         get_executor().request_cancel(run_id)
 
 
+def request_breakpoints(run_id: UUID) -> None:
+    """Tell this process's executor a run it holds has new breakpoints (workers: heartbeat)."""
+    if in_process():
+        get_executor().request_breakpoints(run_id)
+
+
 def recover_stale(*, include_queued: bool = False) -> list[UUID]:
     """Dispatch again every run whose executor stopped heart-beating.
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import logging
 import os
@@ -29,8 +30,8 @@ from django.db import connections
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from dashboard.runs import doorbells, finish
-from dashboard.runs.claims import Claim, aclaim, aheartbeat
+from dashboard.runs import debugging, doorbells, finish
+from dashboard.runs.claims import Breakpoints, Claim, aclaim, aheartbeat, aparent_thread
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.record import EventWriter, WriteBehind, track
 from dashboard.runs.savers import SaverHandle, aopen_saver, is_postgres
@@ -45,6 +46,10 @@ logger = logging.getLogger("planwatch.runs")
 
 class RunCancelled(Exception):
     """Raised inside the stream loop when an operator cancelled the run."""
+
+
+class BreakpointsChanged(Exception):
+    """Raised inside the stream loop when an operator changed the run's breakpoints."""
 
 
 class Executor:
@@ -65,6 +70,7 @@ class Executor:
         self._graphs: dict[str, Any] = {}
         self._active: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._cancel: set[uuid.UUID] = set()
+        self._rebreak: set[uuid.UUID] = set()  # runs whose breakpoints an operator changed
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._sink: EventSink | None = None
         self._writes: set[asyncio.Task[None]] = set()  # flushes in flight, of every run
@@ -157,6 +163,13 @@ class Executor:
         finally:
             self._jobs.discard(task)
 
+    def request_breakpoints(self, run_id: uuid.UUID) -> bool:
+        """Have a run this process executes take its new breakpoints at the next boundary."""
+        if run_id in self._active:
+            self._rebreak.add(run_id)
+            return True
+        return False
+
     def request_cancel(self, run_id: uuid.UUID) -> bool:
         """Flag a run this process executes; it stops at the next node boundary."""
         if run_id in self._active:
@@ -214,6 +227,7 @@ class Executor:
                 finally:
                     self._active.pop(run_id, None)
                     self._cancel.discard(run_id)
+                    self._rebreak.discard(run_id)
         finally:
             self._jobs.discard(task)
 
@@ -234,33 +248,34 @@ class Executor:
             assert self._saver is not None
             graph = self._saver.for_run(graph)
             payload: Any
-            writer.add({"kind": claim.kind, "payload": {"owner": self.owner}})
+            writer.add({"kind": claim.kind, "payload": claim.first_payload(self.owner)})
             if claim.answers:
                 for answer in claim.answers:
                     writer.add(answer.event())
                 payload = Command(resume={a.interrupt_id: a.answer for a in claim.answers})
+            elif claim.kind == finish.Kind.RUN_FORKED:
+                await self._afork(graph, claim, config)
+                payload = None  # go on from the copied (and edited) checkpoint
             elif claim.kind == finish.Kind.RUN_STARTED:
                 payload = run.input
             else:
-                payload = None  # recover: continue from the last checkpoint
-            # (namespace, mode, data) triples: subgraphs=True with a list of modes
-            parts: AsyncIterator[Any] = graph.astream(
-                payload, config, stream_mode=STREAM_MODES, subgraphs=True,
-                durability=planwatch_setting("DURABILITY"),
-            )
-            async for ns, mode, data in parts:
-                for event in translator.translate(ns, mode, data):
-                    writer.add(event)
-                if mode == "checkpoints":
-                    writer.current_node = translator.current_node
-                    if run.id in self._cancel:
-                        raise RunCancelled
-                writer.flush_behind()  # a node that starts shows while it runs
+                payload = None  # recover or continue: from the last checkpoint
+            breaks = Breakpoints.of(run)
+            while True:
+                try:
+                    await self._astream(graph, payload, config, breaks, writer, translator)
+                    break
+                except BreakpointsChanged:  # at a node boundary: go on with the new ones
+                    breaks = await Breakpoints.aread(run.id)
+                    writer.add({"kind": finish.Kind.BREAKPOINTS_CHANGED,
+                                "payload": breaks.payload()})
+                    payload = None
             # the node that paused (ask_user, say) started after the last checkpoint
             writer.current_node = translator.current_node
             # a run that raised nothing ended in the last root checkpoint it streamed (the
-            # saver's read is needed only for the questions a paused run waits on)
-            paused = translator.interrupts or translator.root_values is None
+            # saver's read is needed for the questions a paused run waits on, and to learn
+            # whether a breakpoint stopped it)
+            paused = translator.interrupts or translator.root_values is None or bool(breaks)
             state = await graph.aget_state(config) if paused else None
         except RunCancelled:
             await finish.acancel(writer)
@@ -276,9 +291,49 @@ class Executor:
             await finish.apause(writer, state=state, translator=translator)
             # answers that arrived while we ran are consumed straight away
             return await self._aclaim(run.id, "resume")
+        if state is not None and state.next:  # a breakpoint (or a step) stopped the graph
+            await finish.ahalt(writer, state=state, translator=translator,
+                               after=breaks.stopped_after(translator.last_root_node))
+            return None
         values = state.values if state is not None else translator.root_values
         await finish.asucceed(writer, spec=spec, values=values)
         return None
+
+    async def _astream(self, graph: Any, payload: Any, config: RunnableConfig,
+                       breaks: Breakpoints, writer: EventWriter,
+                       translator: StreamTranslator) -> None:
+        """Stream the graph once, recording every part, until it ends or stops."""
+        run = writer.run
+        self._rebreak.discard(run.id)
+        # (namespace, mode, data) triples: subgraphs=True with a list of modes; closed on
+        # the way out, so LangGraph finishes its checkpoint writes before a restart
+        parts: AsyncIterator[Any] = graph.astream(
+            payload, config, stream_mode=STREAM_MODES, subgraphs=True,
+            durability=planwatch_setting("DURABILITY"),
+            interrupt_before=breaks.before or None, interrupt_after=breaks.after or None,
+        )
+        async with contextlib.aclosing(parts):  # type: ignore[type-var]
+            async for ns, mode, data in parts:
+                for event in translator.translate(ns, mode, data):
+                    writer.add(event)
+                if mode == "checkpoints":
+                    writer.current_node = translator.current_node
+                    if run.id in self._cancel:
+                        raise RunCancelled
+                    if not ns and run.id in self._rebreak:
+                        raise BreakpointsChanged
+                writer.flush_behind()  # a node that starts shows while it runs
+
+    async def _afork(self, graph: Any, claim: Claim, config: RunnableConfig) -> None:
+        """Copy the parent's checkpoint into the fork's thread, then apply its edit."""
+        run = claim.run
+        source = await aparent_thread(run)
+        saved = await debugging.acopy_checkpoint(
+            graph.checkpointer, source_thread=source,
+            checkpoint_id=run.forked_from_checkpoint, target_thread=run.thread_id)
+        edit = run.fork_edit or {}
+        if edit.get("values"):
+            await graph.aupdate_state(saved, edit["values"], as_node=edit.get("as_node") or None)
 
     async def _heartbeat_forever(self) -> None:
         interval = planwatch_setting("HEARTBEAT_SECONDS")
@@ -287,8 +342,9 @@ class Executor:
             if not self._active:
                 continue
             try:
-                cancelled = await aheartbeat(list(self._active), self.owner)
+                cancelled, rebreak = await aheartbeat(list(self._active), self.owner)
                 self._cancel.update(cancelled)
+                self._rebreak.update(rebreak)
             except Exception:
                 logger.warning("heartbeat failed", exc_info=True)
 

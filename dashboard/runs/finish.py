@@ -47,6 +47,16 @@ async def apause(writer: EventWriter, *, state: Any, translator: StreamTranslato
     await writer.afinish(status=Run.Status.INTERRUPTED, pending=pending_from(state, translator))
 
 
+async def ahalt(writer: EventWriter, *, state: Any, translator: StreamTranslator,
+                after: str) -> None:
+    """A breakpoint (or a step) stopped the graph: say where, nobody holds the run meanwhile."""
+    writer.add({"kind": Kind.RUN_PAUSED, "node": after,
+                "payload": {"before": list(state.next), "after": after}})
+    if not after and state.next:
+        writer.current_node = state.next[0]
+    await writer.afinish(status=Run.Status.PAUSED)
+
+
 async def asucceed(writer: EventWriter, *, spec: GraphSpec, values: Any) -> Any:
     """The graph reached its end: the run's output is what its graph picks from the state."""
     output = to_jsonable(spec.output_of(to_jsonable(values)))

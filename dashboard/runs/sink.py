@@ -81,7 +81,9 @@ class EventSink:
         self.claim_sql = (
             f"UPDATE {run} SET {self.set_clause(claim)} WHERE id = {mark} "
             f"AND status = {mark} AND {transitions.FREE_SQL.format(mark=mark)} "
-            f"RETURNING graph, thread_id, input, current_node, last_seq, started_at"
+            f"AND parent_id IS NULL "  # a fork copies its parent's state first: the ORM path
+            f"RETURNING graph, thread_id, input, current_node, last_seq, started_at, "
+            f"interrupt_before, interrupt_after, step_once"
         )
         self.cancel_interrupts_sql = (
             f"UPDATE {Interrupt._meta.db_table} SET status = {mark} "
@@ -218,14 +220,15 @@ class EventSink:
         row = await self._aexecute([(self.claim_sql, params)], returning=True)
         if row is None:
             return None
-        graph, thread_id, input_, current_node, last_seq, started_at = row
+        graph, thread_id, input_, current_node, last_seq, started_at, before, after, step = row
         if not self.postgres:  # text columns: parse as Django would
-            input_ = json.loads(input_)
+            input_, before, after = json.loads(input_), json.loads(before), json.loads(after)
             started_at = parse_datetime(started_at)
             if settings.USE_TZ and started_at is not None:
                 started_at = timezone.make_aware(started_at, UTC)
         run = Run(id=run_id, graph=graph, thread_id=thread_id, input=input_,
-                  current_node=current_node, last_seq=last_seq, started_at=started_at)
+                  current_node=current_node, last_seq=last_seq, started_at=started_at,
+                  interrupt_before=before, interrupt_after=after, step_once=bool(step))
         transitions.apply_to(run, fields)
         return run
 

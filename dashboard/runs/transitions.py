@@ -61,9 +61,12 @@ def next_seq(run: Run) -> int:
 
 
 def claim(*, owner: str, now: datetime) -> Fields:
-    """An executor takes the run (start, resume or recover): it is running and heart-beats."""
+    """An executor takes the run (start, resume or recover): it is running and heart-beats.
+
+    It reads the breakpoints as they are now, so an earlier change needs no applying.
+    """
     return {"status": Status.RUNNING, "owner": owner, "heartbeat_at": now,
-            "started_at": FirstSet(now)}
+            "started_at": FirstSet(now), "breakpoints_changed": False}
 
 
 def heartbeat(*, now: datetime) -> Fields:
@@ -101,13 +104,32 @@ def finish(*, status: str, now: datetime, last_seq: int | None = None, current_n
     return fields
 
 
+def halt(*, now: datetime, last_seq: int | None = None, current_node: str = "") -> Fields:
+    """The graph stopped at a breakpoint (or after a step): nobody holds the run meanwhile."""
+    return {**progress(now=now, last_seq=last_seq, current_node=current_node),
+            "status": Status.PAUSED, "owner": "", "step_once": False,
+            "breakpoints_changed": False}
+
+
 def stop(*, status: str, now: datetime, last_seq: int | None = None, current_node: str = "",
          output: Any = None, error: tuple[str, str] | None = None) -> Fields:
     """Where an execution leaves the run: paused (interrupted) or finished."""
     if status == Status.INTERRUPTED:
         return pause(now=now, last_seq=last_seq, current_node=current_node)
+    if status == Status.PAUSED:
+        return halt(now=now, last_seq=last_seq, current_node=current_node)
     return finish(status=status, now=now, last_seq=last_seq, current_node=current_node,
                   output=output, error=error)
+
+
+def set_breakpoints(*, before: list[str], after: list[str], held: bool) -> Fields:
+    """New breakpoints; an executor that holds the run applies them at its next boundary."""
+    return {"interrupt_before": before, "interrupt_after": after, "breakpoints_changed": held}
+
+
+def request_step() -> Fields:
+    """The next execution runs one super-step, then pauses again."""
+    return {"step_once": True}
 
 
 def request_cancel() -> Fields:

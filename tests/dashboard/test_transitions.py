@@ -8,6 +8,7 @@ are compared column by column. Runs on SQLite and, in make test's second pass, P
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -28,7 +29,7 @@ def _on_loop(executor, coro):
 
 def _pair(**fields: Any) -> tuple[Run, Run]:
     """Two runs alike in every column but their ids (and thread ids)."""
-    made = [Run.objects.create(graph="test.echo", thread_id=f"contract-{side}-{fields}",
+    made = [Run.objects.create(graph="test.echo", thread_id=f"contract-{side}-{uuid.uuid4()}",
                                input={"steps": 1}, **fields) for side in "ab"]
     return made[0], made[1]
 
