@@ -148,3 +148,39 @@ def test_unknown_breakpoints_and_checkpoints_are_refused(executor, operator):
         services.run_fork(run=run, checkpoint_id="abc", user=operator)
     with pytest.raises(services.RunStateError, match="not paused"):
         services.run_continue(run=run, user=operator)
+
+
+def test_the_api_sets_breakpoints_continues_and_forks_with_its_own_permissions(
+        executor, operator, client):
+    from django.contrib.auth.models import Permission
+
+    client.force_login(operator)
+    started = client.post("/api/runs/", {"graph": "test.echo", "input": {"steps": 2},
+                                         "interrupt_before": ["done"]},
+                          content_type="application/json")
+    assert started.status_code == 201, started.content
+    run_id = started.json()["id"]
+    assert started.json()["interrupt_before"] == ["done"]
+    run = wait_run(run_id, statuses=PAUSED)
+    assert run.status == "paused"
+    denied = client.post(f"/api/runs/{run_id}/continue/", {}, content_type="application/json")
+    assert denied.status_code == 403 and "dashboard.debug_run" in denied.json()["detail"]
+    operator.user_permissions.add(*Permission.objects.filter(
+        codename__in=["debug_run", "fork_run"]))
+    bad = client.post(f"/api/runs/{run_id}/breakpoints/", {"interrupt_after": ["nope"]},
+                      content_type="application/json")
+    assert bad.status_code == 400 and "no node 'nope'" in bad.json()["errors"]["interrupt_after"]
+    assert client.post(f"/api/runs/{run_id}/continue/", {"step": False},
+                       content_type="application/json").status_code == 200
+    run = wait_run(run_id, statuses=DONE)
+    checkpoint = run.events.filter(kind=Kind.CHECKPOINT, namespace="",
+                                   payload__next=["done"]).get().checkpoint_id
+    forked = client.post(f"/api/runs/{run_id}/fork/", {
+        "checkpoint_id": checkpoint, "values": {"n": 7}, "as_node": "step"},
+        content_type="application/json")
+    assert forked.status_code == 201, forked.content
+    assert forked.json()["parent"] == run_id
+    assert wait_run(forked.json()["id"], statuses=DONE).output == {"n": 7, "answer": None}
+    wrong = client.post(f"/api/runs/{run_id}/fork/", {
+        "checkpoint_id": checkpoint, "values": {"n": "x"}}, content_type="application/json")
+    assert wrong.status_code == 400 and "does not fit int" in wrong.json()["errors"]["n"]
