@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 from dashboard import selectors, services, trace
 from dashboard.checkpoints import checkpoint_get, values_diff
 from dashboard.models import Run, RunEvent
+from dashboard.views.debug import debug_context
 
 _WITH_TRACEBACK = (RunEvent.Kind.RUN_FAILED, RunEvent.Kind.NODE_FAILED)
 
@@ -45,6 +46,8 @@ def run_detail(request: HttpRequest, run_id: UUID) -> TemplateResponse:
                    and not run.is_finished)
     if upto is not None:
         context.update(prev_at=max(upto - 1, 0), next_at=min(upto + 1, run.last_seq))
+    else:
+        context.update(debug_context(request=request, run=run))
     return TemplateResponse(request, "dashboard/run_detail.html", context)
 
 
