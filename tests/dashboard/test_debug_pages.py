@@ -88,3 +88,12 @@ def test_edit_state_and_fork_from_a_page_then_compare_the_branches(executor, deb
     assert f"/runs/{child.id}/" in tree and "compare" in tree
     compare = client.get(f"/runs/{parent.id}/compare/{child.id}/").content.decode()
     assert "At the fork point" in compare and ">n<" in compare
+
+
+def test_a_checkpoint_in_the_admin_offers_re_run_from_here(executor, admin_client, operator):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 1},
+                                       user=operator).id)
+    checkpoint = run.events.filter(kind=Kind.CHECKPOINT, namespace="").last().checkpoint_id
+    page = admin_client.get(f"/admin/dashboard/checkpoint/{checkpoint}/change/")
+    assert page.status_code == 200
+    assert f"/runs/{run.id}/fork/?checkpoint={checkpoint}" in page.content.decode()
