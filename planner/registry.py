@@ -45,6 +45,30 @@ class InputField:
     max_value: float | None = None
 
 
+TaskMerge = Callable[[Any, Any], dict[str, dict[str, Any]]]
+"""A graph's own reducer for its task channel: ``merge(current, patch) -> tasks``."""
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """A graph's task DAG as the pages show it: where its tasks live and how they merge.
+
+    Each task is a dict with at least ``status``; ``parent``, ``deps``, ``goal``,
+    ``task_type``, ``worker``, ``attempts``, ``result`` and ``error`` are shown when present.
+    """
+
+    channel: str
+    """The state channel holding ``{task_id: task}``."""
+    merge: TaskMerge
+    """The graph's reducer of that channel, applied to each update the run records."""
+    statuses: tuple[str, ...]
+    """Every status a task can have, in the order the legend lists them."""
+    running: str = "running"
+    """The status of a task in flight (shown as waiting while the run waits for an answer)."""
+    not_started: tuple[str, ...] = ("pending",)
+    """Statuses of tasks that have not run (shown as cancelled once the run stopped)."""
+
+
 @dataclass(frozen=True)
 class GraphSpec:
     """A registered graph: how to build it, what it takes and what it is."""
@@ -63,6 +87,10 @@ class GraphSpec:
     """Picks the run's output from its final state values (stored, returned, broadcast)."""
     present_result: Callable[[Any], ResultCard] = generic_result_card
     """Turns a run's output into the result card the pages show."""
+    task_view: TaskView | None = None
+    """The graph's task DAG, if it has one (the trace then draws it)."""
+    decisions_channel: str = ""
+    """The state channel of decision provenance records ("why this way"), if any."""
 
     def thread_id(self, run_thread: str) -> str:
         """The checkpoint thread id for a run: ``<run thread>:planner`` (``:v2`` … on bumps)."""
@@ -110,6 +138,7 @@ __all__ = [
     "InputField",
     "LLMPort",
     "SearchPort",
+    "TaskView",
     "all_graphs",
     "get_graph",
     "register",

@@ -27,6 +27,7 @@ SPEC = register(GraphSpec(
     input_fields=INPUT_FIELDS,
     tags=("seed-000", "seed-001", "interrupts"),
     present_result=present_result,
+    decisions_channel="decisions",
 ))
 """The registry entry of this graph."""
 
