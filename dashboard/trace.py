@@ -2,8 +2,8 @@
 
 Everything the trace view shows is folded from the event log (``TraceFold``), so the page
 load, the websocket and the replay draw the same thing from the same rows: node visit
-counts, the node running now, the edges taken, the decomposition task records and the
-acquisition decisions.
+counts, the node running now, the edges taken, and what the graph's ``GraphSpec`` declares:
+its task DAG and its decision records.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from langgraph.graph import StateGraph
 
 from planner.llm import LLMPort
 from planner.presentation import ResultCard, default_output, generic_result_card
+from planner.questions import QuestionKind
 from planner.search import SearchPort
 
 FieldKind = Literal["text", "textarea", "number", "integer", "choice", "boolean", "json"]
@@ -91,6 +92,8 @@ class GraphSpec:
     """The graph's task DAG, if it has one (the trace then draws it)."""
     decisions_channel: str = ""
     """The state channel of decision provenance records ("why this way"), if any."""
+    questions: Mapping[str, QuestionKind] = field(default_factory=dict)
+    """The kinds of question it asks beyond the generic ones (``planner.questions``)."""
 
     def thread_id(self, run_thread: str) -> str:
         """The checkpoint thread id for a run: ``<run thread>:planner`` (``:v2`` … on bumps)."""

@@ -10,6 +10,7 @@ from planner.acquisition.graph import GRAPH_VERSION, NODES, build_graph
 from planner.acquisition.inputs import INPUT_FIELDS, make_input
 from planner.acquisition.presentation import present_result
 from planner.acquisition.state import AcquisitionState
+from planner.acquisition.validation import QUESTIONS
 from planner.registry import GraphSpec, register
 
 SPEC = register(GraphSpec(
@@ -28,6 +29,7 @@ SPEC = register(GraphSpec(
     tags=("seed-000", "seed-001", "interrupts"),
     present_result=present_result,
     decisions_channel="decisions",
+    questions=QUESTIONS,
 ))
 """The registry entry of this graph."""
 
