@@ -1,6 +1,6 @@
 """The field-acquisition planner of seeds 000/001, registered as graph ``acquisition``.
 
-Importing this package registers the graph and the scripted model's answers.
+Importing this package registers the scripted model's answers; ``SPEC`` declares the graph.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from planner.acquisition.inputs import INPUT_FIELDS, make_input
 from planner.acquisition.presentation import present_result
 from planner.acquisition.state import AcquisitionState
 from planner.acquisition.validation import QUESTIONS
-from planner.registry import GraphSpec, register
+from planner.spec import GraphSpec
 
-SPEC = register(GraphSpec(
+SPEC = GraphSpec(
     name="acquisition",
     title="Field acquisition planner",
     description=(
@@ -30,8 +30,8 @@ SPEC = register(GraphSpec(
     present_result=present_result,
     decisions_channel="decisions",
     questions=QUESTIONS,
-))
-"""The registry entry of this graph."""
+)
+"""What this graph declares to its host (the registry loads it by module name)."""
 
 __all__ = ["GRAPH_VERSION", "INPUT_FIELDS", "NODES", "SPEC", "AcquisitionState",
            "build_graph", "make_input"]

@@ -28,9 +28,9 @@ from planner.decomposition.state import (
     merge_tasks,
 )
 from planner.decomposition.tasks import STATUSES
-from planner.registry import GraphSpec, TaskView, register
+from planner.spec import GraphSpec, TaskView
 
-SPEC = register(
+SPEC = (
     GraphSpec(
         name="decomposition",
         title="Recursive task decomposition",
