@@ -51,11 +51,11 @@ def check_number(raw: Any, *, low: float | None = None, high: float | None = Non
     """
     if isinstance(raw, bool):
         return None, f"{raw!r} is not a number; give a number such as 12.5"
-    typed = raw if isinstance(raw, int | float) else text_of(raw)
+    typed: Any = raw if isinstance(raw, int | float) else text_of(raw)
     if isinstance(raw, int | float):
         value = float(raw)
     else:
-        text = typed
+        text = text_of(raw)
         if not text:
             return None, "the answer was empty; give a number such as 12.5"
         scale = 1.0
@@ -89,8 +89,9 @@ def fmt(value: float | None) -> str:
 
 def _bound(constraints: Any, name: str) -> float | None:
     value = constraints.get(name) if isinstance(constraints, Mapping) else None
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def _choices(question: Mapping[str, Any]) -> list[str]:
