@@ -285,6 +285,7 @@ def _levels(ids: list[str], fold: TraceFold) -> list[list[dict[str, Any]]]:
 def event_detail(*, run_id: UUID | str, seq: int) -> dict[str, Any]:
     """One event with the checkpoint it led to and that checkpoint's parent (for a diff)."""
     event = selectors.run_events(run_id=run_id).get(seq=seq)
+    after: RunEvent | None
     if event.kind == Kind.CHECKPOINT:
         after = event
     else:

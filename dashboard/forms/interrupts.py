@@ -47,7 +47,8 @@ class InterruptAnswerForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.interrupt = interrupt
         known = question_of(interrupt)
-        self.question, self.question_kind = known if known else (None, None)
+        self.question: dict[str, Any] | None = known[0] if known else None
+        self.question_kind: QuestionKind | None = known[1] if known else None
         self.widget = self.question_kind.widget if self.question_kind else "json"
         self.kind = str(self.question["kind"]) if self.question else "json"
         raw = (self.question or {}).get("choices")
@@ -108,7 +109,7 @@ class InterruptAnswerForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         """Refuse answers larger than the service accepts, with the limit in the message."""
-        cleaned = super().clean()
+        cleaned = super().clean() or {}
         if "answer" in cleaned:
             size = len(json.dumps(cleaned["answer"], default=str))
             if size > MAX_ANSWER_BYTES:

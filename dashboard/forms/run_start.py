@@ -48,7 +48,7 @@ class RunStartForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         """Clean every value with the graph's rules; put each error next to its field."""
-        raw = {name: value for name, value in super().clean().items()
+        raw = {name: value for name, value in (super().clean() or {}).items()
                if name in self.fields_by_name}
         for name, spec in self.fields_by_name.items():
             if spec.kind == "json" and isinstance(raw.get(name), str) and raw[name].strip():
