@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -30,6 +31,18 @@ def paused_says(page, text: str) -> None:
 
 def finished_nodes(run: Run) -> int:
     return run.events.filter(kind=RunEvent.Kind.NODE_FINISHED, namespace="").count()
+
+
+def paused_again(run: Run, *, nodes: int, timeout: float = 30) -> Run:
+    """Wait until the run paused again after exactly ``nodes`` root nodes finished."""
+    deadline = time.monotonic() + timeout
+    while True:
+        run.refresh_from_db()
+        if run.status == Run.Status.PAUSED and finished_nodes(run) >= nodes:
+            assert finished_nodes(run) == nodes, "a step ran more than one super-step"
+            return run
+        assert time.monotonic() < deadline, f"run still {run.status} after a step"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("page", [pytest.param(DESKTOP, id="desktop"),
@@ -56,12 +69,8 @@ def test_pause_step_continue_then_fork_with_a_new_price(live_server_url, page, o
     done = finished_nodes(wait_run(run.id, statuses=("paused",)))
     for step in (1, 2):  # one super-step each, then paused again
         page.click("#debug-step")
-        page.wait_for_function(
-            f"() => document.getElementById('run-paused') && "
-            f"document.querySelectorAll('#run-branches').length && {step} > 0", timeout=30_000)
-        run = wait_run(run.id, statuses=("paused",))
+        run = paused_again(run, nodes=done + step)
         paused_says(page, "Paused after")
-        assert finished_nodes(run) == done + step, (finished_nodes(run), done, step)
     screenshot(page, f"debug-stepped-{size}")
     # clear the breakpoint, then continue to the end (the price question is answered)
     page.uncheck("#debug-breakpoints input[name=interrupt_before][value=decide]")
