@@ -11,15 +11,14 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs apps loaded)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from dashboard.guard import WebsocketGate  # noqa: E402
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        # the origin must be the page's own scheme, host and port; unknown paths close 4404
+        "websocket": WebsocketGate(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

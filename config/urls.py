@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+# Sign in, sign out and change one's password; no e-mailed password reset (operators are
+# reset by an administrator in the admin): the reset pages tried SMTP on localhost:25.
+accounts = [
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path("password_change/done/", auth_views.PasswordChangeDoneView.as_view(),
+         name="password_change_done"),
+]
+
 urlpatterns = [
-    path("accounts/", include("django.contrib.auth.urls")),
+    path("accounts/", include(accounts)),
     path("admin/", admin.site.urls),
     path("api/", include("dashboard.api.urls")),
     path("", include("dashboard.urls")),

@@ -1,0 +1,193 @@
+"""The one place crafted input is refused before any view sees it, and websocket gatekeeping.
+
+HTTP: a NUL character or a lone surrogate in the path, the query string, a form field or
+a JSON body, or JSON nested deeper than :data:`MAX_JSON_DEPTH`, is answered with a 400 that
+names the problem (JSON under ``/api/`` and ``/langgraph/``), never a 500 from a database
+that cannot store it or a parser that runs out of stack.
+
+Websockets: the ``Origin`` must match the page's own scheme, host *and port* (or a trusted
+origin); a path no route knows is accepted and closed at once with code 4404, so clients
+get a reason instead of a server error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.html import escape
+
+MAX_JSON_DEPTH = 100
+"""The deepest nesting of arrays and objects a JSON body may have."""
+
+CLOSE_NO_ROUTE = 4404
+CLOSE_BAD_ORIGIN = 4403
+
+_BAD = re.compile("[\x00\ud800-\udfff]")
+_JSON_PATHS = ("/api/", "/langgraph/")
+
+
+def problem_in(text: str) -> str:
+    """What is wrong with ``text`` ("" if nothing): a NUL or a lone surrogate."""
+    found = _BAD.search(text)
+    if found is None:
+        return ""
+    return "a NUL character" if found.group() == "\x00" else "a lone surrogate (not Unicode text)"
+
+
+def json_depth(text: str) -> int:
+    """How deep arrays and objects nest in a JSON text (strings skipped), without recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _strings(value: Any) -> list[tuple[str, str]]:
+    """Every string in a decoded JSON value (keys too) with where it is, without recursion."""
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            found.append((where or "the body", item))
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                found.append((f"{where}.{key}" if where else str(key), str(key)))
+                stack.append((f"{where}.{key}" if where else str(key), child))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", child) for i, child in enumerate(item))
+    return found
+
+
+def request_problem(request: HttpRequest) -> str:
+    """Why ``request`` is refused ("" if it is not)."""
+    if found := problem_in(request.path):
+        return f"the address contains {found}; remove it"
+    for name, values in request.GET.lists():
+        for value in [name, *values]:
+            if found := problem_in(value):
+                return f"the query parameter {name!r} contains {found}; remove it"
+    content_type = request.content_type or ""
+    if request.method in ("POST", "PUT", "PATCH") and content_type == "application/json":
+        return _json_problem(request.body)
+    if request.method == "POST" and content_type == "application/x-www-form-urlencoded":
+        for name, values in request.POST.lists():
+            for value in [name, *values]:
+                if found := problem_in(value):
+                    return f"the form field {name!r} contains {found}; remove it"
+    return ""
+
+
+def _json_problem(body: bytes) -> str:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return "the body is not UTF-8 text; send JSON encoded as UTF-8"
+    if json_depth(text) > MAX_JSON_DEPTH:
+        return f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels; flatten it"
+    try:
+        value = json.loads(text) if text.strip() else None
+    except ValueError:
+        return ""  # the parser of the view answers malformed JSON with its own 400
+    for where, string in _strings(value):
+        if found := problem_in(string):
+            return f"{where} contains {found}; remove it"
+    return ""
+
+
+class CraftedInputMiddleware:
+    """Answer a request carrying crafted characters or nesting with a 400 that says why."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        """Refuse or pass on."""
+        problem = request_problem(request)
+        if not problem:
+            return self.get_response(request)
+        if request.path.startswith(_JSON_PATHS):
+            return JsonResponse({"detail": problem, "code": "invalid_characters",
+                                 "errors": {}}, status=400)
+        return HttpResponse(
+            f"<!doctype html><title>Bad request · Planwatch</title><h1>Bad request</h1>"
+            f"<p>{escape(problem)}.</p><p><a href=\"/\">Back to Planwatch</a></p>",
+            status=400)
+
+
+# -- websockets ----------------------------------------------------------------------------
+
+
+def _origin_of(url: str) -> tuple[str, str, int] | None:
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.hostname:
+        return None
+    default = 443 if parts.scheme in ("https", "wss") else 80
+    scheme = {"wss": "https", "ws": "http"}.get(parts.scheme, parts.scheme)
+    try:
+        port = parts.port or default
+    except ValueError:
+        return None
+    return scheme, parts.hostname.lower(), port
+
+
+def origin_allowed(scope: dict[str, Any]) -> bool:
+    """Whether the socket's ``Origin`` is the page's own (scheme, host, port) or trusted."""
+    headers = dict(scope.get("headers") or ())
+    origin = headers.get(b"origin", b"").decode("latin-1")
+    host = headers.get(b"host", b"").decode("latin-1")
+    if not origin or not host:
+        return False
+    scheme = "https" if scope.get("scheme") in ("wss", "https") else "http"
+    own = _origin_of(f"{scheme}://{host}")
+    theirs = _origin_of(origin)
+    if theirs is None:
+        return False
+    trusted = [_origin_of(o) for o in getattr(settings, "CSRF_TRUSTED_ORIGINS", [])]
+    return theirs == own or theirs in trusted
+
+
+class WebsocketGate:
+    """ASGI middleware for websockets: origin checked with its port; unknown paths closed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Close sockets from another origin (4403) or to no route (4404); pass the rest."""
+        if not origin_allowed(scope):
+            await self._close(receive, send, CLOSE_BAD_ORIGIN)
+            return
+        try:
+            await self.inner(scope, receive, send)
+        except ValueError as exc:
+            if "No route found" not in str(exc):
+                raise
+            await self._close(receive, send, CLOSE_NO_ROUTE)
+
+    @staticmethod
+    async def _close(receive: Any, send: Any, code: int) -> None:
+        message = await receive()
+        if message.get("type") == "websocket.connect":
+            await send({"type": "websocket.accept"})
+        await send({"type": "websocket.close", "code": code})
