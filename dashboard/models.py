@@ -38,6 +38,8 @@ class Run(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="runs",
     )
+    # the audit trail outlives the account: who started it, as a name kept beside the link
+    created_by_name = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -93,6 +95,11 @@ class Run(models.Model):
     def is_finished(self) -> bool:
         """Whether the run has reached a final status."""
         return self.status in self.FINISHED
+
+    @property
+    def creator_name(self) -> str:
+        """Who started the run, even after their account was deleted ("" if nobody)."""
+        return self.created_by.get_username() if self.created_by else self.created_by_name
 
 
 class RunEvent(models.Model):
@@ -163,6 +170,7 @@ class Interrupt(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="answered_interrupts",
     )
+    answered_by_name = models.CharField(max_length=150, blank=True)
     answered_at = models.DateTimeField(null=True, blank=True)
     checkpoint_id = models.CharField(
         max_length=100, blank=True, help_text="The checkpoint the answer resumed from."
@@ -185,6 +193,11 @@ class Interrupt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.payload.get('field') or self.node} ({self.status})"
+
+    @property
+    def answerer_name(self) -> str:
+        """Who answered, even after their account was deleted ("" if nobody yet)."""
+        return self.answered_by.get_username() if self.answered_by else self.answered_by_name
 
 
 from dashboard.models_checkpoints import Checkpoint  # noqa: E402, F401  (unmanaged, read-only)

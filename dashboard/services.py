@@ -89,7 +89,7 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
             id=run_uuid, graph=spec.name, graph_version=spec.version,
             thread_id=spec.thread_id(str(run_uuid)), input=initial,
             created_by=user if user is not None and user.is_authenticated else None,
-            interrupt_before=before, interrupt_after=after,
+            created_by_name=_name(user), interrupt_before=before, interrupt_after=after,
         )
         transaction.on_commit(lambda: _after_change(run.id, "start"))
     return run
@@ -113,7 +113,7 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User) -> Interr
         won = waiting and Interrupt.objects.filter(
             pk=interrupt.pk, status=Interrupt.Status.PENDING,
         ).update(status=Interrupt.Status.ANSWERED, answer=answer, answered_by=user,
-                 answered_at=now)
+                 answered_by_name=_name(user), answered_at=now)
         interrupt.refresh_from_db()
         if not won:
             raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
@@ -234,7 +234,7 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
             id=run_uuid, graph=run.graph, graph_version=run.graph_version,
             thread_id=spec.thread_id(str(run_uuid)), input=run.input, parent=run,
             forked_from_checkpoint=checkpoint_id, fork_edit=edit,
-            created_by=user if user.is_authenticated else None,
+            created_by=user if user.is_authenticated else None, created_by_name=_name(user),
         )
         transaction.on_commit(lambda: _after_change(child.id, "start"))
     return child
@@ -264,6 +264,11 @@ def run_recover_stale(*, include_queued: bool = False) -> list[UUID]:
     return dispatch.recover_stale(include_queued=include_queued)
 
 
+def _name(user: User | None) -> str:
+    """The username kept with a record, so the audit trail outlives the account."""
+    return user.get_username() if user is not None and user.is_authenticated else ""
+
+
 def _check_answer_size(answer: Any) -> None:
     size = len(json.dumps(answer, default=str))
     if size > MAX_ANSWER_BYTES:
@@ -275,7 +280,7 @@ def _check_answer_size(answer: Any) -> None:
 
 def _closed_message(interrupt: Interrupt) -> str:
     if interrupt.status == Interrupt.Status.ANSWERED:
-        who = interrupt.answered_by.get_username() if interrupt.answered_by else "someone"
+        who = interrupt.answerer_name or "someone"
         when = interrupt.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if interrupt.answered_at \
             else "earlier"
         return f"already answered by {who} at {when} with {interrupt.answer!r}; nothing changed"

@@ -112,7 +112,7 @@ class RunEventAdmin(AuditAdmin):
 class InterruptAdmin(AuditAdmin):
     """Interrupts and their audit trail: who answered, what, when, from which checkpoint."""
 
-    list_display = ("question", "run_link", "status", "answered_by", "answered_at",
+    list_display = ("question", "run_link", "status", "answered_by_name", "answered_at",
                     "answer_short", "checkpoint_link", "created_at")
     list_display_links = ("question",)
     list_filter = ("status", "answered_at", "created_at")
@@ -122,12 +122,12 @@ class InterruptAdmin(AuditAdmin):
     fieldsets = (
         (None, {"fields": ("run_link", "trace_link", "interrupt_id", "node", "namespace",
                            "status", "created_at", "payload_json")}),
-        ("Audit trail", {"fields": ("answered_by", "answered_at", "answer_json",
-                                    "checkpoint_link")}),
+        ("Audit trail", {"fields": ("answered_by", "answered_by_name", "answered_at",
+                                    "answer_json", "checkpoint_link")}),
     )
     readonly_fields = ("run_link", "trace_link", "interrupt_id", "node", "namespace", "status",
-                       "created_at", "payload_json", "answered_by", "answered_at",
-                       "answer_json", "checkpoint_link")
+                       "created_at", "payload_json", "answered_by", "answered_by_name",
+                       "answered_at", "answer_json", "checkpoint_link")
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
                            ) -> tuple[QuerySet, bool]:

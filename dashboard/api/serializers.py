@@ -111,7 +111,7 @@ class CheckpointLookupSerializer(serializers.Serializer):
 class RunSerializer(serializers.ModelSerializer):
     """A run as the API shows it."""
 
-    created_by = serializers.CharField(source="created_by.username", read_only=True,
+    created_by = serializers.CharField(source="creator_name", read_only=True,
                                        allow_null=True)
 
     class Meta:
@@ -142,7 +142,7 @@ class InterruptSerializer(serializers.ModelSerializer):
 
     run = serializers.UUIDField(source="run_id", read_only=True)
     graph = serializers.CharField(source="run.graph", read_only=True)
-    answered_by = serializers.CharField(source="answered_by.username", read_only=True,
+    answered_by = serializers.CharField(source="answerer_name", read_only=True,
                                         allow_null=True)
 
     class Meta:

@@ -178,8 +178,7 @@ def _take_answers(run: Run) -> list[Answer]:
     ) or "-"
     Interrupt.objects.filter(pk__in=[r.pk for r in rows]).update(checkpoint_id=last_cp)
     return [
-        Answer(r.interrupt_id, r.answer,
-               r.answered_by.get_username() if r.answered_by else "", r.node, r.namespace)
+        Answer(r.interrupt_id, r.answer, r.answerer_name, r.node, r.namespace)
         for r in rows
     ]
 

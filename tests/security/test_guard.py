@@ -130,3 +130,27 @@ async def test_a_socket_to_no_route_is_closed_with_a_code(path):
 def test_there_is_no_e_mailed_password_reset(client, django_user_model, url):
     client.force_login(django_user_model.objects.create_user("x", password="pw-x-12345678"))
     assert client.get(url).status_code == 404
+
+
+def test_deleting_a_user_keeps_who_started_and_answered(executor, django_user_model, client):
+    from django.contrib.auth.models import Permission
+
+    from dashboard import services
+
+    olga = django_user_model.objects.create_user("olga2", password="pw-olga-12345")
+    olga.user_permissions.set(Permission.objects.filter(codename__in=["start_run",
+                                                                      "answer_interrupt"]))
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 2, "ask": True},
+                                       user=olga).id)
+    question = run.interrupts.get()
+    services.interrupt_answer(interrupt=question, answer="yes", user=olga)
+    wait_run(run.id, statuses=("succeeded", "failed"))
+    olga.delete()
+    run.refresh_from_db()
+    question.refresh_from_db()
+    assert run.created_by is None and run.creator_name == "olga2"
+    assert question.answered_by is None and question.answerer_name == "olga2"
+    admin = django_user_model.objects.create_superuser("root", password="pw-root-12345")
+    client.force_login(admin)
+    assert client.get(f"/api/runs/{run.id}/").json()["created_by"] == "olga2"
+    assert "olga2" in client.get(f"/runs/{run.id}/interrupts/").content.decode()
