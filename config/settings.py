@@ -172,8 +172,10 @@ PLANWATCH = {
     # Seconds the scripted model "thinks" per call, so live runs are watchable.
     "THINK_TIME": float(os.environ.get("PLANWATCH_THINK_TIME", "0.4")),
     # A running run whose heartbeat is older than this is taken to be orphaned.
-    "HEARTBEAT_SECONDS": float(os.environ.get("PLANWATCH_HEARTBEAT_SECONDS", "5")),
-    "STALE_AFTER_SECONDS": float(os.environ.get("PLANWATCH_STALE_AFTER_SECONDS", "30")),
+    # a dead executor's runs are taken over within STALE_AFTER + one sweep (about 6-8 s);
+    # heartbeats run on the executor's loop, beside async nodes, so a busy one still beats
+    "HEARTBEAT_SECONDS": float(os.environ.get("PLANWATCH_HEARTBEAT_SECONDS", "2")),
+    "STALE_AFTER_SECONDS": float(os.environ.get("PLANWATCH_STALE_AFTER_SECONDS", "6")),
     # Modules that register a user's own graphs (planner.registry.register) on import.
     # the graphs the registry loads (each module names its GraphSpec SPEC)
     "GRAPH_MODULES": env_list("PLANWATCH_GRAPH_MODULES",

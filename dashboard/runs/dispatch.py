@@ -93,4 +93,4 @@ async def _areap_forever() -> None:
             include_queued = False
         except Exception:
             logger.warning("recovering stale runs failed", exc_info=True)
-        await asyncio.sleep(max(1.0, planwatch_setting("STALE_AFTER_SECONDS") / 2))
+        await asyncio.sleep(max(1.0, planwatch_setting("STALE_AFTER_SECONDS") / 3))

@@ -30,8 +30,9 @@ async def execute_run(*, run_id: str, mode: str) -> None:
     await asyncio.wrap_future(get_executor().submit(UUID(run_id), mode))
 
 
-# croniter reads a sixth field as seconds: every 5 s
-@app.periodic(cron="* * * * * */5", periodic_id="recover")
+# croniter reads a sixth field as seconds: every 2 s (a dead worker's runs wait for the
+# stale window, then at most one sweep)
+@app.periodic(cron="* * * * * */2", periodic_id="recover")
 @app.task(name="planwatch.recover_runs", queue=QUEUE, queueing_lock="planwatch.recover",
           pass_context=True)
 async def recover_runs(context: Any, timestamp: int) -> None:

@@ -106,3 +106,59 @@ def test_procrastinate_worker_executes_runs_and_a_second_worker_recovers_a_kille
         for proc in (first, second):
             if proc is not None and proc.poll() is None:
                 kill(proc)
+
+
+@pytest.mark.postgres
+def test_with_the_default_windows_a_killed_workers_run_resumes_within_seconds(
+        executor, settings, operator):
+    """Measured, not asserted against a clock: the delay is printed for docs/reliability.md.
+
+    The default heartbeat (2 s) and stale window (6 s), procrastinate's sweep every 2 s.
+    """
+    if connection.vendor != "postgresql":
+        pytest.skip("procrastinate needs PostgreSQL: this runs in make test's PostgreSQL pass")
+    settings.PLANWATCH = {**settings.PLANWATCH, "EXECUTOR": "procrastinate"}
+    defaults = {"PLANWATCH_EXECUTOR": "procrastinate", "PLANWATCH_HEARTBEAT_SECONDS": "2",
+                "PLANWATCH_STALE_AFTER_SECONDS": "6"}
+    first = spawn(["planwatch_worker"], "worker-default-1", **defaults)
+    second = spawn(["planwatch_worker"], "worker-default-2", **defaults)
+    try:
+        slow = services.run_create(graph="test.echo", input={"steps": 400, "delay": 0.02},
+                                   user=operator)
+        wait_for_steps(slow.id, 10, first if Run.objects.get(id=slow.id).owner else second)
+        owner = Run.objects.get(id=slow.id).owner
+        victim, survivor = (first, second) if str(first.pid) in owner else (second, first)
+        killed_at = time.time()
+        kill(victim)
+        run = wait_run(slow.id, statuses=("succeeded", "failed", "cancelled"), timeout=120)
+        recovered = run.events.get(kind=Kind.RUN_RECOVERED)
+        delay = recovered.created_at.timestamp() - killed_at
+        print(f"\nrecovery after SIGKILL: {delay:.1f} s (heartbeat 2 s, stale window 6 s)")
+        assert run.status == Run.Status.SUCCEEDED and survivor.poll() is None
+        assert recovered.payload["owner"] != owner
+    finally:
+        for proc in (first, second):
+            if proc.poll() is None:
+                kill(proc)
+
+
+def test_a_live_executor_busy_in_a_long_node_keeps_its_run(executor, settings, operator):
+    settings.PLANWATCH = {**settings.PLANWATCH, "HEARTBEAT_SECONDS": 0.3,
+                          "STALE_AFTER_SECONDS": 1.0}
+    from dashboard.runs.execute import reset_executor
+
+    reset_executor()  # take the short heartbeat
+    run = services.run_create(graph="test.echo", input={"steps": 1, "delay": 3.0},
+                              user=operator)
+    deadline = time.monotonic() + 30
+    while not RunEvent.objects.filter(run_id=run.id, kind=Kind.NODE_STARTED).exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    owner = Run.objects.get(id=run.id).owner
+    for _ in range(4):  # 2 s inside one 3 s node, twice the stale window
+        time.sleep(0.5)
+        assert services.run_recover_stale() == []
+    run = wait_run(run.id, statuses=("succeeded", "failed", "cancelled"))
+    assert run.status == Run.Status.SUCCEEDED
+    assert not run.events.filter(kind=Kind.RUN_RECOVERED).exists()
+    assert run.events.get(kind=Kind.RUN_STARTED).payload["owner"] == owner
