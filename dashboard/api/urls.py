@@ -7,7 +7,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import (
     SpectacularAPIView,
     SpectacularRedocView,
-    SpectacularSwaggerView,
+    SpectacularSwaggerSplitView,
 )
 from rest_framework.routers import DefaultRouter
 
@@ -26,7 +26,8 @@ urlpatterns = [
     # DRF's views answer anonymous requests with 401 (it exempts them from Django's login
     # redirect); the two HTML docs pages send a browser to the login page like every page.
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", login_required(SpectacularSwaggerView.as_view(url_name="api:schema")),
+    # the split view serves Swagger UI's start-up script as a file (no inline script: CSP)
+    path("docs/", login_required(SpectacularSwaggerSplitView.as_view(url_name="api:schema")),
          name="docs"),
     path("redoc/", login_required(SpectacularRedocView.as_view(url_name="api:schema")),
          name="redoc"),

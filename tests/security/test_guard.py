@@ -8,6 +8,7 @@ knows) or opened a socket from another port.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from channels.testing import WebsocketCommunicator
@@ -154,3 +155,30 @@ def test_deleting_a_user_keeps_who_started_and_answered(executor, django_user_mo
     client.force_login(admin)
     assert client.get(f"/api/runs/{run.id}/").json()["created_by"] == "olga2"
     assert "olga2" in client.get(f"/runs/{run.id}/interrupts/").content.decode()
+
+
+def test_planwatch_https_turns_on_every_tls_setting_and_check_deploy_is_clean():
+    import secrets
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {**os.environ, "DEBUG": "false", "PLANWATCH_HTTPS": "true",
+           "SECRET_KEY": secrets.token_urlsafe(60)}
+    done = subprocess.run([sys.executable, "manage.py", "check", "--deploy"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues" in done.stdout, done.stdout + done.stderr
+    plain = subprocess.run([sys.executable, "manage.py", "check", "--deploy"], cwd=ROOT,
+                           env={**env, "PLANWATCH_HTTPS": "false"}, capture_output=True,
+                           text=True, timeout=120)
+    assert "security.W008" in plain.stdout + plain.stderr  # without it: no SSL redirect
+
+
+@pytest.mark.django_db
+def test_every_page_carries_the_content_security_policy(client, operator):
+    client.force_login(operator)
+    policy = client.get("/").headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    assert "unsafe-inline" not in policy.split("script-src")[1].split(";")[0]
