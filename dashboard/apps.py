@@ -20,6 +20,8 @@ class DashboardConfig(AppConfig):
 
     def ready(self) -> None:
         """Register the graphs the settings list (the built-in planners by default)."""
+        from dashboard import signals  # noqa: F401  (sockets follow the session)
+
         modules = cast(dict[str, Any], settings.PLANWATCH)["GRAPH_MODULES"]
         try:
             load_graphs(modules)

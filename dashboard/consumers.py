@@ -44,9 +44,24 @@ class PlanwatchConsumer(AsyncWebsocketConsumer):
         await handler(message)
 
     async def websocket_connect(self, message: dict[str, Any]) -> None:
-        """Make sure the layer keeps listening (see :func:`_akeep_listening`), then connect."""
+        """Make sure the layer keeps listening (see :func:`_akeep_listening`), then connect;
+        a signed-in user's socket then follows their session (see :meth:`session_revoke`)."""
         await _akeep_listening(self.channel_layer)
+        self.session_groups = doorbells.session_groups(self.scope)
+        for group in self.session_groups:
+            await self.channel_layer.group_add(group, self.channel_name)
         await super().websocket_connect(message)
+
+    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        """Leave the session's groups, then disconnect as Channels does."""
+        for group in getattr(self, "session_groups", ()):
+            await self.channel_layer.group_discard(group, self.channel_name)
+        await super().websocket_disconnect(message)
+
+    async def session_revoke(self, message: dict[str, Any]) -> None:
+        """The user signed out, was deactivated or changed password or rights: close (4401);
+        the page's socket reconnects only with a session that is still valid."""
+        await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def refuse_anonymous(self) -> bool:
         """Close the socket of a user who is not signed in; whether it was closed."""

@@ -127,6 +127,27 @@ class RunsDigest:
             await _asend(RUNS_GROUP, {"type": "runs.moved", "runs": runs})
 
 
+def session_groups(scope: dict[str, Any]) -> list[str]:
+    """The groups a signed-in user's socket joins: their account's and their session's."""
+    user = scope.get("user")
+    if user is None or not user.is_authenticated:
+        return []
+    groups = [f"user.{user.pk}"]
+    session = scope.get("session")
+    key = getattr(session, "session_key", None)
+    if key:
+        groups.append(f"session.{key}")
+    return groups
+
+
+async def arevoke(*, user_id: Any = None, session_key: str = "") -> None:
+    """Close the sockets of a user (every session) or of one session."""
+    if user_id is not None:
+        await _asend(f"user.{user_id}", {"type": "session.revoke"})
+    if session_key:
+        await _asend(f"session.{session_key}", {"type": "session.revoke"})
+
+
 async def abroadcast_inbox() -> None:
     """Tell inbox watchers that the set of pending interrupts changed."""
     await _asend(INBOX_GROUP, {"type": "inbox.changed"})
