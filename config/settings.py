@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -61,7 +62,8 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",  # API tokens stored hashed, expiring, revocable
+    "axes",  # login throttling and lockout
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc served offline
     "dashboard",
@@ -80,7 +82,20 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses a locked-out user before the password
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Sign-in throttling: after PLANWATCH_LOGIN_FAILURES wrong passwords for one user from
+# one address, that pair is locked out for PLANWATCH_LOCKOUT_MINUTES.
+AXES_FAILURE_LIMIT = int(os.environ.get("PLANWATCH_LOGIN_FAILURES", "10"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("PLANWATCH_LOCKOUT_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
@@ -273,7 +288,7 @@ SECURE_CSP = {
 REST_FRAMEWORK = {
     # Token first: an anonymous request then gets 401 with `WWW-Authenticate: Token`.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "knox.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -286,6 +301,14 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "dashboard.api.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
+# API tokens: `Authorization: Token <key>`; the key is shown once, stored as a digest,
+# and expires after PLANWATCH_TOKEN_TTL_HOURS (30 days by default).
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(hours=float(os.environ.get("PLANWATCH_TOKEN_TTL_HOURS", "720"))),
+    "AUTH_HEADER_PREFIX": "Token",
+    "AUTO_REFRESH": False,
+}
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Planwatch API",
     "DESCRIPTION": "Start, watch, answer and audit LangGraph planner runs.",

@@ -88,6 +88,12 @@ def request_problem(request: HttpRequest) -> str:
             if found := problem_in(value):
                 return f"the query parameter {name!r} contains {found}; remove it"
     content_type = request.content_type or ""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        return ""  # too large to read here: the view answers it with its 413
     if request.method in ("POST", "PUT", "PATCH") and content_type == "application/json":
         return _json_problem(request.body)
     if request.method == "POST" and content_type == "application/x-www-form-urlencoded":

@@ -222,3 +222,10 @@ def pytest_collection_modifyitems(config, items):
     """Run browser tests last: Playwright's sync API leaves an event loop in the main thread,
     which the asyncio tests after it would trip over."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
+def api_token(user) -> str:
+    """A fresh API token key for ``user`` (stored hashed; the key exists only here)."""
+    from knox.models import AuthToken
+
+    return AuthToken.objects.create(user=user)[1]

@@ -16,11 +16,11 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
-from rest_framework.authtoken.models import Token
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from dashboard.models import Interrupt, Run, RunEvent
+from tests.conftest import api_token
 
 MAX_EXAMPLES = 10
 # Operations without a parameter or body a request could break: nothing negative to send.
@@ -47,7 +47,7 @@ def api_schema(db, operator):
                                          payload={"field": "core.region"})
     known = {"/api/runs/": str(run.id), "/api/interrupts/": interrupt.pk,
              "/api/graphs/": "acquisition"}
-    auth = {"Authorization": f"Token {Token.objects.create(user=operator).key}"}
+    auth = {"Authorization": f"Token {api_token(operator)}"}
     for signal in (request_started, request_finished):
         signal.disconnect(close_old_connections)
     try:

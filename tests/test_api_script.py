@@ -8,10 +8,9 @@ import sys
 
 import pytest
 import requests
-from rest_framework.authtoken.models import Token
 
 from dashboard.models import Interrupt, Run
-from tests.conftest import ROOT
+from tests.conftest import ROOT, api_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,7 +18,7 @@ SCRIPT = ROOT / "docs" / "examples" / "api_client.py"
 
 
 def test_the_example_script_starts_answers_and_reads_a_run(live_server_url, operator):
-    token = Token.objects.create(user=operator).key
+    token = api_token(operator)
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--url", live_server_url, "--token", token,
          "--answer", "core.region=France", "--answer", "market.price=30"],
@@ -41,7 +40,7 @@ def test_the_example_script_starts_answers_and_reads_a_run(live_server_url, oper
 
 
 def test_the_live_server_refuses_a_two_megabyte_body_with_a_413(live_server_url, operator):
-    token = Token.objects.create(user=operator).key
+    token = api_token(operator)
     response = requests.post(
         f"{live_server_url}/api/runs/", timeout=30,
         headers={"Authorization": f"Token {token}"},

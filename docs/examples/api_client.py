@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Start a field-acquisition run over Planwatch's REST API, answer its questions, print the result.
 
-Needs only ``requests`` and an API token (``manage.py drf_create_token <username>``; the
+Needs only ``requests`` and an API token (``manage.py create_token <username>``; the
 user needs the start_run and answer_interrupt permissions)::
 
     python api_client.py --url http://127.0.0.1:8000 --token <key> \\

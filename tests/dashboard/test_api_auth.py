@@ -8,9 +8,9 @@ import uuid
 import pytest
 from django.core.management import call_command
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from dashboard.models import Interrupt, Run
+from tests.conftest import api_token
 
 pytestmark = pytest.mark.django_db
 
@@ -49,8 +49,7 @@ def pending(operator) -> Interrupt:
 
 def token_client(user) -> Client:
     """A client that authenticates with ``user``'s token and no session."""
-    token, _ = Token.objects.get_or_create(user=user)
-    return Client(headers={"Authorization": f"Token {token.key}"})
+    return Client(headers={"Authorization": f"Token {api_token(user)}"})
 
 
 def test_anonymous_gets_401_json_on_every_endpoint(client, pending):
@@ -70,13 +69,30 @@ def test_a_wrong_token_is_refused(client):
 
 
 def test_a_token_made_by_the_management_command_authenticates(operator):
+    from knox.models import AuthToken
+
     out = io.StringIO()
-    call_command("drf_create_token", "olga", stdout=out)
-    key = Token.objects.get(user=operator).key
-    assert key in out.getvalue()
+    call_command("create_token", "olga", stdout=out, stderr=io.StringIO())
+    key = out.getvalue().strip()
+    stored = AuthToken.objects.get(user=operator)
+    assert key not in (stored.digest, stored.token_key)  # only a digest and a prefix are kept
+    assert stored.expiry is not None  # tokens expire
     response = Client().get("/api/runs/", headers={"Authorization": f"Token {key}"})
     assert response.status_code == 200
     assert response.json()["results"] == []
+    stored.delete()  # revoked
+    assert Client().get("/api/runs/", headers={"Authorization": f"Token {key}"}
+                        ).status_code == 401
+
+
+def test_an_expired_token_is_refused(operator):
+    from datetime import timedelta
+
+    from knox.models import AuthToken
+
+    _, key = AuthToken.objects.create(user=operator, expiry=timedelta(seconds=-1))
+    assert Client().get("/api/runs/", headers={"Authorization": f"Token {key}"}
+                        ).status_code == 401
 
 
 def test_a_session_authenticates_and_writes_need_its_csrf_token(operator):
@@ -145,7 +161,7 @@ def test_the_schema_is_openapi_3_and_lists_every_resource(operator):
         "/api/runs/{id}/checkpoints/{checkpoint_id}/", "/api/interrupts/",
         "/api/interrupts/{id}/", "/api/interrupts/{id}/answer/",
     }
-    assert set(schema["components"]["securitySchemes"]) == {"tokenAuth", "cookieAuth"}
+    assert set(schema["components"]["securitySchemes"]) == {"knoxApiToken", "cookieAuth"}
     create = schema["paths"]["/api/runs/"]["post"]["responses"]
     assert {"201", "400", "401", "403", "413"} <= set(create)
 

@@ -7,10 +7,9 @@ import uuid
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from dashboard.models import Interrupt, Run
-from tests.conftest import wait_run
+from tests.conftest import api_token, wait_run
 
 
 @pytest.fixture(autouse=True)
@@ -21,8 +20,7 @@ def fast_password_hasher(settings):
 
 def token_client(user) -> Client:
     """``user``'s token client."""
-    token, _ = Token.objects.get_or_create(user=user)
-    return Client(headers={"Authorization": f"Token {token.key}"})
+    return Client(headers={"Authorization": f"Token {api_token(user)}"})
 
 
 def post(client: Client, path: str, data) -> object:

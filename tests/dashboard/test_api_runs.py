@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from dashboard.models import Run, RunEvent
 from dashboard.runs.record import event_dict
+from tests.conftest import api_token
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ def fast_password_hasher(settings):
 @pytest.fixture
 def api(operator) -> Client:
     """The operator's token client."""
-    return Client(headers={"Authorization": f"Token {Token.objects.create(user=operator).key}"})
+    return Client(headers={"Authorization": f"Token {api_token(operator)}"})
 
 
 def post(client: Client, path: str, data) -> object:

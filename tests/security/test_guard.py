@@ -182,3 +182,18 @@ def test_every_page_carries_the_content_security_policy(client, operator):
     policy = client.get("/").headers["Content-Security-Policy"]
     assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
     assert "unsafe-inline" not in policy.split("script-src")[1].split(";")[0]
+
+
+@pytest.mark.django_db
+def test_wrong_passwords_lock_the_account_out_for_a_while(client, django_user_model, settings):
+    django_user_model.objects.create_user("admin2", password="pw-right-12345")
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        response = client.post("/accounts/login/", {"username": "admin2", "password": "wrong"})
+        assert response.status_code == 200  # the form again, with its error
+    last = client.post("/accounts/login/", {"username": "admin2", "password": "wrong"})
+    assert last.status_code == 429
+    locked = client.post("/accounts/login/", {"username": "admin2", "password": "pw-right-12345"})
+    assert locked.status_code == 429 and "Too many failed sign-ins" in locked.content.decode()
+    assert "_auth_user_id" not in client.session
+    other = client.post("/accounts/login/", {"username": "nobody", "password": "x"})
+    assert other.status_code == 200  # another account is not locked by these attempts

@@ -10,6 +10,7 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
 from django.contrib.auth.signals import user_logged_out
+from django.test import RequestFactory
 
 from dashboard.consumers import RunsConsumer
 
@@ -43,9 +44,10 @@ def olga(django_user_model):
 async def test_signing_out_closes_that_sessions_sockets(olga):
     mine = await _open(olga, "one")
     other = await _open(olga, "two")
-    await database_sync_to_async(user_logged_out.send)(
-        sender=type(olga), request=SimpleNamespace(session=SimpleNamespace(session_key="one")),
-        user=olga)
+    request = RequestFactory().get("/accounts/logout/")
+    request.session = SimpleNamespace(session_key="one")
+    await database_sync_to_async(user_logged_out.send)(sender=type(olga), request=request,
+                                                       user=olga)
     await _closed_with(mine)
     assert await other.receive_nothing(0.3)  # another browser of the same user stays
     await other.disconnect()
