@@ -69,6 +69,14 @@ class Breakpoints:
     def __bool__(self) -> bool:
         return bool(self.before or self.after)
 
+    @staticmethod
+    def for_langgraph(nodes: list[str]) -> str | list[str] | None:
+        """Node names as ``astream`` takes them: ``"*"`` itself (a list holding "*" would
+        match no node), the names, or None for none."""
+        if "*" in nodes:
+            return "*"
+        return nodes or None
+
     def payload(self) -> dict[str, Any]:
         """How the event log records them."""
         return {"before": self.before, "after": self.after, "step": self.step}

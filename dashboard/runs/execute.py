@@ -310,7 +310,8 @@ class Executor:
         parts: AsyncIterator[Any] = graph.astream(
             payload, config, stream_mode=STREAM_MODES, subgraphs=True,
             durability=planwatch_setting("DURABILITY"),
-            interrupt_before=breaks.before or None, interrupt_after=breaks.after or None,
+            interrupt_before=breaks.for_langgraph(breaks.before),
+            interrupt_after=breaks.for_langgraph(breaks.after),
         )
         async with contextlib.aclosing(parts):  # type: ignore[type-var]
             async for ns, mode, data in parts:

@@ -45,6 +45,9 @@ def test_stepping_runs_one_super_step_then_pauses_again(executor, operator):
                               interrupt_before=["step"])
     run = wait_run(run.id, statuses=PAUSED)
     assert run.status == Run.Status.PAUSED and finished_nodes(run) == []
+    # no breakpoint left: only the step itself may pause the run again
+    services.run_breakpoints_set(run=run, interrupt_before=[], interrupt_after=[],
+                                 user=operator)
     for expected in (1, 2):
         services.run_continue(run=run, user=operator, step=True)
         deadline = time.monotonic() + 30
@@ -57,12 +60,10 @@ def test_stepping_runs_one_super_step_then_pauses_again(executor, operator):
         assert run.events.filter(kind=Kind.RUN_PAUSED).order_by("-seq").first().payload[
             "after"] == "step"
         assert run.step_once is False
-    services.run_breakpoints_set(run=run, interrupt_before=[], interrupt_after=[],
-                                 user=operator)
     services.run_continue(run=run, user=operator)
     run = wait_run(run.id, statuses=DONE)
     assert run.output == {"n": 4, "answer": None}
-    changed = run.events.get(kind=Kind.BREAKPOINTS_CHANGED)
+    changed = run.events.filter(kind=Kind.BREAKPOINTS_CHANGED).get()
     assert changed.payload == {"by": "olga", "before": [], "after": []}
     assert_gapless(run)
 
