@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from dashboard import services, trace
 from dashboard.checkpoints import checkpoint_get
 from dashboard.models import Run, RunEvent
@@ -48,9 +50,33 @@ def test_replay_shows_the_log_up_to_the_chosen_event(executor, operator, client)
     html = client.get(f"/runs/{run.id}/?at=4").content.decode()
     assert rows(html) == [1, 2, 3, 4]
     assert 'id="replay-next" href="?at=5"' in html and f"/ws/runs/{run.id}/" not in html
-    bad = client.get(f"/runs/{run.id}/?at=four")
-    assert bad.status_code == 400 and "not an event number" in bad.content.decode()
+    assert 'id="ev-4" data-seq="4" aria-current="step"' in html  # the chosen event, marked
     assert client.get("/runs/00000000-0000-0000-0000-000000000000/").status_code == 404
+
+
+@pytest.mark.parametrize("at", ["", "0", "four", "-1", "1.5", "\x00", "999", "²"])
+def test_a_bad_replay_position_gets_one_message_naming_the_range(executor, operator, client,
+                                                                   at):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 1}, user=operator).id)
+    client.force_login(operator)
+    bad = client.get(f"/runs/{run.id}/", {"at": at})
+    text = bad.content.decode()
+    assert bad.status_code == 400
+    assert text.count(f"from 1 to {run.last_seq}") == 1 and "registered" not in text
+
+
+def test_replay_shows_the_header_as_it_stood_at_the_chosen_event(executor, operator, client):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 3}, user=operator).id)
+    client.force_login(operator)
+    events = list(run.events.order_by("seq"))
+    started = next(e for e in events if e.kind == "node_started")
+    html = client.get(f"/runs/{run.id}/?at={started.seq}").content.decode()
+    assert ">Running<" in html and ">Succeeded<" not in html
+    assert f'id="trace-current" class="mono">{started.node}<' in html
+    elapsed = (started.created_at - events[0].created_at).total_seconds()
+    assert f">{elapsed:.1f} s<" in html
+    last = client.get(f"/runs/{run.id}/?at={run.last_seq}").content.decode()
+    assert ">Succeeded<" in last and 'id="trace-result"' in last
 
 
 def test_a_timeline_row_expands_to_its_update_and_checkpoint_diff(executor, operator, client):
