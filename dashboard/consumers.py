@@ -343,7 +343,8 @@ class RunConsumer(PlanwatchConsumer):
         context = self._context(events=events, changes=changes, last_seq=events[-1]["seq"])
         context["changed_tasks"] = [
             trace.task_card(self.fold.tasks, tid) for tid in sorted(changes.tasks)
-            if tid in self.fold.tasks
+            # the root is the goal, drawn as no card of the DAG: nothing to swap
+            if tid in self.fold.tasks and self.fold.tasks[tid].get("parent") is not None
         ]
         return render_to_string("dashboard/_trace_batch.html", context)
 

@@ -102,6 +102,26 @@ def run_event(request: HttpRequest, run_id: UUID, seq: int) -> TemplateResponse:
     })
 
 
+def run_task(request: HttpRequest, run_id: UUID, task_id: str) -> TemplateResponse:
+    """One task of the DAG in full: goal, type, status, output or error, worker, attempts."""
+    run = _run_or_404(request, run_id)
+    upto = _replay_position(request.GET.get("at", ""), last_seq=run.last_seq) \
+        if "at" in request.GET else None
+    fold, _ = trace.trace_fold(run=run, upto=upto)
+    if task_id not in fold.tasks:
+        raise Http404(f"run {run_id} has no task {task_id!r}")
+    task = fold.tasks[task_id]
+    output = task.get("result")
+    return TemplateResponse(request, "dashboard/_trace_task_detail.html", {
+        "run": run, "task": trace.task_card(fold.tasks, task_id),
+        "output_json": trace.pretty(output) if output is not None else "",
+        "deps": [trace.task_card(fold.tasks, d) for d in task.get("deps") or ()
+                 if d in fold.tasks],
+        "waiting": [trace.task_card(fold.tasks, t) for t, other in fold.tasks.items()
+                    if task_id in (other.get("deps") or ())],
+    })
+
+
 def run_state(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpResponse:
     """The state inspector: the full state at one checkpoint of the run."""
     run = _run_or_404(request, run_id)

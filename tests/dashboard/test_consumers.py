@@ -266,7 +266,7 @@ def test_a_digest_of_node_moves_updates_every_runs_row_in_one_frame(transactiona
     cells = [m for m in messages if "-node" in m and 'hx-swap-oob="true"' in m]
     assert len(cells) == 1  # one frame for the whole digest
     for i, run in enumerate(runs):
-        assert f'<td id="run-{run.id}-node" class="mono" hx-swap-oob="true">node{i}</td>' \
+        assert f'<td id="run-{run.id}-node" class="mono col-node" hx-swap-oob="true">node{i}</td>' \
             in cells[0]
     # runs created after the page arrive as new rows, once each
     assert sum('hx-swap-oob="afterbegin"' in m for m in messages) == 3
