@@ -14,14 +14,20 @@
     svg.setAttribute("aria-hidden", "true");
     svg.setAttribute("width", cols.scrollWidth);
     svg.setAttribute("height", cols.scrollHeight);
-    var n = 0;
+    var n = 0, origin = cols.getBoundingClientRect();
+    // positions in the scrolled content of the plan's box, wherever each card sits
+    function box(el) {
+      var r = el.getBoundingClientRect();
+      return { left: r.left - origin.left + cols.scrollLeft, right: r.right - origin.left + cols.scrollLeft,
+               mid: (r.top + r.bottom) / 2 - origin.top + cols.scrollTop };
+    }
     Object.keys(byId).forEach(function (tid) {
       var task = byId[tid];
       (task.dataset.deps || "").split(" ").forEach(function (dep) {
         var from = byId[dep];
         if (!from) return;  // a dependency outside this plan is named in the task's details
-        var x1 = from.offsetLeft + from.offsetWidth, y1 = from.offsetTop + from.offsetHeight / 2;
-        var x2 = task.offsetLeft, y2 = task.offsetTop + task.offsetHeight / 2;
+        var a = box(from), b = box(task);
+        var x1 = a.right, y1 = a.mid, x2 = b.left, y2 = b.mid;
         var dx = Math.max(12, (x2 - x1) / 2);
         var path = document.createElementNS(SVG, "path");
         path.setAttribute("d", "M" + x1 + "," + y1 + " C" + (x1 + dx) + "," + y1 + " " +

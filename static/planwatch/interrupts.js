@@ -35,8 +35,9 @@ document.addEventListener("htmx:beforeSwap", (event) => {
       awaitingNext = !focusIn(section);
       return;
     }
-    const idle = !document.activeElement || document.activeElement === document.body
-      || section.contains(document.activeElement);
-    if (awaitingNext && idle && section.querySelector(FIELDS)) focusIn(section);
+    // nobody is typing anywhere (focus on the page itself): the question is what to do next
+    const onPage = !document.activeElement || document.activeElement === document.body;
+    const idle = onPage || section.contains(document.activeElement);
+    if ((awaitingNext ? idle : onPage) && section.querySelector(FIELDS)) focusIn(section);
   });
 })();
