@@ -218,6 +218,7 @@ class RunConsumer(PlanwatchConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.run, self.sent, self.status = run, int(after), run.status
+        self.shown_status = ""  # the status the page's buttons were drawn for: unknown yet
         self.run_key = str(run.id)
         self.lock = asyncio.Lock()  # one batch at a time: doorbells and log checks interleave
         self.can_cancel = await _acan(user, "dashboard.cancel_run")
@@ -352,15 +353,20 @@ class RunConsumer(PlanwatchConsumer):
         await self.send(text_data=self._header_html())
 
     def _header_html(self) -> str:
-        # sent on every step to every watcher: rendered from the run alone, once per process
+        # sent on every step to every watcher: rendered from the run alone, once per process.
+        # Only the live facts: the buttons beside them are sent when the status moves, so a
+        # hand on "Cancel run" does not lose it to a redraw every step.
         run, head = self.run, header.run_head(self.run)
-        key = ("header", self.run_key, head, self.can_cancel)
+        actions = run.status != self.shown_status
+        self.shown_status = run.status
+        key = ("header", self.run_key, head, self.can_cancel, actions)
         html = _RENDERED.get(key)
         if html is None:
-            html = _RENDERED[key] = render_to_string("dashboard/_trace_header.html", {
-                "run": run, "head": head, "goal": results.run_goal(run=run),
-                "can_cancel": self.can_cancel, "oob": True,
-            })
+            context = {"run": run, "head": head, "can_cancel": self.can_cancel, "oob": True}
+            html = render_to_string("dashboard/_trace_live.html", context)
+            if actions:
+                html += render_to_string("dashboard/_trace_actions.html", context)
+            _RENDERED[key] = html
             _trim_rendered()
         return html
 

@@ -149,10 +149,12 @@ def run_cancel(request: HttpRequest, run_id: UUID) -> HttpResponse:
     try:
         services.run_cancel(run=run, user=request.user)
     except services.ServiceError as exc:
-        messages.error(request, exc.message)
+        level, text = "error", exc.message
     else:
-        messages.success(request, "Cancel requested; the run stops at its next node.")
-    if request.htmx:
-        return HttpResponse(status=204, headers={"HX-Refresh": "true"})
+        level, text = "success", "Cancel requested; the run stops at its next node."
+    if request.htmx:  # the page stays (its socket brings the new status): only say it here
+        return TemplateResponse(request, "dashboard/_trace_notice.html",
+                                {"level": level, "text": text})
+    getattr(messages, level)(request, text)
     return redirect("dashboard:run_detail", run_id=run.id)
 

@@ -178,8 +178,17 @@ def test_a_decomposition_answered_by_keyboard_then_cancelled_mid_round(
     page.wait_for_function(
         "() => document.querySelectorAll('#trace-dag .task.status-ok').length >= 3",
         timeout=60_000)
+    # the live timeline follows new rows; scrolled away, it counts them in a pill instead
+    timeline = page.locator("#trace-timeline")
+    assert timeline.evaluate("b => b.scrollHeight - b.scrollTop - b.clientHeight < 40")
+    timeline.evaluate("b => { b.scrollTop = 0; }")
     page.once("dialog", lambda dialog: dialog.accept())
-    page.click("#trace-cancel")
+    page.click("#trace-cancel")  # at once: the run is still working through its round
+    pill = page.locator("#timeline-new")  # the rows up to run_cancelled came in below
+    expect(pill).to_have_text(re.compile(r"^\d+ new events? ↓$"))
+    pill.click()
+    expect(pill).to_be_hidden()
+    assert timeline.evaluate("b => b.scrollHeight - b.scrollTop - b.clientHeight < 40")
     header_says(page, "Cancelled")
     run = wait_run(run.id)
     assert run.status == Run.Status.CANCELLED

@@ -98,7 +98,7 @@ def test_a_reconnect_gets_exactly_the_rows_after_its_position(executor, operator
         assert f'data-last-seq="{run.last_seq}" hx-swap-oob="true"' in html
         assert 'id="trace-graph-state"' in html and "&quot;step&quot;: 3" in html
         header = await comm.receive_from(timeout=5)  # the page's header predates the rows
-        assert 'id="trace-header"' in header and "status-succeeded" in header
+        assert 'id="trace-live"' in header and "status-succeeded" in header
         assert 'id="run-interrupts"' in await comm.receive_from(timeout=5)
         result = await comm.receive_from(timeout=5)  # and the result card it now has
         assert 'id="trace-result"' in result and "status-succeeded" in result
@@ -125,7 +125,7 @@ def test_a_page_that_shows_every_event_still_gets_the_current_header(executor, o
         return header
 
     header = async_to_sync(scenario)()
-    assert 'id="trace-header"' in header and 'hx-swap-oob="true"' in header
+    assert 'id="trace-live"' in header and 'hx-swap-oob="true"' in header
     assert ">Interrupted<" in header
     assert f'id="trace-current" class="mono">{run.current_node}<' in header
 
@@ -185,7 +185,7 @@ def test_a_status_change_reloads_the_header_and_interrupts_panel(executor, opera
         seen = ""
         while 'id="run-interrupts"' not in seen or "Interrupted" not in seen:
             seen += await comm.receive_from(timeout=5)
-        assert 'id="trace-header" class="trace-head" hx-swap-oob="true"' in seen
+        assert 'id="trace-live" class="trace-live" hx-swap-oob="true"' in seen
         assert f'hx-get="/runs/{run.id}/interrupts/"' in seen
         await comm.disconnect()
 
@@ -280,7 +280,7 @@ def test_rows_whose_doorbell_never_rang_arrive_from_the_log(transactional_db, op
 
     async def scenario():
         comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=0")
-        assert ok and 'id="trace-header"' in await comm.receive_from(timeout=5)
+        assert ok and 'id="trace-live"' in await comm.receive_from(timeout=5)
         assert await comm.receive_nothing(timeout=0.2)
 
         @database_sync_to_async
