@@ -42,7 +42,7 @@ def main() -> None:
     django.setup()
     from django.db import connection
 
-    from dashboard.runner import Executor
+    from dashboard.runs.execute import Executor
 
     executor = Executor(max_concurrent=args.concurrency, think_time=0)
     executor.start()

@@ -40,6 +40,7 @@ django.setup()
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from dashboard import services
+from dashboard.runs import dispatch
 from dashboard.models import Run, RunEvent
 user, _ = get_user_model().objects.get_or_create(username=os.environ["BENCH_USER"])
 user.set_password(os.environ["BENCH_PASSWORD"])
@@ -60,7 +61,7 @@ for line in sys.stdin:
         run.save()
         print(run.id, flush=True)
     elif cmd == "dispatch":
-        services.dispatch(arg, "start")
+        dispatch.dispatch(arg, "start")
         print("ok", flush=True)
     elif cmd == "status":
         run = Run.objects.get(id=arg)

@@ -233,7 +233,7 @@ class Watcher:
         from django.conf import settings
 
         from dashboard.models import Run, RunEvent
-        from dashboard.services import dispatch
+        from dashboard.runs.dispatch import dispatch
 
         ids = await sync_to_async(_queued_runs)(n)
         received: list[dict[int, float]] = []
@@ -325,7 +325,7 @@ async def _listen(ids: list[uuid.UUID], rung: dict[tuple[str, int], tuple[float,
     """For each event of these runs: when it was committed and when it was heard on Redis."""
     from channels.layers import get_channel_layer
 
-    from dashboard.broadcast import run_group
+    from dashboard.runs.doorbells import run_group
 
     layer = get_channel_layer()
     channel = await layer.new_channel()
@@ -444,7 +444,7 @@ def _browser(port: int, cookie: str, runs: int) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     from dashboard.models import Run
-    from dashboard.services import dispatch
+    from dashboard.runs.dispatch import dispatch
 
     base = f"http://127.0.0.1:{port}"
     lat: list[float] = []

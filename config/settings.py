@@ -158,8 +158,8 @@ if REDIS_URL:
         },
     }
 else:
-    # in memory, rung from the in-process executor's own loop: see dashboard/layers.py
-    CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.layers.InProcessChannelLayer"}}
+    # in memory, rung from the in-process executor's own loop: see dashboard/runs/layers.py
+    CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.runs.layers.InProcessChannelLayer"}}
 
 PLANWATCH = {
     # inprocess: runs execute inside the ASGI server; procrastinate: in worker processes.
@@ -199,6 +199,9 @@ if IS_POSTGRES:
     # procrastinate's queue lives in PostgreSQL; its tables exist on every PostgreSQL
     # deployment so switching PLANWATCH_EXECUTOR needs no further migration.
     INSTALLED_APPS.insert(INSTALLED_APPS.index("dashboard"), "procrastinate.contrib.django")
+    # the jobs live in the run engine's package, not in an app's tasks.py
+    PROCRASTINATE_AUTODISCOVER_MODULE_NAME = ""
+    PROCRASTINATE_IMPORT_PATHS = ["dashboard.runs.jobs"]
     PROCRASTINATE_WORKER_DEFAULTS = {
         "update_heartbeat_interval": PLANWATCH["HEARTBEAT_SECONDS"],
         "stalled_worker_timeout": PLANWATCH["STALE_AFTER_SECONDS"],

@@ -18,8 +18,8 @@ from typing import Any
 from django.db import connection
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-from dashboard.checkpointer import postgres_conninfo
-from dashboard.jsonsafe import to_jsonable
+from dashboard.runs.jsonsafe import to_jsonable
+from dashboard.runs.savers import postgres_conninfo
 
 
 @dataclass(frozen=True)

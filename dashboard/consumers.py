@@ -16,9 +16,10 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 from django.utils.dateparse import parse_datetime
 
-from dashboard import broadcast, header, inbox, results, selectors, trace
+from dashboard import header, inbox, results, selectors, trace
 from dashboard.models import Run
-from dashboard.recorder import event_dict
+from dashboard.runs import doorbells
+from dashboard.runs.record import event_dict
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -89,12 +90,12 @@ class RunsConsumer(PlanwatchConsumer):
         if self.since is not None and self.since.tzinfo is None:
             self.since = None  # a time without a zone cannot be compared with stored times
         self.seen: set[str] = set()
-        await self.channel_layer.group_add(broadcast.RUNS_GROUP, self.channel_name)
+        await self.channel_layer.group_add(doorbells.RUNS_GROUP, self.channel_name)
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
         """Leave the runs group."""
-        await self.channel_layer.group_discard(broadcast.RUNS_GROUP, self.channel_name)
+        await self.channel_layer.group_discard(doorbells.RUNS_GROUP, self.channel_name)
 
     async def run_changed(self, message: dict[str, Any]) -> None:
         """Add a run created after the page as a new row; send its status cells (OOB swaps)."""
@@ -222,7 +223,7 @@ class RunConsumer(PlanwatchConsumer):
         self.run_key = str(run.id)
         self.lock = asyncio.Lock()  # one batch at a time: doorbells and log checks interleave
         self.can_cancel = await _acan(user, "dashboard.cancel_run")
-        self.group = broadcast.run_group(run.id)
+        self.group = doorbells.run_group(run.id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         # read after joining the group: nothing that changes from now on can be missed
@@ -259,7 +260,7 @@ class RunConsumer(PlanwatchConsumer):
             elif message["first"] > self.sent + 1:  # a doorbell never came: read the gap
                 events = await _aevents_after(self.run.id, self.sent)
             else:
-                events = [e for e in broadcast.doorbell_events(message) if e["seq"] > self.sent]
+                events = [e for e in doorbells.doorbell_events(message) if e["seq"] > self.sent]
             summary = message.get("run")
             moved = summary is not None and summary["status"] == self.status
             if moved:  # only the node moved: its header goes out in the events' frame
@@ -419,13 +420,13 @@ class InboxConsumer(PlanwatchConsumer):
         self.badge_only = "badge" in query
         self.graph = (query.get("graph") or [""])[0][:100]
         self.known: inbox.PendingState | None = None
-        await self.channel_layer.group_add(broadcast.INBOX_GROUP, self.channel_name)
+        await self.channel_layer.group_add(doorbells.INBOX_GROUP, self.channel_name)
         await self.accept()
         await self.inbox_changed({})
 
     async def disconnect(self, code: int) -> None:
         """Leave the inbox group."""
-        await self.channel_layer.group_discard(broadcast.INBOX_GROUP, self.channel_name)
+        await self.channel_layer.group_discard(doorbells.INBOX_GROUP, self.channel_name)
 
     async def inbox_changed(self, message: dict[str, Any]) -> None:
         """Send the badge, or the inbox rows and the runs whose questions changed."""

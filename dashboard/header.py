@@ -21,7 +21,8 @@ STATUS_AFTER = {
     Kind.RUN_STARTED: Run.Status.RUNNING, Kind.RUN_RESUMED: Run.Status.RUNNING,
     Kind.RUN_RECOVERED: Run.Status.RUNNING, Kind.INTERRUPT_RAISED: Run.Status.INTERRUPTED,
     Kind.RUN_SUCCEEDED: Run.Status.SUCCEEDED, Kind.RUN_FAILED: Run.Status.FAILED,
-    Kind.RUN_CANCELLED: Run.Status.CANCELLED,
+    Kind.RUN_CANCELLED: Run.Status.CANCELLED, Kind.RUN_PAUSED: Run.Status.PAUSED,
+    Kind.RUN_FORKED: Run.Status.QUEUED, Kind.RUN_CONTINUED: Run.Status.QUEUED,
 }
 
 
@@ -60,7 +61,7 @@ def replay_head(events: list[dict[str, Any]], *, current: str) -> Head:
     started = None
     for event in events:
         status = STATUS_AFTER.get(event["kind"], status)
-        if started is None and event["kind"] == Kind.RUN_STARTED:
+        if started is None and event["kind"] in (Kind.RUN_STARTED, Kind.RUN_RESUMED):
             started = parse_datetime(event["created_at"] or "")
     at = parse_datetime(events[-1]["created_at"] or "") if events else None
     duration = f"{(at - started).total_seconds():.1f} s" if started and at else "—"

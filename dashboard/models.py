@@ -16,6 +16,7 @@ class Run(models.Model):
         QUEUED = "queued", "Queued"  # created, waiting for an executor slot
         RUNNING = "running", "Running"  # claimed by an executor that heartbeats
         INTERRUPTED = "interrupted", "Interrupted"  # waiting for an operator's answer
+        PAUSED = "paused", "Paused"  # stopped at a breakpoint, waiting for continue or step
         SUCCEEDED = "succeeded", "Succeeded"  # the graph reached END
         FAILED = "failed", "Failed"  # a node raised, or the executor gave up
         CANCELLED = "cancelled", "Cancelled"  # stopped by an operator
@@ -45,6 +46,22 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     last_seq = models.PositiveIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
+    # Debugging: nodes to pause before or after (LangGraph's interrupt_before/after; "*" is
+    # every node), one super-step then pause again, and where a fork came from.
+    interrupt_before = models.JSONField(default=list, blank=True)
+    interrupt_after = models.JSONField(default=list, blank=True)
+    step_once = models.BooleanField(
+        default=False, help_text="Pause again after the next super-step.")
+    breakpoints_changed = models.BooleanField(
+        default=False, help_text="The executor that holds the run applies new breakpoints.")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks",
+        help_text="The run this one was forked from.")
+    forked_from_checkpoint = models.CharField(
+        max_length=100, blank=True, help_text="The parent's checkpoint this run started from.")
+    fork_edit = models.JSONField(
+        null=True, blank=True,
+        help_text="State edited before the fork ran: {'values': …, 'as_node': …}.")
 
     class Meta:
         ordering = ["-created_at"]
@@ -56,8 +73,8 @@ class Run(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(
-                    status__in=["queued", "running", "interrupted", "succeeded", "failed",
-                                "cancelled"]
+                    status__in=["queued", "running", "interrupted", "paused", "succeeded",
+                                "failed", "cancelled"]
                 ),
                 name="run_status_valid",
             ),
@@ -65,6 +82,8 @@ class Run(models.Model):
         permissions = [
             ("start_run", "Can start runs"),
             ("cancel_run", "Can cancel runs"),
+            ("debug_run", "Can set breakpoints, continue and step runs"),
+            ("fork_run", "Can fork runs and edit their state"),
         ]
 
     def __str__(self) -> str:
@@ -86,6 +105,10 @@ class RunEvent(models.Model):
         RUN_SUCCEEDED = "run_succeeded", "Run succeeded"
         RUN_FAILED = "run_failed", "Run failed"
         RUN_CANCELLED = "run_cancelled", "Run cancelled"
+        RUN_PAUSED = "run_paused", "Run paused"  # stopped at a breakpoint
+        RUN_FORKED = "run_forked", "Run forked"  # first event of a fork: from where, edits
+        BREAKPOINTS_CHANGED = "breakpoints_changed", "Breakpoints changed"
+        RUN_CONTINUED = "run_continued", "Run continued"  # an operator's continue or step
         NODE_STARTED = "node_started", "Node started"
         NODE_FINISHED = "node_finished", "Node finished"
         NODE_FAILED = "node_failed", "Node failed"

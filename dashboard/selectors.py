@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -9,6 +11,10 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
 from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.runs import debugging
+from planner.llm import make_llm
+from planner.registry import get_graph
+from planner.search import default_search
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -73,3 +79,38 @@ def run_summary(*, run: Run) -> dict[str, Any]:
     """The small dict a runs-list row is rendered from."""
     return {"id": str(run.id), "graph": run.graph, "status": run.status,
             "current_node": run.current_node, "last_seq": run.last_seq}
+
+
+@dataclass(frozen=True)
+class DebugSchema:
+    """What debugging a graph's runs offers: its nodes and its typed state channels."""
+
+    nodes: list[str]
+    channels: dict[str, Any]
+
+
+@functools.cache
+def graph_debug_schema(*, graph: str) -> DebugSchema:
+    """The nodes breakpoints can name and the channels a fork can edit (raises KeyError)."""
+    builder = get_graph(graph).build(llm=make_llm("scripted", think_time=0),
+                                     search=default_search())
+    return DebugSchema(nodes=sorted(builder.nodes), channels=debugging.state_channels(builder))
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """A run's branches: where it came from, its siblings and its own forks."""
+
+    parent: Run | None
+    siblings: list[Run]
+    children: list[Run]
+
+
+def run_lineage(*, run: Run) -> Lineage:
+    """The runs forked from the same parent as ``run``, and those forked from ``run``."""
+    parent = (Run.objects.select_related("created_by").filter(id=run.parent_id).first()
+              if run.parent_id else None)
+    siblings = list(Run.objects.filter(parent_id=run.parent_id).exclude(id=run.id)
+                    .order_by("created_at")) if parent else []
+    children = list(run.forks.select_related("created_by").order_by("created_at"))
+    return Lineage(parent=parent, siblings=siblings, children=children)

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-from datetime import timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
 from asgiref.sync import async_to_sync
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
-from dashboard import broadcast
 from dashboard.models import Interrupt, Run, RunEvent
-from planner.registry import InputError, get_graph
+from dashboard.runs import debugging, dispatch, doorbells, transitions
+from planner.llm import make_llm
+from planner.registry import GraphSpec, InputError, get_graph
+from planner.search import default_search
 
 logger = logging.getLogger("planwatch.services")
 
@@ -50,6 +48,12 @@ class RunStateError(ServiceError):
     code = "run_state"
 
 
+class DebugInputError(ServiceError):
+    """A breakpoint, checkpoint or state edit that the graph or the run does not have."""
+
+    code = "invalid_debug"
+
+
 class InterruptClosed(ServiceError):
     """The interrupt was answered already or its run moved on or was cancelled."""
 
@@ -60,26 +64,13 @@ class InterruptClosed(ServiceError):
         self.interrupt = interrupt
 
 
-def dispatch(run_id: UUID, mode: str) -> None:
-    """Hand a run to the configured executor (in-process, or a procrastinate worker)."""
-    if settings.PLANWATCH["EXECUTOR"] == "procrastinate":
-        from procrastinate.exceptions import AlreadyEnqueued
+def run_create(*, graph: str, input: dict[str, Any], user: User | None,
+               interrupt_before: list[str] | None = None,
+               interrupt_after: list[str] | None = None) -> Run:
+    """Validate ``input`` with the graph's registry entry, store a queued run, start it.
 
-        from dashboard.tasks import execute_run
-
-        # a job for the same run and purpose may wait already: that one will do
-        with contextlib.suppress(AlreadyEnqueued):
-            execute_run.configure(
-                lock=f"run:{run_id}", queueing_lock=f"run:{run_id}:{mode}"
-            ).defer(run_id=str(run_id), mode=mode)
-        return
-    from dashboard.runner import get_executor
-
-    get_executor().submit(run_id, mode)
-
-
-def run_create(*, graph: str, input: dict[str, Any], user: User | None) -> Run:
-    """Validate ``input`` with the graph's registry entry, store a queued run, start it."""
+    ``interrupt_before`` / ``interrupt_after`` name nodes to pause before or after.
+    """
     try:
         spec = get_graph(graph)
     except KeyError as exc:
@@ -88,12 +79,16 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None) -> Run:
         initial = spec.make_input(input)
     except InputError as exc:
         raise RunInputError(f"invalid input for {graph!r}: {exc}", errors=exc.errors) from None
+    before, after = list(interrupt_before or ()), list(interrupt_after or ())
+    if before or after:
+        _check(debugging.check_breakpoints, spec, before=before, after=after)
     run_uuid = uuid4()
     with transaction.atomic():
         run = Run.objects.create(
             id=run_uuid, graph=spec.name, graph_version=spec.version,
             thread_id=spec.thread_id(str(run_uuid)), input=initial,
             created_by=user if user is not None and user.is_authenticated else None,
+            interrupt_before=before, interrupt_after=after,
         )
         transaction.on_commit(lambda: _after_change(run.id, "start"))
     return run
@@ -155,16 +150,17 @@ def run_cancel(*, run: Run, user: User) -> Run:
                 "runs can be cancelled"
             )
         if locked.owner:  # an executor holds it: ask it to stop
-            Run.objects.filter(id=run.id).update(cancel_requested=True)
-            transaction.on_commit(lambda: _request_cancel(run.id))
+            Run.objects.filter(id=run.id).update(
+                **transitions.orm_update(transitions.request_cancel()))
+            transaction.on_commit(lambda: dispatch.request_cancel(run.id))
         else:
-            seq = (locked.events.aggregate(m=Max("seq"))["m"] or 0) + 1
+            seq = transitions.next_seq(locked)
             who = user.get_username() if user.is_authenticated else ""
             RunEvent.objects.create(run=locked, seq=seq, kind=RunEvent.Kind.RUN_CANCELLED,
                                     payload={"by": who})
-            Run.objects.filter(id=run.id).update(
-                status=Run.Status.CANCELLED, finished_at=timezone.now(), last_seq=seq,
-            )
+            fields = transitions.finish(status=Run.Status.CANCELLED, now=timezone.now(),
+                                        last_seq=seq)
+            Run.objects.filter(id=run.id).update(**transitions.orm_update(fields))
             locked.interrupts.filter(status=Interrupt.Status.PENDING).update(
                 status=Interrupt.Status.CANCELLED
             )
@@ -173,23 +169,98 @@ def run_cancel(*, run: Run, user: User) -> Run:
     return run
 
 
-def run_recover_stale(*, include_queued: bool = False) -> list[UUID]:
-    """Hand every run whose executor stopped heart-beating to an executor again.
+def run_breakpoints_set(*, run: Run, interrupt_before: list[str],
+                        interrupt_after: list[str], user: User) -> Run:
+    """Change where a run pauses; a running run takes them at its next node boundary."""
+    _check(debugging.check_breakpoints, get_graph(run.graph), before=interrupt_before,
+           after=interrupt_after)
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(id=run.id)
+        if locked.is_finished:
+            raise RunStateError(f"run {run.id} already {locked.status}; breakpoints apply "
+                                "only to queued, running, paused or interrupted runs")
+        held = bool(locked.owner)
+        fields = transitions.set_breakpoints(before=interrupt_before, after=interrupt_after,
+                                             held=held)
+        Run.objects.filter(id=run.id).update(**transitions.orm_update(fields))
+        if held:  # its executor numbers the events: it records the change when it applies it
+            transaction.on_commit(lambda: dispatch.request_breakpoints(run.id))
+        else:
+            _record(locked, RunEvent.Kind.BREAKPOINTS_CHANGED, user,
+                    before=interrupt_before, after=interrupt_after)
+    run.refresh_from_db()
+    return run
 
-    ``include_queued`` also dispatches runs still queued (at start-up: their dispatch may
-    have died with the process that created them).
+
+def run_continue(*, run: Run, user: User, step: bool = False) -> Run:
+    """Continue a run paused at a breakpoint, to the next breakpoint or one super-step on."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(id=run.id)
+        if locked.status != Run.Status.PAUSED:
+            raise RunStateError(f"run {run.id} is {locked.status}, not paused at a breakpoint; "
+                                "only paused runs can be continued or stepped")
+        if step:
+            Run.objects.filter(id=run.id).update(
+                **transitions.orm_update(transitions.request_step()))
+        _record(locked, RunEvent.Kind.RUN_CONTINUED, user, step=step)
+        transaction.on_commit(lambda: _after_change(run.id, "continue"))
+    run.refresh_from_db()
+    return run
+
+
+def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
+             as_node: str = "") -> Run:
+    """Start a new run from one of ``run``'s checkpoints, with ``values`` edited in first.
+
+    The edit is checked against the graph's state schema before anything is written; the
+    fork is linked to its parent and checkpoint, and traced, answerable and recoverable
+    like any run.
     """
-    stale = timezone.now() - timedelta(seconds=settings.PLANWATCH["STALE_AFTER_SECONDS"])
-    ids = list(
-        Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=stale)
-        .values_list("id", flat=True)
-    )
-    for run_id in ids:
-        dispatch(run_id, "recover")
-    if include_queued:
-        for run_id in Run.objects.filter(status=Run.Status.QUEUED).values_list("id", flat=True):
-            dispatch(run_id, "start")
-    return ids
+    spec = get_graph(run.graph)
+    if not run.events.filter(kind=RunEvent.Kind.CHECKPOINT, namespace="",
+                             checkpoint_id=checkpoint_id).exists():
+        raise DebugInputError(
+            f"run {run.id} has no checkpoint {checkpoint_id!r}; pick one from its timeline "
+            f"or from /api/runs/{run.id}/checkpoints/",
+            errors={"checkpoint_id": "not a checkpoint of this run"})
+    edit = None
+    if values is not None:
+        _check(debugging.check_edit, spec, values, as_node=as_node)
+        edit = {"values": values, "as_node": as_node}
+    run_uuid = uuid4()
+    with transaction.atomic():
+        child = Run.objects.create(
+            id=run_uuid, graph=run.graph, graph_version=run.graph_version,
+            thread_id=spec.thread_id(str(run_uuid)), input=run.input, parent=run,
+            forked_from_checkpoint=checkpoint_id, fork_edit=edit,
+            created_by=user if user.is_authenticated else None,
+        )
+        transaction.on_commit(lambda: _after_change(child.id, "start"))
+    return child
+
+
+def _check(rule: Any, spec: GraphSpec, *args: Any, **kwargs: Any) -> None:
+    """Apply one of :mod:`dashboard.runs.debugging`'s checks to the graph's builder."""
+    builder = spec.build(llm=make_llm("scripted", think_time=0), search=default_search())
+    try:
+        rule(builder, *args, **kwargs)
+    except debugging.EditError as exc:
+        raise DebugInputError(str(exc), errors=exc.errors) from None
+
+
+def _record(locked: Run, kind: str, user: User, **payload: Any) -> None:
+    """Record an operator's action on a run nobody executes (the row is locked)."""
+    seq = transitions.next_seq(locked)
+    RunEvent.objects.create(run=locked, seq=seq, kind=kind,
+                            payload={"by": user.get_username(), **payload})
+    fields = transitions.progress(now=timezone.now(), last_seq=seq)
+    Run.objects.filter(id=locked.id).update(**transitions.orm_update(fields))
+    locked.last_seq = seq
+
+
+def run_recover_stale(*, include_queued: bool = False) -> list[UUID]:
+    """Hand every run whose executor stopped heart-beating to an executor again."""
+    return dispatch.recover_stale(include_queued=include_queued)
 
 
 def _check_answer_size(answer: Any) -> None:
@@ -213,23 +284,16 @@ def _closed_message(interrupt: Interrupt) -> str:
 
 
 def _after_change(run_id: UUID, mode: str) -> None:
-    dispatch(run_id, mode)
+    dispatch.dispatch(run_id, mode)
     _announce(run_id)
 
 
-def _request_cancel(run_id: UUID) -> None:
-    if settings.PLANWATCH["EXECUTOR"] != "procrastinate":
-        from dashboard.runner import get_executor
-
-        get_executor().request_cancel(run_id)
-
-
 def _announce(run_id: UUID) -> None:
-    summary = broadcast.run_summary(
-        Run.objects.values(*broadcast.SUMMARY_FIELDS).get(id=run_id)
+    summary = doorbells.run_summary(
+        Run.objects.values(*doorbells.SUMMARY_FIELDS).get(id=run_id)
     )
     try:
-        async_to_sync(broadcast.abroadcast_run)(summary)
-        async_to_sync(broadcast.abroadcast_inbox)()
+        async_to_sync(doorbells.abroadcast_run)(summary)
+        async_to_sync(doorbells.abroadcast_inbox)()
     except RuntimeError:  # called from inside an event loop thread
         logger.debug("announce skipped for %s (inside an event loop)", run_id)

@@ -20,10 +20,10 @@ from django.utils import timezone
 
 from dashboard import selectors
 from dashboard.models import Run, RunEvent
-from dashboard.recorder import event_dict
-from dashboard.runner import default_search
+from dashboard.runs.record import event_dict
 from planner.llm import make_llm
 from planner.registry import get_graph
+from planner.search import default_search
 
 Kind = RunEvent.Kind
 START, END = "__start__", "__end__"
@@ -150,8 +150,10 @@ class TraceFold:
             if kind == Kind.RUN_SUCCEEDED:
                 self.taken.update((n, END) for n in self._step_nodes if (n, END) in self.edges)
             changes.graph = changes.status = True
-        elif kind in (Kind.RUN_STARTED, Kind.RUN_RESUMED, Kind.RUN_RECOVERED):
+        elif kind in (Kind.RUN_STARTED, Kind.RUN_RESUMED, Kind.RUN_RECOVERED, Kind.RUN_FORKED):
             self.finished = False
+            changes.status = True
+        elif kind == Kind.RUN_PAUSED:
             changes.status = True
 
     def _enter(self, node: str, step: int | None) -> None:

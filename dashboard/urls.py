@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.views import interrupts, runs, trace
+from dashboard.views import debug, interrupts, runs, trace
 
 app_name = "dashboard"
 
@@ -17,5 +17,10 @@ urlpatterns = [
     path("runs/<uuid:run_id>/state/", trace.run_state, name="run_state"),
     path("runs/<uuid:run_id>/cancel/", trace.run_cancel, name="run_cancel"),
     path("runs/<uuid:run_id>/interrupts/", interrupts.run_interrupts, name="run_interrupts"),
+    path("runs/<uuid:run_id>/debug/", debug.run_debug, name="run_debug"),
+    path("runs/<uuid:run_id>/breakpoints/", debug.run_breakpoints, name="run_breakpoints"),
+    path("runs/<uuid:run_id>/continue/", debug.run_continue, name="run_continue"),
+    path("runs/<uuid:run_id>/fork/", debug.run_fork, name="run_fork"),
+    path("runs/<uuid:run_id>/compare/<uuid:other_id>/", debug.run_compare, name="run_compare"),
     path("inbox/", interrupts.inbox, name="inbox"),
 ]

@@ -142,3 +142,8 @@ def _region_named(code: str, names: list[str], query: str) -> bool:
     if any(f" {_norm(name)} " in normalized for name in names if _norm(name)):
         return True
     return re.search(rf"\b{re.escape(code.upper())}\b", query) is not None
+
+
+def default_search() -> SearchPort:
+    """The search port graphs get by default: the local corpus."""
+    return LocalCorpusSearch()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import F, Func, QuerySet, TextField
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from dashboard import checkpoints as reads
@@ -235,8 +237,14 @@ class CheckpointAdmin(AuditAdmin):
             return "—"
         if not event:
             return link(trace_url(run.id), "open the trace")
-        return link(trace_url(run.id, at=event.seq),
-                    f"open the trace at step {self.step(obj)} (event #{event.seq})")
+        replay = link(trace_url(run.id, at=event.seq),
+                      f"open the trace at step {self.step(obj)} (event #{event.seq})")
+        if event.namespace:
+            return replay
+        fork = reverse("dashboard:run_fork", args=[run.id])
+        rerun = link(f"{fork}?{urlencode({'checkpoint': event.checkpoint_id})}",
+                     "re-run from here (edit state and fork)")
+        return format_html("{} · {}", replay, rerun)
 
     @admin.display(description="children")
     def children(self, obj: Checkpoint) -> str:

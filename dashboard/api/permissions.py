@@ -43,3 +43,17 @@ class CanAnswerInterrupts(_ModelPermission):
 
     perm = "dashboard.answer_interrupt"
     what = "answering an interrupt"
+
+
+class CanDebugRuns(_ModelPermission):
+    """Breakpoints, continue and step (``dashboard.debug_run``)."""
+
+    perm = "dashboard.debug_run"
+    what = "setting breakpoints, continuing or stepping a run"
+
+
+class CanForkRuns(_ModelPermission):
+    """Forking runs and editing their state (``dashboard.fork_run``)."""
+
+    perm = "dashboard.fork_run"
+    what = "forking a run or editing its state"

@@ -7,9 +7,16 @@ from typing import Any
 from rest_framework import serializers
 
 from dashboard.models import Interrupt, Run, RunEvent
-from dashboard.recorder import event_dict
+from dashboard.runs.record import event_dict
 
 # -- input ---------------------------------------------------------------------------
+
+
+def node_list() -> serializers.ListField:
+    """A list of a graph's node names (each serializer field needs its own instance)."""
+    return serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, default=list,
+        max_length=200, help_text='Node names (see /api/graphs/<name>/), or ["*"] for every node.')
 
 
 class RunCreateSerializer(serializers.Serializer):
@@ -20,6 +27,33 @@ class RunCreateSerializer(serializers.Serializer):
         required=False, default=dict,
         help_text="The graph's start input; see its input_fields at /api/graphs/<name>/.",
     )
+    interrupt_before = node_list()
+    interrupt_after = node_list()
+
+
+class BreakpointsSerializer(serializers.Serializer):
+    """Nodes to pause before or after (LangGraph's interrupt_before / interrupt_after)."""
+
+    interrupt_before = node_list()
+    interrupt_after = node_list()
+
+
+class ContinueSerializer(serializers.Serializer):
+    """Continue a paused run to its next breakpoint, or one super-step (then pause again)."""
+
+    step = serializers.BooleanField(required=False, default=False)
+
+
+class ForkSerializer(serializers.Serializer):
+    """Start a new run from one of this run's checkpoints, optionally editing its state."""
+
+    checkpoint_id = serializers.CharField(max_length=100)
+    values = serializers.JSONField(
+        required=False, default=None,
+        help_text="State channels to change before the fork runs, e.g. {\"price\": 40}.")
+    as_node = serializers.CharField(
+        max_length=200, required=False, default="", allow_blank=True,
+        help_text="The node the edit is applied as (decides what runs next).")
 
 
 class RunFilterSerializer(serializers.Serializer):
@@ -84,7 +118,8 @@ class RunSerializer(serializers.ModelSerializer):
         model = Run
         fields = ["id", "graph", "graph_version", "thread_id", "status", "input", "output",
                   "error_message", "current_node", "created_by", "created_at", "started_at",
-                  "finished_at", "last_seq", "cancel_requested"]
+                  "finished_at", "last_seq", "cancel_requested", "interrupt_before",
+                  "interrupt_after", "parent", "forked_from_checkpoint", "fork_edit"]
         read_only_fields = fields
 
 

@@ -24,7 +24,13 @@ from dashboard.api.pagination import (
     InterruptCursorPagination,
     RunCursorPagination,
 )
-from dashboard.api.permissions import CanAnswerInterrupts, CanCancelRuns, CanStartRuns
+from dashboard.api.permissions import (
+    CanAnswerInterrupts,
+    CanCancelRuns,
+    CanDebugRuns,
+    CanForkRuns,
+    CanStartRuns,
+)
 from dashboard.checkpoints import checkpoint_get, checkpoint_list
 from dashboard.models import Interrupt, Run
 from planner.registry import all_graphs, get_graph
@@ -75,9 +81,13 @@ class RunViewSet(ApiViewSet):
     """Runs: list, start, read, cancel; their events and checkpoints."""
 
     serializer_class = s.RunSerializer
-    body_serializers = {"list": s.RunCreateSerializer, "create": s.RunCreateSerializer}
+    body_serializers = {"list": s.RunCreateSerializer, "create": s.RunCreateSerializer,
+                        "breakpoints": s.BreakpointsSerializer,
+                        "resume": s.ContinueSerializer, "fork": s.ForkSerializer}
     pagination_class = RunCursorPagination
-    action_permissions = {"create": [CanStartRuns], "cancel": [CanCancelRuns]}
+    action_permissions = {"create": [CanStartRuns], "cancel": [CanCancelRuns],
+                          "breakpoints": [CanDebugRuns], "resume": [CanDebugRuns],
+                          "fork": [CanForkRuns]}
 
     def get_queryset(self) -> QuerySet[Run]:
         """Every run (the browsable API asks for it; the actions call the selectors)."""
@@ -96,7 +106,9 @@ class RunViewSet(ApiViewSet):
     def create(self, request: Request) -> Response:
         """Start a run of a registered graph (the input is checked by the graph)."""
         data = validated(s.RunCreateSerializer, request.data)
-        run = services.run_create(graph=data["graph"], input=data["input"], user=request.user)
+        run = services.run_create(graph=data["graph"], input=data["input"], user=request.user,
+                                  interrupt_before=data["interrupt_before"],
+                                  interrupt_after=data["interrupt_after"])
         return Response(s.RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[RUN_ID])
@@ -110,6 +122,37 @@ class RunViewSet(ApiViewSet):
         """Cancel a queued, running or interrupted run (409 if it has finished)."""
         run = services.run_cancel(run=run_or_404(pk), user=request.user)
         return Response(s.RunSerializer(run).data)
+
+    @extend_schema(parameters=[RUN_ID], request=s.BreakpointsSerializer,
+                   responses={200: s.RunSerializer})
+    @action(detail=True, methods=["post"])
+    def breakpoints(self, request: Request, pk: str) -> Response:
+        """Set the nodes the run pauses before or after (a running run: at its next node)."""
+        data = validated(s.BreakpointsSerializer, request.data)
+        run = services.run_breakpoints_set(
+            run=run_or_404(pk), interrupt_before=data["interrupt_before"],
+            interrupt_after=data["interrupt_after"], user=request.user)
+        return Response(s.RunSerializer(run).data)
+
+    @extend_schema(parameters=[RUN_ID], request=s.ContinueSerializer,
+                   responses={200: s.RunSerializer})
+    @action(detail=True, methods=["post"], url_path="continue")
+    def resume(self, request: Request, pk: str) -> Response:
+        """Continue a run paused at a breakpoint (``step``: one super-step, then pause)."""
+        data = validated(s.ContinueSerializer, request.data)
+        run = services.run_continue(run=run_or_404(pk), user=request.user, step=data["step"])
+        return Response(s.RunSerializer(run).data)
+
+    @extend_schema(parameters=[RUN_ID], request=s.ForkSerializer,
+                   responses={201: s.RunSerializer})
+    @action(detail=True, methods=["post"])
+    def fork(self, request: Request, pk: str) -> Response:
+        """Start a new run from one of this run's checkpoints, with its state edited first."""
+        data = validated(s.ForkSerializer, request.data)
+        child = services.run_fork(run=run_or_404(pk), checkpoint_id=data["checkpoint_id"],
+                                  values=data["values"], as_node=data["as_node"],
+                                  user=request.user)
+        return Response(s.RunSerializer(child).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[RUN_ID, s.EventFilterSerializer],
                    responses={200: s.RunEventSerializer(many=True)})

@@ -5,7 +5,7 @@ from django.db import migrations
 
 def create_tables(apps, schema_editor):
     """Run the saver's setup against the database being migrated."""
-    from dashboard.checkpointer import setup_checkpoint_tables
+    from dashboard.runs.savers import setup_checkpoint_tables
 
     setup_checkpoint_tables(schema_editor.connection.settings_dict)
 

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 from dashboard import header, results, selectors, services, trace
 from dashboard.checkpoints import checkpoint_get, values_diff
 from dashboard.models import Run, RunEvent
+from dashboard.views.debug import debug_context
 
 _WITH_TRACEBACK = (RunEvent.Kind.RUN_FAILED, RunEvent.Kind.NODE_FAILED)
 
@@ -50,6 +51,7 @@ def run_detail(request: HttpRequest, run_id: UUID) -> TemplateResponse:
     if upto is None:
         context.update(head=header.run_head(run),
                        result=results.run_result(run=run, tasks=fold.tasks))
+        context.update(debug_context(request=request, run=run))
     else:
         head = header.replay_head(events, current=fold.current)
         context.update(head=head, prev_at=max(upto - 1, 1), next_at=min(upto + 1, run.last_seq),

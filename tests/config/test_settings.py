@@ -43,7 +43,7 @@ def test_embedded_default_is_sqlite_under_var_and_in_memory_layer(tmp_path):
     s = load_settings(tmp_path)
     assert s["engine"] == "django.db.backends.sqlite3"
     assert s["name"] == str(tmp_path / "planwatch.sqlite3")
-    assert s["layer"] == "dashboard.layers.InProcessChannelLayer"
+    assert s["layer"] == "dashboard.runs.layers.InProcessChannelLayer"
     assert s["doorbells_config"] is None  # one in-memory layer: doorbells ring on it
     assert s["debug"] is False
 

@@ -7,7 +7,7 @@ from typing import Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
-from planner.registry import GraphSpec, get_graph, register
+from planner.registry import GraphSpec, InputError, get_graph, register
 
 
 class AskState(TypedDict, total=False):
@@ -45,8 +45,15 @@ def _register() -> GraphSpec:
     except KeyError:
         return register(GraphSpec(
             name="test.ask", title="Ask (tests)", description="Asks its input's payload.",
-            version=1, build=build, make_input=lambda values: {"payload": values["payload"]},
+            version=1, build=build, make_input=make_input,
         ))
+
+
+def make_input(values: Any) -> dict[str, Any]:
+    """The payload to ask with (required)."""
+    if "payload" not in values:
+        raise InputError({"payload": "required: the value the graph asks the operator with"})
+    return {"payload": values["payload"]}
 
 
 ASK = _register()

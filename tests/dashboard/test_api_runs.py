@@ -10,7 +10,7 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from dashboard.models import Run, RunEvent
-from dashboard.recorder import event_dict
+from dashboard.runs.record import event_dict
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ import time
 
 from channels.layers import InMemoryChannelLayer
 
-from dashboard.layers import InProcessChannelLayer
+from dashboard.runs.layers import InProcessChannelLayer
 
 
 async def woke_while_idle(layer: InMemoryChannelLayer, *, patience: float) -> bool:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from dashboard import broadcast
 from dashboard.models import Run
-from dashboard.recorder import EventWriter, WriteBehind
+from dashboard.runs import doorbells as broadcast
+from dashboard.runs.record import EventWriter, WriteBehind
 
 
 class SlowSink:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from daphne.cli import CommandLineInterface
-from django.conf import settings
 from django.core.management.base import BaseCommand
+
+from dashboard.runs import dispatch
 
 
 class Command(BaseCommand):
@@ -21,9 +22,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
         """Start the executor (it picks up orphaned runs), then daphne in this process."""
-        if settings.PLANWATCH["EXECUTOR"] == "inprocess":
-            from dashboard.runner import get_executor
-
-            get_executor().enable_reaper()
+        if dispatch.in_process():
+            dispatch.start_reaper()
         self.stdout.write(f"Planwatch on http://{host}:{port}/ (Ctrl-C stops it)")
         CommandLineInterface().run(["-b", host, "-p", str(port), "config.asgi:application"])

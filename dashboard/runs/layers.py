@@ -11,13 +11,13 @@ consumers receive on, where Channels' own code then runs unchanged.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer
 
 
-class InProcessChannelLayer(InMemoryChannelLayer):
+class InProcessChannelLayer(InMemoryChannelLayer):  # type: ignore[misc]  # channels is untyped
     """``InMemoryChannelLayer`` whose sends from other threads' loops reach its receivers."""
 
     def __init__(self, *, capacity: int = 1000, **kwargs: Any) -> None:
@@ -29,7 +29,8 @@ class InProcessChannelLayer(InMemoryChannelLayer):
     async def receive(self, channel: str) -> dict[str, Any]:
         """Receive as Channels does, remembering the loop the receivers live on."""
         self._home = asyncio.get_running_loop()
-        return await super().receive(channel)
+        message: dict[str, Any] = await super().receive(channel)
+        return message
 
     async def send(self, channel: str, message: dict[str, Any]) -> None:
         """Send on the receivers' loop."""
@@ -39,7 +40,7 @@ class InProcessChannelLayer(InMemoryChannelLayer):
         """Send to a group on the receivers' loop (its membership is mutated there too)."""
         await self._on_home(super().group_send, group, message)
 
-    async def _on_home(self, method: Callable[..., Awaitable[None]], *args: Any) -> None:
+    async def _on_home(self, method: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
         home = self._home
         if home is None or home.is_closed() or not home.is_running() \
                 or home is asyncio.get_running_loop():

@@ -1,79 +1,55 @@
-"""The executor: runs planner graphs with LangGraph's checkpointer and records every part.
+"""Executing runs: claim, stream the graph, translate its parts, record them, finish.
 
 One ``Executor`` per process owns a private event loop in a daemon thread, so sync views,
 async consumers, management commands and procrastinate jobs all hand it work the same
-way. A run is *claimed* with a conditional UPDATE (no other live executor may hold it),
-so one run is never executed by two processes at once. Each run executes with a saver
-instance of its own (see ``SaverHandle.for_run``). Events are written behind the graphs:
-parts are buffered per run, and one write takes every run's (``WriteBehind``), then
-rings each run's doorbell.
+way. A run is claimed first (:mod:`~dashboard.runs.claims`); then its graph streams with
+LangGraph's checkpointer, each run with a saver instance of its own (see
+``SaverHandle.for_run``); each part is translated into events
+(:mod:`~dashboard.runs.translate`) that are written behind the graph, one write for every
+run's (:mod:`~dashboard.runs.record`), which then rings each run's doorbell
+(:mod:`~dashboard.runs.doorbells`); where the stream ends decides how the run finishes
+(:mod:`~dashboard.runs.finish`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import logging
 import os
 import socket
 import threading
-import traceback
 import uuid
-from dataclasses import dataclass
-from datetime import timedelta
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
-from django.db import connections, transaction
-from django.db.models import F, Max, Q
-from django.db.models.functions import Coalesce
-from django.utils import timezone
+from django.db import connections
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from dashboard import broadcast
-from dashboard.checkpointer import SaverHandle, aopen_saver, is_postgres
-from dashboard.events import STREAM_MODES, StreamTranslator
-from dashboard.jsonsafe import to_jsonable
-from dashboard.models import Interrupt, Run, RunEvent
-from dashboard.recorder import (
-    EventWriter,
-    WriteBehind,
-    relax_commit,
-    track,
-    usable_connection,
-)
-from dashboard.sink import EventSink
+from dashboard.runs import debugging, doorbells, finish
+from dashboard.runs.claims import Breakpoints, Claim, aclaim, aheartbeat, aparent_thread
+from dashboard.runs.conf import planwatch_setting
+from dashboard.runs.record import EventWriter, WriteBehind, track
+from dashboard.runs.savers import SaverHandle, aopen_saver, is_postgres
+from dashboard.runs.sink import EventSink
+from dashboard.runs.translate import STREAM_MODES, StreamTranslator
 from planner.llm import make_llm
 from planner.registry import get_graph
-from planner.search import SearchPort
+from planner.search import default_search
 
-logger = logging.getLogger("planwatch.runner")
-
-Kind = RunEvent.Kind
+logger = logging.getLogger("planwatch.runs")
 
 
 class RunCancelled(Exception):
     """Raised inside the stream loop when an operator cancelled the run."""
 
 
-def planwatch_setting(name: str) -> Any:
-    """One entry of ``settings.PLANWATCH``."""
-    return settings.PLANWATCH[name]
-
-
-def default_search() -> SearchPort:
-    """The search port graphs get: the local corpus."""
-    from planner.search import LocalCorpusSearch  # type: ignore[attr-defined]
-
-    return LocalCorpusSearch()
-
-
-@dataclass
-class _Job:
-    run_id: uuid.UUID
-    mode: str  # "start" | "resume" | "recover"
+class BreakpointsChanged(Exception):
+    """Raised inside the stream loop when an operator changed the run's breakpoints."""
 
 
 class Executor:
@@ -94,11 +70,12 @@ class Executor:
         self._graphs: dict[str, Any] = {}
         self._active: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._cancel: set[uuid.UUID] = set()
+        self._rebreak: set[uuid.UUID] = set()  # runs whose breakpoints an operator changed
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._sink: EventSink | None = None
         self._writes: set[asyncio.Task[None]] = set()  # flushes in flight, of every run
         self._jobs: set[asyncio.Task[Any]] = set()  # every aexecute, waiting, claiming or running
-        self._digest: broadcast.RunsDigest | None = None  # node moves for the runs list
+        self._digest: doorbells.RunsDigest | None = None  # node moves for the runs list
         self._behind: WriteBehind | None = None  # every run's events, written together
 
     # -- lifecycle -------------------------------------------------------------------
@@ -119,7 +96,7 @@ class Executor:
         self._loop = loop
         self._sem = asyncio.Semaphore(self.max_concurrent)
         self._saver_lock = asyncio.Lock()
-        self._digest = broadcast.RunsDigest()
+        self._digest = doorbells.RunsDigest()
         self._behind = WriteBehind(None, interval=planwatch_setting("EVENT_WRITE_INTERVAL"),
                                    tasks=self._writes)
         self._heartbeat_task = loop.create_task(self._heartbeat_forever())
@@ -170,23 +147,28 @@ class Executor:
             asyncio.run_coroutine_threadsafe, self.aexecute(run_id, mode), self._loop
         )
 
-    def enable_reaper(self) -> None:
-        """Also pick up, now and periodically, runs orphaned by a dead executor."""
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` on the executor's loop in the background until it ends or stop()."""
         self.start()
         assert self._loop is not None
-        self._loop.call_soon_threadsafe(lambda: self._loop.create_task(self._reap_forever()))
+        contextvars.Context().run(
+            asyncio.run_coroutine_threadsafe, self._abackground(work), self._loop)
 
-    async def _reap_forever(self) -> None:
-        from dashboard.services import run_recover_stale
+    async def _abackground(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._jobs.add(task)  # stop() cancels and waits for it like a run
+        try:
+            await work
+        finally:
+            self._jobs.discard(task)
 
-        include_queued = True  # at start-up, runs queued by a process that died
-        while True:
-            try:
-                await sync_to_async(run_recover_stale)(include_queued=include_queued)
-                include_queued = False
-            except Exception:
-                logger.warning("recovering stale runs failed", exc_info=True)
-            await asyncio.sleep(max(1.0, planwatch_setting("STALE_AFTER_SECONDS") / 2))
+    def request_breakpoints(self, run_id: uuid.UUID) -> bool:
+        """Have a run this process executes take its new breakpoints at the next boundary."""
+        if run_id in self._active:
+            self._rebreak.add(run_id)
+            return True
+        return False
 
     def request_cancel(self, run_id: uuid.UUID) -> bool:
         """Flag a run this process executes; it stops at the next node boundary."""
@@ -222,16 +204,10 @@ class Executor:
             self._graphs[graph_name] = builder.compile(checkpointer=self._saver.saver)
         return self._graphs[graph_name]
 
-    async def _aclaim(self, run_id: uuid.UUID, mode: str) -> _Claim | None:
+    async def _aclaim(self, run_id: uuid.UUID, mode: str) -> Claim | None:
         """Take the run for this executor, or return None if it is not ours to run."""
-        if mode == "start":  # the common case: one UPDATE on the saver's connection
-            sink = await self._aopen_saver()
-            now = timezone.now()
-            stale = now - timedelta(seconds=planwatch_setting("STALE_AFTER_SECONDS"))
-            run = await sink.aclaim_queued(run_id, owner=self.owner, now=now, stale=stale)
-            if run is not None:
-                return _Claim(run, Kind.RUN_STARTED, run.last_seq + 1, [], [])
-        return await _aclaim_orm(run_id, self.owner, mode)
+        sink = await self._aopen_saver()
+        return await aclaim(run_id, owner=self.owner, mode=mode, sink=sink)
 
     async def aexecute(self, run_id: uuid.UUID, mode: str = "start") -> None:
         """Claim and execute one run until it finishes, interrupts, fails or is cancelled."""
@@ -251,75 +227,113 @@ class Executor:
                 finally:
                     self._active.pop(run_id, None)
                     self._cancel.discard(run_id)
+                    self._rebreak.discard(run_id)
         finally:
             self._jobs.discard(task)
 
-    async def _aexecute_claimed(self, claim: _Claim) -> _Claim | None:
+    async def _aexecute_claimed(self, claim: Claim) -> Claim | None:
+        """Stream a claimed run's graph until it pauses, ends, fails or is cancelled.
+
+        Returns the next claim when answers arrived while it ran (resume at once).
+        """
         run = claim.run
         writer = EventWriter(run, next_seq=claim.next_seq, behind=self._behind,
                              digest=self._digest)
         translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
-        config = {"configurable": {"thread_id": run.thread_id}, "recursion_limit": 10_000}
+        config: RunnableConfig = {"configurable": {"thread_id": run.thread_id},
+                                  "recursion_limit": 10_000}
         try:
+            spec = get_graph(run.graph)
             graph = await self._compiled(run.graph)
             assert self._saver is not None
             graph = self._saver.for_run(graph)
             payload: Any
-            writer.add({"kind": claim.kind, "payload": {"owner": self.owner}})
+            writer.add({"kind": claim.kind, "payload": claim.first_payload(self.owner)})
             if claim.answers:
-                for ans in claim.answers:
-                    writer.add(_answered_event(ans))
+                for answer in claim.answers:
+                    writer.add(answer.event())
                 payload = Command(resume={a.interrupt_id: a.answer for a in claim.answers})
-            elif claim.kind == Kind.RUN_STARTED:
+            elif claim.kind == finish.Kind.RUN_FORKED:
+                await self._afork(graph, claim, config)
+                payload = None  # go on from the copied (and edited) checkpoint
+            elif claim.kind == finish.Kind.RUN_STARTED:
                 payload = run.input
             else:
-                payload = None  # recover: continue from the last checkpoint
-            async for ns, mode, data in graph.astream(
-                payload, config, stream_mode=STREAM_MODES, subgraphs=True,
-                durability=planwatch_setting("DURABILITY"),
-            ):
-                for event in translator.translate(ns, mode, data):
-                    writer.add(event)
-                if mode == "checkpoints":
-                    writer.current_node = translator.current_node
-                    if run.id in self._cancel:
-                        raise RunCancelled
-                writer.flush_behind()  # a node that starts shows while it runs
+                payload = None  # recover or continue: from the last checkpoint
+            breaks = Breakpoints.of(run)
+            while True:
+                try:
+                    await self._astream(graph, payload, config, breaks, writer, translator)
+                    break
+                except BreakpointsChanged:  # at a node boundary: go on with the new ones
+                    breaks = await Breakpoints.aread(run.id)
+                    writer.add({"kind": finish.Kind.BREAKPOINTS_CHANGED,
+                                "payload": breaks.payload()})
+                    payload = None
             # the node that paused (ask_user, say) started after the last checkpoint
             writer.current_node = translator.current_node
             # a run that raised nothing ended in the last root checkpoint it streamed (the
-            # saver's read is needed only for the questions a paused run waits on)
-            paused = translator.interrupts or translator.root_values is None
+            # saver's read is needed for the questions a paused run waits on, and to learn
+            # whether a breakpoint stopped it)
+            paused = translator.interrupts or translator.root_values is None or bool(breaks)
             state = await graph.aget_state(config) if paused else None
         except RunCancelled:
-            writer.add({"kind": Kind.RUN_CANCELLED, "payload": {"reason": "cancelled"}})
-            await writer.afinish(status=Run.Status.CANCELLED, cancel_interrupts=True)
+            await finish.acancel(writer)
             return None
         except asyncio.CancelledError:
             await asyncio.shield(track(self._writes, writer.aflush()))
             raise
         except Exception as exc:
             logger.exception("run %s failed", run.id)
-            writer.add({
-                "kind": Kind.RUN_FAILED,
-                "payload": {"error": f"{type(exc).__name__}: {exc}"},
-            })
-            await writer.afinish(
-                status=Run.Status.FAILED,
-                error=(f"{type(exc).__name__}: {exc}", traceback.format_exc()),
-                cancel_interrupts=True,
-            )
+            await finish.afail(writer, exc)
             return None
-        if state is not None and (state.interrupts or any(t.interrupts for t in state.tasks)):
-            await writer.afinish(status=Run.Status.INTERRUPTED,
-                                 pending=_pending_from(state, translator))
+        if finish.is_paused(state):
+            await finish.apause(writer, state=state, translator=translator)
             # answers that arrived while we ran are consumed straight away
             return await self._aclaim(run.id, "resume")
-        writer.add({"kind": Kind.RUN_SUCCEEDED, "payload": {}})
-        values = to_jsonable(state.values if state is not None else translator.root_values)
-        output = values.get("result", values) if isinstance(values, dict) else values
-        await writer.afinish(status=Run.Status.SUCCEEDED, output=output)
+        if state is not None and state.next:  # a breakpoint (or a step) stopped the graph
+            await finish.ahalt(writer, state=state, translator=translator,
+                               after=breaks.stopped_after(translator.last_root_node))
+            return None
+        values = state.values if state is not None else translator.root_values
+        await finish.asucceed(writer, spec=spec, values=values)
         return None
+
+    async def _astream(self, graph: Any, payload: Any, config: RunnableConfig,
+                       breaks: Breakpoints, writer: EventWriter,
+                       translator: StreamTranslator) -> None:
+        """Stream the graph once, recording every part, until it ends or stops."""
+        run = writer.run
+        self._rebreak.discard(run.id)
+        # (namespace, mode, data) triples: subgraphs=True with a list of modes; closed on
+        # the way out, so LangGraph finishes its checkpoint writes before a restart
+        parts: AsyncIterator[Any] = graph.astream(
+            payload, config, stream_mode=STREAM_MODES, subgraphs=True,
+            durability=planwatch_setting("DURABILITY"),
+            interrupt_before=breaks.before or None, interrupt_after=breaks.after or None,
+        )
+        async with contextlib.aclosing(parts):  # type: ignore[type-var]
+            async for ns, mode, data in parts:
+                for event in translator.translate(ns, mode, data):
+                    writer.add(event)
+                if mode == "checkpoints":
+                    writer.current_node = translator.current_node
+                    if run.id in self._cancel:
+                        raise RunCancelled
+                    if not ns and run.id in self._rebreak:
+                        raise BreakpointsChanged
+                writer.flush_behind()  # a node that starts shows while it runs
+
+    async def _afork(self, graph: Any, claim: Claim, config: RunnableConfig) -> None:
+        """Copy the parent's checkpoint into the fork's thread, then apply its edit."""
+        run = claim.run
+        source = await aparent_thread(run)
+        saved = await debugging.acopy_checkpoint(
+            graph.checkpointer, source_thread=source,
+            checkpoint_id=run.forked_from_checkpoint, target_thread=run.thread_id)
+        edit = run.fork_edit or {}
+        if edit.get("values"):
+            await graph.aupdate_state(saved, edit["values"], as_node=edit.get("as_node") or None)
 
     async def _heartbeat_forever(self) -> None:
         interval = planwatch_setting("HEARTBEAT_SECONDS")
@@ -328,125 +342,11 @@ class Executor:
             if not self._active:
                 continue
             try:
-                cancelled = await _aheartbeat(list(self._active), self.owner)
+                cancelled, rebreak = await aheartbeat(list(self._active), self.owner)
                 self._cancel.update(cancelled)
+                self._rebreak.update(rebreak)
             except Exception:
                 logger.warning("heartbeat failed", exc_info=True)
-
-
-# -- claiming and recording (database work, on Django's sync side) ----------------------
-
-
-@dataclass
-class _Answer:
-    interrupt_pk: int
-    interrupt_id: str
-    answer: Any
-    answered_by: str
-    node: str
-    namespace: str
-
-
-@dataclass
-class _Claim:
-    run: Run
-    kind: str
-    next_seq: int
-    checkpoint_ids: list[str]
-    answers: list[_Answer]
-
-
-@sync_to_async
-def _aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> _Claim | None:
-    """Take any claimable run (start, resume, recover) through the ORM, or return None."""
-    usable_connection()
-    now = timezone.now()
-    stale = now - timedelta(seconds=planwatch_setting("STALE_AFTER_SECONDS"))
-    free = Q(owner="") | Q(owner=owner) | Q(heartbeat_at__lt=stale)
-    with transaction.atomic():
-        relax_commit()  # a lost claim leaves the run queued: recovery dispatches it again
-        runs = Run.objects.select_for_update().filter(id=run_id)
-        run = runs.filter(free).first()
-        if run is None:
-            return None
-        answers: list[_Answer] = []
-        if run.status == Run.Status.QUEUED and mode == "start":
-            kind = Kind.RUN_STARTED
-        elif run.status == Run.Status.RUNNING and run.owner != owner:
-            kind = Kind.RUN_RECOVERED  # its executor died (stale heartbeat)
-        elif run.status == Run.Status.INTERRUPTED:
-            answers = _take_answers(run)
-            if not answers:
-                return None  # nothing to resume with yet
-            kind = Kind.RUN_RESUMED
-        else:
-            return None
-        runs.update(
-            owner=owner, heartbeat_at=now, status=Run.Status.RUNNING,
-            started_at=Coalesce(F("started_at"), now),
-        )
-        run.owner, run.heartbeat_at, run.status = owner, now, Run.Status.RUNNING
-        run.started_at = run.started_at or now
-        if kind == Kind.RUN_STARTED:  # a fresh run: no events, no checkpoints yet
-            return _Claim(run, kind, run.last_seq + 1, [], answers)
-        next_seq = (run.events.aggregate(m=Max("seq"))["m"] or 0) + 1
-        checkpoints = list(
-            run.events.filter(kind=Kind.CHECKPOINT).values_list("checkpoint_id", flat=True)
-        )
-    return _Claim(run, kind, next_seq, checkpoints, answers)
-
-
-def _take_answers(run: Run) -> list[_Answer]:
-    """Answered interrupts not yet fed to the graph; mark them consumed."""
-    rows = list(
-        run.interrupts.filter(status=Interrupt.Status.ANSWERED, checkpoint_id="")
-        .select_related("answered_by")
-    )
-    last_cp = (
-        run.events.filter(kind=Kind.CHECKPOINT, namespace="").order_by("-seq")
-        .values_list("checkpoint_id", flat=True).first()
-    ) or "-"
-    Interrupt.objects.filter(pk__in=[r.pk for r in rows]).update(checkpoint_id=last_cp)
-    return [
-        _Answer(r.pk, r.interrupt_id, r.answer,
-                r.answered_by.get_username() if r.answered_by else "", r.node, r.namespace)
-        for r in rows
-    ]
-
-
-def _answered_event(ans: _Answer) -> dict[str, Any]:
-    return {
-        "kind": Kind.INTERRUPT_ANSWERED, "node": ans.node, "namespace": ans.namespace,
-        "payload": {"interrupt_id": ans.interrupt_id, "answer": ans.answer,
-                    "answered_by": ans.answered_by},
-    }
-
-
-def _pending_from(state: Any, translator: StreamTranslator) -> list[dict[str, Any]]:
-    """The interrupts the graph now waits on, with node and namespace where known."""
-    seen = {i.interrupt_id: i for i in translator.interrupts}
-    pending = []
-    for task in state.tasks:
-        for item in task.interrupts:
-            known = seen.get(item.id)
-            pending.append({
-                "interrupt_id": item.id,
-                "node": known.node if known else task.name,
-                "namespace": known.namespace if known else "",
-                "payload": to_jsonable(item.value),
-            })
-    return pending
-
-
-@sync_to_async
-def _aheartbeat(run_ids: list[uuid.UUID], owner: str) -> set[uuid.UUID]:
-    """Prove this executor is alive; return the runs an operator asked to cancel."""
-    usable_connection()
-    Run.objects.filter(id__in=run_ids, owner=owner).update(heartbeat_at=timezone.now())
-    return set(
-        Run.objects.filter(id__in=run_ids, owner=owner, cancel_requested=True)
-        .values_list("id", flat=True)
-    )
 
 
 _executor: Executor | None = None

@@ -14,7 +14,7 @@ from langgraph.pregel import Pregel
 def is_postgres(settings_dict: dict[str, Any] | None = None) -> bool:
     """Whether the (default) database is PostgreSQL."""
     engine = (settings_dict or connection.settings_dict)["ENGINE"]
-    return engine == "django.db.backends.postgresql"
+    return bool(engine == "django.db.backends.postgresql")
 
 
 def postgres_conninfo(settings_dict: dict[str, Any] | None = None) -> str:
@@ -52,13 +52,13 @@ def setup_checkpoint_tables(settings_dict: dict[str, Any]) -> None:
 class SaverHandle:
     """An open async saver plus what must be closed with it."""
 
-    def __init__(self, saver: BaseCheckpointSaver, closer: Any,
-                 fork: Callable[[], BaseCheckpointSaver] | None = None) -> None:
+    def __init__(self, saver: BaseCheckpointSaver[Any], closer: Any,
+                 fork: Callable[[], BaseCheckpointSaver[Any]] | None = None) -> None:
         self.saver = saver
         self._closer = closer
         self._fork = fork
 
-    def for_run(self, graph: Pregel) -> Pregel:
+    def for_run(self, graph: Pregel[Any, Any]) -> Pregel[Any, Any]:
         """``graph`` (compiled with :attr:`saver`) as one run should execute it.
 
         PostgreSQL: a copy with a saver of its own on the same pool. ``AsyncPostgresSaver``
@@ -87,10 +87,11 @@ async def aopen_saver(*, pool_size: int = 10) -> SaverHandle:
     settings_dict = dict(connection.settings_dict)
     if is_postgres(settings_dict):
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-        from psycopg.rows import dict_row
+        from psycopg import AsyncConnection
+        from psycopg.rows import DictRow, dict_row
         from psycopg_pool import AsyncConnectionPool
 
-        pool = AsyncConnectionPool(
+        pool: AsyncConnectionPool[AsyncConnection[DictRow]] = AsyncConnectionPool(
             postgres_conninfo(settings_dict),
             min_size=1,
             max_size=pool_size,

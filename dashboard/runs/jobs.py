@@ -1,9 +1,10 @@
 """procrastinate jobs for the scale-out executor (imported only on PostgreSQL).
 
-A run is executed by the worker process's own :class:`~dashboard.runner.Executor`, so a
-worker runs many runs at once on one event loop. Every job for one run carries the lock
-``run:<id>``: procrastinate never runs two of them at once, and the executor's claim in
-the database makes sure of it again.
+A run is executed by the worker process's own :class:`~dashboard.runs.execute.Executor`,
+so a worker runs many runs at once on one event loop. Every job for one run carries the
+lock ``run:<id>``: procrastinate never runs two of them at once, and the executor's claim
+in the database makes sure of it again. Settings list this module in
+``PROCRASTINATE_IMPORT_PATHS``; dispatching defers these jobs by name.
 """
 
 from __future__ import annotations
@@ -14,15 +15,13 @@ from typing import Any
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from procrastinate.contrib.django import app
 
-from dashboard.runner import get_executor
+from dashboard.runs.conf import planwatch_setting
+from dashboard.runs.dispatch import EXECUTE_RUN, QUEUE, recover_stale
+from dashboard.runs.execute import get_executor
 
-logger = logging.getLogger("planwatch.tasks")
-
-QUEUE = "planwatch"
-EXECUTE_RUN = "planwatch.execute_run"
+logger = logging.getLogger("planwatch.runs")
 
 
 @app.task(name=EXECUTE_RUN, queue=QUEUE)
@@ -37,9 +36,7 @@ async def execute_run(*, run_id: str, mode: str) -> None:
           pass_context=True)
 async def recover_runs(context: Any, timestamp: int) -> None:
     """Retry jobs of dead workers, and hand runs with a stale heartbeat out again."""
-    from dashboard.services import run_recover_stale
-
-    stale_after = settings.PLANWATCH["STALE_AFTER_SECONDS"]
+    stale_after = planwatch_setting("STALE_AFTER_SECONDS")
     manager = context.app.job_manager
     for job in await manager.get_stalled_jobs(
         task_name=EXECUTE_RUN, seconds_since_heartbeat=stale_after
@@ -47,4 +44,4 @@ async def recover_runs(context: Any, timestamp: int) -> None:
         logger.warning("retrying job %s of a dead worker: %s", job.id, job.task_kwargs)
         await manager.retry_job(job)
     await manager.prune_stalled_workers(seconds_since_heartbeat=stale_after)
-    await sync_to_async(run_recover_stale)()
+    await sync_to_async(recover_stale)()

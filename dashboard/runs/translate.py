@@ -7,12 +7,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dashboard.jsonsafe import to_jsonable
+from langgraph.types import StreamMode
+
 from dashboard.models import RunEvent
+from dashboard.runs.jsonsafe import to_jsonable
 
 # "updates" is not asked for: a node's update, and the interrupts it raised, arrive with its
 # task's result in "tasks" (asking for both made LangGraph build every update twice)
-STREAM_MODES = ["tasks", "checkpoints", "custom"]
+STREAM_MODES: list[StreamMode] = ["tasks", "checkpoints", "custom"]
 
 Kind = RunEvent.Kind
 
@@ -42,6 +44,7 @@ class StreamTranslator:
     last_checkpoint: dict[str, str] = field(default_factory=dict)
     interrupts: list[InterruptSeen] = field(default_factory=list)
     current_node: str = ""
+    last_root_node: str = ""  # the root node that finished last
     root_values: Any = None  # the state in the last root checkpoint streamed (the final one)
 
     def translate(self, ns: tuple[str, ...], mode: str, data: Any) -> list[dict[str, Any]]:
@@ -82,6 +85,8 @@ class StreamTranslator:
                 )
             ]
         began = self.started.pop(task_id, None)
+        if not path:
+            self.last_root_node = name
         duration = (time.perf_counter() - began[0]) * 1000 if began else None
         if data.get("error") is not None:
             error = data["error"]

@@ -23,16 +23,18 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from dashboard import broadcast
-from dashboard.checkpointer import SaverHandle
 from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.runs import transitions
+from dashboard.runs.conf import planwatch_setting
+from dashboard.runs.doorbells import SUMMARY_FIELDS, run_summary
+from dashboard.runs.savers import SaverHandle, postgres_conninfo
 
 Statement = tuple[str, list[Any]]
 # An event row's columns in a write's JSON batch, with their types for PostgreSQL's
@@ -49,14 +51,15 @@ Batch = tuple[Run, list[dict[str, Any]], str]
 
 def relaxed_commits() -> bool:
     """Whether executor bookkeeping may commit without waiting for the WAL flush."""
-    return not settings.PLANWATCH["SYNC_EVENT_COMMITS"]
+    return not planwatch_setting("SYNC_EVENT_COMMITS")
 
 
 class EventSink:
     """Writes event rows, claims and final statuses next to the checkpointer."""
 
     def __init__(self, handle: SaverHandle, *, postgres: bool, pool: Any = None) -> None:
-        self.saver = handle.saver
+        # AsyncSqliteSaver's connection and lock, on SQLite (the base class has neither)
+        self.saver: Any = handle.saver
         self.postgres = postgres
         self.pool = pool
         self.mark = mark = "%s" if postgres else "?"
@@ -71,16 +74,33 @@ class EventSink:
             f"heartbeat_at = {mark} FROM (SELECT {self._from_json(PROGRESS_COLUMNS, 'j')} "
             f"FROM {self._records(PROGRESS_COLUMNS, 'j')}) AS p WHERE {run}.id = p.id"
         )
+        # a queued run is claimed in one conditional UPDATE; which fields it sets and which
+        # runs are free to take are the transitions' to say
+        claim = transitions.claim(owner="", now=timezone.now())
+        self.claim_fields = tuple(claim)
         self.claim_sql = (
-            f"UPDATE {run} SET owner = {mark}, heartbeat_at = {mark}, status = {mark}, "
-            f"started_at = COALESCE(started_at, {mark}) WHERE id = {mark} AND status = {mark} "
-            f"AND (owner = '' OR owner = {mark} OR heartbeat_at < {mark}) "
-            f"RETURNING graph, thread_id, input, current_node, last_seq, started_at"
+            f"UPDATE {run} SET {self.set_clause(claim)} WHERE id = {mark} "
+            f"AND status = {mark} AND {transitions.FREE_SQL.format(mark=mark)} "
+            f"AND parent_id IS NULL "  # a fork copies its parent's state first: the ORM path
+            f"RETURNING graph, thread_id, input, current_node, last_seq, started_at, "
+            f"interrupt_before, interrupt_after, step_once"
         )
         self.cancel_interrupts_sql = (
             f"UPDATE {Interrupt._meta.db_table} SET status = {mark} "
             f"WHERE run_id = {mark} AND status = {mark}"
         )
+
+    def set_clause(self, fields: transitions.Fields) -> str:
+        """``SET`` assignments for a transition's fields (``FirstSet`` keeps a set value)."""
+        return ", ".join(
+            f"{name} = COALESCE({name}, {self.mark})"
+            if isinstance(value, transitions.FirstSet) else f"{name} = {self.mark}"
+            for name, value in fields.items())
+
+    def set_params(self, fields: transitions.Fields) -> list[Any]:
+        """The parameters of :meth:`set_clause` for ``fields``, as this driver takes them."""
+        return [self._db(v.value if isinstance(v, transitions.FirstSet) else v, name)
+                for name, v in fields.items()]
 
     def _records(self, columns: tuple[tuple[str, str], ...], alias: str) -> str:
         """The rows of a JSON array parameter, as a table named ``alias``."""
@@ -104,8 +124,6 @@ class EventSink:
         if not postgres:
             return cls(handle, postgres=False)
         from psycopg_pool import AsyncConnectionPool
-
-        from dashboard.checkpointer import postgres_conninfo
 
         async def configure(conn: Any) -> None:
             if relaxed_commits():
@@ -160,13 +178,15 @@ class EventSink:
             await conn.commit()
             return next(iter(rows), None)
 
-    def _db(self, value: Any) -> Any:
+    def _db(self, value: Any, column: str = "") -> Any:
         """A Python value as this database's driver takes it for Django's columns."""
+        if column == "output":
+            return self._json(value)
         if isinstance(value, uuid.UUID):
             return value if self.postgres else value.hex
         if isinstance(value, datetime) and not self.postgres:
             # Django's SQLite conventions: naive UTC datetimes as text
-            return str(timezone.make_naive(value, timezone.UTC)) if settings.USE_TZ \
+            return str(timezone.make_naive(value, UTC)) if settings.USE_TZ \
                 else str(value)
         return value
 
@@ -193,20 +213,24 @@ class EventSink:
         and this costs one round trip with no thread hop. Anything else (a resume, a
         recovery) is claimed through the ORM.
         """
-        params = [self._db(v) for v in (owner, now, Run.Status.RUNNING, now, run_id,
-                                        Run.Status.QUEUED, owner, stale)]
+        fields = transitions.claim(owner=owner, now=now)
+        assert tuple(fields) == self.claim_fields
+        params = [*self.set_params(fields),
+                  *(self._db(v) for v in (run_id, Run.Status.QUEUED, owner, stale))]
         row = await self._aexecute([(self.claim_sql, params)], returning=True)
         if row is None:
             return None
-        graph, thread_id, input_, current_node, last_seq, started_at = row
+        graph, thread_id, input_, current_node, last_seq, started_at, before, after, step = row
         if not self.postgres:  # text columns: parse as Django would
-            input_ = json.loads(input_)
+            input_, before, after = json.loads(input_), json.loads(before), json.loads(after)
             started_at = parse_datetime(started_at)
-            if settings.USE_TZ:
-                started_at = timezone.make_aware(started_at, timezone.UTC)
-        return Run(id=run_id, graph=graph, thread_id=thread_id, input=input_,
-                   current_node=current_node, last_seq=last_seq, started_at=started_at,
-                   status=Run.Status.RUNNING, owner=owner, heartbeat_at=now)
+            if settings.USE_TZ and started_at is not None:
+                started_at = timezone.make_aware(started_at, UTC)
+        run = Run(id=run_id, graph=graph, thread_id=thread_id, input=input_,
+                  current_node=current_node, last_seq=last_seq, started_at=started_at,
+                  interrupt_before=before, interrupt_after=after, step_once=bool(step))
+        transitions.apply_to(run, fields)
+        return run
 
     async def awrite_many(self, batches: list[Batch], *, now: datetime) -> list[dict[str, Any]]:
         """Insert the rows of several running runs and record their progress, atomically.
@@ -215,18 +239,20 @@ class EventSink:
         Returns each run's summary as broadcast, in the order of ``batches``.
         """
         stamp = self._db(now)
-        progress = [
-            {"id": str(self._db(run.id)), "current_node": node,
-             "last_seq": rows[-1]["seq"] if rows else run.last_seq}
-            for run, rows, node in batches
-        ]
+        progress = []
+        for run, rows, node in batches:
+            moved = transitions.progress(now=now, last_seq=rows[-1]["seq"] if rows else None,
+                                         current_node=node)
+            progress.append({"id": str(self._db(run.id)),
+                             "current_node": moved.get("current_node", run.current_node),
+                             "last_seq": moved.get("last_seq", run.last_seq)})
         statements: list[Statement] = []
         if any(rows for _, rows, _ in batches):
             statements.append((self.insert_sql, [stamp, self._rows_json(batches)]))
         statements.append((self.progress_sql, [stamp, json.dumps(progress)]))
         await self._aexecute(statements)
         return [
-            broadcast.run_summary({
+            run_summary({
                 "id": run.id, "graph": run.graph, "status": run.status,
                 "current_node": moved["current_node"], "last_seq": moved["last_seq"],
                 "started_at": run.started_at, "finished_at": None,
@@ -237,44 +263,33 @@ class EventSink:
 
     async def awrite(self, run: Run, rows: list[dict[str, Any]], *, current_node: str,
                      now: datetime, final: dict[str, Any]) -> dict[str, Any]:
-        """Insert a run's last ``rows`` together with its ``final`` status, atomically.
+        """Insert a run's last ``rows`` together with where it stops, atomically.
 
-        ``final`` (as :meth:`~dashboard.recorder.EventWriter.afinish` builds it, without
-        ``pending``) ends the run: status, output or error, and the questions it leaves
-        are cancelled if asked. Returns the run's summary as broadcast.
+        ``final`` (as :meth:`~dashboard.runs.record.EventWriter.afinish` builds it, without
+        ``pending``) gives the status (paused or final), output or error, and whether the
+        questions it leaves are withdrawn. Returns the run's summary as broadcast.
         """
-        status = final["status"]
-        fields: dict[str, Any] = {"heartbeat_at": now, "current_node": current_node,
-                                  "status": status}
-        if rows:
-            fields["last_seq"] = rows[-1]["seq"]
-        for key in ("error_message", "error_traceback"):
-            if key in final:
-                fields[key] = final[key]
-        if "output" in final:
-            fields["output"] = self._json(final["output"])
-        if status in Run.FINISHED:
-            fields.update(finished_at=now, owner="", cancel_requested=False)
-        elif status == Run.Status.INTERRUPTED:
-            fields["owner"] = ""
-        run_id = self._db(run.id)
+        fields = transitions.stop(
+            status=final["status"], now=now, last_seq=rows[-1]["seq"] if rows else None,
+            current_node=current_node, output=final.get("output"), error=final.get("error"))
         statements: list[Statement] = []
         if rows:
             statements.append((self.insert_sql, [self._db(now),
                                                  self._rows_json([(run, rows, current_node)])]))
         if final.get("cancel_interrupts"):
             statements.append((self.cancel_interrupts_sql, [
-                Interrupt.Status.CANCELLED, run_id, Interrupt.Status.PENDING]))
-        statements.append((
-            f"UPDATE {Run._meta.db_table} SET "
-            + ", ".join(f"{column} = {self.mark}" for column in fields)
-            + f" WHERE id = {self.mark}",
-            [*(self._db(v) for v in fields.values()), run_id],
-        ))
+                Interrupt.Status.CANCELLED, self._db(run.id), Interrupt.Status.PENDING]))
+        statements.append(self.update_statement(run.id, fields))
         await self._aexecute(statements)
-        return broadcast.run_summary({
-            "id": run.id, "graph": run.graph, "status": status, "current_node": current_node,
-            "last_seq": fields.get("last_seq", run.last_seq), "started_at": run.started_at,
-            "finished_at": fields.get("finished_at"),
-            "error_message": fields.get("error_message", run.error_message),
-        })
+        transitions.apply_to(run, fields)
+        return run_summary({name: getattr(run, name) for name in SUMMARY_FIELDS})
+
+    def update_statement(self, run_id: uuid.UUID, fields: transitions.Fields) -> Statement:
+        """The ``UPDATE`` that applies a transition's ``fields`` to one run."""
+        return (f"UPDATE {Run._meta.db_table} SET {self.set_clause(fields)} "
+                f"WHERE id = {self.mark}", [*self.set_params(fields), self._db(run_id)])
+
+    async def aapply(self, run_id: uuid.UUID, fields: transitions.Fields) -> None:
+        """Apply a transition's ``fields`` to one run on the fast path (its own statement)."""
+        await self._aexecute([self.update_statement(run_id, fields)])
+

@@ -3,7 +3,7 @@
 Every run's events are buffered by its :class:`EventWriter` and written behind the graph
 by the executor's :class:`WriteBehind`, which takes the buffered events of *all* its runs
 in one write (one statement on PostgreSQL, one transaction on SQLite: see
-:mod:`dashboard.sink`), at most one every ``interval``. A run's final write (its status,
+:mod:`dashboard.runs.sink`), at most one every ``interval``. A run's final write (its status,
 output or error) is its own, after any write in flight with its earlier events; only a
 paused run's questions (get-or-create of its interrupts) go through the ORM. After each
 write, every run in it rings its watchers' doorbell.
@@ -23,9 +23,9 @@ from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 from django.utils import timezone
 
-from dashboard import broadcast
 from dashboard.models import Interrupt, Run, RunEvent
-from dashboard.sink import EventSink, relaxed_commits
+from dashboard.runs import doorbells, transitions
+from dashboard.runs.sink import EventSink, relaxed_commits
 
 logger = logging.getLogger("planwatch.recorder")
 
@@ -155,7 +155,7 @@ class EventWriter:
     def __init__(self, run: Run, *, next_seq: int, sink: EventSink | None = None,
                  behind: WriteBehind | None = None, interval: float = 0.0,
                  tasks: set[asyncio.Task[Any]] | None = None,
-                 digest: broadcast.RunsDigest | None = None) -> None:
+                 digest: doorbells.RunsDigest | None = None) -> None:
         """Write behind through the executor's ``behind``, or one of its own on ``sink``."""
         self.run = run
         self.behind = behind or WriteBehind(sink, interval=interval, tasks=tasks)
@@ -216,7 +216,7 @@ class EventWriter:
         moved, new_status = key != self._published, key[0] != self._published[0]
         self._published = key
         if batch:  # one message to the run's watchers: the events and, if it moved, the run
-            await broadcast.abroadcast_events(self.run.id, [event_dict(r) for r in batch],
+            await doorbells.abroadcast_events(self.run.id, [event_dict(r) for r in batch],
                                               run=summary if moved else None,
                                               committed_at=committed_at)
         if moved and batch and not new_status and self.digest is not None:
@@ -224,7 +224,7 @@ class EventWriter:
         elif moved:
             if self.digest is not None:
                 self.digest.forget(summary["id"])
-            await broadcast.abroadcast_run(summary, watchers=not batch)
+            await doorbells.abroadcast_run(summary, watchers=not batch)
 
     async def afinish(
         self, *, status: str, output: Any = None, error: tuple[str, str] | None = None,
@@ -235,13 +235,13 @@ class EventWriter:
         if output is not None:
             final["output"] = output
         if error:
-            final["error_message"], final["error_traceback"] = error
+            final["error"] = error
         if pending is not None:
             final["pending"] = pending
         final["cancel_interrupts"] = cancel_interrupts
         await self.aflush(**final)
         if pending or cancel_interrupts:
-            await broadcast.abroadcast_inbox()
+            await doorbells.abroadcast_inbox()
 
 
 def event_dict(event: RunEvent | dict[str, Any]) -> dict[str, Any]:
@@ -264,25 +264,18 @@ def awrite_final(
     """Insert the last events and the run's final (or paused) status in one transaction."""
     usable_connection()
     now = batch[0]["created_at"] if batch else timezone.now()
+    last_seq = batch[-1]["seq"] if batch else None
+    status = final.get("status")
+    if status:
+        fields = transitions.stop(status=status, now=now, last_seq=last_seq,
+                                  current_node=current_node, output=final.get("output"),
+                                  error=final.get("error"))
+    else:
+        fields = transitions.progress(now=now, last_seq=last_seq, current_node=current_node)
     with transaction.atomic():
         relax_commit()
         RunEvent.objects.bulk_create([RunEvent(run_id=run_id, **row) for row in batch])
-        fields: dict[str, Any] = {"heartbeat_at": now}
-        if batch:
-            fields["last_seq"] = batch[-1]["seq"]
-        if current_node:
-            fields["current_node"] = current_node
-        status = final.get("status")
-        if status:
-            fields["status"] = status
-            for key in ("output", "error_message", "error_traceback"):
-                if key in final:
-                    fields[key] = final[key]
-            if status in Run.FINISHED:
-                fields.update(finished_at=now, owner="", cancel_requested=False)
-            elif status == Run.Status.INTERRUPTED:
-                fields["owner"] = ""
-        Run.objects.filter(id=run_id).update(**fields)
+        Run.objects.filter(id=run_id).update(**transitions.orm_update(fields))
         for item in final.get("pending") or ():
             Interrupt.objects.get_or_create(
                 run_id=run_id, interrupt_id=item["interrupt_id"],
@@ -297,5 +290,5 @@ def awrite_final(
             Interrupt.objects.filter(run_id=run_id, status=Interrupt.Status.PENDING).update(
                 status=Interrupt.Status.CANCELLED
             )
-        run = Run.objects.values(*broadcast.SUMMARY_FIELDS).get(id=run_id)
-    return broadcast.run_summary(run)
+        run = Run.objects.values(*doorbells.SUMMARY_FIELDS).get(id=run_id)
+    return doorbells.run_summary(run)

@@ -1,0 +1,96 @@
+"""Debugging forms: breakpoints, and a run's state at a checkpoint edited before a fork."""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from typing import Any
+
+from django import forms
+
+ANY_NODE = "*"
+
+_SCALARS: dict[type, type[forms.Field]] = {
+    bool: forms.BooleanField, int: forms.IntegerField, float: forms.FloatField,
+    str: forms.CharField,
+}
+
+
+class BreakpointsForm(forms.Form):
+    """Nodes to pause before or after; ``*`` pauses at every node."""
+
+    interrupt_before = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, label="Pause before")
+    interrupt_after = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, label="Pause after")
+
+    def __init__(self, *args: Any, nodes: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [(n, n) for n in nodes] + [(ANY_NODE, "every node")]
+        for name in ("interrupt_before", "interrupt_after"):
+            typed = self.fields[name]
+            assert isinstance(typed, forms.MultipleChoiceField)
+            typed.choices = choices
+
+
+def _scalar(annotation: Any) -> type | None:
+    """The plain type a channel holds (``int``, ``str`` …), looking through ``X | None``."""
+    if annotation in _SCALARS:
+        return typing.cast(type, annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1 and args[0] in _SCALARS:
+            return typing.cast(type, args[0])
+    return None
+
+
+class StateEditForm(forms.Form):
+    """One field per state channel, typed from the graph's state schema (JSON otherwise).
+
+    Only the channels whose value changed make the edit (:meth:`edit`); the graph's own
+    schema check (in the service) has the last word.
+    """
+
+    def __init__(self, *args: Any, channels: dict[str, Any], values: dict[str, Any],
+                 nodes: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.current = values
+        self.kinds: dict[str, str] = {}
+        for name, annotation in channels.items():
+            scalar = _scalar(annotation)
+            value = values.get(name)
+            if scalar is not None and (value is None or isinstance(value, scalar)):
+                field = _SCALARS[scalar](required=False, label=name, initial=value)
+                if scalar is str:
+                    field.widget = forms.Textarea(attrs={"rows": 1})
+                self.kinds[name] = scalar.__name__
+            else:
+                field = forms.JSONField(required=False, label=name, initial=value,
+                                        widget=forms.Textarea(attrs={"rows": 3}),
+                                        help_text="JSON")
+                self.kinds[name] = "json"
+            self.fields[f"ch_{name}"] = field
+        self.fields["as_node"] = forms.ChoiceField(
+            required=False, label="Apply the edit as node",
+            choices=[("", "— the node that wrote this checkpoint —")] + [(n, n) for n in nodes],
+            help_text="Decides which node runs next, as if that node had returned the edit.")
+
+    def channel_fields(self) -> list[tuple[str, str, forms.BoundField]]:
+        """Each channel's name, its kind (int, str, json …) and its field, in schema order."""
+        return [(name, kind, self[f"ch_{name}"]) for name, kind in self.kinds.items()]
+
+    def edit(self) -> dict[str, Any]:
+        """The channels the operator changed, with their new values (after ``is_valid``)."""
+        changed: dict[str, Any] = {}
+        for name, kind in self.kinds.items():
+            new = self.cleaned_data.get(f"ch_{name}")
+            old = self.current.get(name)
+            if kind == "bool" and old is None and new is False:
+                continue  # an unset flag shown unticked
+            if kind == "str" and old is None and new == "":
+                continue
+            if json.dumps(new, sort_keys=True, default=str) != json.dumps(
+                    old, sort_keys=True, default=str):
+                changed[name] = new
+        return changed

@@ -1,0 +1,205 @@
+"""Claiming a run: one executor takes it, and learns what to feed the graph.
+
+A run is taken with a conditional UPDATE (no other live executor may hold it), so one run
+is never executed by two processes at once. A fresh run is claimed on the event sink's
+connection in one statement (the common case); a resume or a recovery goes through the
+ORM, which also hands over the answers the graph resumes with. Which runs are free and
+which fields a claim sets are :mod:`dashboard.runs.transitions`' to say.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.runs import transitions
+from dashboard.runs.record import relax_commit, usable_connection
+from dashboard.runs.sink import EventSink
+
+Kind = RunEvent.Kind
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An operator's answer, taken from the database to resume the graph with."""
+
+    interrupt_id: str
+    answer: Any
+    answered_by: str
+    node: str
+    namespace: str
+
+    def event(self) -> dict[str, Any]:
+        """The ``interrupt_answered`` event that records it in the run's log."""
+        return {
+            "kind": Kind.INTERRUPT_ANSWERED, "node": self.node, "namespace": self.namespace,
+            "payload": {"interrupt_id": self.interrupt_id, "answer": self.answer,
+                        "answered_by": self.answered_by},
+        }
+
+
+@dataclass(frozen=True)
+class Breakpoints:
+    """Where an execution pauses: before or after these nodes (``*``: every node)."""
+
+    before: list[str]
+    after: list[str]
+    step: bool = False
+    """One super-step, then pause (LangGraph's ``interrupt_after="*"`` for this execution)."""
+
+    @classmethod
+    def of(cls, run: Run) -> Breakpoints:
+        """The breakpoints stored on ``run``."""
+        step = bool(run.step_once)
+        return cls(list(run.interrupt_before or ()),
+                   ["*"] if step else list(run.interrupt_after or ()), step)
+
+    @classmethod
+    async def aread(cls, run_id: uuid.UUID) -> Breakpoints:
+        """The run's breakpoints as an operator just set them (and their change taken)."""
+        return cls.of(await _aread_breakpoints(run_id))
+
+    def __bool__(self) -> bool:
+        return bool(self.before or self.after)
+
+    def payload(self) -> dict[str, Any]:
+        """How the event log records them."""
+        return {"before": self.before, "after": self.after, "step": self.step}
+
+    def stopped_after(self, node: str) -> str:
+        """``node`` if the pause came after it (a step, or a breakpoint after it), else ""."""
+        return node if node and (self.step or "*" in self.after or node in self.after) else ""
+
+
+@sync_to_async
+def _aread_breakpoints(run_id: uuid.UUID) -> Run:
+    usable_connection()
+    Run.objects.filter(id=run_id).update(breakpoints_changed=False)
+    return Run.objects.only("interrupt_before", "interrupt_after", "step_once").get(id=run_id)
+
+
+@sync_to_async
+def aparent_thread(run: Run) -> str:
+    """The checkpoint thread of the run ``run`` was forked from."""
+    usable_connection()
+    assert run.parent_id is not None
+    thread: str = Run.objects.values_list("thread_id", flat=True).get(id=run.parent_id)
+    return thread
+
+
+@dataclass
+class Claim:
+    """A run this executor now holds: how it starts, its next seq, what it already saw."""
+
+    run: Run
+    kind: str
+    """``run_started``, ``run_resumed`` or ``run_recovered``: the event the claim writes."""
+    next_seq: int
+    checkpoint_ids: list[str]
+    answers: list[Answer]
+
+    def first_payload(self, owner: str) -> dict[str, Any]:
+        """The payload of the claim's event: who executes it (and, for a fork, from where)."""
+        payload: dict[str, Any] = {"owner": owner}
+        if self.kind == Kind.RUN_FORKED:
+            payload.update(parent=str(self.run.parent_id),
+                           checkpoint_id=self.run.forked_from_checkpoint,
+                           edit=self.run.fork_edit)
+        breaks = Breakpoints.of(self.run)
+        if breaks:
+            payload["breakpoints"] = breaks.payload()
+        return payload
+
+
+async def aclaim(run_id: uuid.UUID, *, owner: str, mode: str, sink: EventSink) -> Claim | None:
+    """Take the run for ``owner``, or return None if it is not ``owner``'s to run now."""
+    if mode == "start":  # the common case: one UPDATE on the sink's connection
+        now = timezone.now()
+        run = await sink.aclaim_queued(run_id, owner=owner, now=now,
+                                       stale=transitions.stale_before(now))
+        if run is not None:
+            return Claim(run, Kind.RUN_STARTED, transitions.next_seq(run), [], [])
+    return await _aclaim_orm(run_id, owner, mode)
+
+
+@sync_to_async
+def _aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
+    """Take any claimable run (start, resume, recover) through the ORM, or return None."""
+    usable_connection()
+    now = timezone.now()
+    free = transitions.free_q(owner=owner, stale=transitions.stale_before(now))
+    with transaction.atomic():
+        relax_commit()  # a lost claim leaves the run queued: recovery dispatches it again
+        runs = Run.objects.select_for_update().filter(id=run_id)
+        run = runs.filter(free).first()
+        if run is None:
+            return None
+        answers: list[Answer] = []
+        if run.status == Run.Status.QUEUED and mode == "start":
+            kind = Kind.RUN_FORKED if run.parent_id else Kind.RUN_STARTED
+        elif run.status == Run.Status.PAUSED and mode == "continue":
+            kind = Kind.RUN_RESUMED
+        elif run.status == Run.Status.RUNNING and run.owner != owner:
+            kind = Kind.RUN_RECOVERED  # its executor died (stale heartbeat)
+        elif run.status == Run.Status.INTERRUPTED:
+            answers = _take_answers(run)
+            if not answers:
+                return None  # nothing to resume with yet
+            kind = Kind.RUN_RESUMED
+        else:
+            return None
+        fields = transitions.claim(owner=owner, now=now)
+        runs.update(**transitions.orm_update(fields))
+        transitions.apply_to(run, fields)
+        if kind in (Kind.RUN_STARTED, Kind.RUN_FORKED):  # a fresh run: no checkpoints yet
+            return Claim(run, kind, transitions.next_seq(run), [], answers)
+        checkpoints = list(
+            run.events.filter(kind=Kind.CHECKPOINT).values_list("checkpoint_id", flat=True)
+        )
+    return Claim(run, kind, transitions.next_seq(run), checkpoints, answers)
+
+
+def _take_answers(run: Run) -> list[Answer]:
+    """Answered interrupts not yet fed to the graph; mark them consumed."""
+    rows = list(
+        run.interrupts.filter(status=Interrupt.Status.ANSWERED, checkpoint_id="")
+        .select_related("answered_by")
+    )
+    last_cp = (
+        run.events.filter(kind=Kind.CHECKPOINT, namespace="").order_by("-seq")
+        .values_list("checkpoint_id", flat=True).first()
+    ) or "-"
+    Interrupt.objects.filter(pk__in=[r.pk for r in rows]).update(checkpoint_id=last_cp)
+    return [
+        Answer(r.interrupt_id, r.answer,
+               r.answered_by.get_username() if r.answered_by else "", r.node, r.namespace)
+        for r in rows
+    ]
+
+
+@sync_to_async
+def aheartbeat(run_ids: list[uuid.UUID], owner: str
+               ) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
+    """Prove ``owner`` is alive for its runs; return those an operator asked to cancel,
+    and those whose breakpoints an operator changed."""
+    usable_connection()
+    fields = transitions.heartbeat(now=timezone.now())
+    Run.objects.filter(id__in=run_ids, owner=owner).update(**transitions.orm_update(fields))
+    flagged = Run.objects.filter(id__in=run_ids, owner=owner).filter(
+        Q(cancel_requested=True) | Q(breakpoints_changed=True))
+    cancel: set[uuid.UUID] = set()
+    rebreak: set[uuid.UUID] = set()
+    for run_id, cancelled, changed in flagged.values_list(
+            "id", "cancel_requested", "breakpoints_changed"):
+        if cancelled:
+            cancel.add(run_id)
+        if changed:
+            rebreak.add(run_id)
+    return cancel, rebreak

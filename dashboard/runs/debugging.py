@@ -1,0 +1,102 @@
+"""Debugging a run: breakpoints, and forks that start from a past checkpoint, maybe edited.
+
+Breakpoints name the graph's nodes (LangGraph's ``interrupt_before`` / ``interrupt_after``,
+``*`` for every node); :func:`check_breakpoints` refuses names the graph lacks.
+
+A fork gets a checkpoint thread of its own (runs never share one), so the parent's
+checkpoint is copied into it as it is (values, versions, pending writes), and the edit,
+if any, is applied with LangGraph's own ``update_state(…, as_node=…)``: the graph then
+goes on from there exactly as it would have from the parent's checkpoint. Edits are
+checked against the graph's state schema before anything is written.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import StateGraph
+from pydantic import TypeAdapter, ValidationError
+
+
+class EditError(ValueError):
+    """A breakpoint or an edit names what the graph lacks, or gives a value of a wrong type."""
+
+    def __init__(self, errors: Mapping[str, str]) -> None:
+        self.errors = dict(errors)
+        super().__init__("; ".join(f"{k}: {v}" for k, v in self.errors.items()))
+
+
+def state_channels(builder: StateGraph[Any]) -> dict[str, Any]:
+    """The graph's state channels and their declared types."""
+    return typing.get_type_hints(builder.state_schema)
+
+
+def check_edit(builder: StateGraph[Any], values: Any, *, as_node: str = "") -> None:
+    """Raise :class:`EditError` naming each unknown channel and each value of a wrong type."""
+    if not isinstance(values, Mapping) or not values:
+        raise EditError({"values": "give an object of channel names and their new values, "
+                                   'for example {"price": 40}'})
+    channels = state_channels(builder)
+    errors: dict[str, str] = {}
+    for name, value in values.items():
+        if name not in channels:
+            errors[name] = (f"the graph has no channel {name!r}; its channels: "
+                            f"{', '.join(sorted(channels))}")
+            continue
+        try:
+            TypeAdapter(channels[name]).validate_python(value, strict=False)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            errors[name] = f"{value!r} does not fit {_type_name(channels[name])}: {first['msg']}"
+        except Exception:  # a type pydantic cannot check (a user's class): take it as it is
+            continue
+    nodes = set(builder.nodes)
+    if as_node and as_node not in nodes:
+        errors["as_node"] = (f"the graph has no node {as_node!r}; its nodes: "
+                             f"{', '.join(sorted(nodes))}")
+    if errors:
+        raise EditError(errors)
+
+
+def check_breakpoints(builder: StateGraph[Any], *, before: Any, after: Any) -> None:
+    """Raise :class:`EditError` unless both are lists of the graph's node names (or ``*``)."""
+    nodes = set(builder.nodes)
+    errors: dict[str, str] = {}
+    for field, names in (("interrupt_before", before), ("interrupt_after", after)):
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            errors[field] = 'give a list of node names, for example ["decide"], or ["*"]'
+            continue
+        unknown = sorted(set(names) - nodes - {"*"})
+        if unknown:
+            errors[field] = (f"the graph has no node {', '.join(map(repr, unknown))}; its "
+                             f"nodes: {', '.join(sorted(nodes))}")
+    if errors:
+        raise EditError(errors)
+
+
+def _type_name(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+async def acopy_checkpoint(saver: Any, *, source_thread: str, checkpoint_id: str,
+                           target_thread: str) -> RunnableConfig:
+    """Copy one root checkpoint (with its pending writes) into ``target_thread``."""
+    source: RunnableConfig = {"configurable": {
+        "thread_id": source_thread, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
+    found = await saver.aget_tuple(source)
+    if found is None:
+        raise LookupError(f"no checkpoint {checkpoint_id!r} in thread {source_thread!r}")
+    target: RunnableConfig = {"configurable": {"thread_id": target_thread, "checkpoint_ns": ""}}
+    metadata = {**(found.metadata or {}), "source": "fork",
+                "forked_from": {"thread_id": source_thread, "checkpoint_id": checkpoint_id}}
+    saved: RunnableConfig = await saver.aput(
+        target, found.checkpoint, metadata, found.checkpoint.get("channel_versions", {}))
+    by_task: dict[str, list[tuple[str, Any]]] = {}
+    for task_id, channel, value in found.pending_writes or ():
+        by_task.setdefault(task_id, []).append((channel, value))
+    for task_id, writes in by_task.items():
+        await saver.aput_writes(saved, writes, task_id)
+    return saved

@@ -1,0 +1,96 @@
+"""Dispatching runs: hand a run to an executor, and hand out again those a dead one left.
+
+In-process (the embedded default) the run goes to this process's executor; with
+``PLANWATCH_EXECUTOR=procrastinate`` it becomes a job that any worker's executor takes
+(the job is deferred by its task's name, so dispatching needs no import of the worker's
+code). Either way the executor's claim decides whether the run is really its to run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from uuid import UUID
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from dashboard.models import Run
+from dashboard.runs import transitions
+from dashboard.runs.conf import planwatch_setting
+from dashboard.runs.execute import get_executor
+
+logger = logging.getLogger("planwatch.runs")
+
+EXECUTE_RUN = "planwatch.execute_run"
+"""The procrastinate task that executes a run (:mod:`dashboard.runs.jobs`)."""
+QUEUE = "planwatch"
+
+
+def in_process() -> bool:
+    """Whether runs execute inside this process (not in procrastinate workers)."""
+    return bool(planwatch_setting("EXECUTOR") != "procrastinate")
+
+
+def dispatch(run_id: UUID, mode: str) -> None:
+    """Hand a run to the configured executor; ``mode`` is start, resume or recover."""
+    if in_process():
+        get_executor().submit(run_id, mode)
+        return
+    from procrastinate.contrib.django import app
+    from procrastinate.exceptions import AlreadyEnqueued
+
+    # a job for the same run and purpose may wait already: that one will do
+    with contextlib.suppress(AlreadyEnqueued):
+        app.configure_task(
+            EXECUTE_RUN, queue=QUEUE, lock=f"run:{run_id}",
+            queueing_lock=f"run:{run_id}:{mode}",
+        ).defer(run_id=str(run_id), mode=mode)
+
+
+def request_cancel(run_id: UUID) -> None:
+    """Tell this process's executor to stop a run it holds (workers learn it by heartbeat)."""
+    if in_process():
+        get_executor().request_cancel(run_id)
+
+
+def request_breakpoints(run_id: UUID) -> None:
+    """Tell this process's executor a run it holds has new breakpoints (workers: heartbeat)."""
+    if in_process():
+        get_executor().request_breakpoints(run_id)
+
+
+def recover_stale(*, include_queued: bool = False) -> list[UUID]:
+    """Dispatch again every run whose executor stopped heart-beating.
+
+    ``include_queued`` also dispatches runs still queued (at start-up: their dispatch may
+    have died with the process that created them).
+    """
+    stale = transitions.stale_before(timezone.now())
+    ids = list(
+        Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=stale)
+        .values_list("id", flat=True)
+    )
+    for run_id in ids:
+        dispatch(run_id, "recover")
+    if include_queued:
+        for run_id in Run.objects.filter(status=Run.Status.QUEUED).values_list("id", flat=True):
+            dispatch(run_id, "start")
+    return ids
+
+
+def start_reaper() -> None:
+    """Recover, now and periodically, the runs of dead executors (in-process mode)."""
+    get_executor().spawn(_areap_forever())
+
+
+async def _areap_forever() -> None:
+    include_queued = True  # at start-up, runs queued by a process that died
+    while True:
+        try:
+            await sync_to_async(recover_stale)(include_queued=include_queued)
+            include_queued = False
+        except Exception:
+            logger.warning("recovering stale runs failed", exc_info=True)
+        await asyncio.sleep(max(1.0, planwatch_setting("STALE_AFTER_SECONDS") / 2))

@@ -1,0 +1,156 @@
+"""Run transitions: every change of a run's status, owner, seq and final fields is decided here.
+
+A transition is a function that returns the *fields* a run takes (a plain dict of column
+values). Two paths apply them and neither adds a field of its own: the ORM
+(:func:`orm_update`, used by services and the executor's slower paths) and the executor's
+SQL fast path (:meth:`dashboard.runs.sink.EventSink.set_clause`). The contract test runs
+every transition through both paths on both databases and compares the rows.
+
+The event log and ``Run.last_seq`` are always written in one statement or transaction, so
+the next seq of a run is ``last_seq + 1`` (:func:`next_seq`), read nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+
+from dashboard.models import Run
+from dashboard.runs.conf import planwatch_setting
+
+Fields = dict[str, Any]
+"""Column values of a run, as a transition sets them."""
+
+Status = Run.Status
+
+
+@dataclass(frozen=True)
+class FirstSet:
+    """A value a column takes only if it has none yet (``COALESCE(column, value)``)."""
+
+    value: Any
+
+
+# -- conditions ------------------------------------------------------------------------
+
+
+def stale_before(now: datetime) -> datetime:
+    """Heartbeats older than this belong to a dead executor."""
+    return now - timedelta(seconds=planwatch_setting("STALE_AFTER_SECONDS"))
+
+
+def free_q(*, owner: str, stale: datetime) -> Q:
+    """ORM form of "nobody else holds the run": no owner, ``owner`` itself, or a dead one."""
+    return Q(owner="") | Q(owner=owner) | Q(heartbeat_at__lt=stale)
+
+
+FREE_SQL = "(owner = '' OR owner = {mark} OR heartbeat_at < {mark})"
+"""SQL form of :func:`free_q` (parameters: owner, stale), for the fast path."""
+
+
+def next_seq(run: Run) -> int:
+    """The seq the run's next event takes (events and ``last_seq`` are written together)."""
+    return run.last_seq + 1
+
+
+# -- transitions -----------------------------------------------------------------------
+
+
+def claim(*, owner: str, now: datetime) -> Fields:
+    """An executor takes the run (start, resume or recover): it is running and heart-beats.
+
+    It reads the breakpoints as they are now, so an earlier change needs no applying.
+    """
+    return {"status": Status.RUNNING, "owner": owner, "heartbeat_at": now,
+            "started_at": FirstSet(now), "breakpoints_changed": False}
+
+
+def heartbeat(*, now: datetime) -> Fields:
+    """The executor that holds the run is alive."""
+    return {"heartbeat_at": now}
+
+
+def progress(*, now: datetime, last_seq: int | None = None, current_node: str = "") -> Fields:
+    """Events were written: the run's last seq and the node it is in move on."""
+    fields: Fields = {"heartbeat_at": now}
+    if last_seq is not None:
+        fields["last_seq"] = last_seq
+    if current_node:
+        fields["current_node"] = current_node
+    return fields
+
+
+def pause(*, now: datetime, last_seq: int | None = None, current_node: str = "") -> Fields:
+    """The graph waits for an operator's answer: nobody holds the run meanwhile."""
+    return {**progress(now=now, last_seq=last_seq, current_node=current_node),
+            "status": Status.INTERRUPTED, "owner": ""}
+
+
+def finish(*, status: str, now: datetime, last_seq: int | None = None, current_node: str = "",
+           output: Any = None, error: tuple[str, str] | None = None) -> Fields:
+    """The run ends (succeeded, failed or cancelled), with its output or its error."""
+    if status not in Run.FINISHED:
+        raise ValueError(f"{status!r} is not a final status; use one of {Run.FINISHED}")
+    fields = {**progress(now=now, last_seq=last_seq, current_node=current_node),
+              "status": status, "finished_at": now, "owner": "", "cancel_requested": False}
+    if output is not None:
+        fields["output"] = output
+    if error is not None:
+        fields["error_message"], fields["error_traceback"] = error
+    return fields
+
+
+def halt(*, now: datetime, last_seq: int | None = None, current_node: str = "") -> Fields:
+    """The graph stopped at a breakpoint (or after a step): nobody holds the run meanwhile."""
+    return {**progress(now=now, last_seq=last_seq, current_node=current_node),
+            "status": Status.PAUSED, "owner": "", "step_once": False,
+            "breakpoints_changed": False}
+
+
+def stop(*, status: str, now: datetime, last_seq: int | None = None, current_node: str = "",
+         output: Any = None, error: tuple[str, str] | None = None) -> Fields:
+    """Where an execution leaves the run: paused (interrupted) or finished."""
+    if status == Status.INTERRUPTED:
+        return pause(now=now, last_seq=last_seq, current_node=current_node)
+    if status == Status.PAUSED:
+        return halt(now=now, last_seq=last_seq, current_node=current_node)
+    return finish(status=status, now=now, last_seq=last_seq, current_node=current_node,
+                  output=output, error=error)
+
+
+def set_breakpoints(*, before: list[str], after: list[str], held: bool) -> Fields:
+    """New breakpoints; an executor that holds the run applies them at its next boundary."""
+    return {"interrupt_before": before, "interrupt_after": after, "breakpoints_changed": held}
+
+
+def request_step() -> Fields:
+    """The next execution runs one super-step, then pauses again."""
+    return {"step_once": True}
+
+
+def request_cancel() -> Fields:
+    """An operator asks the executor that holds the run to stop at the next node boundary."""
+    return {"cancel_requested": True}
+
+
+# -- the ORM path ----------------------------------------------------------------------
+
+
+def orm_update(fields: Fields) -> dict[str, Any]:
+    """``fields`` as keyword arguments of ``QuerySet.update`` (``FirstSet`` → ``Coalesce``)."""
+    return {name: Coalesce(F(name), value.value) if isinstance(value, FirstSet) else value
+            for name, value in fields.items()}
+
+
+def apply_to(run: Run, fields: Fields) -> None:
+    """Mirror ``fields`` on an in-memory ``run`` (after they were written)."""
+    for name, value in fields.items():
+        if isinstance(value, FirstSet):
+            if getattr(run, name) is None:
+                setattr(run, name, value.value)
+        else:
+            setattr(run, name, value)

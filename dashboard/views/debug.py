@@ -1,0 +1,167 @@
+"""Debugging pages: breakpoints, continue and step, forks with an edited state, branches.
+
+Each view parses, calls a service or selector, and renders; the permissions are
+``dashboard.debug_run`` (breakpoints, continue, step) and ``dashboard.fork_run`` (forks and
+state edits).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_POST
+
+from dashboard import selectors, services
+from dashboard.checkpoints import checkpoint_get, values_diff
+from dashboard.forms.debug import BreakpointsForm, StateEditForm
+from dashboard.models import Run, RunEvent
+
+DEBUG, FORK = "dashboard.debug_run", "dashboard.fork_run"
+
+
+def _run_or_404(request: HttpRequest, run_id: UUID) -> Run:
+    try:
+        run = selectors.run_get(run_id=run_id)
+    except Run.DoesNotExist:
+        raise Http404(f"no run {run_id}") from None
+    if not selectors.run_can_view(user=request.user, run=run):
+        raise PermissionDenied(f"you may not view run {run_id}")
+    return run
+
+
+def _need(request: HttpRequest, perm: str, what: str) -> None:
+    if not request.user.has_perm(perm):
+        raise PermissionDenied(f"{what} needs the {perm!r} permission; ask an administrator")
+
+
+def debug_context(*, request: HttpRequest, run: Run) -> dict[str, Any]:
+    """What the trace page's debugging panel renders: breakpoints, pause, branches."""
+    try:
+        schema = selectors.graph_debug_schema(graph=run.graph)
+    except KeyError:
+        return {"debug_available": False}
+    paused = (selectors.run_events(run_id=run.id).filter(kind=RunEvent.Kind.RUN_PAUSED)
+              .order_by("-seq").first() if run.status == Run.Status.PAUSED else None)
+    return {
+        "debug_available": True,
+        "breakpoints_form": BreakpointsForm(nodes=schema.nodes, initial={
+            "interrupt_before": run.interrupt_before, "interrupt_after": run.interrupt_after}),
+        "paused_event": paused,
+        "lineage": selectors.run_lineage(run=run),
+        "can_debug": request.user.has_perm(DEBUG) and not run.is_finished,
+        "can_fork": request.user.has_perm(FORK),
+    }
+
+
+def run_debug(request: HttpRequest, run_id: UUID) -> TemplateResponse:
+    """The debugging panel of a run (also refreshed after each action)."""
+    run = _run_or_404(request, run_id)
+    return TemplateResponse(request, "dashboard/_run_debug.html",
+                            {"run": run, **debug_context(request=request, run=run)})
+
+
+@require_POST
+def run_breakpoints(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    """Set the run's breakpoints (a running run takes them at its next node)."""
+    run = _run_or_404(request, run_id)
+    _need(request, DEBUG, "setting breakpoints")
+    schema = selectors.graph_debug_schema(graph=run.graph)
+    form = BreakpointsForm(request.POST, nodes=schema.nodes)
+    if not form.is_valid():
+        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+    else:
+        try:
+            services.run_breakpoints_set(
+                run=run, interrupt_before=form.cleaned_data["interrupt_before"],
+                interrupt_after=form.cleaned_data["interrupt_after"], user=request.user)
+        except services.ServiceError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, "Breakpoints saved.")
+    return _back(request, run)
+
+
+@require_POST
+def run_continue(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    """Continue a paused run to its next breakpoint, or (``step=1``) one super-step."""
+    run = _run_or_404(request, run_id)
+    _need(request, DEBUG, "continuing or stepping a run")
+    step = request.POST.get("step") == "1"
+    try:
+        services.run_continue(run=run, user=request.user, step=step)
+    except services.ServiceError as exc:
+        messages.error(request, exc.message)
+    return _back(request, run)
+
+
+def run_fork(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpResponseRedirect:
+    """Re-run from a checkpoint, optionally with its state edited first (a new run)."""
+    run = _run_or_404(request, run_id)
+    checkpoint_id = request.GET.get("checkpoint") or request.POST.get("checkpoint", "")
+    event = (selectors.run_events(run_id=run.id)
+             .filter(kind=RunEvent.Kind.CHECKPOINT, namespace="", checkpoint_id=checkpoint_id)
+             .first()) if checkpoint_id else None
+    if event is None:
+        raise Http404(f"run {run.id} has no root checkpoint {checkpoint_id!r}; open a "
+                      "checkpoint row of its timeline and choose “Re-run from here”")
+    view = checkpoint_get(thread_id=run.thread_id, checkpoint_id=checkpoint_id)
+    if view is None:
+        raise Http404(f"checkpoint {checkpoint_id!r} is no longer stored")
+    schema = selectors.graph_debug_schema(graph=run.graph)
+    form = StateEditForm(request.POST if request.method == "POST" else None,
+                         channels=schema.channels, values=view.values, nodes=schema.nodes)
+    status = 200
+    if request.method == "POST":
+        _need(request, FORK, "forking a run")
+        if form.is_valid():
+            edit = form.edit()
+            try:
+                child = services.run_fork(
+                    run=run, checkpoint_id=checkpoint_id, user=request.user,
+                    values=edit or None, as_node=form.cleaned_data.get("as_node") or "")
+            except services.DebugInputError as exc:
+                for name, text in exc.errors.items():
+                    field = f"ch_{name}" if f"ch_{name}" in form.fields else (
+                        name if name in form.fields else None)
+                    form.add_error(field, text)
+            else:
+                messages.success(request, f"Forked from {run.graph} {str(run.id)[:8]} at "
+                                          f"checkpoint {checkpoint_id[-8:]}.")
+                return redirect("dashboard:run_detail", run_id=child.id)
+        status = 400
+    return TemplateResponse(request, "dashboard/run_fork.html", {
+        "run": run, "event": event, "checkpoint": view, "form": form,
+        "can_fork": request.user.has_perm(FORK),
+    }, status=status)
+
+
+def run_compare(request: HttpRequest, run_id: UUID, other_id: UUID) -> TemplateResponse:
+    """Two branches side by side: their states at the fork point and at the end."""
+    run, other = _run_or_404(request, run_id), _run_or_404(request, other_id)
+    child, parent = (other, run) if other.parent_id == run.id else (run, other)
+    at_fork = None
+    if child.parent_id == parent.id and child.forked_from_checkpoint:
+        base = checkpoint_get(thread_id=parent.thread_id,
+                              checkpoint_id=child.forked_from_checkpoint)
+        first = (selectors.run_events(run_id=child.id)
+                 .filter(kind=RunEvent.Kind.CHECKPOINT, namespace="").first())
+        edited = checkpoint_get(thread_id=child.thread_id,
+                                checkpoint_id=first.checkpoint_id) if first else None
+        at_fork = values_diff(base.values if base else {}, edited.values if edited else {})
+    ends = [checkpoint_get(thread_id=r.thread_id) for r in (run, other)]
+    at_end = values_diff(ends[0].values if ends[0] else {}, ends[1].values if ends[1] else {})
+    return TemplateResponse(request, "dashboard/run_compare.html", {
+        "run": run, "other": other, "at_fork": at_fork, "at_end": at_end,
+    })
+
+
+def _back(request: HttpRequest, run: Run) -> HttpResponse:
+    if request.htmx:
+        return HttpResponse(status=204, headers={"HX-Refresh": "true"})
+    return redirect("dashboard:run_detail", run_id=run.id)

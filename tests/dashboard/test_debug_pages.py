@@ -1,0 +1,99 @@
+"""The debugging pages: breakpoints, continue, step, fork with a typed state edit, compare."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from dashboard import services
+from dashboard.models import Run, RunEvent
+from tests.conftest import wait_run
+
+Kind = RunEvent.Kind
+DONE = ("succeeded", "failed", "cancelled")
+
+
+@pytest.fixture
+def debugger(operator):
+    operator.user_permissions.add(*Permission.objects.filter(
+        codename__in=["debug_run", "fork_run"]))
+    return operator
+
+
+def test_a_paused_run_says_where_and_offers_continue_and_step(executor, debugger, client):
+    client.force_login(debugger)
+    run = services.run_create(graph="test.echo", input={"steps": 2}, user=debugger,
+                              interrupt_before=["done"])
+    run = wait_run(run.id, statuses=("paused", *DONE))
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert "Paused before" in page and ">done<" in page
+    assert 'id="debug-continue"' in page and 'id="debug-step"' in page
+    response = client.post(f"/runs/{run.id}/continue/", {"step": "0"})
+    assert response.status_code == 302
+    assert wait_run(run.id, statuses=DONE).status == Run.Status.SUCCEEDED
+
+
+def test_breakpoints_are_saved_from_the_page_and_bad_names_are_refused(executor, debugger,
+                                                                        client):
+    client.force_login(debugger)
+    run = services.run_create(graph="test.echo", input={"steps": 2}, user=debugger,
+                              interrupt_before=["step"])
+    run = wait_run(run.id, statuses=("paused", *DONE))
+    client.post(f"/runs/{run.id}/breakpoints/", {"interrupt_after": ["step"]})
+    run.refresh_from_db()
+    assert (run.interrupt_before, run.interrupt_after) == ([], ["step"])
+    response = client.post(f"/runs/{run.id}/breakpoints/", {"interrupt_after": ["nope"]},
+                           follow=True)
+    assert "Select a valid choice. nope is not one of the available choices." in \
+        response.content.decode()
+    run.refresh_from_db()
+    assert run.interrupt_after == ["step"]
+
+
+def test_debugging_needs_its_own_permissions(executor, operator, viewer, client):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 1},
+                                       user=operator).id)
+    checkpoint = run.events.filter(kind=Kind.CHECKPOINT).first().checkpoint_id
+    client.force_login(viewer)
+    assert client.post(f"/runs/{run.id}/breakpoints/", {}).status_code == 403
+    assert client.post(f"/runs/{run.id}/continue/", {}).status_code == 403
+    page = client.get(f"/runs/{run.id}/fork/?checkpoint={checkpoint}")
+    assert page.status_code == 200 and "Forking needs" in page.content.decode()
+    assert client.post(f"/runs/{run.id}/fork/", {"checkpoint": checkpoint}).status_code == 403
+    assert Run.objects.count() == 1
+
+
+def test_edit_state_and_fork_from_a_page_then_compare_the_branches(executor, debugger, client):
+    client.force_login(debugger)
+    parent = wait_run(services.run_create(graph="test.echo", input={"steps": 3},
+                                          user=debugger).id)
+    checkpoint = parent.events.filter(kind=Kind.CHECKPOINT, namespace="",
+                                      payload__next=["done"]).get().checkpoint_id
+    form = client.get(f"/runs/{parent.id}/fork/?checkpoint={checkpoint}").content.decode()
+    assert 'name="ch_n"' in form and 'type="number"' in form  # typed from the state schema
+    bad = client.post(f"/runs/{parent.id}/fork/", {
+        "checkpoint": checkpoint, "ch_n": "lots", "ch_steps": "3", "as_node": "step"})
+    assert bad.status_code == 400 and "Enter a whole number." in bad.content.decode()
+    assert Run.objects.count() == 1
+    response = client.post(f"/runs/{parent.id}/fork/", {
+        "checkpoint": checkpoint, "ch_n": "12", "ch_steps": "3",
+        "ch_trail": '["step1", "step2", "step3"]',
+        "ch_fail_at": "0", "ch_delay": "0.0", "as_node": "step"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    child = Run.objects.get(parent=parent)
+    assert child.fork_edit == {"values": {"n": 12}, "as_node": "step"}
+    child = wait_run(child.id, statuses=DONE)
+    assert child.output == {"n": 12, "answer": None}
+    tree = client.get(f"/runs/{parent.id}/").content.decode()
+    assert f"/runs/{child.id}/" in tree and "compare" in tree
+    compare = client.get(f"/runs/{parent.id}/compare/{child.id}/").content.decode()
+    assert "At the fork point" in compare and ">n<" in compare
+
+
+def test_a_checkpoint_in_the_admin_offers_re_run_from_here(executor, admin_client, operator):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 1},
+                                       user=operator).id)
+    checkpoint = run.events.filter(kind=Kind.CHECKPOINT, namespace="").last().checkpoint_id
+    page = admin_client.get(f"/admin/dashboard/checkpoint/{checkpoint}/change/")
+    assert page.status_code == 200
+    assert f"/runs/{run.id}/fork/?checkpoint={checkpoint}" in page.content.decode()
