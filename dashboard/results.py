@@ -14,8 +14,6 @@ from dashboard.models import Run, RunEvent
 from planner.presentation import ResultCard, generic_result_card
 from planner.registry import get_graph
 
-GOAL_SHORT = 90  # characters of a goal shown before "…" (the whole goal is one click away)
-
 
 def run_result(*, run: Run, tasks: dict[str, dict[str, Any]] | None = None
                ) -> dict[str, Any] | None:

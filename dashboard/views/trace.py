@@ -45,7 +45,6 @@ def run_detail(request: HttpRequest, run_id: UUID) -> TemplateResponse:
         run = selectors.run_get(run_id=run.id)
     context = trace.panels_context(run=run, fold=fold)
     context.update(events=events, replay=upto is not None, at=upto,
-                   goal=results.run_goal(run=run),
                    can_cancel=request.user.has_perm("dashboard.cancel_run")
                    and not run.is_finished)
     if upto is None:
