@@ -110,6 +110,12 @@ def test_an_acquisition_run_from_form_to_result_and_replay(live_server_url, page
     expect(result).to_be_visible()
     expect(result).not_to_have_attribute("hidden", "")
     no_overflow(page)
+    if size_name(page) == "desktop":  # "Why this way" fits its card, beside the inspector
+        assert page.evaluate("() => { const c = document.getElementById('trace-why'),"
+                             " i = document.getElementById('trace-inspector');"
+                             " return c.scrollWidth <= c.clientWidth"
+                             " && c.getBoundingClientRect().right"
+                             " <= i.getBoundingClientRect().left; }")
     shot(page, "acquisition-result")
 
     # replay: the header as it stood at the chosen event, the event marked and in view
