@@ -36,3 +36,10 @@ def test_redoc_fetches_nothing_from_the_internet_and_runs_no_inline_script(clien
     assert "https://" not in html and "fonts.googleapis" not in html
     assert not re.search(r"<script>(?!</script>)", html) and "<style" not in html
     assert "redoc.standalone.js" in html
+
+
+def test_the_server_error_page_renders_without_a_request_and_leads_back():
+    from django.template.loader import render_to_string
+
+    html = render_to_string("500.html")  # Django renders it with no context at all
+    assert "Something broke on the server" in html and 'href="/"' in html
