@@ -8,6 +8,7 @@ from __future__ import annotations
 from planner.acquisition import scripted  # noqa: F401  (registers the scripted answers)
 from planner.acquisition.graph import GRAPH_VERSION, NODES, build_graph
 from planner.acquisition.inputs import INPUT_FIELDS, make_input
+from planner.acquisition.presentation import present_result
 from planner.acquisition.state import AcquisitionState
 from planner.registry import GraphSpec, register
 
@@ -25,6 +26,7 @@ SPEC = register(GraphSpec(
     make_input=make_input,
     input_fields=INPUT_FIELDS,
     tags=("seed-000", "seed-001", "interrupts"),
+    present_result=present_result,
 ))
 """The registry entry of this graph."""
 

@@ -20,6 +20,7 @@ from planner.decomposition.errors import (
 )
 from planner.decomposition.graph import build_graph
 from planner.decomposition.parsing import read_plan
+from planner.decomposition.presentation import present_result
 from planner.decomposition.state import INPUT_FIELDS, DecompositionState, make_input
 from planner.registry import GraphSpec, register
 
@@ -37,6 +38,7 @@ SPEC = register(
         make_input=make_input,
         input_fields=INPUT_FIELDS,
         tags=("writehere", "forge-lcdl", "f02", "send", "interrupt"),
+        present_result=present_result,
     )
 )
 

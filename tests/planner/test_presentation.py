@@ -1,0 +1,48 @@
+"""Result cards the graphs declare, built from the output of real (scripted) runs."""
+
+from __future__ import annotations
+
+from planner.acquisition import SPEC as ACQUISITION
+from planner.acquisition.presentation import format_amount
+from planner.decomposition import SPEC as DECOMPOSITION
+from planner.presentation import ResultCard, default_output, generic_result_card
+from tests.planner.test_acquisition_harness import compile_graph, drive, start
+from tests.planner.test_decomposition_graph import Run
+
+
+async def test_the_acquisition_card_shows_the_tam_with_its_currency_and_its_inputs() -> None:
+    trace = await drive(compile_graph(), start(), ["Germany", "EUR", "47.88"])
+    output = ACQUISITION.output_of(trace.values)
+    card = ACQUISITION.present_result(output)
+    assert card.headline == f"TAM {format_amount(output['tam'], 'EUR')} a year"
+    assert card.headline.endswith("million EUR a year")
+    by_label = {item.label: item for item in card.items}
+    assert by_label["Yearly price"].value == "47.88 EUR a year"
+    assert by_label["Yearly price"].source == "answered"
+    assert by_label["Region"].value == "Germany" and by_label["Region"].source == "answered"
+    assert by_label["Population"].source == "searched"
+    assert by_label["Population"].value.endswith("million people")
+    assert "%" in by_label["Adoption rate"].value
+
+
+async def test_the_decomposition_card_shows_the_synthesis_and_the_plan_figures() -> None:
+    state = await Run().start(plan_form="writehere_xml")
+    output = DECOMPOSITION.output_of(state.values)
+    card = DECOMPOSITION.present_result(output)
+    assert card.body == state.values["synthesis"] and card.body
+    assert card.headline == f"Synthesis of {output['counts']['ok']} finished tasks"
+    metrics = {m.label: m.value for m in card.metrics}
+    assert metrics["rounds"] == "3" and metrics["tasks"] == str(len(state.values["tasks"]))
+
+
+def test_a_graph_that_declares_nothing_shows_its_final_state() -> None:
+    assert default_output({"messages": ["hi"]}) == {"messages": ["hi"]}
+    assert default_output({"result": 3, "x": 1}) == 3
+    card = generic_result_card({"messages": ["hi"]})
+    assert card == ResultCard(headline="Final state", body='{\n  "messages": [\n    "hi"\n  ]\n}')
+
+
+def test_amounts_read_as_people_write_them() -> None:
+    assert format_amount(18_776_745_000.0, "EUR") == "18.78 billion EUR"
+    assert format_amount(0.18) == "0.18 (18.0%)"
+    assert format_amount(1530) == "1,530" and format_amount(None) == "—"
