@@ -174,7 +174,9 @@ PLANWATCH = {
     "HEARTBEAT_SECONDS": float(os.environ.get("PLANWATCH_HEARTBEAT_SECONDS", "5")),
     "STALE_AFTER_SECONDS": float(os.environ.get("PLANWATCH_STALE_AFTER_SECONDS", "30")),
     # Modules that register a user's own graphs (planner.registry.register) on import.
-    "GRAPH_MODULES": env_list("PLANWATCH_GRAPH_MODULES", ""),
+    # the graphs the registry loads (each module names its GraphSpec SPEC)
+    "GRAPH_MODULES": env_list("PLANWATCH_GRAPH_MODULES",
+                              "planner.acquisition,planner.decomposition"),
     # LangGraph's checkpoint durability: "async" (its default: a step's checkpoint is
     # written while the next step runs; all are written before a run stops or pauses),
     # "sync" (each step waits for its checkpoint) or "exit" (only when the run stops).

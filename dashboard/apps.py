@@ -1,12 +1,14 @@
-"""App configuration: registers the graphs of ``PLANWATCH["GRAPH_MODULES"]`` at start-up."""
+"""App configuration: loads the graphs of ``PLANWATCH["GRAPH_MODULES"]`` at start-up."""
 
 from __future__ import annotations
 
-import importlib
+from typing import Any, cast
 
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+from planner.registry import load_graphs
 
 
 class DashboardConfig(AppConfig):
@@ -17,12 +19,9 @@ class DashboardConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Import the modules that register a user's own graphs with the registry."""
-        for module in settings.PLANWATCH["GRAPH_MODULES"]:
-            try:
-                importlib.import_module(module)
-            except ImportError as exc:
-                raise ImproperlyConfigured(
-                    f"PLANWATCH_GRAPH_MODULES names {module!r}, which cannot be imported "
-                    f"({exc}); fix the module path or remove it from the setting"
-                ) from exc
+        """Register the graphs the settings list (the built-in planners by default)."""
+        modules = cast(dict[str, Any], settings.PLANWATCH)["GRAPH_MODULES"]
+        try:
+            load_graphs(modules)
+        except ImportError as exc:
+            raise ImproperlyConfigured(str(exc)) from exc

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from dashboard.runs.jsonsafe import to_jsonable
@@ -114,7 +115,8 @@ def checkpoint_with_parent(*, thread_id: str, checkpoint_id: str, checkpoint_ns:
 def checkpoint_list(*, thread_id: str, checkpoint_ns: str = "", limit: int = 100
                     ) -> list[CheckpointView]:
     """A thread's checkpoints in one namespace, newest first."""
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}}
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id,
+                                               "checkpoint_ns": checkpoint_ns}}
     with sync_saver() as saver:
         return [_view(t) for t in saver.list(config, limit=limit)]
 

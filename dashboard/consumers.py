@@ -344,7 +344,7 @@ class RunConsumer(PlanwatchConsumer):
     def _render_batch(self, events: list[dict[str, Any]], changes: trace.Changes) -> str:
         context = self._context(events=events, changes=changes, last_seq=events[-1]["seq"])
         context["changed_tasks"] = [
-            trace.task_card(self.fold.tasks, tid) for tid in sorted(changes.tasks)
+            trace.task_card(self.fold, tid) for tid in sorted(changes.tasks)
             # the root is the goal, drawn as no card of the DAG: nothing to swap
             if tid in self.fold.tasks and self.fold.tasks[tid].get("parent") is not None
         ]

@@ -8,7 +8,8 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from asgiref.sync import async_to_sync
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import User as AuthUser
 from django.db import transaction
 from django.utils import timezone
 
@@ -20,7 +21,7 @@ from planner.search import default_search
 
 logger = logging.getLogger("planwatch.services")
 
-User = AbstractBaseUser | AnonymousUser
+User = AuthUser | AnonymousUser
 
 MAX_ANSWER_BYTES = 64 * 1024
 

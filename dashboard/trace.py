@@ -2,8 +2,8 @@
 
 Everything the trace view shows is folded from the event log (``TraceFold``), so the page
 load, the websocket and the replay draw the same thing from the same rows: node visit
-counts, the node running now, the edges taken, the decomposition task records and the
-acquisition decisions.
+counts, the node running now, the edges taken, and what the graph's ``GraphSpec`` declares:
+its task DAG and its decision records.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from dashboard import selectors
 from dashboard.models import Run, RunEvent
 from dashboard.runs.record import event_dict
 from planner.llm import make_llm
-from planner.registry import get_graph
+from planner.registry import GraphSpec, TaskView, get_graph
 from planner.search import default_search
 
 Kind = RunEvent.Kind
 START, END = "__start__", "__end__"
-TASK_STATUSES = ("pending", "running", "ok", "err", "blocked", "skipped")
+# what a task is shown as once its run waits or has stopped (the graph's own statuses aside)
+WAITING, CANCELLED = "waiting", "cancelled"
 FINISH_KINDS = {Kind.RUN_SUCCEEDED, Kind.RUN_FAILED, Kind.RUN_CANCELLED}
 
 
@@ -77,18 +78,6 @@ def _mermaid(nodes: tuple[str, ...], edges: tuple[tuple[str, str, bool], ...]) -
     return "\n".join(lines)
 
 
-def merge_task_patch(tasks: dict[str, dict[str, Any]], patch: Any) -> set[str]:
-    """Apply a ``tasks`` update field by field (the planner's reducer); return changed ids."""
-    changed: set[str] = set()
-    if not isinstance(patch, dict):
-        return changed
-    for tid, fields in patch.items():
-        if isinstance(fields, dict):
-            tasks[str(tid)] = {**tasks.get(str(tid), {}), **fields}
-            changed.add(str(tid))
-    return changed
-
-
 @dataclass
 class Changes:
     """What one batch of events changed, so a socket sends only the panels that moved."""
@@ -113,7 +102,10 @@ class TraceFold:
     taken: set[tuple[str, str]] = field(default_factory=set)
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     decisions: list[dict[str, Any]] = field(default_factory=list)
-    finished: bool = False
+    task_view: TaskView | None = None
+    decisions_channel: str = ""
+    phase: str = ""
+    """Where the run stands at the last folded event: running, waiting, paused or stopped."""
     _step: int | None = None
     _step_nodes: set[str] = field(default_factory=lambda: {START})
     _prev_nodes: set[str] = field(default_factory=set)
@@ -145,16 +137,39 @@ class TraceFold:
             changes.graph = True
         elif kind in (Kind.INTERRUPT_RAISED, Kind.INTERRUPT_ANSWERED):
             changes.interrupts = True
+            if kind == Kind.INTERRUPT_RAISED:
+                self._enter_phase("waiting", changes)
         if kind in FINISH_KINDS:
-            self.finished, self.current = True, ""
+            self.current = ""
             if kind == Kind.RUN_SUCCEEDED:
                 self.taken.update((n, END) for n in self._step_nodes if (n, END) in self.edges)
             changes.graph = changes.status = True
+            self._enter_phase("succeeded" if kind == Kind.RUN_SUCCEEDED else "stopped", changes)
         elif kind in (Kind.RUN_STARTED, Kind.RUN_RESUMED, Kind.RUN_RECOVERED, Kind.RUN_FORKED):
-            self.finished = False
             changes.status = True
+            self._enter_phase("running", changes)
         elif kind == Kind.RUN_PAUSED:
             changes.status = True
+            self._enter_phase("paused", changes)
+
+    def _enter_phase(self, phase: str, changes: Changes) -> None:
+        """A new phase of the run redraws every task (their shown status depends on it)."""
+        if phase != self.phase and self.tasks:
+            changes.new_tasks = True
+        self.phase = phase
+
+    def shown_status(self, status: str) -> str:
+        """A task's status as the run's phase makes it true: a task in flight waits while
+        its run waits for an operator, and stops (cancelled) when its run stopped."""
+        view = self.task_view
+        if view is None:
+            return status
+        in_flight = status == view.running or status in view.not_started
+        if self.phase == "stopped" and in_flight:
+            return CANCELLED
+        if self.phase in ("waiting", "paused") and status == view.running:
+            return WAITING
+        return status
 
     def _enter(self, node: str, step: int | None) -> None:
         if step != self._step:
@@ -164,15 +179,16 @@ class TraceFold:
         self.taken.update((p, node) for p in self._prev_nodes if (p, node) in self.edges)
 
     def _absorb(self, update: dict[str, Any], changes: Changes) -> None:
-        if "tasks" in update:
+        view = self.task_view
+        if view is not None and isinstance(update.get(view.channel), dict):
+            patch = update[view.channel]
             before = set(self.tasks)
-            changed = merge_task_patch(self.tasks, update["tasks"])
+            self.tasks = view.merge(self.tasks, patch)  # the graph's own reducer
+            changed = {str(tid) for tid in patch}
             changes.tasks |= changed
             changes.new_tasks = changes.new_tasks or bool(changed - before)
-        decisions = update.get("decisions")
-        if isinstance(decisions, list) and any(
-            isinstance(d, dict) and "origin" in d for d in decisions
-        ):
+        decisions = update.get(self.decisions_channel) if self.decisions_channel else None
+        if isinstance(decisions, list) and decisions:
             self.decisions.extend(d for d in decisions if isinstance(d, dict))
             changes.decisions = True
 
@@ -180,14 +196,25 @@ class TraceFold:
 def trace_fold(*, run: Run, upto: int | None = None) -> tuple[TraceFold, list[dict[str, Any]]]:
     """Fold a run's log (up to seq ``upto``); return the fold and the events as dicts."""
     topology = graph_topology_or_none(run.graph)
+    spec = graph_spec_or_none(run.graph)
     fold = TraceFold(edges=frozenset((s, t) for s, t, _ in topology.edges) if topology
-                     else frozenset())
+                     else frozenset(),
+                     task_view=spec.task_view if spec else None,
+                     decisions_channel=spec.decisions_channel if spec else "")
     events = selectors.run_events(run_id=run.id)
     if upto is not None:
         events = events.filter(seq__lte=upto)
     rows = [event_dict(e) for e in events]
     fold.apply(rows)
     return fold, rows
+
+
+def graph_spec_or_none(graph: str) -> GraphSpec | None:
+    """The graph's registry entry, or None when it is no longer registered."""
+    try:
+        return get_graph(graph)
+    except KeyError:
+        return None
 
 
 def graph_topology_or_none(graph: str) -> Topology | None:
@@ -208,8 +235,9 @@ class TaskGroup:
     columns: list[list[dict[str, Any]]]
 
 
-def task_groups(tasks: dict[str, dict[str, Any]]) -> list[TaskGroup]:
+def task_groups(fold: TraceFold) -> list[TaskGroup]:
     """The task DAG as plans (root first, nested plans after their parent), by level."""
+    tasks = fold.tasks
     children: dict[str, list[str]] = {}
     for tid, task in tasks.items():
         if task.get("parent") is not None:
@@ -226,14 +254,15 @@ def task_groups(tasks: dict[str, dict[str, Any]]) -> list[TaskGroup]:
         groups.append(TaskGroup(
             parent=parent, parent_goal=str(tasks.get(parent, {}).get("goal") or ""),
             depth=int(tasks.get(parent, {}).get("depth") or 0),
-            columns=_levels(kids, tasks),
+            columns=_levels(kids, fold),
         ))
         order.extend(kids)
     return groups
 
 
-def _levels(ids: list[str], tasks: dict[str, dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def _levels(ids: list[str], fold: TraceFold) -> list[list[dict[str, Any]]]:
     """Longest-path levels of sibling tasks (dependencies outside the plan are ignored)."""
+    tasks = fold.tasks
     local = set(ids)
     level: dict[str, int] = {}
 
@@ -249,13 +278,14 @@ def _levels(ids: list[str], tasks: dict[str, dict[str, Any]]) -> list[list[dict[
         n = depth_of(tid)
         while len(columns) <= n:
             columns.append([])
-        columns[n].append({**tasks[tid], "id": tid, "dom": dom_id(tid)})
+        columns[n].append(task_card(fold, tid))
     return columns
 
 
 def event_detail(*, run_id: UUID | str, seq: int) -> dict[str, Any]:
     """One event with the checkpoint it led to and that checkpoint's parent (for a diff)."""
     event = selectors.run_events(run_id=run_id).get(seq=seq)
+    after: RunEvent | None
     if event.kind == Kind.CHECKPOINT:
         after = event
     else:
@@ -286,12 +316,13 @@ def panels_context(*, run: Run, fold: TraceFold) -> dict[str, Any]:
         "topology": topology,
         "graph_state": state,
         "graph_state_json": json.dumps(state),
-        "show_dag": run.graph == "decomposition" or bool(fold.tasks),
-        "show_why": run.graph == "acquisition" or bool(fold.decisions),
+        "show_dag": fold.task_view is not None,
+        "show_why": bool(fold.decisions_channel),
         # drawn only when tasks were added: the template calls it then, not on every batch
-        "task_groups": functools.partial(task_groups, fold.tasks),
+        "task_groups": functools.partial(task_groups, fold),
         "task_count": sum(1 for t in fold.tasks.values() if t.get("parent") is not None),
-        "task_statuses": TASK_STATUSES,
+        "task_statuses": (*fold.task_view.statuses, WAITING, CANCELLED) if fold.task_view
+        else (),
         "decisions": fold.decisions,
         "last_seq": fold.last_seq,
         "duration": run_duration(run),
@@ -311,6 +342,9 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str, sort_keys=False)
 
 
-def task_card(tasks: dict[str, dict[str, Any]], tid: str) -> dict[str, Any]:
-    """One task as the DAG's card template renders it."""
-    return {**tasks[tid], "id": tid, "dom": dom_id(tid)}
+def task_card(fold: TraceFold, tid: str) -> dict[str, Any]:
+    """One task as the DAG's card template renders it (its status as the run makes it)."""
+    task = fold.tasks[tid]
+    status = str(task.get("status") or "")
+    return {**task, "id": tid, "dom": dom_id(tid), "status": fold.shown_status(status),
+            "recorded_status": status}

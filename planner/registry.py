@@ -1,76 +1,31 @@
 """The registry of planner graphs: the only way the dashboard learns about a graph.
 
-A graph is registered with a builder that returns an *uncompiled* ``StateGraph``; the
-host compiles it with its own checkpointer (the graph never knows its storage).
+A graph module names its :class:`~planner.spec.GraphSpec` ``SPEC``; the host lists the
+modules to load (``PLANWATCH["GRAPH_MODULES"]``, the built-in planners by default) and
+:func:`load_graphs` imports them. A graph's builder returns an *uncompiled* ``StateGraph``;
+the host compiles it with its own checkpointer (the graph never knows its storage).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from langgraph.graph import StateGraph
+import importlib
+from collections.abc import Iterable
 
 from planner.llm import LLMPort
-from planner.presentation import ResultCard, default_output, generic_result_card
 from planner.search import SearchPort
+from planner.spec import (
+    GraphSpec,
+    InputError,
+    InputField,
+    TaskView,
+    clean_inputs,
+)
 
-FieldKind = Literal["text", "textarea", "number", "integer", "choice", "boolean", "json"]
-
-
-class InputError(ValueError):
-    """Raised by a graph's ``make_input`` when the start input is invalid.
-
-    ``errors`` maps a field name (or ``"__all__"``) to a message naming the problem.
-    """
-
-    def __init__(self, errors: Mapping[str, str]) -> None:
-        self.errors = dict(errors)
-        super().__init__("; ".join(f"{k}: {v}" for k, v in self.errors.items()))
-
-
-@dataclass(frozen=True)
-class InputField:
-    """One field of a graph's start form."""
-
-    name: str
-    label: str
-    kind: FieldKind = "text"
-    required: bool = True
-    default: Any = None
-    help: str = ""
-    choices: tuple[str, ...] = ()
-    min_value: float | None = None
-    max_value: float | None = None
-
-
-@dataclass(frozen=True)
-class GraphSpec:
-    """A registered graph: how to build it, what it takes and what it is."""
-
-    name: str
-    title: str
-    description: str
-    version: int
-    build: Callable[..., StateGraph]
-    """``build(*, llm: LLMPort, search: SearchPort) -> StateGraph`` (uncompiled)."""
-    make_input: Callable[[Mapping[str, Any]], dict[str, Any]]
-    """Turns cleaned start-form values into the graph's initial state; raises InputError."""
-    input_fields: tuple[InputField, ...] = ()
-    tags: tuple[str, ...] = field(default=())
-    output_of: Callable[[Any], Any] = default_output
-    """Picks the run's output from its final state values (stored, returned, broadcast)."""
-    present_result: Callable[[Any], ResultCard] = generic_result_card
-    """Turns a run's output into the result card the pages show."""
-
-    def thread_id(self, run_thread: str) -> str:
-        """The checkpoint thread id for a run: ``<run thread>:planner`` (``:v2`` … on bumps)."""
-        base = f"{run_thread}:planner"
-        return base if self.version <= 1 else f"{base}:v{self.version}"
-
+BUILTIN_MODULES = ("planner.acquisition", "planner.decomposition")
+"""The planners Planwatch ships: the default of ``PLANWATCH["GRAPH_MODULES"]``."""
 
 GRAPHS: dict[str, GraphSpec] = {}
+_loaded = False
 
 
 def register(spec: GraphSpec) -> GraphSpec:
@@ -81,9 +36,35 @@ def register(spec: GraphSpec) -> GraphSpec:
     return spec
 
 
+def load_graphs(modules: Iterable[str]) -> list[GraphSpec]:
+    """Import each module and register its ``SPEC`` (a module may also register itself).
+
+    Raises ``ImportError`` naming the module that cannot be imported.
+    """
+    global _loaded
+    _loaded = True
+    loaded = []
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise ImportError(f"graph module {name!r} cannot be imported ({exc}); fix its "
+                              "path or remove it from PLANWATCH_GRAPH_MODULES") from exc
+        spec = getattr(module, "SPEC", None)
+        if isinstance(spec, GraphSpec):
+            loaded.append(register(spec))
+    return loaded
+
+
+def _ensure_loaded() -> None:
+    """Outside a host that loaded its list (a script, the planner's tests): the built-ins."""
+    if not _loaded:
+        load_graphs(BUILTIN_MODULES)
+
+
 def get_graph(name: str) -> GraphSpec:
     """Return the registered graph ``name`` or raise ``KeyError`` naming the known ones."""
-    _load_builtin()
+    _ensure_loaded()
     try:
         return GRAPHS[name]
     except KeyError:
@@ -93,24 +74,22 @@ def get_graph(name: str) -> GraphSpec:
 
 def all_graphs() -> list[GraphSpec]:
     """Every registered graph, sorted by name."""
-    _load_builtin()
+    _ensure_loaded()
     return [GRAPHS[n] for n in sorted(GRAPHS)]
 
 
-def _load_builtin() -> None:
-    """Import the built-in graph packages, which register themselves on import."""
-    import planner.acquisition
-    import planner.decomposition  # noqa: F401
-
-
 __all__ = [
+    "BUILTIN_MODULES",
     "GRAPHS",
     "GraphSpec",
     "InputError",
     "InputField",
     "LLMPort",
     "SearchPort",
+    "TaskView",
     "all_graphs",
+    "clean_inputs",
     "get_graph",
+    "load_graphs",
     "register",
 ]

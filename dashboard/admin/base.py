@@ -25,7 +25,8 @@ class CappedPaginator(Paginator):
     @cached_property
     def count(self) -> int:
         """Rows up to the cap (one bounded ``COUNT`` over a ``LIMIT`` subquery)."""
-        found = self.object_list.order_by()[: self.cap + 1].count()
+        rows: Any = self.object_list  # a QuerySet in the admin
+        found: int = rows.order_by()[: self.cap + 1].count()
         self.more = found > self.cap
         return min(found, self.cap)
 

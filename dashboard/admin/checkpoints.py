@@ -52,8 +52,9 @@ class ThreadFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         """The current thread and the ten latest runs' threads."""
         threads = list(Run.objects.order_by("-created_at").values_list("thread_id", flat=True)[:10])
-        if self.value() and self.value() not in threads:
-            threads.insert(0, self.value())
+        chosen = self.value()
+        if chosen and chosen not in threads:
+            threads.insert(0, chosen)
         return [(t, t) for t in threads]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
@@ -70,8 +71,9 @@ class NamespaceFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         """Root or subgraphs, plus the namespace chosen through a link."""
         options = [("root", "root graph"), ("sub", "subgraphs")]
-        if self.value() and self.value() not in ("root", "sub"):
-            options.append((self.value(), self.value()))
+        chosen = self.value()
+        if chosen and chosen not in ("root", "sub"):
+            options.append((chosen, chosen))
         return options
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
@@ -137,7 +139,7 @@ class CheckpointAdmin(AuditAdmin):
         ("Pending writes", {"fields": ("pending_writes",)}),
         ("Pending tasks and interrupts", {"fields": ("next_tasks", "interrupts")}),
     )
-    readonly_fields = tuple(f for _, spec in fieldsets for f in spec["fields"])
+    readonly_fields = tuple(str(f) for _, spec in fieldsets for f in spec["fields"])
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         """The list that also names each checkpoint's writers."""
@@ -214,7 +216,7 @@ class CheckpointAdmin(AuditAdmin):
     @admin.display(description="parent")
     def parent(self, obj: Checkpoint) -> str:
         """The parent checkpoint."""
-        return link_to_checkpoint(obj.parent_checkpoint_id)
+        return link_to_checkpoint(obj.parent_checkpoint_id or "")
 
     @admin.display(description="time")
     def time(self, obj: Checkpoint) -> Any:

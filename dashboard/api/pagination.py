@@ -17,15 +17,16 @@ class StrictCursorPagination(CursorPagination):
     def get_page_size(self, request: Request) -> int:
         """The requested page size, or a 400 naming ``page_size`` and the allowed range."""
         raw = request.query_params.get(self.page_size_query_param)
+        default, largest = int(self.page_size or 1), int(self.max_page_size or 1)
         if raw is None:
-            return self.page_size
-        allowed = f"give a whole number from 1 to {self.max_page_size}"
+            return default
+        allowed = f"give a whole number from 1 to {largest}"
         try:
             size = int(raw)
         except ValueError:
             raise ValidationError({"page_size": f"{raw!r} is not a whole number; {allowed}"}) \
                 from None
-        if not 1 <= size <= self.max_page_size:
+        if not 1 <= size <= largest:
             raise ValidationError({"page_size": f"{size} is out of range; {allowed}"})
         return size
 

@@ -162,7 +162,7 @@ class CheckpointSummarySerializer(serializers.Serializer):
     parent_id = serializers.CharField(allow_null=True)
     created_at = serializers.CharField(allow_blank=True)
     step = serializers.IntegerField(allow_null=True)
-    source = serializers.CharField(allow_null=True)
+    source = serializers.CharField(allow_null=True)  # type: ignore[assignment]  # the wire name shadows a DRF attribute
     metadata = serializers.DictField()
 
 
@@ -177,9 +177,9 @@ class InputFieldSerializer(serializers.Serializer):
     """One field of a graph's start input."""
 
     name = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # the wire name shadows a DRF attribute
     kind = serializers.CharField()
-    required = serializers.BooleanField()
+    required = serializers.BooleanField()  # type: ignore[assignment]  # the wire name shadows a DRF attribute
     default = serializers.JSONField(allow_null=True)
     help = serializers.CharField(allow_blank=True)
     choices = serializers.ListField(child=serializers.CharField())
@@ -201,7 +201,7 @@ class GraphSerializer(serializers.Serializer):
 class EdgeSerializer(serializers.Serializer):
     """One edge of a graph's topology."""
 
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # the wire name shadows a DRF attribute
     target = serializers.CharField()
     conditional = serializers.BooleanField()
 
@@ -218,4 +218,4 @@ class ErrorSerializer(serializers.Serializer):
 
     detail = serializers.CharField()
     code = serializers.CharField()
-    errors = serializers.DictField(child=serializers.CharField())
+    errors = serializers.DictField(child=serializers.CharField())  # type: ignore[assignment]  # the wire name shadows a DRF attribute

@@ -14,7 +14,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.serializers import Serializer
+from rest_framework.serializers import BaseSerializer, Serializer
 from rest_framework.views import APIView
 
 from dashboard import selectors, services, trace
@@ -65,7 +65,7 @@ class ApiViewSet(viewsets.GenericViewSet):
         extra = self.action_permissions.get(self.action or "", [])
         return [IsAuthenticated(), *(permission() for permission in extra)]
 
-    def get_serializer_class(self) -> type[Serializer]:
+    def get_serializer_class(self) -> type[BaseSerializer[Any]]:
         """The action's body serializer for POST, else the representation's."""
         if self.request is not None and self.request.method == "POST" \
                 and self.action in self.body_serializers:
@@ -251,7 +251,7 @@ class GraphViewSet(ApiViewSet):
     pagination_class = None
     lookup_value_regex = r"[^/]+"  # graph names may contain dots (``test.echo``)
 
-    def get_queryset(self) -> list[Any]:
+    def get_queryset(self) -> Any:
         """Nothing: graphs live in the registry, not the database."""
         return []
 

@@ -4,26 +4,26 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 from django import forms
 
 from dashboard.models import Interrupt
 from dashboard.services import MAX_ANSWER_BYTES
-
-KNOWN_KINDS = ("choice", "text", "number", "region", "currency")
-"""Payload kinds rendered as typed forms; anything else gets a JSON answer form."""
-
-_CURRENCY = re.compile(r"^[A-Za-z]{3}$")
-_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d+)?$")
+from planner.questions import QuestionKind, question_kind
+from planner.registry import get_graph
 
 
-def question_of(payload: Any) -> dict[str, Any] | None:
-    """The payload as a known question (a dict with a known ``kind``), else ``None``."""
-    if isinstance(payload, dict) and payload.get("kind") in KNOWN_KINDS:
-        return payload
-    return None
+def question_of(interrupt: Interrupt) -> tuple[dict[str, Any], QuestionKind] | None:
+    """The payload and its kind, if the run's graph (or the generic kinds) knows it."""
+    try:
+        declared = get_graph(interrupt.run.graph).questions
+    except KeyError:  # the graph is no longer registered: generic kinds only
+        declared = {}
+    kind = question_kind(declared, interrupt.payload)
+    if kind is None:
+        return None
+    return interrupt.payload, kind
 
 
 def question_summary(payload: Any) -> dict[str, str]:
@@ -35,31 +35,25 @@ def question_summary(payload: Any) -> dict[str, str]:
     return {"field": "", "text": json.dumps(payload, ensure_ascii=False, default=str)}
 
 
-def _choices(question: dict[str, Any]) -> list[str]:
-    raw = question.get("choices")
-    return [str(c) for c in raw] if isinstance(raw, list) else []
-
-
-def _bound(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-def _fmt(value: float) -> str:
-    return f"{value:,.0f}" if value.is_integer() else f"{value:g}"
-
-
 class InterruptAnswerForm(forms.Form):
-    """One interrupt's answer: typed by the payload's ``kind``, or JSON for unknown payloads."""
+    """One interrupt's answer, checked by the graph's own check for its kind of question.
+
+    Questions of no known kind get a JSON answer. A form never accepts what the graph
+    would refuse: both call the same check (``GraphSpec.questions`` / ``planner.questions``).
+    """
 
     def __init__(self, *args: Any, interrupt: Interrupt, **kwargs: Any) -> None:
         kwargs.setdefault("prefix", f"i{interrupt.pk}")
         super().__init__(*args, **kwargs)
         self.interrupt = interrupt
-        self.question = question_of(interrupt.payload)
-        self.kind = self.question["kind"] if self.question else "json"
-        self.choices = _choices(self.question) if self.question else []
+        known = question_of(interrupt)
+        self.question: dict[str, Any] | None = known[0] if known else None
+        self.question_kind: QuestionKind | None = known[1] if known else None
+        self.widget = self.question_kind.widget if self.question_kind else "json"
+        self.kind = str(self.question["kind"]) if self.question else "json"
+        raw = (self.question or {}).get("choices")
+        self.choices = [str(c) for c in raw] if isinstance(raw, list) else []
+        self.hint = self.question_kind.hint if self.question_kind else ""
         self.fields["answer"] = self._field()
         q = self.question or {}
         self.display = {key: q.get(key) or "" for key in (
@@ -68,24 +62,19 @@ class InterruptAnswerForm(forms.Form):
     def _field(self) -> forms.Field:
         q = self.question or {}
         label = str(q.get("label") or q.get("prompt") or "Answer")
-        limit = MAX_ANSWER_BYTES
-        if self.kind in ("choice", "region") and self.choices:
+        if self.widget == "choice" and self.choices:
             return forms.ChoiceField(label=label, choices=[("", "— choose —")] + [
                 (c, c) for c in self.choices])
-        if self.kind == "number":
+        if self.widget == "number":
             return forms.CharField(label=label, max_length=100, widget=forms.TextInput(
                 attrs={"inputmode": "decimal", "autocomplete": "off"}))
-        if self.kind == "currency":
+        if self.widget == "suggest":
             return forms.CharField(label=label, max_length=100, widget=forms.TextInput(
-                attrs={"autocomplete": "off", "list": f"{self.prefix}-choices",
-                       "size": 8}))
-        if self.kind == "json":
-            return forms.CharField(label="Answer (JSON)", max_length=limit,
+                attrs={"autocomplete": "off", "list": f"{self.prefix}-choices", "size": 8}))
+        if self.widget == "json":
+            return forms.CharField(label="Answer (JSON)", max_length=MAX_ANSWER_BYTES,
                                    widget=forms.Textarea(attrs={"rows": 3}))
-        min_length = (q.get("constraints") or {}).get("min_length") if isinstance(
-            q.get("constraints"), dict) else None
-        return forms.CharField(label=label, max_length=limit,
-                               min_length=min_length if isinstance(min_length, int) else None,
+        return forms.CharField(label=label, max_length=MAX_ANSWER_BYTES, required=False,
                                widget=forms.Textarea(attrs={"rows": 2}))
 
     @property
@@ -94,7 +83,9 @@ class InterruptAnswerForm(forms.Form):
         raw = (self.question or {}).get("constraints")
         if not isinstance(raw, dict):
             return {}
-        return {k: b for k in ("min", "max") if (b := _bound(raw.get(k))) is not None}
+        return {k: float(b) for k in ("min", "max")
+                if isinstance(b := raw.get(k), int | float) and not isinstance(b, bool)
+                and math.isfinite(b)}
 
     @property
     def raw_payload(self) -> str:
@@ -102,50 +93,23 @@ class InterruptAnswerForm(forms.Form):
         return json.dumps(self.interrupt.payload, indent=2, ensure_ascii=False, default=str)
 
     def clean_answer(self) -> Any:
-        """Turn the posted text into the value the graph is resumed with."""
+        """Turn the posted text into the value the graph is resumed with (its own check)."""
         text = self.cleaned_data["answer"]
-        if self.kind == "number":
-            return self._number(text)
-        if self.kind == "currency":
-            if not _CURRENCY.match(text):
-                raise forms.ValidationError(
-                    f"{text!r} is not a currency code; give a three-letter ISO 4217 code "
-                    "such as EUR or USD")
-            return text.upper()
-        if self.kind == "json":
-            try:
-                value = json.loads(text)
-            except ValueError as exc:
-                raise forms.ValidationError(
-                    f"not valid JSON ({exc}); quote text like \"yes\", or give a number, "
-                    "true/false, a list or an object") from None
+        if self.question_kind is not None and self.question is not None:
+            value, reason = self.question_kind.check(self.question, text)
+            if reason is not None:
+                raise forms.ValidationError(reason)
             return value
-        return text
-
-    def _number(self, text: str) -> int | float:
-        bounds = self.constraints
-        percent = bounds.get("max") == 1 and text.endswith("%")
-        body = text[:-1].strip() if percent else text
-        if _THOUSANDS.match(body):
-            body = body.replace(",", "")
         try:
-            value = float(body) * (0.01 if percent else 1)
-        except ValueError:
+            return json.loads(text)
+        except ValueError as exc:
             raise forms.ValidationError(
-                f"{text!r} is not a number; give a number such as 12.5") from None
-        if not math.isfinite(value):
-            raise forms.ValidationError(f"{text!r} is not a finite number; give one such as 12.5")
-        low, high = bounds.get("min"), bounds.get("max")
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise forms.ValidationError(
-                f"{_fmt(value)} is out of range; give a number "
-                f"from {_fmt(low) if low is not None else 'any'} "
-                f"to {_fmt(high) if high is not None else 'any'}")
-        return int(value) if value.is_integer() and abs(value) < 2**53 else value
+                f"not valid JSON ({exc}); quote text like \"yes\", or give a number, "
+                "true/false, a list or an object") from None
 
     def clean(self) -> dict[str, Any]:
         """Refuse answers larger than the service accepts, with the limit in the message."""
-        cleaned = super().clean()
+        cleaned = super().clean() or {}
         if "answer" in cleaned:
             size = len(json.dumps(cleaned["answer"], default=str))
             if size > MAX_ANSWER_BYTES:

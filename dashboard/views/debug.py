@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 from dashboard import selectors, services
 from dashboard.checkpoints import checkpoint_get, values_diff
 from dashboard.forms.debug import BreakpointsForm, StateEditForm
+from dashboard.htmx import HtmxHttpRequest
 from dashboard.models import Run, RunEvent
 
 DEBUG, FORK = "dashboard.debug_run", "dashboard.fork_run"
@@ -67,14 +68,15 @@ def run_debug(request: HttpRequest, run_id: UUID) -> TemplateResponse:
 
 
 @require_POST
-def run_breakpoints(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def run_breakpoints(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
     """Set the run's breakpoints (a running run takes them at its next node)."""
     run = _run_or_404(request, run_id)
     _need(request, DEBUG, "setting breakpoints")
     schema = selectors.graph_debug_schema(graph=run.graph)
     form = BreakpointsForm(request.POST, nodes=schema.nodes)
     if not form.is_valid():
-        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}"
+                                          for k, v in form.errors.items()))
     else:
         try:
             services.run_breakpoints_set(
@@ -88,7 +90,7 @@ def run_breakpoints(request: HttpRequest, run_id: UUID) -> HttpResponse:
 
 
 @require_POST
-def run_continue(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def run_continue(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
     """Continue a paused run to its next breakpoint, or (``step=1``) one super-step."""
     run = _run_or_404(request, run_id)
     _need(request, DEBUG, "continuing or stepping a run")
@@ -161,7 +163,7 @@ def run_compare(request: HttpRequest, run_id: UUID, other_id: UUID) -> TemplateR
     })
 
 
-def _back(request: HttpRequest, run: Run) -> HttpResponse:
+def _back(request: HtmxHttpRequest, run: Run) -> HttpResponse:
     if request.htmx:
         return HttpResponse(status=204, headers={"HX-Refresh": "true"})
     return redirect("dashboard:run_detail", run_id=run.id)

@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from dashboard import selectors, services
+from dashboard.forms.debug import BreakpointsForm
 from dashboard.forms.run_start import RunStartForm
 from dashboard.models import Run
 from planner.registry import all_graphs, get_graph
@@ -48,14 +49,23 @@ def run_new(request: HttpRequest) -> TemplateResponse | HttpResponseRedirect:
         return TemplateResponse(request, "dashboard/run_new.html", {
             "graphs": graphs, "graph_error": exc.args[0], "can_start": can_start,
         }, status=400)
-    form = RunStartForm(request.POST if request.method == "POST" else None, graph=spec)
+    data = request.POST if request.method == "POST" else None
+    form = RunStartForm(data, graph=spec)
+    # breakpoints at start are for those who may debug runs
+    breakpoints = BreakpointsForm(data, nodes=selectors.graph_debug_schema(
+        graph=spec.name).nodes, prefix="bp") if request.user.has_perm(
+        "dashboard.debug_run") else None
     if request.method == "POST":
         if not can_start:
             raise PermissionDenied("you need the 'Can start runs' permission to start a run")
-        if form.is_valid():
+        breaks_ok = breakpoints is None or breakpoints.is_valid()
+        if form.is_valid() and breaks_ok:
+            chosen = breakpoints.cleaned_data if breakpoints is not None else {}
             try:
                 run = services.run_create(graph=spec.name, input=form.input_values(),
-                                          user=request.user)
+                                          user=request.user,
+                                          interrupt_before=chosen.get("interrupt_before"),
+                                          interrupt_after=chosen.get("interrupt_after"))
             except services.RunInputError as exc:
                 form.add_service_errors(exc.errors, exc.message)
             else:
@@ -63,4 +73,5 @@ def run_new(request: HttpRequest) -> TemplateResponse | HttpResponseRedirect:
     status = 400 if form.is_bound else 200
     return TemplateResponse(request, "dashboard/run_new.html", {
         "graphs": graphs, "spec": spec, "form": form, "can_start": can_start, "nav": "new",
+        "breakpoints_form": breakpoints,
     }, status=status)

@@ -114,11 +114,11 @@ def run_task(request: HttpRequest, run_id: UUID, task_id: str) -> TemplateRespon
     task = fold.tasks[task_id]
     output = task.get("result")
     return TemplateResponse(request, "dashboard/_trace_task_detail.html", {
-        "run": run, "task": trace.task_card(fold.tasks, task_id),
+        "run": run, "task": trace.task_card(fold, task_id),
         "output_json": trace.pretty(output) if output is not None else "",
-        "deps": [trace.task_card(fold.tasks, d) for d in task.get("deps") or ()
+        "deps": [trace.task_card(fold, d) for d in task.get("deps") or ()
                  if d in fold.tasks],
-        "waiting": [trace.task_card(fold.tasks, t) for t, other in fold.tasks.items()
+        "waiting": [trace.task_card(fold, t) for t, other in fold.tasks.items()
                     if task_id in (other.get("deps") or ())],
     })
 

@@ -1,6 +1,6 @@
 """The field-acquisition planner of seeds 000/001, registered as graph ``acquisition``.
 
-Importing this package registers the graph and the scripted model's answers.
+Importing this package registers the scripted model's answers; ``SPEC`` declares the graph.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from planner.acquisition.graph import GRAPH_VERSION, NODES, build_graph
 from planner.acquisition.inputs import INPUT_FIELDS, make_input
 from planner.acquisition.presentation import present_result
 from planner.acquisition.state import AcquisitionState
-from planner.registry import GraphSpec, register
+from planner.acquisition.validation import QUESTIONS
+from planner.spec import GraphSpec
 
-SPEC = register(GraphSpec(
+SPEC = GraphSpec(
     name="acquisition",
     title="Field acquisition planner",
     description=(
@@ -27,8 +28,10 @@ SPEC = register(GraphSpec(
     input_fields=INPUT_FIELDS,
     tags=("seed-000", "seed-001", "interrupts"),
     present_result=present_result,
-))
-"""The registry entry of this graph."""
+    decisions_channel="decisions",
+    questions=QUESTIONS,
+)
+"""What this graph declares to its host (the registry loads it by module name)."""
 
 __all__ = ["GRAPH_VERSION", "INPUT_FIELDS", "NODES", "SPEC", "AcquisitionState",
            "build_graph", "make_input"]

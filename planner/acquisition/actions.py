@@ -25,7 +25,7 @@ def make_search(search: SearchPort) -> Node:
 
     async def search_node(state: AcquisitionState) -> dict[str, Any]:
         """Run the decided query; hand the best hit to ``observe``, or none (back to tick)."""
-        d = state["decision"] or {}
+        d: dict[str, Any] = dict(state["decision"] or {})
         field, query = d.get("field"), d.get("query") or ""
         entry: dict[str, Any] = {"iteration": state["iterations"], "field": field,
                                  "query": query, "hits": 0, "error": None, "source": None}
@@ -70,7 +70,7 @@ async def observe(state: AcquisitionState) -> dict[str, Any]:
 async def calculate(state: AcquisitionState) -> dict[str, Any]:
     """Multiply a derived field's components; blocked when any component is missing."""
     profile = get_profile(state["profile"])
-    d = state.get("decision") or {}
+    d: dict[str, Any] = dict(state.get("decision") or {})
     target = d.get("field") if profile.has(d.get("field")) else None
     spec = profile.field(target) if target else profile.derived[0]
     if spec.strategy != "derived":
@@ -119,7 +119,8 @@ def question_for(state: AcquisitionState, profile: Profile, spec: FieldSpec) -> 
 async def ask_user(state: AcquisitionState) -> dict[str, Any]:
     """Interrupt with a question for the decided field; the answer goes to ``observe_user``."""
     profile = get_profile(state["profile"])
-    spec = profile.field((state.get("decision") or {}).get("field") or "")
+    decided: dict[str, Any] = dict(state.get("decision") or {})
+    spec = profile.field(decided.get("field") or "")
     question = question_for(state, profile, spec)
     answer = interrupt(question)
     return {"pending_answer": {"field": spec.name, "answer": answer,
@@ -154,7 +155,7 @@ async def observe_user(state: AcquisitionState) -> dict[str, Any]:
 async def reflect(state: AcquisitionState) -> dict[str, Any]:
     """Note why the plan is stuck; abort when no missing input can still be acquired."""
     profile = get_profile(state["profile"])
-    d = state.get("decision") or {}
+    d: dict[str, Any] = dict(state.get("decision") or {})
     target = d.get("field") if profile.has(d.get("field")) else None
     spec = profile.field(target) if target else (profile.derived[0] if profile.derived else None)
     missing = recipes.missing_components(state, spec) if spec else []
@@ -184,7 +185,7 @@ async def finish(state: AcquisitionState) -> dict[str, Any]:
         status = "incomplete"
     result = {
         "status": status,
-        "reason": (state.get("decision") or {}).get("reason") or "",
+        "reason": dict(state.get("decision") or {}).get("reason") or "",
         "goal": state["goal"],
         "profile": profile.name,
         "region": values.get("core.region"),

@@ -8,6 +8,8 @@ observe, calculate, observe_user, reflect → tick; ask_user → observe_user; f
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from langgraph.graph import END, START, StateGraph
 
 from planner.acquisition import actions, nodes, routers
@@ -22,16 +24,17 @@ NODES = ("tick", "bootstrap_gate", "prepare", "select", "decide", "decision_poli
          "observe", "calculate", "ask_user", "observe_user", "reflect", "finish")
 
 
-def build_graph(*, llm: LLMPort, search: SearchPort) -> StateGraph:
+def build_graph(*, llm: LLMPort, search: SearchPort) -> StateGraph[Any]:
     """The uncompiled graph; the host compiles it with its own checkpointer."""
-    builder = StateGraph(AcquisitionState)
+    # typed as Any: LangGraph's add_node overloads cannot match our async node functions
+    builder: StateGraph[Any] = StateGraph(AcquisitionState)
     builder.add_node("tick", nodes.tick)
     builder.add_node("bootstrap_gate", nodes.bootstrap_gate)
     builder.add_node("prepare", nodes.prepare)
     builder.add_node("select", nodes.select)
-    builder.add_node("decide", nodes.make_decide(llm))
+    builder.add_node("decide", cast(Any, nodes.make_decide(llm)))
     builder.add_node("decision_policy", nodes.decision_policy)
-    builder.add_node("search", actions.make_search(search))
+    builder.add_node("search", cast(Any, actions.make_search(search)))
     builder.add_node("observe", actions.observe)
     builder.add_node("calculate", actions.calculate)
     builder.add_node("ask_user", actions.ask_user)

@@ -7,7 +7,7 @@ twice on resume.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from planner.acquisition import policy, recipes
@@ -16,7 +16,7 @@ from planner.acquisition.prompting import PlannerDecision, decide_context, decid
 from planner.acquisition.state import AcquisitionState, decision, provenance_record
 from planner.llm import LLMError, LLMPort
 
-Node = Callable[[AcquisitionState], Awaitable[dict[str, Any]]]
+Node = Callable[[AcquisitionState], Coroutine[Any, Any, dict[str, Any]]]
 
 DECIDE_PURPOSE = "acquisition.decide"
 

@@ -37,7 +37,8 @@ def select_decision(state: Mapping[str, Any], profile: Profile) -> SelectResult:
         for task in tasks:
             if task["field"] in blocked_on:
                 reason = f"the calculator is blocked on {task['field']}; " + task["reason"]
-                return {**task, "reason": reason}, "calculator_blocked"
+                rewritten: Decision = {**task, "reason": reason}
+                return rewritten, "calculator_blocked"
     if not recipes.missing_fields(state, profile) and not tasks:
         return decision("finish", reason="every input has a value and no task is open"), \
             "nothing_missing"

@@ -8,7 +8,7 @@ each time they are needed (see ``recipes.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeGuard
 
 Strategy = Literal["bootstrap", "web", "ask", "derived"]
 """bootstrap: asked before anything else; web: searched first, asked after failed
@@ -63,7 +63,7 @@ class Profile:
         known = ", ".join(f.name for f in self.fields)
         raise KeyError(f"profile {self.name!r} has no field {name!r}; fields: {known}")
 
-    def has(self, name: str | None) -> bool:
+    def has(self, name: str | None) -> TypeGuard[str]:
         """Whether ``name`` is a field of this profile."""
         return any(spec.name == name for spec in self.fields)
 

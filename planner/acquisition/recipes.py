@@ -153,6 +153,7 @@ def compose_decompositions(state: Mapping[str, Any], profile: Profile) -> dict[s
     result = {k: list(v) for k, v in (state.get("dynamic_decompositions") or {}).items()}
     calc = state.get("calculation") or {}
     target = calc.get("target")
-    if calculator_blocked(state) and profile.has(target) and target not in result:
+    if (calculator_blocked(state) and isinstance(target, str) and profile.has(target)
+            and target not in result):
         result[target] = list(profile.field(target).components)
     return result

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from planner.acquisition.state import AcquisitionState
 
 
 def _action(state: AcquisitionState) -> str | None:
-    return (state.get("decision") or {}).get("action")
+    decided: dict[str, Any] = dict(state.get("decision") or {})
+    action = decided.get("action")
+    return str(action) if action is not None else None
 
 
 async def route_after_tick(state: AcquisitionState) -> str:

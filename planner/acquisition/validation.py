@@ -7,17 +7,16 @@ the next question and ``make_input`` in its form errors.
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Any
 
 from planner.acquisition.currencies import COMMON_CURRENCIES, ISO_4217
 from planner.acquisition.profile import FieldSpec
+from planner.questions import Checked, QuestionKind, check_number
+from planner.questions import text_of as _text
 from planner.search import corpus_regions
 
-_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d+)?$")
-
-Checked = tuple[Any, None] | tuple[None, str]
+__all__ = ["QUESTIONS", "Checked", "check_answer", "check_currency", "check_number", "check_region",
+           "known_regions"]
 
 
 def known_regions() -> list[str]:
@@ -52,36 +51,6 @@ def check_currency(raw: Any) -> Checked:
     )
 
 
-def check_number(raw: Any, *, low: float | None = None, high: float | None = None,
-                 percent: bool = False) -> Checked:
-    """A finite number (a number, or text like ``"12.5"``, ``"1,000"``) within bounds.
-
-    With ``percent``, ``"18%"`` means 0.18 (shares are stored as fractions).
-    """
-    if isinstance(raw, bool):
-        return None, f"{raw!r} is not a number; give a number such as 12.5"
-    if isinstance(raw, int | float):
-        value = float(raw)
-    else:
-        text = _text(raw)
-        if not text:
-            return None, "the answer was empty; give a number such as 12.5"
-        scale = 1.0
-        if percent and text.endswith("%"):
-            text, scale = text[:-1].strip(), 0.01
-        if _THOUSANDS.match(text):
-            text = text.replace(",", "")
-        try:
-            value = float(text.replace("_", "")) * scale
-        except ValueError:
-            return None, f"{_text(raw)!r} is not a number; give a number such as 12.5"
-    if not math.isfinite(value):
-        return None, f"{raw!r} is not a finite number; give a number such as 12.5"
-    if (low is not None and value < low) or (high is not None and value > high):
-        return None, f"{_fmt(value)} is out of range; give a number {_bounds(low, high)}"
-    return (int(value) if value.is_integer() and abs(value) < 2**53 else value), None
-
-
 def check_answer(spec: FieldSpec, raw: Any) -> Checked:
     """Validate ``raw`` as a value of field ``spec``."""
     if spec.kind == "region":
@@ -95,17 +64,10 @@ def check_answer(spec: FieldSpec, raw: Any) -> Checked:
     return (text, None) if text else (None, "the answer was empty; please type an answer")
 
 
-def _text(raw: Any) -> str:
-    return "" if raw is None else str(raw).strip()
-
-
-def _bounds(low: float | None, high: float | None) -> str:
-    if low is not None and high is not None:
-        return f"from {_fmt(low)} to {_fmt(high)}"
-    return f"of at least {_fmt(low)}" if low is not None else f"of at most {_fmt(high)}"
-
-
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return "any"
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:g}"
+QUESTIONS: dict[str, QuestionKind] = {
+    "region": QuestionKind("choice", lambda question, raw: check_region(raw)),
+    "currency": QuestionKind("suggest", lambda question, raw: check_currency(raw),
+                             hint="A three-letter ISO 4217 code such as EUR or USD."),
+}
+"""The question kinds this graph asks beyond the generic ones, checked as ``observe_user``
+checks them."""

@@ -21,10 +21,16 @@ from planner.decomposition.errors import (
 from planner.decomposition.graph import build_graph
 from planner.decomposition.parsing import read_plan
 from planner.decomposition.presentation import present_result
-from planner.decomposition.state import INPUT_FIELDS, DecompositionState, make_input
-from planner.registry import GraphSpec, register
+from planner.decomposition.state import (
+    INPUT_FIELDS,
+    DecompositionState,
+    make_input,
+    merge_tasks,
+)
+from planner.decomposition.tasks import STATUSES
+from planner.spec import GraphSpec, TaskView
 
-SPEC = register(
+SPEC = (
     GraphSpec(
         name="decomposition",
         title="Recursive task decomposition",
@@ -39,6 +45,7 @@ SPEC = register(
         input_fields=INPUT_FIELDS,
         tags=("writehere", "forge-lcdl", "f02", "send", "interrupt"),
         present_result=present_result,
+        task_view=TaskView(channel="tasks", merge=merge_tasks, statuses=STATUSES),
     )
 )
 

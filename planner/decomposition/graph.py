@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
@@ -52,7 +52,7 @@ def build_graph(
     llm: LLMPort,
     search: SearchPort | None = None,
     workers: Mapping[str, Worker] | None = None,
-) -> StateGraph:
+) -> StateGraph[Any]:
     """Build the uncompiled decomposition graph (the host compiles it with its checkpointer).
 
     ``workers`` replaces the built-in worker registry (tests and custom hosts).
@@ -233,10 +233,11 @@ def build_graph(
         return {"status": status, "synthesis": synthesis, "reason": reason, "result": result,
                 "decisions": [{"round": state["round"], "action": status, "reason": reason}]}
 
-    graph = StateGraph(DecompositionState)
+    # typed as Any: LangGraph's add_node overloads cannot match our async node functions
+    graph: StateGraph[Any] = StateGraph(DecompositionState)
     graph.add_node("start", start)
     graph.add_node("plan", plan)
-    graph.add_node("work", work_node)
+    graph.add_node("work", cast(Any, work_node))  # fed by Send with a payload, not the state
     graph.add_node("join", join)
     graph.add_node("synthesize", synthesize)
     graph.add_edge(START, "start")

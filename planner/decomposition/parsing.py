@@ -56,7 +56,7 @@ class ParsedPlan:
     warnings: tuple[str, ...] = ()
 
 
-class _JSONObject(dict):
+class _JSONObject(dict[str, Any]):
     """A JSON object that remembers keys the text repeated (``json`` keeps only the last)."""
 
     duplicate_keys: tuple[str, ...] = ()

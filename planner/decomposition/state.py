@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypedDict
 from planner.decomposition.dag import UNKNOWN_DEPENDENCY_POLICIES
 from planner.decomposition.parsing import PLAN_FORMS
 from planner.decomposition.tasks import ERROR_POLICIES
-from planner.registry import InputError, InputField
+from planner.spec import InputField, clean_inputs
 
 DEFAULT_GOAL = "Write a short briefing on community solar power for a town council"
 FAILURE_MODES: tuple[str, ...] = ("none", "worker_error", "flaky", "unknown_worker")
@@ -76,61 +76,11 @@ INPUT_FIELDS: tuple[InputField, ...] = (
     InputField("unknown_dependencies", "Unknown dependencies in a plan", "choice",
                default="error", choices=UNKNOWN_DEPENDENCY_POLICIES),
 )
-_FIELDS = {f.name: f for f in INPUT_FIELDS}
-_TRUE = {"true", "on", "1", "yes"}
-_FALSE = {"false", "off", "0", "no", ""}
-
-
-def _clean(spec: InputField, value: Any) -> Any:
-    if spec.kind == "boolean":
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in _TRUE | _FALSE:
-            return text in _TRUE
-        raise ValueError(f"{value!r} is not a yes/no value; use true or false")
-    if spec.kind == "integer":
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ValueError(f"{value!r} is not a whole number")
-        try:
-            number = int(str(value).strip()) if not isinstance(value, (int, float)) else int(value)
-        except ValueError:
-            raise ValueError(f"{value!r} is not a whole number") from None
-        if not spec.min_value <= number <= spec.max_value:  # type: ignore[operator]
-            low, high = int(spec.min_value or 0), int(spec.max_value or 0)
-            raise ValueError(f"{number} is out of range; use {low} to {high}")
-        return number
-    if spec.kind == "choice":
-        if spec.name == "inject_failure" and isinstance(value, bool):
-            return "worker_error" if value else "none"  # a checkbox is accepted too
-        text = str(value).strip().lower()
-        if text not in spec.choices:
-            raise ValueError(f"{value!r} is not allowed; choose one of: {', '.join(spec.choices)}")
-        return text
-    text = str(value).strip()
-    if not text:
-        raise ValueError("must not be empty")
-    if len(text) > 500:
-        raise ValueError(f"is {len(text)} characters long; keep it to 500")
-    return text
 
 
 def make_input(values: Mapping[str, Any]) -> dict[str, Any]:
     """Turn start-form or API values into the initial state; raise ``InputError``.
 
-    Missing fields take their defaults; keys that are not fields are ignored.
+    Missing fields take their defaults; keys that are not fields are refused.
     """
-    errors: dict[str, str] = {}
-    state: dict[str, Any] = {}
-    for name, spec in _FIELDS.items():
-        value = values.get(name)
-        if value is None:
-            state[name] = spec.default
-            continue
-        try:
-            state[name] = _clean(spec, value)
-        except ValueError as exc:
-            errors[name] = str(exc)
-    if errors:
-        raise InputError(errors)
-    return state
+    return clean_inputs(INPUT_FIELDS, values)

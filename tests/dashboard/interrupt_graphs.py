@@ -7,6 +7,7 @@ from typing import Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
+from planner.acquisition.validation import QUESTIONS as ACQUISITION_QUESTIONS
 from planner.registry import GraphSpec, InputError, get_graph, register
 
 
@@ -46,6 +47,8 @@ def _register() -> GraphSpec:
         return register(GraphSpec(
             name="test.ask", title="Ask (tests)", description="Asks its input's payload.",
             version=1, build=build, make_input=make_input,
+            # the region and currency questions as the acquisition planner declares them
+            questions=ACQUISITION_QUESTIONS,
         ))
 
 

@@ -97,3 +97,16 @@ def test_a_checkpoint_in_the_admin_offers_re_run_from_here(executor, admin_clien
     page = admin_client.get(f"/admin/dashboard/checkpoint/{checkpoint}/change/")
     assert page.status_code == 200
     assert f"/runs/{run.id}/fork/?checkpoint={checkpoint}" in page.content.decode()
+
+
+def test_the_new_run_form_sets_breakpoints_for_those_who_may_debug(executor, debugger, client,
+                                                                   viewer):
+    client.force_login(debugger)
+    form = client.get("/runs/new/?graph=test.echo").content.decode()
+    assert 'name="bp-interrupt_before"' in form and 'value="done"' in form
+    client.post("/runs/new/", {"graph": "test.echo", "steps": "2",
+                               "bp-interrupt_before": ["done"]})
+    run = wait_run(Run.objects.get().id, statuses=("paused", *DONE))
+    assert run.status == Run.Status.PAUSED and run.interrupt_before == ["done"]
+    client.force_login(viewer)
+    assert 'name="bp-interrupt_before"' not in client.get("/runs/new/").content.decode()

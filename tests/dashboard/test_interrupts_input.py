@@ -46,8 +46,10 @@ NUMBER = {"field": "market.price", "label": "Yearly price", "prompt": "What pric
     ("   ", "This field is required."),
     ("twelve", "&#x27;twelve&#x27; is not a number; give a number such as 12.5"),
     ("1e999", "is not a finite number"),
-    ("1001", "1,001 is out of range; give a number from 0 to 1,000"),
+    ("1001", "1001 is out of range; give a number from 0 to 1,000"),
     ("-5", "-5 is out of range; give a number from 0 to 1,000"),
+    # the refusal quotes what was typed, not the float it parses to (1.2345678901234568e+25)
+    ("12345678901234567890123456", "12345678901234567890123456 is out of range"),
 ])
 def test_a_bad_number_gets_an_inline_error_and_nothing_changes(executor, operator, client,
                                                                answer, error):
@@ -72,7 +74,11 @@ def test_a_good_number_resumes_with_a_number(executor, operator, client):
     ({"field": "core.currency", "prompt": "Currency?", "kind": "currency",
       "choices": ["EUR", "USD"]}, "eur", "EUR", None),
     ({"field": "core.currency", "prompt": "Currency?", "kind": "currency",
-      "choices": ["EUR", "USD"]}, "euro", None, "&#x27;euro&#x27; is not a currency code"),
+      "choices": ["EUR", "USD"]}, "euro", None,
+     "&#x27;euro&#x27; is not an ISO 4217 currency code"),
+    ({"field": "core.currency", "prompt": "Currency?", "kind": "currency",
+      "choices": ["EUR", "USD"]}, "XYZ", None,  # three letters, but no ISO code: refused
+     "&#x27;XYZ&#x27; is not an ISO 4217 currency code"),
     ({"field": "core.region", "prompt": "Region?", "kind": "region",
       "choices": ["Germany", "France"]}, "Mars", None, "Select a valid choice"),
     ({"field": "5", "prompt": "Audience?", "kind": "choice",

@@ -24,7 +24,7 @@ def test_the_fold_counts_visits_and_edges_taken_of_an_echo_run(executor, operato
     assert fold.visits == {"step": 3, "done": 1}
     assert fold.taken == {("__start__", "step"), ("step", "step"), ("step", "done"),
                           ("done", "__end__")}
-    assert fold.current == "" and fold.finished and fold.last_seq == run.last_seq
+    assert fold.current == "" and fold.phase == "succeeded" and fold.last_seq == run.last_seq
 
 
 def test_the_trace_page_shows_one_row_per_event_and_the_marks(executor, operator, client):
@@ -244,3 +244,26 @@ def test_the_goal_is_on_the_trace_the_runs_list_and_every_inbox_row(executor, op
     assert "Size the Irish market for xxx" in listing  # shortened, whole in the title
     trace_page = client.get(f"/runs/{runs[1].id}/").content.decode()
     assert f'<p class="goal-full">{goals[1]}</p>' in trace_page  # the whole goal on demand
+
+
+def test_tasks_show_waiting_while_the_run_waits_and_cancelled_once_it_is_cancelled(
+        executor, operator):
+    run = services.run_create(graph="decomposition", input={"ask_clarifications": True},
+                              user=operator)
+    run = wait_run(run.id)
+    assert run.status == Run.Status.INTERRUPTED
+    fold, _ = trace.trace_fold(run=run)
+    shown = {tid: trace.task_card(fold, tid)["status"] for tid in fold.tasks}
+    recorded = {tid: task["status"] for tid, task in fold.tasks.items()}
+    asking = [tid for tid, status in recorded.items() if status == "running"]
+    assert asking and all(shown[tid] == "waiting" for tid in asking)
+    assert "running" not in shown.values()
+
+    services.run_cancel(run=run, user=operator)
+    run = wait_run(run.id, statuses=("cancelled",))
+    fold, _ = trace.trace_fold(run=run)
+    shown = {tid: trace.task_card(fold, tid)["status"] for tid in fold.tasks}
+    assert not {"running", "pending", "waiting"} & set(shown.values())
+    assert "cancelled" in shown.values()
+    # what the graph recorded stays visible beside what the run made of it
+    assert {trace.task_card(fold, tid)["recorded_status"] for tid in fold.tasks} >= {"running"}

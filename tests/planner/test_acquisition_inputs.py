@@ -42,10 +42,11 @@ def test_blank_optional_fields_mean_ask_later() -> None:
 @pytest.mark.parametrize(("data", "field", "fragment"), [
     ({"region": "Atlantis"}, "region", "unknown region 'Atlantis'; choose one of: Germany"),
     ({"currency": "XYZ"}, "currency", "'XYZ' is not an ISO 4217 currency code"),
-    ({"profile": "saas"}, "profile", "unknown profile 'saas'; choose one of: market_sizing"),
+    ({"profile": "saas"}, "profile", "'saas' is not one of: market_sizing"),
     ({"goal": "   "}, "goal", "the goal is empty"),
     ({"max_iters": "many"}, "max_iters", "'many' is not a whole number"),
-    ({"max_iters": 0}, "max_iters", "0 is out of range; give an integer from 1 to 100"),
+    ({"max_iters": 0}, "max_iters", "0 is out of range; use 1 to 100"),
+    ({"goal": "x" * 4001}, "goal", "the goal is 4,001 characters long; keep it to 4,000"),
     ({"max_iters": 101}, "max_iters", "101 is out of range"),
     ({"max_iters": True}, "max_iters", "True is not a whole number"),
     ({"colour": "red"}, "__all__", "unknown input field(s) 'colour'; accepted fields: goal"),

@@ -168,7 +168,7 @@ def test_make_input_defaults() -> None:
 def test_make_input_converts_web_form_strings() -> None:
     state = make_input({"goal": " Plan a fair ", "plan_form": "LCDL_PACK", "max_rounds": "12",
                         "ask_clarifications": "on", "error_policy": "continue",
-                        "inject_failure": True, "breadth": 14.0, "csrfmiddlewaretoken": "x"})
+                        "inject_failure": "worker_error", "breadth": 14.0})
     assert state["goal"] == "Plan a fair"
     assert state["plan_form"] == "lcdl_pack"
     assert (state["max_rounds"], state["breadth"]) == (12, 14)
@@ -182,10 +182,17 @@ def test_make_input_errors_name_the_bad_value_and_the_allowed_ones() -> None:
                     "ask_clarifications": "perhaps", "error_policy": "ignore"})
     errors = info.value.errors
     assert errors["plan_form"] == (
-        "'yaml' is not allowed; choose one of: writehere_xml, writehere_json, lcdl_pack"
+        "'yaml' is not one of: writehere_xml, writehere_json, lcdl_pack"
     )
     assert errors["max_rounds"] == "0 is out of range; use 1 to 50"
     assert errors["max_depth"] == "'deep' is not a whole number"
-    assert errors["goal"] == "must not be empty"
+    assert errors["goal"].startswith("the goal is empty")
     assert "use true or false" in errors["ask_clarifications"]
     assert "stop_on_first_error, continue" in errors["error_policy"]
+
+
+def test_unknown_input_fields_are_refused_as_by_every_graph() -> None:
+    with pytest.raises(InputError) as info:
+        make_input({"goal": "x", "colour": "red"})
+    assert info.value.errors == {"__all__": "unknown input field(s) 'colour'; accepted fields: "
+                                 + ", ".join(f.name for f in INPUT_FIELDS)}

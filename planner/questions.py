@@ -1,0 +1,148 @@
+"""Questions a graph asks through ``interrupt()``: how each kind is asked and checked.
+
+A question is the interrupt's payload, a dict with a ``kind`` (and ``prompt``, ``choices``,
+``constraints`` …). A graph declares the kinds it asks on its ``GraphSpec.questions``, each
+with the check its own nodes use, so a form never accepts what the graph would refuse.
+The generic kinds below (choice, text, number) serve every graph; a payload of no known
+kind is answered as JSON.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Checked = tuple[Any, None] | tuple[None, str]
+"""``(value, None)`` for a good answer, ``(None, reason)`` naming the problem otherwise."""
+
+AnswerCheck = Callable[[Mapping[str, Any], Any], Checked]
+"""``check(question, raw_answer)``: the value the graph is resumed with, or why not."""
+
+Widget = Literal["choice", "suggest", "text", "number"]
+
+_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d+)?$")
+
+
+@dataclass(frozen=True)
+class QuestionKind:
+    """One kind of question: the form control that asks it, and the graph's own check."""
+
+    widget: Widget
+    """``choice`` (a list), ``suggest`` (text with suggestions), ``text`` or ``number``."""
+    check: AnswerCheck
+    hint: str = ""
+    """One line under the control (what is accepted)."""
+
+
+def text_of(raw: Any) -> str:
+    """An answer as stripped text ("" for None)."""
+    return "" if raw is None else str(raw).strip()
+
+
+def check_number(raw: Any, *, low: float | None = None, high: float | None = None,
+                 percent: bool = False) -> Checked:
+    """A finite number (a number, or text like ``"12.5"``, ``"1,000"``) within bounds.
+
+    With ``percent``, ``"18%"`` means 0.18 (shares are stored as fractions). A refusal
+    quotes the answer as it was typed.
+    """
+    if isinstance(raw, bool):
+        return None, f"{raw!r} is not a number; give a number such as 12.5"
+    typed: Any = raw if isinstance(raw, int | float) else text_of(raw)
+    if isinstance(raw, int | float):
+        value = float(raw)
+    else:
+        text = text_of(raw)
+        if not text:
+            return None, "the answer was empty; give a number such as 12.5"
+        scale = 1.0
+        if percent and text.endswith("%"):
+            text, scale = text[:-1].strip(), 0.01
+        if _THOUSANDS.match(text):
+            text = text.replace(",", "")
+        try:
+            value = float(text.replace("_", "")) * scale
+        except ValueError:
+            return None, f"{typed!r} is not a number; give a number such as 12.5"
+    if not math.isfinite(value):
+        return None, f"{typed!r} is not a finite number; give a number such as 12.5"
+    if (low is not None and value < low) or (high is not None and value > high):
+        return None, f"{typed} is out of range; give a number {_bounds(low, high)}"
+    return (int(value) if value.is_integer() and abs(value) < 2**53 else value), None
+
+
+def _bounds(low: float | None, high: float | None) -> str:
+    if low is not None and high is not None:
+        return f"from {fmt(low)} to {fmt(high)}"
+    return f"of at least {fmt(low)}" if low is not None else f"of at most {fmt(high)}"
+
+
+def fmt(value: float | None) -> str:
+    """A bound as people write it (``1,000,000``, ``0.5``)."""
+    if value is None:
+        return "any"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:g}"
+
+
+def _bound(constraints: Any, name: str) -> float | None:
+    value = constraints.get(name) if isinstance(constraints, Mapping) else None
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _choices(question: Mapping[str, Any]) -> list[str]:
+    raw = question.get("choices")
+    return [str(c) for c in raw] if isinstance(raw, list) else []
+
+
+def check_choice(question: Mapping[str, Any], raw: Any) -> Checked:
+    """One of the question's ``choices`` (any case) -> the choice as offered."""
+    text, choices = text_of(raw), _choices(question)
+    match = next((c for c in choices if c.casefold() == text.casefold()), None)
+    if match is not None:
+        return match, None
+    if not text:
+        return None, f"the answer was empty; choose one of: {', '.join(choices)}"
+    return None, f"{text!r} is not one of: {', '.join(choices)}"
+
+
+def check_text(question: Mapping[str, Any], raw: Any) -> Checked:
+    """Text, at least ``constraints.min_length`` characters (1 by default)."""
+    text = text_of(raw)
+    constraints = question.get("constraints")
+    minimum = constraints.get("min_length") if isinstance(constraints, Mapping) else None
+    minimum = minimum if isinstance(minimum, int) and not isinstance(minimum, bool) else 1
+    if len(text) < minimum:
+        return None, ("the answer was empty; please type an answer" if not text else
+                      f"the answer is {len(text)} characters; give at least {minimum}")
+    return text, None
+
+
+def check_bounded_number(question: Mapping[str, Any], raw: Any) -> Checked:
+    """A number within the question's ``constraints`` (``min``/``max``; a 0-1 share takes %)."""
+    constraints = question.get("constraints")
+    low, high = _bound(constraints, "min"), _bound(constraints, "max")
+    return check_number(raw, low=low, high=high, percent=high == 1)
+
+
+GENERIC: dict[str, QuestionKind] = {
+    "choice": QuestionKind("choice", check_choice),
+    "text": QuestionKind("text", check_text),
+    "number": QuestionKind("number", check_bounded_number,
+                           hint="Digits, with 1,000 separators if you like."),
+}
+"""Kinds every graph may ask without declaring them."""
+
+
+def question_kind(kinds: Mapping[str, QuestionKind], question: Any) -> QuestionKind | None:
+    """The kind that asks ``question`` (the graph's own first, then generic), or None."""
+    if not isinstance(question, Mapping):
+        return None
+    kind = question.get("kind")
+    if not isinstance(kind, str):
+        return None
+    return kinds.get(kind) or GENERIC.get(kind)

@@ -1,0 +1,199 @@
+"""What a graph declares to its host: its start input, its task DAG, its questions, its look.
+
+A graph package builds one :class:`GraphSpec` and names it ``SPEC``; the registry
+(:mod:`planner.registry`) loads the modules a host lists. Nothing here imports a graph.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langgraph.graph import StateGraph
+
+from planner.presentation import ResultCard, default_output, generic_result_card
+from planner.questions import Checked, QuestionKind, fmt
+
+FieldKind = Literal["text", "textarea", "number", "integer", "choice", "boolean", "json"]
+
+
+class InputError(ValueError):
+    """Raised when a graph's start input is invalid (:func:`clean_inputs`, ``make_input``).
+
+    ``errors`` maps a field name (or ``"__all__"``) to a message naming the problem.
+    """
+
+    def __init__(self, errors: Mapping[str, str]) -> None:
+        self.errors = dict(errors)
+        super().__init__("; ".join(f"{k}: {v}" for k, v in self.errors.items()))
+
+
+TEXT_LIMIT = 4000
+"""Characters a text field takes unless it says otherwise (a goal, say)."""
+
+_TRUE, _FALSE = {"true", "on", "1", "yes"}, {"false", "off", "0", "no", ""}
+
+
+@dataclass(frozen=True)
+class InputField:
+    """One field of a graph's start form, and the one rule that cleans its value.
+
+    The start form, the REST API, LangGraph's server API and the graph's ``make_input``
+    all clean input through :meth:`clean` (via :func:`clean_inputs`).
+    """
+
+    name: str
+    label: str
+    kind: FieldKind = "text"
+    required: bool = True
+    default: Any = None
+    help: str = ""
+    choices: tuple[str, ...] = ()
+    min_value: float | None = None
+    max_value: float | None = None
+    max_length: int = TEXT_LIMIT
+    """Text and textarea fields: the most characters taken."""
+    check: Callable[[Any], Checked] | None = None
+    """A graph's own rule after the kind's (a known region, an ISO currency …)."""
+
+    def clean(self, value: Any) -> Any:
+        """The value as the graph takes it; ``ValueError`` naming the problem and the fix.
+
+        A missing value takes the default (an error if the field is required and has
+        none); so does a blank one, except in a required text field (an error).
+        """
+        blank = isinstance(value, str) and not value.strip() and self.kind != "boolean"
+        if blank and self.required and self.kind in ("text", "textarea"):
+            raise ValueError(f"the {self.label.lower()} is empty; write one, or leave the "
+                             "field out to take the default")
+        if value is None or blank:
+            if self.required and self.default in (None, ""):
+                raise ValueError(f"the {self.label.lower()} is required")
+            return self.default
+        cleaned = self._typed(value)
+        if self.check is not None and cleaned not in (None, ""):
+            checked, reason = self.check(cleaned)
+            if reason is not None:
+                raise ValueError(reason)
+            cleaned = checked
+        return cleaned
+
+    def _typed(self, value: Any) -> Any:
+        if self.kind == "boolean":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in _TRUE | _FALSE:
+                return text in _TRUE
+            raise ValueError(f"{value!r} is not a yes/no value; use true or false")
+        if self.kind in ("integer", "number"):
+            return self._number(value)
+        if self.kind == "choice" and self.check is None:  # a check knows other spellings
+            text = str(value).strip()
+            match = next((c for c in self.choices if c.casefold() == text.casefold()), None)
+            if match is None:
+                raise ValueError(f"{text!r} is not one of: {', '.join(self.choices)}")
+            return match
+        if self.kind == "json":
+            return value
+        text = str(value).strip()
+        if len(text) > self.max_length:
+            raise ValueError(f"the {self.label.lower()} is {len(text):,} characters long; keep "
+                             f"it to {self.max_length:,}")
+        return text
+
+    def _number(self, value: Any) -> int | float:
+        whole = self.kind == "integer"
+        kind = "a whole number" if whole else "a number"
+        if isinstance(value, bool):
+            raise ValueError(f"{value!r} is not {kind}")
+        try:
+            number = float(str(value).strip()) if isinstance(value, str) else float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{value!r} is not {kind}") from None
+        if not math.isfinite(number) or (whole and not number.is_integer()):
+            raise ValueError(f"{value!r} is not {kind}")
+        low, high = self.min_value, self.max_value
+        if (low is not None and number < low) or (high is not None and number > high):
+            raise ValueError(f"{value} is out of range; use {fmt(low)} to {fmt(high)}")
+        return int(number) if whole else number
+
+
+def clean_inputs(fields: Sequence[InputField], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Every field cleaned (defaults for missing ones); ``InputError`` names every problem.
+
+    Keys that are not fields are refused, the same way for every graph.
+    """
+    errors: dict[str, str] = {}
+    names = [f.name for f in fields]
+    unknown = sorted(set(values) - set(names), key=str)
+    if unknown:
+        errors["__all__"] = (f"unknown input field(s) {', '.join(map(repr, unknown))}; "
+                             f"accepted fields: {', '.join(names) or '(none)'}")
+    cleaned: dict[str, Any] = {}
+    for spec in fields:
+        try:
+            cleaned[spec.name] = spec.clean(values.get(spec.name))
+        except ValueError as exc:
+            errors[spec.name] = str(exc)
+    if errors:
+        raise InputError(errors)
+    return cleaned
+
+
+TaskMerge = Callable[[Any, Any], dict[str, dict[str, Any]]]
+"""A graph's own reducer for its task channel: ``merge(current, patch) -> tasks``."""
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """A graph's task DAG as the pages show it: where its tasks live and how they merge.
+
+    Each task is a dict with at least ``status``; ``parent``, ``deps``, ``goal``,
+    ``task_type``, ``worker``, ``attempts``, ``result`` and ``error`` are shown when present.
+    """
+
+    channel: str
+    """The state channel holding ``{task_id: task}``."""
+    merge: TaskMerge
+    """The graph's reducer of that channel, applied to each update the run records."""
+    statuses: tuple[str, ...]
+    """Every status a task can have, in the order the legend lists them."""
+    running: str = "running"
+    """The status of a task in flight (shown as waiting while the run waits for an answer)."""
+    not_started: tuple[str, ...] = ("pending",)
+    """Statuses of tasks that have not run (shown as cancelled once the run stopped)."""
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """A registered graph: how to build it, what it takes and what it is."""
+
+    name: str
+    title: str
+    description: str
+    version: int
+    build: Callable[..., StateGraph[Any]]
+    """``build(*, llm: LLMPort, search: SearchPort) -> StateGraph`` (uncompiled)."""
+    make_input: Callable[[Mapping[str, Any]], Any]
+    """Turns start values into the graph's initial state, cleaning them with
+    :func:`clean_inputs` over ``input_fields``; raises InputError."""
+    input_fields: tuple[InputField, ...] = ()
+    tags: tuple[str, ...] = field(default=())
+    output_of: Callable[[Any], Any] = default_output
+    """Picks the run's output from its final state values (stored, returned, broadcast)."""
+    present_result: Callable[[Any], ResultCard] = generic_result_card
+    """Turns a run's output into the result card the pages show."""
+    task_view: TaskView | None = None
+    """The graph's task DAG, if it has one (the trace then draws it)."""
+    decisions_channel: str = ""
+    """The state channel of decision provenance records ("why this way"), if any."""
+    questions: Mapping[str, QuestionKind] = field(default_factory=dict)
+    """The kinds of question it asks beyond the generic ones (``planner.questions``)."""
+
+    def thread_id(self, run_thread: str) -> str:
+        """The checkpoint thread id for a run: ``<run thread>:planner`` (``:v2`` … on bumps)."""
+        base = f"{run_thread}:planner"
+        return base if self.version <= 1 else f"{base}:v{self.version}"

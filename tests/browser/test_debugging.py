@@ -1,0 +1,116 @@
+"""Debugging a planner in real Chromium: breakpoints, stepping, a fork with an edited state.
+
+A field-acquisition run is started from the new-run form paused before ``decide``, stepped
+twice, then continued to the end; the finished run is forked from the checkpoint before
+``calculate`` with a changed price, and the fork's result card shows the new TAM while
+the parent's is unchanged; both trace pages draw the branch tree.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from django.contrib.auth.models import Permission
+from playwright.sync_api import expect
+
+from dashboard.models import Run, RunEvent
+from planner.acquisition.presentation import format_amount
+from tests.browser.conftest import DESKTOP, PHONE, no_overflow
+from tests.browser.test_operator import answer_by_keyboard, header_says
+from tests.conftest import login, screenshot, wait_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def paused_says(page, text: str) -> None:
+    expect(page.locator("#run-paused")).to_contain_text(text, timeout=30_000)
+
+
+def finished_nodes(run: Run) -> int:
+    return run.events.filter(kind=RunEvent.Kind.NODE_FINISHED, namespace="").count()
+
+
+def paused_again(run: Run, *, nodes: int, timeout: float = 30) -> Run:
+    """Wait until the run paused again after exactly ``nodes`` root nodes finished."""
+    deadline = time.monotonic() + timeout
+    while True:
+        run.refresh_from_db()
+        if run.status == Run.Status.PAUSED and finished_nodes(run) >= nodes:
+            assert finished_nodes(run) == nodes, "a step ran more than one super-step"
+            return run
+        assert time.monotonic() < deadline, f"run still {run.status} after a step"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("page", [pytest.param(DESKTOP, id="desktop"),
+                                  pytest.param(PHONE, id="phone")], indirect=True)
+def test_pause_step_continue_then_fork_with_a_new_price(live_server_url, page, operator):
+    operator.user_permissions.add(*Permission.objects.filter(
+        codename__in=["debug_run", "fork_run"]))
+    size = "phone" if page.viewport_size["width"] < 600 else "desktop"
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    page.goto(f"{live_server_url}/runs/new/?graph=acquisition")
+    page.select_option("#start-form [name=region]", "Germany")
+    page.fill("#start-form [name=currency]", "EUR")
+    page.locator("#start-form details.start-breakpoints summary").click()
+    page.check("#start-form input[name=bp-interrupt_before][value=decide]")
+    no_overflow(page)
+    page.click("#start-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
+    run = Run.objects.get(id=page.url.rstrip("/").rsplit("/", 1)[1])
+
+    paused_says(page, "Paused before decide")
+    header_says(page, "Paused")
+    no_overflow(page)
+    screenshot(page, f"debug-paused-{size}")
+    done = finished_nodes(wait_run(run.id, statuses=("paused",)))
+    for step in (1, 2):  # one super-step each, then paused again
+        page.click("#debug-step")
+        run = paused_again(run, nodes=done + step)
+        paused_says(page, "Paused after")
+    screenshot(page, f"debug-stepped-{size}")
+    # clear the breakpoint, then continue to the end (the price question is answered)
+    page.uncheck("#debug-breakpoints input[name=interrupt_before][value=decide]")
+    page.click("#debug-breakpoints button[type=submit]")
+    page.wait_for_load_state()
+    page.click("#debug-continue")
+    answer_by_keyboard(page)
+    header_says(page, "Succeeded")
+    parent = wait_run(run.id)
+    assert parent.status == Run.Status.SUCCEEDED, parent.error_message
+    old_tam = format_amount(parent.output["tam"], "EUR")
+    expect(page.locator("#trace-result .result-headline")).to_contain_text(old_tam)
+
+    # fork from the checkpoint before calculate, with another price
+    before_calc = parent.events.filter(kind=RunEvent.Kind.CHECKPOINT, namespace="",
+                                       payload__next=["calculate"]).last()
+    page.goto(f"{live_server_url}/runs/{parent.id}/fork/?checkpoint={before_calc.checkpoint_id}")
+    values = page.locator("[name=ch_values]")
+    state = json.loads(values.input_value())
+    state["market.price"] = 60
+    values.fill(json.dumps(state))
+    no_overflow(page)
+    screenshot(page, f"debug-fork-form-{size}")
+    page.click("#fork-submit")
+    page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
+    child = Run.objects.get(parent=parent)
+    header_says(page, "Succeeded")
+    child = wait_run(child.id)
+    assert child.output["values"]["market.price"] == 60
+    new_tam = format_amount(child.output["tam"], "EUR")
+    assert new_tam != old_tam
+    expect(page.locator("#trace-result .result-headline")).to_contain_text(new_tam)
+    expect(page.locator("#run-branches")).to_contain_text(str(parent.id)[:8])
+    no_overflow(page)
+    screenshot(page, f"debug-fork-result-{size}")
+
+    page.goto(f"{live_server_url}/runs/{parent.id}/")
+    expect(page.locator("#trace-result .result-headline")).to_contain_text(old_tam)
+    expect(page.locator("#run-branches")).to_contain_text(str(child.id)[:8])
+    page.click(f"#run-branches a[href='/runs/{parent.id}/compare/{child.id}/']")
+    expect(page.locator("body")).to_contain_text("market.price")
+    no_overflow(page)
+    screenshot(page, f"debug-compare-{size}")
