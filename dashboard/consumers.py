@@ -330,6 +330,12 @@ class RunConsumer(PlanwatchConsumer):
             if run is None or run.last_seq < self.run.last_seq:
                 return  # a read that started before a newer doorbell was applied
         self.run = run
+        if run.status != self.status and run.last_seq > self.sent:
+            # a status written with its event but told without it (a cancel or an answer
+            # recorded by a service): the rows first, so the panels move with the header
+            async with self.lock:
+                if run.last_seq > self.sent:
+                    await self._send_events(await _aevents_after(self.run.id, self.sent))
         await self._send_header()
         if run.status != self.status:
             self.status = run.status

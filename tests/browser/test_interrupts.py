@@ -44,7 +44,7 @@ def test_acquisition_region_currency_and_price_answered_in_the_inbox(
     currency.locator("input").fill("euro")
     submit(page, run)
     page.locator(f"#inbox-run-{run.id} .errorlist").wait_for(timeout=10_000)
-    assert "'euro' is not a currency code" in currency.inner_text()
+    assert "'euro' is not an ISO 4217 currency code" in currency.inner_text()
     currency.locator("input").fill("eur")
     submit(page, run)
 
