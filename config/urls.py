@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 # Sign in, sign out and change one's password; no e-mailed password reset (operators are
 # reset by an administrator in the admin): the reset pages tried SMTP on localhost:25.
@@ -20,6 +23,9 @@ urlpatterns = [
     path("accounts/", include(accounts)),
     path("admin/", admin.site.urls),
     path("api/", include("dashboard.api.urls")),
+    # pages name their icon; this answers browsers and tools that ask the root anyway
+    path("favicon.ico", login_not_required(RedirectView.as_view(
+        url=static("planwatch/favicon.svg"), permanent=True))),
     path("", include("dashboard.urls")),
 ]
 

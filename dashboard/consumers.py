@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 from django.utils.dateparse import parse_datetime
 
-from dashboard import inbox, selectors, trace
+from dashboard import header, inbox, results, selectors, trace
 from dashboard.models import Run
 from dashboard.runs import doorbells
 from dashboard.runs.record import event_dict
@@ -203,6 +203,16 @@ def _acursor(run_id: Any) -> tuple[int, str] | None:
 
 
 @database_sync_to_async
+def _aresult_html(run_id: str, tasks: dict[str, dict[str, Any]]) -> str:
+    """The result card of a finished run as an OOB swap ("" while it is active)."""
+    run = selectors.run_get(run_id=run_id)
+    result = results.run_result(run=run, tasks=tasks)
+    if result is None:
+        return ""
+    return render_to_string("dashboard/_result_card.html", {"result": result, "oob": True})
+
+
+@database_sync_to_async
 def _acan(user: Any, perm: str) -> bool:
     return bool(user.has_perm(perm))
 
@@ -224,6 +234,7 @@ class RunConsumer(PlanwatchConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.run, self.sent, self.status = run, int(after), run.status
+        self.shown_status = ""  # the status the page's buttons were drawn for: unknown yet
         self.run_key = str(run.id)
         self.lock = asyncio.Lock()  # one batch at a time: doorbells and log checks interleave
         self.can_cancel = await _acan(user, "dashboard.cancel_run")
@@ -239,9 +250,13 @@ class RunConsumer(PlanwatchConsumer):
         everything = trace.Changes(graph=True, new_tasks=True, decisions=True)
         for start in range(0, len(missed), REPLAY_CHUNK):
             await self._send_batch(missed[start:start + REPLAY_CHUNK], everything)
-        if missed:  # the page was rendered before these: its header and questions are stale
-            await self._send_header()
+        # Always: the page read the run before its events, so a page that shows every event
+        # (nothing missed) may still carry an older header ("Running · node —" under a graph
+        # already at ask_user); the doorbells that moved it rang before this socket joined.
+        await self._send_header()
+        if missed:  # the page was rendered before these: its questions are stale
             await self._send_interrupts()
+            await self._send_result()
         if not self.run.is_finished:
             self.watcher = asyncio.get_running_loop().create_task(self._watch_log())
 
@@ -265,6 +280,7 @@ class RunConsumer(PlanwatchConsumer):
             moved = summary is not None and summary["status"] == self.status
             if moved:  # only the node moved: its header goes out in the events' frame
                 self.run.current_node = summary["current_node"]
+                self.run.last_seq = max(self.run.last_seq, summary["last_seq"])
             await self._send_events(events, header=moved)
         if summary is not None and not moved:  # the status moved: read the run
             await self.run_changed({"type": "run.changed", "run": summary})
@@ -310,9 +326,12 @@ class RunConsumer(PlanwatchConsumer):
     async def run_changed(self, message: dict[str, Any]) -> None:
         """Re-render the header; read the run and reload the questions when its status moved."""
         summary = message.get("run")
+        if summary and summary["last_seq"] < self.run.last_seq:
+            return  # older than what the header shows already (a late doorbell)
         if summary and summary["status"] == self.status:
             # only the node moved (every step): the doorbell carries it, no query needed
             self.run.current_node = summary["current_node"]
+            self.run.last_seq = summary["last_seq"]
             await self._send_header()
             return
         if summary:  # the doorbell carries what the header shows of a new status too
@@ -323,13 +342,21 @@ class RunConsumer(PlanwatchConsumer):
             run.finished_at = parse_datetime(summary["finished_at"] or "")
         else:  # the log check saw the status move: read the run
             run = await _arun(self.run_key)
-        if run is None:
-            return
+            if run is None or run.last_seq < self.run.last_seq:
+                return  # a read that started before a newer doorbell was applied
         self.run = run
+        if run.status != self.status and run.last_seq > self.sent:
+            # a status written with its event but told without it (a cancel or an answer
+            # recorded by a service): the rows first, so the panels move with the header
+            async with self.lock:
+                if run.last_seq > self.sent:
+                    await self._send_events(await _aevents_after(self.run.id, self.sent))
         await self._send_header()
         if run.status != self.status:
             self.status = run.status
             await self._send_interrupts()
+            if run.is_finished:
+                await self._send_result()
 
     async def _send_batch(self, events: list[dict[str, Any]], changes: trace.Changes) -> None:
         self.sent = max(self.sent, events[-1]["seq"])
@@ -339,7 +366,8 @@ class RunConsumer(PlanwatchConsumer):
         context = self._context(events=events, changes=changes, last_seq=events[-1]["seq"])
         context["changed_tasks"] = [
             trace.task_card(self.fold, tid) for tid in sorted(changes.tasks)
-            if tid in self.fold.tasks
+            # the root is the goal, drawn as no card of the DAG: nothing to swap
+            if tid in self.fold.tasks and self.fold.tasks[tid].get("parent") is not None
         ]
         return render_to_string("dashboard/_trace_batch.html", context)
 
@@ -347,16 +375,32 @@ class RunConsumer(PlanwatchConsumer):
         await self.send(text_data=self._header_html())
 
     def _header_html(self) -> str:
-        # sent on every step to every watcher: rendered from the run alone, once per process
-        run, duration = self.run, trace.run_duration(self.run)
-        key = ("header", self.run_key, run.status, run.current_node, duration, self.can_cancel)
+        # sent on every step to every watcher: rendered from the run alone, once per process.
+        # Only the live facts: the buttons beside them are sent when the status moves, so a
+        # hand on "Cancel run" does not lose it to a redraw every step.
+        run, head = self.run, header.run_head(self.run)
+        actions = run.status != self.shown_status
+        self.shown_status = run.status
+        key = ("header", self.run_key, head, self.can_cancel, actions)
         html = _RENDERED.get(key)
         if html is None:
-            html = _RENDERED[key] = render_to_string("dashboard/_trace_header.html", {
-                "run": run, "duration": duration, "can_cancel": self.can_cancel, "oob": True,
-            })
+            context = {"run": run, "head": head, "can_cancel": self.can_cancel, "oob": True}
+            html = render_to_string("dashboard/_trace_live.html", context)
+            if actions:
+                html += render_to_string("dashboard/_trace_actions.html", context)
+            _RENDERED[key] = html
             _trim_rendered()
         return html
+
+    async def _send_result(self) -> None:
+        """Send the result card of a run that has just finished (its output is read once)."""
+        key = ("result", self.run_key, self.run.status)
+        html = _RENDERED.get(key)
+        if html is None:
+            html = _RENDERED[key] = await _aresult_html(self.run_key, self.fold.tasks)
+            _trim_rendered()
+        if html:
+            await self.send(text_data=html)
 
     async def _send_interrupts(self) -> None:
         # the slot only names the run (the browser loads the questions): once per process

@@ -13,6 +13,7 @@ urlpatterns = [
     path("runs/new/", runs.run_new, name="run_new"),
     path("runs/<uuid:run_id>/", trace.run_detail, name="run_detail"),
     path("runs/<uuid:run_id>/events/<int:seq>/", trace.run_event, name="run_event"),
+    path("runs/<uuid:run_id>/tasks/<str:task_id>/", trace.run_task, name="run_task"),
     path("runs/<uuid:run_id>/state/", trace.run_state, name="run_state"),
     path("runs/<uuid:run_id>/cancel/", trace.run_cancel, name="run_cancel"),
     path("runs/<uuid:run_id>/interrupts/", interrupts.run_interrupts, name="run_interrupts"),

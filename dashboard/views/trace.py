@@ -11,7 +11,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
-from dashboard import selectors, services, trace
+from dashboard import header, results, selectors, services, trace
 from dashboard.checkpoints import checkpoint_get, values_diff
 from dashboard.models import Run, RunEvent
 from dashboard.views.debug import debug_context
@@ -32,23 +32,45 @@ def _run_or_404(request: HttpRequest, run_id: UUID) -> Run:
 def run_detail(request: HttpRequest, run_id: UUID) -> TemplateResponse:
     """The trace view; with ``?at=<seq>`` a finished run is replayed up to that event."""
     run = _run_or_404(request, run_id)
-    at = request.GET.get("at")
     upto: int | None = None
-    if at is not None:
-        if not at.isdigit():
-            return TemplateResponse(request, "dashboard/run_detail.html",
-                                    {"run": run, "bad_at": at}, status=400)
-        upto = min(int(at), run.last_seq)
+    if "at" in request.GET:
+        upto = _replay_position(request.GET["at"], last_seq=run.last_seq)
+        if upto is None:
+            return TemplateResponse(request, "dashboard/run_bad_at.html", {
+                "run": run, "bad_at": _printable(request.GET["at"]),
+            }, status=400)
     fold, events = trace.trace_fold(run=run, upto=upto)
+    if upto is None:
+        # read after the events: the header is never older than the log the page shows
+        run = selectors.run_get(run_id=run.id)
     context = trace.panels_context(run=run, fold=fold)
     context.update(events=events, replay=upto is not None, at=upto,
                    can_cancel=request.user.has_perm("dashboard.cancel_run")
                    and not run.is_finished)
-    if upto is not None:
-        context.update(prev_at=max(upto - 1, 0), next_at=min(upto + 1, run.last_seq))
-    else:
+    if upto is None:
+        context.update(head=header.run_head(run),
+                       result=results.run_result(run=run, tasks=fold.tasks))
         context.update(debug_context(request=request, run=run))
+    else:
+        head = header.replay_head(events, current=fold.current)
+        context.update(head=head, prev_at=max(upto - 1, 1), next_at=min(upto + 1, run.last_seq),
+                       result=results.run_result(run=run, tasks=fold.tasks)
+                       if upto == run.last_seq else None)
     return TemplateResponse(request, "dashboard/run_detail.html", context)
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters (a NUL …) shown as ``\\x00`` escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _replay_position(text: str, *, last_seq: int) -> int | None:
+    """``?at=`` as an event number from 1 to ``last_seq``, or None when it is not one."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 12:
+        return None
+    at = int(text)
+    return at if 1 <= at <= last_seq else None
 
 
 def run_event(request: HttpRequest, run_id: UUID, seq: int) -> TemplateResponse:
@@ -81,6 +103,26 @@ def run_event(request: HttpRequest, run_id: UUID, seq: int) -> TemplateResponse:
     })
 
 
+def run_task(request: HttpRequest, run_id: UUID, task_id: str) -> TemplateResponse:
+    """One task of the DAG in full: goal, type, status, output or error, worker, attempts."""
+    run = _run_or_404(request, run_id)
+    upto = _replay_position(request.GET.get("at", ""), last_seq=run.last_seq) \
+        if "at" in request.GET else None
+    fold, _ = trace.trace_fold(run=run, upto=upto)
+    if task_id not in fold.tasks:
+        raise Http404(f"run {run_id} has no task {task_id!r}")
+    task = fold.tasks[task_id]
+    output = task.get("result")
+    return TemplateResponse(request, "dashboard/_trace_task_detail.html", {
+        "run": run, "task": trace.task_card(fold, task_id),
+        "output_json": trace.pretty(output) if output is not None else "",
+        "deps": [trace.task_card(fold, d) for d in task.get("deps") or ()
+                 if d in fold.tasks],
+        "waiting": [trace.task_card(fold, t) for t, other in fold.tasks.items()
+                    if task_id in (other.get("deps") or ())],
+    })
+
+
 def run_state(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpResponse:
     """The state inspector: the full state at one checkpoint of the run."""
     run = _run_or_404(request, run_id)
@@ -108,10 +150,12 @@ def run_cancel(request: HttpRequest, run_id: UUID) -> HttpResponse:
     try:
         services.run_cancel(run=run, user=request.user)
     except services.ServiceError as exc:
-        messages.error(request, exc.message)
+        level, text = "error", exc.message
     else:
-        messages.success(request, "Cancel requested; the run stops at its next node.")
-    if request.htmx:
-        return HttpResponse(status=204, headers={"HX-Refresh": "true"})
+        level, text = "success", "Cancel requested; the run stops at its next node."
+    if request.htmx:  # the page stays (its socket brings the new status): only say it here
+        return TemplateResponse(request, "dashboard/_trace_notice.html",
+                                {"level": level, "text": text})
+    getattr(messages, level)(request, text)
     return redirect("dashboard:run_detail", run_id=run.id)
 

@@ -87,3 +87,76 @@
   });
   trace.mark = mark;
 })();
+
+/* Replay: the chosen event is marked (server side) and scrolled into view; ← and → step. */
+(function () {
+  "use strict";
+  function showAt() {
+    var main = document.getElementById("trace-main");
+    if (!main || !main.dataset.at) return;
+    var row = document.getElementById("ev-" + main.dataset.at);
+    var box = document.getElementById("trace-timeline");
+    if (row && box) box.scrollTop = row.offsetTop - box.offsetTop - box.clientHeight / 2;
+  }
+  document.addEventListener("DOMContentLoaded", showAt);
+  document.addEventListener("htmx:afterSettle", function (e) {
+    if (e.detail.target && e.detail.target.id === "trace-main") showAt();
+  });
+  document.addEventListener("keydown", function (e) {
+    if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    var tag = (e.target && e.target.tagName) || "";
+    if (/^(INPUT|TEXTAREA|SELECT)$/.test(tag) || (e.target && e.target.isContentEditable)) return;
+    var id = { ArrowLeft: "replay-prev", ArrowRight: "replay-next" }[e.key];
+    var link = id && document.getElementById(id);
+    if (!link || link.getAttribute("aria-disabled") === "true") return;
+    e.preventDefault();
+    link.click();
+  });
+})();
+
+/* Live timeline: follows new rows while the reader is at the bottom; once they scroll away
+   a pill counts what arrived below and brings them back. */
+(function () {
+  "use strict";
+  var unseen = 0;
+  function box() { return document.getElementById("trace-timeline"); }
+  function atBottom(b) { return b.scrollHeight - b.scrollTop - b.clientHeight < 40; }
+  function pill() { return document.getElementById("timeline-new"); }
+  function showPill() {
+    var p = pill();
+    if (!p) return;
+    p.hidden = unseen === 0;
+    p.textContent = unseen + " new event" + (unseen === 1 ? "" : "s") + " ↓";
+  }
+  var follow = true;
+  document.addEventListener("scroll", function (e) {
+    var b = box();
+    if (e.target !== b) return;
+    follow = atBottom(b);
+    if (follow) { unseen = 0; showPill(); }
+  }, true);
+  var added = 0;
+  document.addEventListener("htmx:oobBeforeSwap", function (e) {
+    var b = box();
+    if (!b || e.detail.target !== b) return;
+    follow = atBottom(b);
+    added = e.detail.fragment ? e.detail.fragment.querySelectorAll("[data-seq]").length : 1;
+  });
+  document.addEventListener("htmx:oobAfterSwap", function (e) {
+    var b = box();
+    if (!b || e.detail.target !== b || document.getElementById("trace-main").dataset.at) return;
+    if (follow) b.scrollTop = b.scrollHeight;
+    else { unseen += added || 1; showPill(); }
+  });
+  document.addEventListener("click", function (e) {
+    if (!e.target.closest || !e.target.closest("#timeline-new")) return;
+    var b = box();
+    b.scrollTop = b.scrollHeight;
+    unseen = 0; follow = true; showPill();
+    b.focus();
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    var b = box();
+    if (b && !document.getElementById("trace-main").dataset.at) b.scrollTop = b.scrollHeight;
+  });
+})();

@@ -30,6 +30,7 @@ def test_acquisition_region_currency_and_price_answered_in_the_inbox(
     run = services.run_create(graph="acquisition", input={}, user=operator)
     assert wait_run(run.id).status == Run.Status.INTERRUPTED
     login(page, live_server_url, "olga", "pw-olga-1234")
+    page.expect_status(422)  # the wrong answers below are refused with 422, on purpose
     page.goto(f"{live_server_url}/inbox/")
     assert page.locator("#nav-inbox-count").inner_text() == "1"
 

@@ -99,12 +99,36 @@ def test_a_reconnect_gets_exactly_the_rows_after_its_position(executor, operator
         assert f'data-last-seq="{run.last_seq}" hx-swap-oob="true"' in html
         assert 'id="trace-graph-state"' in html and "&quot;step&quot;: 3" in html
         header = await comm.receive_from(timeout=5)  # the page's header predates the rows
-        assert 'id="trace-header"' in header and "status-succeeded" in header
+        assert 'id="trace-live"' in header and "status-succeeded" in header
         assert 'id="run-interrupts"' in await comm.receive_from(timeout=5)
+        result = await comm.receive_from(timeout=5)  # and the result card it now has
+        assert 'id="trace-result"' in result and "status-succeeded" in result
         assert await comm.receive_nothing(timeout=0.2)
         await comm.disconnect()
 
     async_to_sync(scenario)()
+
+
+def test_a_page_that_shows_every_event_still_gets_the_current_header(executor, operator):
+    # The page reads the run, then its events: a run that moved in between (here: to its
+    # question) is drawn with every event but an older header ("Running · node —"), and
+    # the doorbells that moved it rang before the page's socket joined. Nothing will ring
+    # again until someone answers, so the socket must send the header when it connects.
+    run = services.run_create(graph="test.echo", input={"steps": 2, "ask": True},
+                              user=operator)
+    run = wait_run(run.id, statuses=("interrupted",))
+
+    async def scenario():
+        comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after={run.last_seq}")
+        assert ok
+        header = await comm.receive_from(timeout=3)
+        await comm.disconnect()
+        return header
+
+    header = async_to_sync(scenario)()
+    assert 'id="trace-live"' in header and 'hx-swap-oob="true"' in header
+    assert ">Interrupted<" in header
+    assert f'id="trace-current" class="mono">{run.current_node}<' in header
 
 
 def test_a_live_run_streams_every_row_once(executor, operator):
@@ -135,6 +159,7 @@ def test_duplicate_doorbells_are_dropped_and_gaps_filled_from_the_log(executor, 
         assert seqs(await comm.receive_from(timeout=5))[0] == 3
         await comm.receive_from(timeout=5)  # the header
         await comm.receive_from(timeout=5)  # the interrupts panel
+        await comm.receive_from(timeout=5)  # the result card
         events = await database_sync_to_async(lambda: [event_dict(e) for e in run.events.all()])()
         layer = get_channel_layer()
         await layer.group_send(broadcast.run_group(run.id),
@@ -161,7 +186,7 @@ def test_a_status_change_reloads_the_header_and_interrupts_panel(executor, opera
         seen = ""
         while 'id="run-interrupts"' not in seen or "Interrupted" not in seen:
             seen += await comm.receive_from(timeout=5)
-        assert 'id="trace-header" class="trace-head" hx-swap-oob="true"' in seen
+        assert 'id="trace-live" class="trace-live" hx-swap-oob="true"' in seen
         assert f'hx-get="/runs/{run.id}/interrupts/"' in seen
         await comm.disconnect()
 
@@ -179,7 +204,8 @@ def test_a_status_doorbell_redraws_the_header_from_what_it_carries(transactional
 
     async def scenario():
         comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=0")
-        assert ok and await comm.receive_nothing(timeout=0.2)
+        assert ok and ">Running<" in await comm.receive_from(timeout=5)  # the header now
+        assert await comm.receive_nothing(timeout=0.2)
         # the row still says running: what the header shows can only come from the doorbell
         summary = broadcast.run_summary({
             "id": run.id, "graph": run.graph, "status": "failed", "current_node": "step",
@@ -194,7 +220,7 @@ def test_a_status_doorbell_redraws_the_header_from_what_it_carries(transactional
         return seen
 
     seen = async_to_sync(scenario)()
-    assert 'class="badge status-failed">Failed<' in seen
+    assert 'class="badge status-failed" role="status">Failed<' in seen
     assert "ValueError: told" in seen and ">2.5 s<" in seen
     assert 'id="trace-replay-link"' in seen  # a finished run can be replayed
 
@@ -241,7 +267,7 @@ def test_a_digest_of_node_moves_updates_every_runs_row_in_one_frame(transactiona
     cells = [m for m in messages if "-node" in m and 'hx-swap-oob="true"' in m]
     assert len(cells) == 1  # one frame for the whole digest
     for i, run in enumerate(runs):
-        assert f'<td id="run-{run.id}-node" class="mono" hx-swap-oob="true">node{i}</td>' \
+        assert f'<td id="run-{run.id}-node" class="mono col-node" hx-swap-oob="true">node{i}</td>' \
             in cells[0]
     # runs created after the page arrive as new rows, once each
     assert sum('hx-swap-oob="afterbegin"' in m for m in messages) == 3
@@ -255,7 +281,8 @@ def test_rows_whose_doorbell_never_rang_arrive_from_the_log(transactional_db, op
 
     async def scenario():
         comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=0")
-        assert ok and await comm.receive_nothing(timeout=0.2)
+        assert ok and 'id="trace-live"' in await comm.receive_from(timeout=5)
+        assert await comm.receive_nothing(timeout=0.2)
 
         @database_sync_to_async
         def write_silently() -> None:  # committed rows, no broadcast at all

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from dashboard import services, trace
 from dashboard.checkpoints import checkpoint_get
 from dashboard.models import Run, RunEvent
@@ -48,9 +50,33 @@ def test_replay_shows_the_log_up_to_the_chosen_event(executor, operator, client)
     html = client.get(f"/runs/{run.id}/?at=4").content.decode()
     assert rows(html) == [1, 2, 3, 4]
     assert 'id="replay-next" href="?at=5"' in html and f"/ws/runs/{run.id}/" not in html
-    bad = client.get(f"/runs/{run.id}/?at=four")
-    assert bad.status_code == 400 and "not an event number" in bad.content.decode()
+    assert 'id="ev-4" data-seq="4" aria-current="step"' in html  # the chosen event, marked
     assert client.get("/runs/00000000-0000-0000-0000-000000000000/").status_code == 404
+
+
+@pytest.mark.parametrize("at", ["", "0", "four", "-1", "1.5", "\x00", "999", "²"])
+def test_a_bad_replay_position_gets_one_message_naming_the_range(executor, operator, client,
+                                                                   at):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 1}, user=operator).id)
+    client.force_login(operator)
+    bad = client.get(f"/runs/{run.id}/", {"at": at})
+    text = bad.content.decode()
+    assert bad.status_code == 400
+    assert text.count(f"from 1 to {run.last_seq}") == 1 and "registered" not in text
+
+
+def test_replay_shows_the_header_as_it_stood_at_the_chosen_event(executor, operator, client):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 3}, user=operator).id)
+    client.force_login(operator)
+    events = list(run.events.order_by("seq"))
+    started = next(e for e in events if e.kind == "node_started")
+    html = client.get(f"/runs/{run.id}/?at={started.seq}").content.decode()
+    assert ">Running<" in html and ">Succeeded<" not in html
+    assert f'id="trace-current" class="mono">{started.node}<' in html
+    elapsed = (started.created_at - events[0].created_at).total_seconds()
+    assert f">{elapsed:.1f} s<" in html
+    last = client.get(f"/runs/{run.id}/?at={run.last_seq}").content.decode()
+    assert ">Succeeded<" in last and 'id="trace-result"' in last
 
 
 def test_a_timeline_row_expands_to_its_update_and_checkpoint_diff(executor, operator, client):
@@ -162,6 +188,62 @@ def test_subgraph_nodes_are_drawn_nested_under_their_parent():
     block = text[text.index('subgraph sg_worker["worker"]'):text.index("  end")]
     assert 'n_worker_fetch["fetch"]' in block and 'n_worker_parse["parse"]' in block
     assert "n_plan -.-> n_worker_fetch" in text
+
+
+def test_a_failed_run_shows_its_error_first_with_the_traceback_on_demand(
+        executor, operator, client):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 3, "fail_at": 2},
+                                       user=operator).id)
+    assert run.status == Run.Status.FAILED
+    client.force_login(operator)
+    html = client.get(f"/runs/{run.id}/").content.decode()
+    card = html[html.index('id="trace-result"'):html.index("</section>",
+                                                            html.index('id="trace-result"'))]
+    assert "result-failed" in html and "step 2 failed on purpose" in card
+    assert '<details class="result-traceback"><summary>Traceback</summary>' in card
+    assert "RuntimeError" in card
+
+
+def test_a_cancelled_run_says_who_cancelled_it_and_where_it_stood(executor, operator, client):
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 3, "ask": True},
+                                       user=operator).id)
+    assert run.status == Run.Status.INTERRUPTED
+    services.run_cancel(run=run, user=operator)
+    run.refresh_from_db()
+    client.force_login(operator)
+    html = client.get(f"/runs/{run.id}/").content.decode()
+    assert "by olga" in html and f"event {run.last_seq} of {run.last_seq}" in html
+    assert f'<b class="mono">{run.current_node}</b>' in html
+
+
+def test_every_task_opens_its_details(executor, operator, client):
+    run = wait_run(services.run_create(graph="decomposition", input={"breadth": 3},
+                                       user=operator).id)
+    fold, _ = trace.trace_fold(run=run)
+    tid, task = next((t, r) for t, r in fold.tasks.items() if r.get("deps"))
+    client.force_login(operator)
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert f'hx-get="/runs/{run.id}/tasks/{tid}/"' in page
+    html = client.get(f"/runs/{run.id}/tasks/{tid}/").content.decode()
+    assert task["goal"] in html and ">Worker<" in html and ">Attempts<" in html
+    assert all(f">{dep}</button>" in html for dep in task["deps"])
+    assert client.get(f"/runs/{run.id}/tasks/nope/").status_code == 404
+
+
+def test_the_goal_is_on_the_trace_the_runs_list_and_every_inbox_row(executor, operator,
+                                                                     client):
+    goals = ["Size the Dutch market for bike leasing", "Size the Irish market for " + "x" * 120]
+    runs = [services.run_create(graph="acquisition", input={"goal": g}, user=operator)
+            for g in goals]
+    for run in runs:
+        wait_run(run.id)
+    client.force_login(operator)
+    listing = client.get("/").content.decode()
+    inbox = client.get("/inbox/").content.decode()
+    assert goals[0] in listing and goals[0] in inbox
+    assert "Size the Irish market for xxx" in listing  # shortened, whole in the title
+    trace_page = client.get(f"/runs/{runs[1].id}/").content.decode()
+    assert f'<p class="goal-full">{goals[1]}</p>' in trace_page  # the whole goal on demand
 
 
 def test_tasks_show_waiting_while_the_run_waits_and_cancelled_once_it_is_cancelled(

@@ -1,0 +1,68 @@
+"""What the trace header says: a run's status, node and elapsed time, live or at a replayed seq.
+
+Live, the header is the run row (kept current by doorbells); in replay it is folded from
+the events up to the chosen seq, so ``?at=60`` shows the run as it stood at event 60, not
+as it ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+
+from dashboard.models import Run, RunEvent
+from dashboard.trace import run_duration
+
+Kind = RunEvent.Kind
+# The status a run has right after an event of this kind.
+STATUS_AFTER = {
+    Kind.RUN_STARTED: Run.Status.RUNNING, Kind.RUN_RESUMED: Run.Status.RUNNING,
+    Kind.RUN_RECOVERED: Run.Status.RUNNING, Kind.INTERRUPT_RAISED: Run.Status.INTERRUPTED,
+    Kind.RUN_SUCCEEDED: Run.Status.SUCCEEDED, Kind.RUN_FAILED: Run.Status.FAILED,
+    Kind.RUN_CANCELLED: Run.Status.CANCELLED, Kind.RUN_PAUSED: Run.Status.PAUSED,
+    Kind.RUN_FORKED: Run.Status.QUEUED, Kind.RUN_CONTINUED: Run.Status.QUEUED,
+}
+
+
+@dataclass(frozen=True)
+class Head:
+    """The header's facts: status (value and label), current node, elapsed, since when."""
+
+    status: str
+    node: str
+    duration: str
+    started_at: str = ""
+    """ISO time the run started, while it is active (the page ticks the duration from it)."""
+
+    @property
+    def status_label(self) -> str:
+        """The status as people read it (``Interrupted``)."""
+        return Run.Status(self.status).label if self.status in Run.Status.values \
+            else self.status
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether the run had ended at this point."""
+        return self.status in Run.FINISHED
+
+
+def run_head(run: Run) -> Head:
+    """The header of a run as it stands now."""
+    active = run.started_at is not None and not run.is_finished
+    return Head(status=run.status, node=run.current_node, duration=run_duration(run),
+                started_at=run.started_at.isoformat() if active else "")
+
+
+def replay_head(events: list[dict[str, Any]], *, current: str) -> Head:
+    """The header as it stood after the last of ``events`` (``event_dict`` form, in order)."""
+    status = Run.Status.QUEUED.value
+    started = None
+    for event in events:
+        status = STATUS_AFTER.get(event["kind"], status)
+        if started is None and event["kind"] in (Kind.RUN_STARTED, Kind.RUN_RESUMED):
+            started = parse_datetime(event["created_at"] or "")
+    at = parse_datetime(events[-1]["created_at"] or "") if events else None
+    duration = f"{(at - started).total_seconds():.1f} s" if started and at else "—"
+    return Head(status=str(status), node=current, duration=duration)

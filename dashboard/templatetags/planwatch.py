@@ -1,0 +1,16 @@
+"""Template filters of the Planwatch pages."""
+
+from __future__ import annotations
+
+from django import template
+
+from dashboard import results
+from dashboard.models import Run
+
+register = template.Library()
+
+
+@register.filter
+def run_goal(run: Run) -> str:
+    """The goal ``run`` was started with (see :func:`dashboard.results.run_goal`)."""
+    return results.run_goal(run=run)

@@ -1,0 +1,37 @@
+/* Planwatch, every page: an htmx extension that keeps socket pushes to what the page shows,
+   and the live ticking of a running run's duration. */
+(function () {
+  "use strict";
+
+  // A socket tells every watcher the same things; a page may not show them all (a runs list
+  // filtered or paged, a trace without a task panel). Out-of-band parts whose target is not
+  // on this page are dropped here, not handed to htmx, which reports each as an error.
+  htmx.defineExtension("pw-known-targets", {
+    transformResponse: function (text) {
+      if (text.indexOf("hx-swap-oob") < 0) return text;
+      var tpl = document.createElement("template");
+      tpl.innerHTML = text;
+      var kept = false, dropped = false;
+      Array.prototype.slice.call(tpl.content.children).forEach(function (el) {
+        var oob = el.getAttribute("hx-swap-oob");
+        if (oob === null) { kept = true; return; }
+        var selector = oob.indexOf(":") >= 0 ? oob.slice(oob.indexOf(":") + 1) : null;
+        var target = selector ? document.querySelector(selector)
+                              : (el.id && document.getElementById(el.id));
+        if (target) kept = true;
+        else { el.remove(); dropped = true; }
+      });
+      if (!dropped) return text;
+      return kept ? tpl.innerHTML : "";
+    },
+  });
+
+  // A running run's duration ticks in the page between the server's header renders.
+  function tick() {
+    document.querySelectorAll("[data-started]").forEach(function (el) {
+      var started = Date.parse(el.dataset.started);
+      if (!isNaN(started)) el.textContent = ((Date.now() - started) / 1000).toFixed(1) + " s";
+    });
+  }
+  setInterval(tick, 1000);
+})();

@@ -1,0 +1,86 @@
+"""Browser fixtures: every page is watched for console errors and failed requests.
+
+A test fails at teardown if the page logged a console error, threw, or saw a request fail
+or answer 4xx/5xx, unless the test said it expects that status (``page.expect_status``).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlparse
+
+import pytest
+
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1400, "height": 900}
+
+
+class Watch:
+    """What went wrong in a page: console errors, page errors, failed or refused requests."""
+
+    def __init__(self, base: str) -> None:
+        self.base_host = urlparse(base).netloc if base else ""
+        self.problems: list[str] = []
+        self.expected: set[int] = set()
+        self.foreign: list[str] = []
+
+    def attach(self, page) -> None:
+        """Listen to ``page``'s console, errors and requests."""
+        page.on("console", self._console)
+        page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
+        page.on("requestfailed", self._failed)
+        page.on("response", self._response)
+        page.on("request", self._request)
+
+    def _console(self, msg) -> None:
+        if msg.type != "error":
+            return
+        status = re.search(r"status of (\d{3})", msg.text)
+        if status and int(status.group(1)) in self.expected:
+            return
+        self.problems.append(f"console error: {msg.text} at {msg.location}")
+
+    def _failed(self, request) -> None:
+        failure = request.failure or ""
+        if "ERR_ABORTED" in failure:
+            return  # the page navigated away while this was still loading
+        self.problems.append(f"request failed: {request.method} {request.url} ({failure})")
+
+    def _response(self, response) -> None:
+        if response.status >= 400 and response.status not in self.expected:
+            self.problems.append(f"HTTP {response.status}: {response.request.method} "
+                                 f"{response.url}")
+
+    def _request(self, request) -> None:
+        host = urlparse(request.url).netloc
+        if request.url.startswith(("http:", "https:", "ws:", "wss:")) and host != self.base_host:
+            self.foreign.append(request.url)
+
+
+@pytest.fixture
+def page(browser, request):
+    """A fresh context and page (1400 px unless the test asks for ``viewport``), watched."""
+    viewport = getattr(request, "param", None) or DESKTOP
+    base = request.getfixturevalue("live_server_url") \
+        if "live_server_url" in request.fixturenames else ""
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    watch = Watch(base)
+    watch.attach(page)
+    page.expect_status = watch.expected.add  # a test that provokes a 4xx says so
+    page.watch = watch
+    yield page
+    context.close()
+    problems = watch.problems + [f"request to another host: {u}" for u in watch.foreign]
+    assert not problems, "the browser saw problems:\n" + "\n".join(problems)
+
+
+def no_overflow(page) -> None:
+    """The page lays out within the window: nothing wider than the screen."""
+    widths = page.evaluate(
+        "() => [document.documentElement.scrollWidth, window.innerWidth,"
+        " [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right"
+        " > window.innerWidth + 1 && getComputedStyle(e).position !== 'fixed')"
+        ".slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className)]")
+    assert widths[0] <= widths[1], f"{page.url} lays out at {widths[0]} px in {widths[1]}: " \
+        f"{widths[2]}"

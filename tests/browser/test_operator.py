@@ -1,0 +1,288 @@
+"""An operator's session in real Chromium, on a desktop (1400 px) and on a phone (390 px).
+
+Both graphs are started from the new-run form, every question is answered with the
+keyboard alone, a decomposition is cancelled mid-round, a finished run is replayed at
+several events; every page is checked for console errors, failed requests (the page
+fixture) and for a layout wider than the screen. Screenshots land in tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from dashboard import header, trace
+from dashboard.models import Run
+from tests.browser.conftest import DESKTOP, PHONE, no_overflow
+from tests.conftest import login, screenshot, wait_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+SIZES = [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")]
+# What the keyboard types into a question, by its field (selects take the next option).
+TYPED = {"core.currency": "EUR", "market.price": "47.88"}
+FOCUSED_QUESTION = ("() => { const a = document.activeElement;"
+                    " return !!(a && a.closest && a.closest('.question')"
+                    " && a.matches('input, textarea, select')); }")
+
+
+def size_name(page) -> str:
+    return "phone" if page.viewport_size["width"] < 600 else "desktop"
+
+
+def shot(page, name: str) -> None:
+    """The whole page, and what the operator sees first (the screen without scrolling)."""
+    path = screenshot(page, f"operator-{name}-{size_name(page)}")
+    page.screenshot(path=str(path).replace(".png", "-screen.png"))
+
+
+def start_from_form(page, base: str, graph: str, fields: dict[str, str]) -> Run:
+    """Start ``graph`` through the new-run form and land on its trace page."""
+    page.goto(f"{base}/runs/new/?graph={graph}")
+    no_overflow(page)
+    shot(page, f"new-{graph}")
+    for name, value in fields.items():
+        field = page.locator(f"#start-form [name={name}]")
+        if field.evaluate("e => e.tagName") == "SELECT":
+            field.select_option(value)
+        elif field.get_attribute("type") == "checkbox":
+            field.check()
+        else:
+            field.fill(value)
+    page.click("#start-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
+    return Run.objects.get(id=page.url.rstrip("/").rsplit("/", 1)[1])
+
+
+SCROLL_AWAY = ("() => { const b = document.getElementById('trace-timeline'); b.scrollTop = 0;"
+               " window.pwAway = [b.scrollHeight, b.clientHeight, b.scrollTop]; }")
+
+
+def answer_by_keyboard(page, before_send: str = "") -> int:
+    """Answer every question the run asks on its trace page, with keys only, until it ends.
+
+    The page puts the focus in the first question; after each answer it moves it to the
+    next question (or the status line) by itself: no click, no ``focus()`` from here.
+    """
+    answered = 0
+    while True:
+        page.wait_for_function(f"() => ({FOCUSED_QUESTION})() || {FINISHED_JS}",
+                               timeout=30_000)
+        if not page.evaluate(FOCUSED_QUESTION):
+            return answered
+        answered += answer_by_keyboard_once(page, before_send)
+
+
+FINISHED_JS = ("['Succeeded', 'Failed', 'Cancelled'].includes("
+               "document.getElementById('trace-status').textContent.trim())")
+
+
+def header_says(page, status: str) -> None:
+    expect(page.locator("#trace-status")).to_have_text(status, timeout=30_000)
+
+
+@pytest.mark.parametrize("page", SIZES, indirect=True)
+def test_an_acquisition_run_from_form_to_result_and_replay(live_server_url, page, operator):
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    no_overflow(page)
+    # a runs list filtered so the new run is not on it: its pushes must not be errors there
+    hidden = page.context.new_page()
+    page.watch.attach(hidden)
+    hidden.goto(f"{live_server_url}/?status=failed")
+    listed = page.context.new_page()  # and one that shows it arrive and move
+    page.watch.attach(listed)
+    listed.goto(f"{live_server_url}/")
+    run = start_from_form(page, live_server_url, "acquisition", {"max_iters": "8"})
+    expect(listed.locator(f"#run-{run.id} .row-goal")).to_contain_text("addressable market")
+    # the goal is on the header from the first render
+    expect(page.locator("#trace-goal")).to_contain_text("budgeting app")
+    page.wait_for_function(FOCUSED_QUESTION, timeout=30_000)
+    # waiting for the operator: the header says so, with the node, never "Running · —"
+    header_says(page, "Interrupted")
+    expect(page.locator("#trace-current")).to_have_text("ask_user")
+    no_overflow(page)
+    shot(page, "acquisition-question")
+    answered = answer_by_keyboard(page, before_send=SCROLL_AWAY)
+    header_says(page, "Succeeded")
+    # the live timeline follows new rows; scrolled away (before the last answer went out),
+    # it counts the rows that came below in a pill instead, which brings the reader back
+    pill = page.locator("#timeline-new")
+    away = page.evaluate("window.pwAway")
+    assert away[0] - away[1] > 100, f"the timeline could not be scrolled away from: {away}"
+    expect(pill).to_have_text(re.compile(r"^[1-9]\d* new events? ↓$"))
+    pill.click()
+    expect(pill).to_be_hidden()
+    assert page.locator("#trace-timeline").evaluate(
+        "b => b.scrollHeight - b.scrollTop - b.clientHeight < 40")
+    run = wait_run(run.id)
+    assert run.status == Run.Status.SUCCEEDED, run.error_message
+    asked = list(run.interrupts.values_list("status", "answered_by__username"))
+    assert answered >= 2 and asked == [("answered", "olga")] * answered, (answered, asked)
+    result = page.locator("#trace-result")
+    expect(result).to_be_visible()
+    expect(result).not_to_have_attribute("hidden", "")
+    no_overflow(page)
+    if size_name(page) == "desktop":  # "Why this way" fits its card, beside the inspector
+        assert page.evaluate("() => { const c = document.getElementById('trace-why'),"
+                             " i = document.getElementById('trace-inspector');"
+                             " return c.scrollWidth <= c.clientWidth"
+                             " && c.getBoundingClientRect().right"
+                             " <= i.getBoundingClientRect().left; }")
+    shot(page, "acquisition-result")
+
+    # replay: the header as it stood at the chosen event, the event marked and in view
+    events = trace.trace_fold(run=run)[1]
+    asked = next(e["seq"] for e in events if e["kind"] == "interrupt_raised")
+    for at in (1, asked, run.last_seq // 2, run.last_seq):
+        page.goto(f"{live_server_url}/runs/{run.id}/?at={at}")
+        fold, shown = trace.trace_fold(run=run, upto=at)
+        head = header.replay_head(shown, current=fold.current)
+        expect(page.locator("#trace-status")).to_have_text(head.status_label)
+        expect(page.locator("#trace-current")).to_have_text(head.node or "—")
+        expect(page.locator("#trace-duration")).to_have_text(head.duration)
+        marked = page.locator(f"#ev-{at}")
+        expect(marked).to_have_class(re.compile(r"\bis-at\b"))
+        assert page.evaluate(
+            "([row, box]) => { const r = row.getBoundingClientRect(),"
+            " b = box.getBoundingClientRect(); return r.top >= b.top - 1"
+            " && r.bottom <= b.bottom + 1; }",
+            [marked.element_handle(), page.locator("#trace-timeline").element_handle()],
+        ), f"event {at} is not scrolled into view"
+        no_overflow(page)
+    shot(page, "acquisition-replay-last")
+    page.goto(f"{live_server_url}/runs/{run.id}/?at={asked}")
+    shot(page, "acquisition-replay-question")
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("#replay-at")).to_have_text(str(asked + 1))
+    expect(page).to_have_url(re.compile(rf"\?at={asked + 1}$"))
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("#replay-at")).to_have_text(str(asked))
+    for bad in ("", "0", str(run.last_seq + 1), "ten"):
+        page.expect_status(400)
+        page.goto(f"{live_server_url}/runs/{run.id}/?at={bad}")
+        expect(page.locator("#bad-at .error")).to_have_text(re.compile(
+            rf"from 1 to {run.last_seq}\."))
+        no_overflow(page)
+    shot(page, "replay-bad-position")
+
+    expect(listed.locator(f"#run-{run.id}-status")).to_contain_text("Succeeded")
+    expect(hidden.locator(f"#run-{run.id}")).to_have_count(0)
+    hidden.close()
+    listed.close()
+    # the runs list and the inbox show the goal on every row
+    page.goto(f"{live_server_url}/")
+    expect(page.locator(f"#run-{run.id} .row-goal")).to_contain_text("addressable market")
+    no_overflow(page)
+    shot(page, "runs-list")
+
+
+@pytest.mark.parametrize("page", SIZES, indirect=True)
+def test_a_decomposition_answered_by_keyboard_then_cancelled_mid_round(
+        live_server_url, page, operator):
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    run = start_from_form(page, live_server_url, "decomposition",
+                          {"breadth": "16", "ask_clarifications": "on"})
+    page.wait_for_function(FOCUSED_QUESTION, timeout=30_000)
+    # the inbox names the goal of the run each question belongs to
+    inbox = page.context.new_page()
+    inbox.goto(f"{live_server_url}/inbox/")
+    expect(inbox.locator("#inbox-table .row-goal").first).to_be_visible()
+    no_overflow(inbox)
+    shot(inbox, "inbox")
+    inbox.close()
+    shot(page, "decomposition-questions")
+    # one question answered by keys ("Answer this one"); the round stays open on the other
+    page.keyboard.type("the town council")
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.textContent.trim()") == "Answer this one"
+    page.keyboard.press("Enter")
+    # the reply moves the focus on to the question still open
+    page.wait_for_function(FOCUSED_QUESTION, timeout=15_000)
+    header_says(page, "Interrupted")  # paused again, mid-round, on the other question
+    expect(page.locator("#run-interrupts .question")).to_have_count(1)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#trace-cancel").click()
+    header_says(page, "Cancelled")
+    run = wait_run(run.id)
+    assert run.status == Run.Status.CANCELLED
+    result = page.locator("#trace-result")
+    expect(result).to_contain_text("Cancelled")
+    expect(result).to_contain_text(f"of {run.last_seq}")
+    # the DAG shows what the log folds to, card for card
+    fold, _ = trace.trace_fold(run=run)
+    shown = dict(page.locator("#trace-dag .task").evaluate_all(
+        "ts => ts.map(t => [t.dataset.tid, t.dataset.status])"))
+    folded = {tid: trace.task_card(fold, tid)["status"] for tid, t in fold.tasks.items()
+              if t.get("parent") is not None}
+    assert shown == folded
+    # and what it folds to is true of a stopped run: nothing running, nothing waiting to
+    stale = sorted(tid for tid, status in folded.items() if status in ("running", "pending"))
+    assert not stale, f"a cancelled run shows tasks still in flight: {stale[:10]}"
+    assert "cancelled" in folded.values()
+
+    # every task opens its details; the keyboard reaches them
+    task = page.locator("#trace-dag .task").nth(3)
+    task.focus()
+    page.keyboard.press("Enter")
+    detail = page.locator("#task-detail")
+    expect(detail).to_contain_text(task.get_attribute("data-tid"))
+    expect(detail).to_contain_text("Worker")
+    expect(page.locator("#trace-dag svg.dag-edges path.edge").first).to_be_attached()
+    no_overflow(page)
+    shot(page, "decomposition-cancelled")
+
+
+def answer_by_keyboard_once(page, before_send: str = "") -> int:
+    """Answer the open questions of the page with keys only (one form, one Enter)."""
+    typed = 0
+    for _ in range(14):
+        tag = page.evaluate("() => document.activeElement.tagName")
+        if tag == "SELECT":
+            page.keyboard.press("ArrowDown")
+            typed += 1
+        elif tag in ("INPUT", "TEXTAREA"):
+            field = page.evaluate("() => document.activeElement.closest('.question')"
+                                  "?.dataset.field || ''")
+            page.keyboard.type(TYPED.get(field, "plain and brief"))
+            typed += 1
+        elif tag == "BUTTON" and page.evaluate(
+                "() => document.activeElement.classList.contains('primary')"):
+            if before_send:
+                page.evaluate(before_send)
+            page.keyboard.press("Enter")
+            # the reply moves the focus on: the next question, or the status line
+            page.wait_for_function("() => document.activeElement !== document.body"
+                                   " && !!document.activeElement.closest('#run-interrupts')",
+                                   timeout=15_000)
+            return typed
+        page.keyboard.press("Tab")
+    raise AssertionError("the answer button could not be reached with Tab")
+
+
+@pytest.mark.parametrize("page", SIZES, indirect=True)
+def test_every_page_fits_the_screen_and_errors_have_navigation(live_server_url, page,
+                                                               operator):
+    page.goto(f"{live_server_url}/accounts/login/")
+    no_overflow(page)
+    shot(page, "login")
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    for path in ("/", "/inbox/", "/runs/new/", "/runs/new/?graph=decomposition"):
+        page.goto(f"{live_server_url}{path}")
+        no_overflow(page)
+    page.expect_status(404)
+    page.goto(f"{live_server_url}/runs/00000000-0000-0000-0000-000000000000/")
+    expect(page.locator("#error-page h1")).to_contain_text("Not found")
+    expect(page.locator("#error-page a", has_text="runs list")).to_be_visible()
+    no_overflow(page)
+    shot(page, "not-found")
+    assert page.request.get(f"{live_server_url}/favicon.ico").ok
+
+
+def test_redoc_works_offline(live_server_url, page, operator):
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    page.goto(f"{live_server_url}/api/redoc/")
+    expect(page.locator("#redoc-container h1").first).to_contain_text("Planwatch API",
+                                                                      timeout=20_000)
+    assert not page.watch.foreign  # no font, no script from another host
