@@ -19,7 +19,7 @@ from playwright.sync_api import expect
 from dashboard.models import Run, RunEvent
 from planner.acquisition.presentation import format_amount
 from tests.browser.conftest import DESKTOP, PHONE, no_overflow
-from tests.browser.test_operator import answer_by_keyboard, header_says
+from tests.browser.test_operator import header_says
 from tests.conftest import login, screenshot, wait_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -77,7 +77,10 @@ def test_pause_step_continue_then_fork_with_a_new_price(live_server_url, page, o
     page.click("#debug-breakpoints button[type=submit]")
     page.wait_for_load_state()
     page.click("#debug-continue")
-    answer_by_keyboard(page)
+    price = page.locator('.question[data-field="market.price"] input')
+    price.wait_for(timeout=30_000)
+    price.fill("47.88")
+    price.press("Enter")
     header_says(page, "Succeeded")
     parent = wait_run(run.id)
     assert parent.status == Run.Status.SUCCEEDED, parent.error_message
