@@ -279,6 +279,7 @@ SECURE_CSP = {
     "img-src": [CSP.SELF, "data:"],
     "font-src": [CSP.SELF, "data:"],
     "connect-src": [CSP.SELF],
+    "worker-src": [CSP.SELF, "blob:"],  # Redoc parses the schema in a worker
     "object-src": [CSP.NONE],
     "base-uri": [CSP.SELF],
     "form-action": [CSP.SELF],

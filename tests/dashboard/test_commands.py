@@ -7,6 +7,7 @@ from io import StringIO
 import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
+from django.test import RequestFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +23,8 @@ def test_first_operator_gets_a_generated_password_printed_once(monkeypatch):
     output = run()
     password = output.split("password: ")[1].split()[0]
     assert len(password) >= 12
-    user = authenticate(username="admin", password=password)
+    user = authenticate(RequestFactory().post("/accounts/login/"), username="admin",
+                        password=password)
     assert user is not None and user.is_superuser
     assert "none created" in run()  # a second start creates nobody and prints no password
 
@@ -31,7 +33,8 @@ def test_password_from_environment_is_used_and_not_printed(monkeypatch):
     monkeypatch.setenv("PLANWATCH_ADMIN_PASSWORD", "from-the-env-9931")
     output = run("--username", "root-op")
     assert "from-the-env-9931" not in output
-    assert authenticate(username="root-op", password="from-the-env-9931") is not None
+    assert authenticate(RequestFactory().post("/accounts/login/"), username="root-op",
+                        password="from-the-env-9931") is not None
 
 
 def test_no_operator_is_created_when_users_exist(django_user_model):
