@@ -54,7 +54,8 @@ def test_replay_shows_the_log_up_to_the_chosen_event(executor, operator, client)
     assert client.get("/runs/00000000-0000-0000-0000-000000000000/").status_code == 404
 
 
-@pytest.mark.parametrize("at", ["", "0", "four", "-1", "1.5", "\x00", "999", "²"])
+# a NUL never reaches the view: the guard refuses it first (tests/security/test_guard.py)
+@pytest.mark.parametrize("at", ["", "0", "four", "-1", "1.5", "999", "²"])
 def test_a_bad_replay_position_gets_one_message_naming_the_range(executor, operator, client,
                                                                    at):
     run = wait_run(services.run_create(graph="test.echo", input={"steps": 1}, user=operator).id)

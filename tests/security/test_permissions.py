@@ -20,7 +20,7 @@ from dashboard.models import RunEvent
 from dashboard.routing import websocket_urlpatterns
 from tests.conftest import wait_run
 
-PUBLIC = {"accounts/login/", "accounts/logout/"}
+PUBLIC = {"accounts/login/", "accounts/logout/", "favicon.ico"}
 WRITES = {"runs/new/": "start_run", "runs/<uuid:run_id>/cancel/": "cancel_run",
           "runs/<uuid:run_id>/breakpoints/": "debug_run",
           "runs/<uuid:run_id>/continue/": "debug_run", "runs/<uuid:run_id>/fork/": "fork_run",
