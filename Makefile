@@ -9,7 +9,7 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/planwatch
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench migrate install install-dev clean
+.PHONY: run test lint typecheck bench migrate install install-dev clean
 
 $(PY):
 	@python=$$(scripts/find-python) || exit 1; \
@@ -38,8 +38,12 @@ run: migrate
 lint: install-dev
 	$(BIN)/ruff check .
 
-## test: lint, then the whole suite on SQLite + in-memory layer, then on PostgreSQL + Redis
-test: install-dev lint
+## typecheck: mypy (strict on planner/ and the run engine, the default level elsewhere)
+typecheck: install-dev
+	$(BIN)/mypy planner dashboard config
+
+## test: lint, types, then the whole suite on SQLite + in-memory layer, then on PostgreSQL + Redis
+test: install-dev lint typecheck
 	$(PY) -m pytest $(PYTEST_ARGS)
 	@scripts/check-services; rc=$$?; \
 	if [ $$rc = 0 ]; then \

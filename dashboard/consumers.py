@@ -278,7 +278,7 @@ class RunConsumer(PlanwatchConsumer):
                 events = [e for e in doorbells.doorbell_events(message) if e["seq"] > self.sent]
             summary = message.get("run")
             moved = summary is not None and summary["status"] == self.status
-            if moved:  # only the node moved: its header goes out in the events' frame
+            if moved and summary is not None:  # only the node moved: header in the frame
                 self.run.current_node = summary["current_node"]
                 self.run.last_seq = max(self.run.last_seq, summary["last_seq"])
             await self._send_events(events, header=moved)

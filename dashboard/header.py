@@ -52,7 +52,7 @@ def run_head(run: Run) -> Head:
     """The header of a run as it stands now."""
     active = run.started_at is not None and not run.is_finished
     return Head(status=run.status, node=run.current_node, duration=run_duration(run),
-                started_at=run.started_at.isoformat() if active else "")
+                started_at=run.started_at.isoformat() if active and run.started_at else "")
 
 
 def replay_head(events: list[dict[str, Any]], *, current: str) -> Head:

@@ -36,7 +36,7 @@ def run_interrupts_context(
     """What ``_run_interrupts.html`` renders: pending forms, then the audit trail."""
     interrupts = list(selectors.interrupts_of_run(run_id=run.id))
     for i in interrupts:
-        i.summary = question_summary(i.payload)
+        i.summary = question_summary(i.payload)  # type: ignore[attr-defined]  # for the template
     bound = bound or {}
     forms = [bound.get(i.pk) or InterruptAnswerForm(interrupt=i)
              for i in interrupts if i.status == Interrupt.Status.PENDING]
@@ -61,7 +61,7 @@ def _section(run: Run, user: Any, request: Any) -> tuple[Run, SafeString, str]:
 def _rows(graph: str) -> list[Interrupt]:
     rows = list(selectors.interrupts_pending(graph=graph))
     for row in rows:
-        row.summary = question_summary(row.payload)
+        row.summary = question_summary(row.payload)  # type: ignore[attr-defined]  # template
     return rows
 
 
@@ -90,7 +90,7 @@ def inbox_update(*, user: Any, graph: str, known: PendingState | None
         state.setdefault(str(row.run_id), set()).add(row.pk)
         runs[str(row.run_id)] = row.run
     now = {rid: frozenset(pks) for rid, pks in state.items()}
-    parts = [render_to_string("dashboard/_inbox_rows.html",
+    parts: list[str] = [render_to_string("dashboard/_inbox_rows.html",
                               {"rows": rows, "graph": graph, "oob": True})]
 
     def article(rid: str, oob: str = "") -> str:

@@ -7,13 +7,14 @@ from uuid import UUID
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_http_methods
 
 from dashboard import selectors, services
 from dashboard.forms.interrupts import InterruptAnswerForm
+from dashboard.htmx import HtmxHttpRequest
 from dashboard.inbox import (
     ANSWER_PERMISSION,
     FRAGMENT,
@@ -26,7 +27,7 @@ from planner.registry import all_graphs
 
 
 @require_http_methods(["GET", "POST"])
-def run_interrupts(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def run_interrupts(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
     """GET: the run's question forms and audit trail; POST: answer one or all of them."""
     try:
         run = selectors.run_get(run_id=run_id)
@@ -38,7 +39,7 @@ def run_interrupts(request: HttpRequest, run_id: UUID) -> HttpResponse:
                             run_interrupts_context(run=run, user=request.user))
 
 
-def _answer(request: HttpRequest, run: Run) -> HttpResponse:
+def _answer(request: HtmxHttpRequest, run: Run) -> HttpResponse:
     try:
         data = request.POST
     except RequestDataTooBig:
@@ -81,7 +82,7 @@ def _answer(request: HttpRequest, run: Run) -> HttpResponse:
     return _reply(request, run, status=200, message=done, level="success")
 
 
-def _reply(request: HttpRequest, run: Run, *, status: int, message: str, level: str = "error",
+def _reply(request: HtmxHttpRequest, run: Run, *, status: int, message: str, level: str = "error",
            bound: dict[int, InterruptAnswerForm] | None = None) -> HttpResponse:
     run.refresh_from_db()
     context = run_interrupts_context(run=run, user=request.user, bound=bound, message=message,
@@ -95,7 +96,7 @@ def _reply(request: HttpRequest, run: Run, *, status: int, message: str, level: 
     }, status=status)
 
 
-def inbox(request: HttpRequest) -> TemplateResponse:
+def inbox(request: HtmxHttpRequest) -> TemplateResponse:
     """Every pending interrupt across runs (filterable by graph), answerable in place."""
     graph = request.GET.get("graph", "")
     return TemplateResponse(request, "dashboard/inbox.html",

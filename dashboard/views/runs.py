@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponseRedirect
+from django.http import HttpResponseRedirect
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -12,13 +12,14 @@ from django.utils import timezone
 from dashboard import selectors, services
 from dashboard.forms.debug import BreakpointsForm
 from dashboard.forms.run_start import RunStartForm
+from dashboard.htmx import HtmxHttpRequest
 from dashboard.models import Run
 from planner.registry import all_graphs, get_graph
 
 RUNS_PER_PAGE = 25
 
 
-def run_list(request: HttpRequest) -> TemplateResponse:
+def run_list(request: HtmxHttpRequest) -> TemplateResponse:
     """The runs list, filterable by graph and status, paged, updated live."""
     graph = request.GET.get("graph", "")
     status = request.GET.get("status", "")
@@ -36,7 +37,7 @@ def run_list(request: HttpRequest) -> TemplateResponse:
     })
 
 
-def run_new(request: HttpRequest) -> TemplateResponse | HttpResponseRedirect:
+def run_new(request: HtmxHttpRequest) -> TemplateResponse | HttpResponseRedirect:
     """Pick a graph, fill its start form, start it; invalid input is shown inline."""
     graphs = all_graphs()
     name = request.POST.get("graph") or request.GET.get("graph") or (

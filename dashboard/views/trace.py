@@ -6,20 +6,21 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
 from dashboard import header, results, selectors, services, trace
 from dashboard.checkpoints import checkpoint_get, values_diff
+from dashboard.htmx import HtmxHttpRequest
 from dashboard.models import Run, RunEvent
 from dashboard.views.debug import debug_context
 
 _WITH_TRACEBACK = (RunEvent.Kind.RUN_FAILED, RunEvent.Kind.NODE_FAILED)
 
 
-def _run_or_404(request: HttpRequest, run_id: UUID) -> Run:
+def _run_or_404(request: HtmxHttpRequest, run_id: UUID) -> Run:
     try:
         run = selectors.run_get(run_id=run_id)
     except Run.DoesNotExist:
@@ -29,7 +30,7 @@ def _run_or_404(request: HttpRequest, run_id: UUID) -> Run:
     return run
 
 
-def run_detail(request: HttpRequest, run_id: UUID) -> TemplateResponse:
+def run_detail(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse:
     """The trace view; with ``?at=<seq>`` a finished run is replayed up to that event."""
     run = _run_or_404(request, run_id)
     upto: int | None = None
@@ -73,7 +74,7 @@ def _replay_position(text: str, *, last_seq: int) -> int | None:
     return at if 1 <= at <= last_seq else None
 
 
-def run_event(request: HttpRequest, run_id: UUID, seq: int) -> TemplateResponse:
+def run_event(request: HtmxHttpRequest, run_id: UUID, seq: int) -> TemplateResponse:
     """A timeline row expanded: the state update, and the diff against the checkpoint before."""
     run = _run_or_404(request, run_id)
     try:
@@ -103,7 +104,7 @@ def run_event(request: HttpRequest, run_id: UUID, seq: int) -> TemplateResponse:
     })
 
 
-def run_task(request: HttpRequest, run_id: UUID, task_id: str) -> TemplateResponse:
+def run_task(request: HtmxHttpRequest, run_id: UUID, task_id: str) -> TemplateResponse:
     """One task of the DAG in full: goal, type, status, output or error, worker, attempts."""
     run = _run_or_404(request, run_id)
     upto = _replay_position(request.GET.get("at", ""), last_seq=run.last_seq) \
@@ -123,7 +124,7 @@ def run_task(request: HttpRequest, run_id: UUID, task_id: str) -> TemplateRespon
     })
 
 
-def run_state(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpResponse:
+def run_state(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse | HttpResponse:
     """The state inspector: the full state at one checkpoint of the run."""
     run = _run_or_404(request, run_id)
     checkpoint_id = request.GET.get("checkpoint", "")
@@ -142,7 +143,7 @@ def run_state(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpResp
 
 
 @require_POST
-def run_cancel(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def run_cancel(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
     """Cancel the run (needs the cancel permission), then show the trace again."""
     run = _run_or_404(request, run_id)
     if not request.user.has_perm("dashboard.cancel_run"):
