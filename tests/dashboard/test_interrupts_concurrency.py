@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from django.contrib.auth.models import Permission
 from django.db import connections
 from django.test import Client
@@ -15,6 +16,8 @@ from tests.conftest import wait_run
 FINAL = ("succeeded", "failed", "cancelled")
 HTMX = {"HX-Request": "true"}
 ROUNDS = 12
+
+pytestmark = pytest.mark.reliability
 
 
 def second_operator(django_user_model):

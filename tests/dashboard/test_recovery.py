@@ -19,6 +19,8 @@ from tests.conftest import ARTIFACTS, ROOT, assert_gapless, database_url, wait_r
 Kind = RunEvent.Kind
 SLOW = {"steps": 150, "delay": 0.02}
 
+pytestmark = pytest.mark.reliability
+
 
 def spawn(args: list[str], name: str, **env: str) -> subprocess.Popen:
     """A manage.py subprocess on the test database that knows the test graphs."""

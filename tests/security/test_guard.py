@@ -20,6 +20,8 @@ from tests.conftest import wait_run
 
 JSON = "application/json"
 
+pytestmark = pytest.mark.reliability
+
 
 @pytest.fixture
 def pending(executor, operator):

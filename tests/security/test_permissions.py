@@ -26,6 +26,8 @@ WRITES = {"runs/new/": "start_run", "runs/<uuid:run_id>/cancel/": "cancel_run",
           "runs/<uuid:run_id>/continue/": "debug_run", "runs/<uuid:run_id>/fork/": "fork_run",
           "runs/<uuid:run_id>/interrupts/": "answer_interrupt"}
 
+pytestmark = pytest.mark.reliability
+
 
 def routes(patterns=None, prefix: str = "") -> list[str]:
     """Every URL pattern of the project as text, nested includes flattened."""

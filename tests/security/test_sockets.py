@@ -14,7 +14,7 @@ from django.test import RequestFactory
 
 from dashboard.consumers import RunsConsumer
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.reliability]
 
 
 async def _open(user, session_key="s3ss10n"):
