@@ -22,18 +22,10 @@ from dashboard.checkpoints import checkpoint_get, values_diff
 from dashboard.forms.debug import BreakpointsForm, StateEditForm
 from dashboard.htmx import HtmxHttpRequest
 from dashboard.models import Run, RunEvent
+from dashboard.views.common import run_or_404
 
 DEBUG, FORK = "dashboard.debug_run", "dashboard.fork_run"
 
-
-def _run_or_404(request: HttpRequest, run_id: UUID) -> Run:
-    try:
-        run = selectors.run_get(run_id=run_id)
-    except Run.DoesNotExist:
-        raise Http404(f"no run {run_id}") from None
-    if not selectors.run_can_view(user=request.user, run=run):
-        raise PermissionDenied(f"you may not view run {run_id}")
-    return run
 
 
 def _need(request: HttpRequest, perm: str, what: str) -> None:
@@ -62,7 +54,7 @@ def debug_context(*, request: HttpRequest, run: Run) -> dict[str, Any]:
 
 def run_debug(request: HttpRequest, run_id: UUID) -> TemplateResponse:
     """The debugging panel of a run (also refreshed after each action)."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     return TemplateResponse(request, "dashboard/_run_debug.html",
                             {"run": run, **debug_context(request=request, run=run)})
 
@@ -70,7 +62,7 @@ def run_debug(request: HttpRequest, run_id: UUID) -> TemplateResponse:
 @require_POST
 def run_breakpoints(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
     """Set the run's breakpoints (a running run takes them at its next node)."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     _need(request, DEBUG, "setting breakpoints")
     schema = selectors.graph_debug_schema(graph=run.graph)
     form = BreakpointsForm(request.POST, nodes=schema.nodes)
@@ -92,7 +84,7 @@ def run_breakpoints(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
 @require_POST
 def run_continue(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
     """Continue a paused run to its next breakpoint, or (``step=1``) one super-step."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     _need(request, DEBUG, "continuing or stepping a run")
     step = request.POST.get("step") == "1"
     try:
@@ -104,7 +96,7 @@ def run_continue(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
 
 def run_fork(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpResponseRedirect:
     """Re-run from a checkpoint, optionally with its state edited first (a new run)."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     checkpoint_id = request.GET.get("checkpoint") or request.POST.get("checkpoint", "")
     event = (selectors.run_events(run_id=run.id)
              .filter(kind=RunEvent.Kind.CHECKPOINT, namespace="", checkpoint_id=checkpoint_id)
@@ -145,7 +137,7 @@ def run_fork(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpRespo
 
 def run_compare(request: HttpRequest, run_id: UUID, other_id: UUID) -> TemplateResponse:
     """Two branches side by side: their states at the fork point and at the end."""
-    run, other = _run_or_404(request, run_id), _run_or_404(request, other_id)
+    run, other = run_or_404(request, run_id), run_or_404(request, other_id)
     child, parent = (other, run) if other.parent_id == run.id else (run, other)
     at_fork = None
     if child.parent_id == parent.id and child.forked_from_checkpoint:

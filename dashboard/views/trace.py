@@ -14,25 +14,17 @@ from django.views.decorators.http import require_POST
 from dashboard import header, results, selectors, services, trace
 from dashboard.checkpoints import checkpoint_get, values_diff
 from dashboard.htmx import HtmxHttpRequest
-from dashboard.models import Run, RunEvent
+from dashboard.models import RunEvent
+from dashboard.views.common import run_or_404
 from dashboard.views.debug import debug_context
 
 _WITH_TRACEBACK = (RunEvent.Kind.RUN_FAILED, RunEvent.Kind.NODE_FAILED)
 
 
-def _run_or_404(request: HtmxHttpRequest, run_id: UUID) -> Run:
-    try:
-        run = selectors.run_get(run_id=run_id)
-    except Run.DoesNotExist:
-        raise Http404(f"no run {run_id}") from None
-    if not selectors.run_can_view(user=request.user, run=run):
-        raise PermissionDenied(f"you may not view run {run_id}")
-    return run
-
 
 def run_detail(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse:
     """The trace view; with ``?at=<seq>`` a finished run is replayed up to that event."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     upto: int | None = None
     if "at" in request.GET:
         upto = _replay_position(request.GET["at"], last_seq=run.last_seq)
@@ -76,7 +68,7 @@ def _replay_position(text: str, *, last_seq: int) -> int | None:
 
 def run_event(request: HtmxHttpRequest, run_id: UUID, seq: int) -> TemplateResponse:
     """A timeline row expanded: the state update, and the diff against the checkpoint before."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     try:
         detail = trace.event_detail(run_id=run.id, seq=seq)
     except RunEvent.DoesNotExist:
@@ -106,7 +98,7 @@ def run_event(request: HtmxHttpRequest, run_id: UUID, seq: int) -> TemplateRespo
 
 def run_task(request: HtmxHttpRequest, run_id: UUID, task_id: str) -> TemplateResponse:
     """One task of the DAG in full: goal, type, status, output or error, worker, attempts."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     upto = _replay_position(request.GET.get("at", ""), last_seq=run.last_seq) \
         if "at" in request.GET else None
     fold, _ = trace.trace_fold(run=run, upto=upto)
@@ -126,7 +118,7 @@ def run_task(request: HtmxHttpRequest, run_id: UUID, task_id: str) -> TemplateRe
 
 def run_state(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse | HttpResponse:
     """The state inspector: the full state at one checkpoint of the run."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     checkpoint_id = request.GET.get("checkpoint", "")
     if not checkpoint_id:
         return HttpResponseBadRequest("pass ?checkpoint=<checkpoint id> from the timeline")
@@ -145,7 +137,7 @@ def run_state(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse | Http
 @require_POST
 def run_cancel(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
     """Cancel the run (needs the cancel permission), then show the trace again."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     if not request.user.has_perm("dashboard.cancel_run"):
         raise PermissionDenied("you need the 'Can cancel runs' permission to cancel a run")
     try:
