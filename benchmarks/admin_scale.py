@@ -103,12 +103,13 @@ def _real_run() -> str:
     from dashboard import services
     from dashboard.models import Run
 
-    run = Run.objects.filter(graph="acquisition").exclude(status__in=Run.ACTIVE[:2]).first()
+    moving = (Run.Status.QUEUED, Run.Status.RUNNING)
+    run = Run.objects.filter(graph="acquisition").exclude(status__in=moving).first()
     if run is None:
         user = get_user_model().objects.get(username="bench")
         run = services.run_create(graph="acquisition", input={}, user=user)
         deadline = time.monotonic() + 120
-        while run.status in Run.ACTIVE[:2] and time.monotonic() < deadline:
+        while run.status in moving and time.monotonic() < deadline:
             time.sleep(0.2)
             run.refresh_from_db()
     return run.thread_id

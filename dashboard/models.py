@@ -21,7 +21,6 @@ class Run(models.Model):
         FAILED = "failed", "Failed"  # a node raised, or the executor gave up
         CANCELLED = "cancelled", "Cancelled"  # stopped by an operator
 
-    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.INTERRUPTED)
     FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

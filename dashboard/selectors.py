@@ -75,12 +75,6 @@ def interrupts_pending_count() -> int:
     return Interrupt.objects.filter(status=Interrupt.Status.PENDING).count()
 
 
-def run_summary(*, run: Run) -> dict[str, Any]:
-    """The small dict a runs-list row is rendered from."""
-    return {"id": str(run.id), "graph": run.graph, "status": run.status,
-            "current_node": run.current_node, "last_seq": run.last_seq}
-
-
 @dataclass(frozen=True)
 class DebugSchema:
     """What debugging a graph's runs offers: its nodes and its typed state channels."""

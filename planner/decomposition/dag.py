@@ -72,25 +72,6 @@ def longest_chain(graph: Mapping[str, Sequence[str]]) -> int:
     return max((depth(n, frozenset()) for n in graph), default=0)
 
 
-def topological_order(graph: Mapping[str, Sequence[str]]) -> list[str]:
-    """Ids of an acyclic ``graph`` with every dependency before its dependents."""
-    done: list[str] = []
-    seen: set[str] = set()
-
-    def visit(node: str) -> None:
-        if node in seen:
-            return
-        seen.add(node)
-        for dep in graph.get(node, ()):
-            if dep in graph:
-                visit(dep)
-        done.append(node)
-
-    for node in graph:
-        visit(node)
-    return done
-
-
 def validate_plan(
     plan: ParsedPlan, *, unknown_dependencies: UnknownDependencyPolicy = "error"
 ) -> tuple[ParsedPlan, list[str]]:
