@@ -47,6 +47,7 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     last_seq = models.PositiveIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
+    cancel_requested_by = models.CharField(max_length=150, blank=True)
     # Debugging: nodes to pause before or after (LangGraph's interrupt_before/after; "*" is
     # every node), one super-step then pause again, and where a fork came from.
     interrupt_before = models.JSONField(default=list, blank=True)

@@ -152,7 +152,7 @@ def run_cancel(*, run: Run, user: User) -> Run:
             )
         if locked.owner:  # an executor holds it: ask it to stop
             Run.objects.filter(id=run.id).update(
-                **transitions.orm_update(transitions.request_cancel()))
+                **transitions.orm_update(transitions.request_cancel(by=_name(user))))
             transaction.on_commit(lambda: dispatch.request_cancel(run.id))
         else:
             seq = transitions.next_seq(locked)

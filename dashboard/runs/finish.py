@@ -11,13 +11,22 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from dashboard.models import Run, RunEvent
 from dashboard.runs.jsonsafe import to_jsonable
-from dashboard.runs.record import EventWriter
+from dashboard.runs.record import EventWriter, usable_connection
 from dashboard.runs.translate import StreamTranslator
 from planner.registry import GraphSpec
 
 Kind = RunEvent.Kind
+
+
+@sync_to_async
+def _acancelled_by(run_id: Any) -> str:
+    usable_connection()
+    by: str = Run.objects.values_list("cancel_requested_by", flat=True).get(id=run_id)
+    return by
 
 
 def pending_from(state: Any, translator: StreamTranslator) -> list[dict[str, Any]]:
@@ -74,6 +83,7 @@ async def afail(writer: EventWriter, exc: BaseException) -> None:
 
 
 async def acancel(writer: EventWriter) -> None:
-    """An operator cancelled the run: it stops at this node boundary."""
-    writer.add({"kind": Kind.RUN_CANCELLED, "payload": {"reason": "cancelled"}})
+    """An operator cancelled the run: it stops at this node boundary (the event says who)."""
+    by = await _acancelled_by(writer.run.id)
+    writer.add({"kind": Kind.RUN_CANCELLED, "payload": {"reason": "cancelled", "by": by}})
     await writer.afinish(status=Run.Status.CANCELLED, cancel_interrupts=True)

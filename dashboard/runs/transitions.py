@@ -132,9 +132,9 @@ def request_step() -> Fields:
     return {"step_once": True}
 
 
-def request_cancel() -> Fields:
+def request_cancel(*, by: str = "") -> Fields:
     """An operator asks the executor that holds the run to stop at the next node boundary."""
-    return {"cancel_requested": True}
+    return {"cancel_requested": True, "cancel_requested_by": by}
 
 
 # -- the ORM path ----------------------------------------------------------------------

@@ -106,6 +106,7 @@ def test_cancel_stops_a_running_run_at_a_node_boundary(executor, operator):
     assert run.status == Run.Status.CANCELLED
     events = assert_gapless(run)
     assert events[-1].kind == Kind.RUN_CANCELLED
+    assert events[-1].payload == {"reason": "cancelled", "by": "olga"}  # who, for the card
     assert run.output is None
     steps = [e for e in events if e.kind == Kind.NODE_FINISHED]
     assert 3 <= len(steps) < 500
