@@ -68,7 +68,7 @@ async def ahalt(writer: EventWriter, *, state: Any, translator: StreamTranslator
 
 async def asucceed(writer: EventWriter, *, spec: GraphSpec, values: Any) -> Any:
     """The graph reached its end: the run's output is what its graph picks from the state."""
-    output = to_jsonable(spec.output_of(to_jsonable(values)))
+    output = to_jsonable(spec.output_of(values))
     writer.add({"kind": Kind.RUN_SUCCEEDED, "payload": {"output": output}})
     await writer.afinish(status=Run.Status.SUCCEEDED, output=output)
     return output
