@@ -206,12 +206,13 @@ def targets(raw: dict[str, Any]) -> list[dict[str, Any]]:
             "p99 < 50 ms", browser["p99"] < 50)
     for name, t in (_get(raw, "peers", "targets") or {}).items():
         if name == "latency":
-            add("against the peers, latency at 10 at once",
-                f"Planwatch p99 {t['planwatch_p99_ms']:.1f} ms vs best peer p50 "
-                f"{t['best_peer_p50_ms']:.1f} ms", "p99 below the best peer's p50", t["met"])
+            add("against the peers, latency at 10 at once (same SDK client)",
+                f"{t['system']} p99 {t['planwatch_p99_ms']:.1f} ms vs {t['best_peer']} p99 "
+                f"{t['best_peer_p99_ms']:.1f} ms (both unpaced)",
+                "p99 ≤ the best peer's", t["met"])
         else:
-            add("against the peers, runs/s at 10 at once",
-                f"Planwatch {t['planwatch_runs_per_s']:.1f} runs/s vs best peer "
+            add("against the peers, runs/s at 10 at once (same SDK client)",
+                f"{t['system']} {t['planwatch_runs_per_s']:.1f} runs/s vs {t['best_peer']} "
                 f"{t['best_peer_runs_per_s']:.1f} ({t['ratio']}x)", "≥ 2x the best peer",
                 t["met"])
     for name in FIGURES:

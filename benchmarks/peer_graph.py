@@ -4,7 +4,7 @@ Each node returns ``{"t": time.time(), "i": <its index>}``: the wall-clock momen
 completed, so a watcher on the same machine measures node completion → receipt as its own
 receive time minus ``t``. The module is pure LangGraph (the peers' servers load it by file
 path from ``benchmarks/peers/langgraph.json`` and ``aegra.json``); when Planwatch's
-registry is importable it also registers the graph as ``bench.chain80``
+registry is importable it also declares the graph as ``bench.chain80`` (``SPEC``)
 (``PLANWATCH_GRAPH_MODULES=benchmarks.peer_graph``).
 """
 
@@ -61,16 +61,13 @@ def make_input(values: Mapping[str, Any]) -> dict[str, Any]:
 graph = build().compile()
 
 
-def _register() -> None:
-    try:
-        from planner.registry import GraphSpec, register
-    except ImportError:  # loaded by a peer server, where Planwatch is not installed
-        return
-    register(GraphSpec(
+try:  # Planwatch's registry loads ``SPEC`` (PLANWATCH_GRAPH_MODULES=benchmarks.peer_graph)
+    from planner.spec import GraphSpec
+except ImportError:  # loaded by a peer server, where Planwatch is not installed
+    pass
+else:
+    SPEC = GraphSpec(
         name=NAME, title="Chain of 80 (benchmark)",
         description="80 trivial async nodes in a chain; each stamps its completion time.",
         version=1, build=build, make_input=make_input,
-    ))
-
-
-_register()
+    )

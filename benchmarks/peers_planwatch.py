@@ -66,6 +66,9 @@ for line in sys.stdin:
     elif cmd == "status":
         run = Run.objects.get(id=arg)
         print(json.dumps({"status": run.status, "last_seq": run.last_seq}), flush=True)
+    elif cmd == "token":  # an API token for LangGraph's server API (x-api-key)
+        from knox.models import AuthToken
+        print(AuthToken.objects.create(user=user)[1], flush=True)
     elif cmd == "stamps":
         rows = RunEvent.objects.filter(run_id__in=arg.split(","), kind="node_finished")
         print(json.dumps([[str(e.run_id), e.seq, e.payload["update"]["t"],
@@ -133,6 +136,8 @@ class PlanwatchBench:
     cookie: str
     websocket: bool
     last_seq: int = 0
+    api_key: str = ""
+    """A token for LangGraph's server API under ``/langgraph`` (the peers' own client)."""
 
     @property
     def watched_through(self) -> str:
@@ -276,6 +281,8 @@ def env() -> dict[str, str]:
         "BENCH_USER": USERNAME,
         "BENCH_PASSWORD": "bench-" + os.urandom(8).hex(),
         "BENCH_GRAPH": peer_graph.NAME,
+        # the same chain, as the peers load it: through a langgraph.json (as "chain80")
+        "PLANWATCH_LANGGRAPH_CONFIG": str(peers.CONFIG_DIR / "langgraph.json"),
     }
 
 
@@ -323,4 +330,5 @@ def planwatch_server() -> Iterator[PlanwatchBench]:
             websocket=websocket_routed(),
         )
         bench.calibrate()
+        bench.api_key = starter.ask("token")
         yield bench

@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from corsheaders.defaults import default_headers as default_cors_headers
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
@@ -64,12 +65,14 @@ INSTALLED_APPS = [
     "rest_framework",
     "knox",  # API tokens stored hashed, expiring, revocable
     "axes",  # login throttling and lockout
+    "corsheaders",  # LangGraph clients served from other origins
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc served offline
     "dashboard",
 ]
 
 MIDDLEWARE = [
+    "corsheaders.middleware.CorsMiddleware",  # before anything that may answer
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -127,8 +130,13 @@ IS_POSTGRES = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 if IS_POSTGRES and not DATABASES["default"]["CONN_MAX_AGE"]:
     # Under ASGI every database_sync_to_async call would otherwise open a new connection
     # (measured: most of the web server's database time); psycopg's pool hands them out.
+    # A connection the server dropped (a restart, pg_terminate_backend) is found out on
+    # checkout and replaced, rather than failing the request that drew it.
+    from psycopg_pool import ConnectionPool
+
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1, "max_size": int(os.environ.get("DB_POOL_MAX_SIZE", "10")), "timeout": 30,
+        "check": ConnectionPool.check_connection,
     }
 if not IS_POSTGRES:
     # WAL lets the trace view read while a run writes; IMMEDIATE transactions take the
@@ -186,6 +194,8 @@ PLANWATCH = {
     "MAX_CONCURRENT_RUNS": int(os.environ.get("PLANWATCH_MAX_CONCURRENT_RUNS", "16")),
     # "scripted" (offline, deterministic) or "package.module:factory" for a chat model.
     "LLM": os.environ.get("PLANWATCH_LLM", "scripted"),
+    # seconds a model call may take before it fails (the graph's own fallbacks then apply)
+    "LLM_TIMEOUT": float(os.environ.get("PLANWATCH_LLM_TIMEOUT", "120")),
     # Seconds the scripted model "thinks" per call, so live runs are watchable.
     "THINK_TIME": float(os.environ.get("PLANWATCH_THINK_TIME", "0.4")),
     # A running run whose heartbeat is older than this is taken to be orphaned.
@@ -200,6 +210,8 @@ PLANWATCH = {
     # LangGraph's checkpoint durability: "async" (its default: a step's checkpoint is
     # written while the next step runs; all are written before a run stops or pauses),
     # "sync" (each step waits for its checkpoint) or "exit" (only when the run stops).
+    # a langgraph.json whose graphs are served beside the built-in planners
+    "LANGGRAPH_CONFIG": os.environ.get("PLANWATCH_LANGGRAPH_CONFIG", ""),
     "DURABILITY": os.environ.get("PLANWATCH_DURABILITY", "async"),
     # PostgreSQL: wait for the WAL flush on every event commit too (checkpoints always do).
     "SYNC_EVENT_COMMITS": env_bool("PLANWATCH_SYNC_EVENT_COMMITS", False),
@@ -285,6 +297,15 @@ SECURE_CSP = {
     "form-action": [CSP.SELF],
     "frame-ancestors": [CSP.NONE],
 }
+
+# Browser clients of LangGraph's server API on other origins (Agent Chat UI, Agent Inbox):
+# PLANWATCH_CORS_ORIGINS=https://chat.example.com,http://localhost:3000. Only /langgraph/
+# answers them; they authenticate with x-api-key (no cookies are sent across origins).
+CORS_ALLOWED_ORIGINS = env_list("PLANWATCH_CORS_ORIGINS", "")
+CORS_URLS_REGEX = r"^/langgraph/.*$"
+CORS_ALLOW_HEADERS = (*default_cors_headers, "x-api-key", "last-event-id")
+CORS_EXPOSE_HEADERS = ["content-location", "location"]
+CORS_ALLOW_CREDENTIALS = False
 
 REST_FRAMEWORK = {
     # Token first: an anonymous request then gets 401 with `WWW-Authenticate: Token`.

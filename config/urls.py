@@ -23,6 +23,8 @@ urlpatterns = [
     path("accounts/", include(accounts)),
     path("admin/", admin.site.urls),
     path("api/", include("dashboard.api.urls")),
+    # LangGraph's server API: get_client(url="http://host:port/langgraph", api_key=TOKEN)
+    path("langgraph/", include("dashboard.lgserver.urls")),
     # pages name their icon; this answers browsers and tools that ask the root anyway
     path("favicon.ico", login_not_required(RedirectView.as_view(
         url=static("planwatch/favicon.svg"), permanent=True))),

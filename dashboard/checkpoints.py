@@ -2,8 +2,9 @@
 
 The savers decode their own rows: ``PostgresSaver`` (jsonb + blobs) on a short-lived
 psycopg connection (Django's client-side cursors cannot read the saver's binary results),
-``SqliteSaver`` (msgpack BLOBs) on Django's own connection. Nothing here writes:
-checkpoints are audited, never edited.
+``SqliteSaver`` (msgpack BLOBs) on Django's own connection. The only write through them
+is LangGraph's own ``update_state`` (``services.run_update_state``), which adds a
+checkpoint and never changes one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 from langchain_core.runnables import RunnableConfig
@@ -21,6 +22,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from dashboard.runs.jsonsafe import to_jsonable
 from dashboard.runs.savers import postgres_conninfo
+from planner.llm import make_llm
+from planner.registry import get_graph
+from planner.search import default_search
+
+if TYPE_CHECKING:
+    from dashboard.models import Run
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,7 @@ class CheckpointView:
 
 @contextmanager
 def sync_saver() -> Iterator[BaseCheckpointSaver]:
-    """The database's own sync saver on Django's connection (read use only)."""
+    """The database's own sync saver on Django's connection (reads and update_state)."""
     if connection.vendor == "postgresql":
         import psycopg
         from langgraph.checkpoint.postgres import PostgresSaver
@@ -57,6 +64,34 @@ def sync_saver() -> Iterator[BaseCheckpointSaver]:
         saver = SqliteSaver(connection.connection)
         saver.is_setup = True  # the tables come from a migration; never run DDL on a read
         yield saver
+
+
+_compiled: dict[tuple[str, int], Any] = {}
+
+
+def compiled(name: str) -> Any:
+    """The graph ``name`` compiled once per process, with no checkpointer (reads only)."""
+    spec = get_graph(name)
+    key = (spec.name, id(spec))
+    if key not in _compiled:
+        _compiled[key] = spec.build(llm=make_llm("scripted", think_time=0),
+                                    search=default_search()).compile()
+    return _compiled[key]
+
+
+@contextmanager
+def graph_for(name: str) -> Iterator[Any]:
+    """The graph ``name`` compiled once per process, here on the database's sync saver."""
+    with sync_saver() as saver:
+        yield compiled(name).copy(update={"checkpointer": saver})
+
+
+def config_of(run: Run, checkpoint_id: str | None = None) -> RunnableConfig:
+    """The LangGraph config of ``run``'s checkpoint thread (at a checkpoint, if given)."""
+    configurable: dict[str, Any] = {"thread_id": run.thread_id, "checkpoint_ns": ""}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
 
 
 def _is_internal(channel: str) -> bool:

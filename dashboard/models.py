@@ -9,6 +9,35 @@ from django.db import models
 from django.db.models import Q
 
 
+class Thread(models.Model):
+    """A conversation as LangGraph's server API sees it: the runs that continue one state.
+
+    Every run belongs to one (a run started from the pages gets a thread of its own, with
+    the run's id). A thread's state is its latest run's; a new run on a thread whose latest
+    run ended starts from that run's last checkpoint (a fork, so each run keeps its own
+    checkpoint thread and its own audit trail).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    metadata = models.JSONField(default=dict, blank=True)
+    graph = models.CharField(max_length=100, blank=True,
+                             help_text="The graph of its runs (empty until the first run).")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="threads",
+    )
+    created_by_name = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["-updated_at"], name="thread_updated")]
+
+    def __str__(self) -> str:
+        return f"thread {str(self.id)[:8]}"
+
+
 class Run(models.Model):
     """One execution of a registered planner graph on its own checkpoint thread."""
 
@@ -63,7 +92,23 @@ class Run(models.Model):
         max_length=100, blank=True, help_text="The parent's checkpoint this run started from.")
     fork_edit = models.JSONField(
         null=True, blank=True,
-        help_text="State edited before the fork ran: {'values': …, 'as_node': …}.")
+        help_text="State edited before the fork ran: {'values': …, 'as_node': …}, or the "
+                  "new input it continues its thread with: {'input': …}.")
+    # the LangGraph thread it belongs to (``thread_id`` above is its checkpoint thread)
+    conversation = models.ForeignKey(Thread, null=True, blank=True, on_delete=models.CASCADE,
+                               related_name="runs")
+    metadata = models.JSONField(default=dict, blank=True,
+                                help_text="A LangGraph client's run metadata.")
+    multitask_strategy = models.CharField(max_length=16, blank=True)
+    waits_for = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="queued_after",
+        help_text="Enqueued behind this run of its thread: it starts once that one stops.")
+    configurable = models.JSONField(
+        default=dict, blank=True,
+        help_text="A LangGraph client's config['configurable'] for the graph (thread_id is "
+                  "Planwatch's own).")
+    context = models.JSONField(null=True, blank=True,
+                               help_text="A LangGraph client's runtime context for the graph.")
 
     class Meta:
         ordering = ["-created_at"]

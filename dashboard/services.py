@@ -13,7 +13,8 @@ from django.contrib.auth.models import User as AuthUser
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.checkpoints import compiled, config_of
+from dashboard.models import Interrupt, Run, RunEvent, Thread
 from dashboard.runs import debugging, dispatch, doorbells, transitions
 from planner.llm import make_llm
 from planner.registry import GraphSpec, InputError, get_graph
@@ -67,10 +68,13 @@ class InterruptClosed(ServiceError):
 
 def run_create(*, graph: str, input: dict[str, Any], user: User | None,
                interrupt_before: list[str] | None = None,
-               interrupt_after: list[str] | None = None) -> Run:
+               interrupt_after: list[str] | None = None, thread: Thread | None = None,
+               metadata: dict[str, Any] | None = None, multitask_strategy: str = "",
+               configurable: dict[str, Any] | None = None, context: Any = None) -> Run:
     """Validate ``input`` with the graph's registry entry, store a queued run, start it.
 
-    ``interrupt_before`` / ``interrupt_after`` name nodes to pause before or after.
+    ``interrupt_before`` / ``interrupt_after`` name nodes to pause before or after. The run
+    is the first of ``thread`` (LangGraph's server API), or of a new thread with its id.
     """
     try:
         spec = get_graph(graph)
@@ -85,11 +89,15 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
         _check(debugging.check_breakpoints, spec, before=before, after=after)
     run_uuid = uuid4()
     with transaction.atomic():
+        thread = _thread_for(thread, run_uuid, spec.name, user)
         run = Run.objects.create(
             id=run_uuid, graph=spec.name, graph_version=spec.version,
             thread_id=spec.thread_id(str(run_uuid)), input=initial,
             created_by=user if user is not None and user.is_authenticated else None,
             created_by_name=_name(user), interrupt_before=before, interrupt_after=after,
+            conversation=thread, metadata=metadata or {},
+            multitask_strategy=multitask_strategy, configurable=configurable or {},
+            context=context,
         )
         transaction.on_commit(lambda: _after_change(run.id, "start"))
     return run
@@ -209,13 +217,22 @@ def run_continue(*, run: Run, user: User, step: bool = False) -> Run:
     return run
 
 
+NO_INPUT = object()
+"""``run_fork``'s ``input`` when the fork goes on from its checkpoint with no new input."""
+
+
 def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
-             as_node: str = "") -> Run:
+             as_node: str = "", input: Any = NO_INPUT, thread: Thread | None = None,
+             metadata: dict[str, Any] | None = None, multitask_strategy: str = "",
+             interrupt_before: list[str] | None = None,
+             interrupt_after: list[str] | None = None,
+             configurable: dict[str, Any] | None = None, context: Any = None) -> Run:
     """Start a new run from one of ``run``'s checkpoints, with ``values`` edited in first.
 
     The edit is checked against the graph's state schema before anything is written; the
     fork is linked to its parent and checkpoint, and traced, answerable and recoverable
-    like any run.
+    like any run. With ``input`` it continues from there with that input (a thread's next
+    run, in LangGraph's terms); it belongs to ``thread``, or to a new thread of its own.
     """
     spec = get_graph(run.graph)
     if not run.events.filter(kind=RunEvent.Kind.CHECKPOINT, namespace="",
@@ -224,20 +241,88 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
             f"run {run.id} has no checkpoint {checkpoint_id!r}; pick one from its timeline "
             f"or from /api/runs/{run.id}/checkpoints/",
             errors={"checkpoint_id": "not a checkpoint of this run"})
-    edit = None
+    edit: dict[str, Any] | None = None
     if values is not None:
         _check(debugging.check_edit, spec, values, as_node=as_node)
         edit = {"values": values, "as_node": as_node}
+    if input is not NO_INPUT and input is not None:
+        try:
+            edit = {**(edit or {}), "input": spec.make_input(input)}
+        except InputError as exc:
+            raise RunInputError(f"invalid input for {run.graph!r}: {exc}",
+                                errors=exc.errors) from None
+    before, after = list(interrupt_before or ()), list(interrupt_after or ())
+    if before or after:
+        _check(debugging.check_breakpoints, spec, before=before, after=after)
     run_uuid = uuid4()
     with transaction.atomic():
+        thread = _thread_for(thread, run_uuid, spec.name, user)
         child = Run.objects.create(
             id=run_uuid, graph=run.graph, graph_version=run.graph_version,
             thread_id=spec.thread_id(str(run_uuid)), input=run.input, parent=run,
             forked_from_checkpoint=checkpoint_id, fork_edit=edit,
             created_by=user if user.is_authenticated else None, created_by_name=_name(user),
+            conversation=thread, metadata=metadata or {},
+            multitask_strategy=multitask_strategy, interrupt_before=before,
+            interrupt_after=after, configurable=configurable or {}, context=context,
         )
         transaction.on_commit(lambda: _after_change(child.id, "start"))
     return child
+
+
+def thread_create(*, user: User | None, thread_id: UUID | None = None, graph: str = "",
+                  metadata: dict[str, Any] | None = None) -> Thread:
+    """A new thread (LangGraph's server API), its creator's name kept beside the link."""
+    return Thread.objects.create(id=thread_id or uuid4(), graph=graph, metadata=metadata or {},
+                                 created_by=_user_or_none(user), created_by_name=_name(user))
+
+
+def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
+                metadata: dict[str, Any] | None = None, multitask_strategy: str = "enqueue",
+                interrupt_before: list[str] | None = None,
+                interrupt_after: list[str] | None = None,
+                configurable: dict[str, Any] | None = None, context: Any = None) -> Run:
+    """Queue a run behind ``after`` on its thread (LangGraph's multitask "enqueue"): it
+    starts once ``after`` stops, from its last checkpoint then, with ``input``."""
+    spec = get_graph(after.graph)
+    edit: dict[str, Any] | None = None
+    if input is not None:
+        try:
+            edit = {"input": spec.make_input(input)}
+        except InputError as exc:
+            raise RunInputError(f"invalid input for {after.graph!r}: {exc}",
+                                errors=exc.errors) from None
+    before, breaks_after = list(interrupt_before or ()), list(interrupt_after or ())
+    if before or breaks_after:
+        _check(debugging.check_breakpoints, spec, before=before, after=breaks_after)
+    run_uuid = uuid4()
+    with transaction.atomic():
+        queued = Run.objects.create(
+            id=run_uuid, graph=after.graph, graph_version=after.graph_version,
+            thread_id=spec.thread_id(str(run_uuid)),
+            input=(edit or {}).get("input", after.input), parent=after, waits_for=after,
+            fork_edit=edit, created_by=_user_or_none(user), created_by_name=_name(user),
+            conversation=thread, metadata=metadata or {},
+            multitask_strategy=multitask_strategy, interrupt_before=before,
+            interrupt_after=breaks_after, configurable=configurable or {}, context=context,
+        )
+        transaction.on_commit(lambda: _after_change(queued.id, "start"))
+    return queued
+
+
+def _thread_for(thread: Thread | None, run_uuid: UUID, graph: str, user: User | None
+                ) -> Thread:
+    """``thread`` (now of ``graph``), or a new thread for the run, with the run's id."""
+    if thread is None:
+        return thread_create(user=user, thread_id=run_uuid, graph=graph)
+    if thread.graph != graph:
+        thread.graph = graph
+        Thread.objects.filter(pk=thread.pk).update(graph=graph, updated_at=timezone.now())
+    return thread
+
+
+def _user_or_none(user: User | None) -> AuthUser | None:
+    return user if isinstance(user, AuthUser) and user.is_authenticated else None
 
 
 def _check(rule: Any, spec: GraphSpec, *args: Any, **kwargs: Any) -> None:
@@ -303,3 +388,40 @@ def _announce(run_id: UUID) -> None:
         async_to_sync(doorbells.abroadcast_inbox)()
     except RuntimeError:  # called from inside an event loop thread
         logger.debug("announce skipped for %s (inside an event loop)", run_id)
+
+
+def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
+                     checkpoint_id: str = "") -> str:
+    """Write ``values`` into a run's state as ``as_node`` would (LangGraph's update_state).
+
+    Only a run no executor holds can be edited; the edit is checked against the graph's
+    state schema first, and recorded in the run's log as a checkpoint with who and what.
+    Returns the new checkpoint's id.
+    """
+    spec = get_graph(run.graph)
+    _check(debugging.check_edit, spec, values, as_node=as_node)
+    def refuse_if_held(current: Run) -> None:
+        if current.owner or current.status in (Run.Status.QUEUED, Run.Status.RUNNING):
+            raise RunStateError(f"run {run.id} is {current.status}; its state can be edited "
+                                "once it stops (wait for it, or cancel it)")
+
+    refuse_if_held(Run.objects.get(id=run.id))
+    # through LangGraph, on a saver of its own (graphs with async routes need the async
+    # API), before the event is recorded: a checkpoint without its event is harmless
+    config, snap = async_to_sync(debugging.aupdate_state)(
+        compiled(run.graph), config_of(run, checkpoint_id or None), values or None,
+        as_node=as_node)
+    new_id = str(config["configurable"]["checkpoint_id"])
+    parent = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(id=run.id)
+        seq = transitions.next_seq(locked)
+        RunEvent.objects.create(
+            run=locked, seq=seq, kind=RunEvent.Kind.CHECKPOINT, checkpoint_id=new_id,
+            step=(snap.metadata or {}).get("step"),
+            payload={"source": "update", "next": list(snap.next), "by": _name(user),
+                     "as_node": as_node, "values": values, "parent_checkpoint_id": parent})
+        fields = transitions.progress(now=timezone.now(), last_seq=seq)
+        Run.objects.filter(id=run.id).update(**transitions.orm_update(fields))
+        transaction.on_commit(lambda: _announce(run.id))
+    return new_id

@@ -109,8 +109,20 @@ class ScriptedLLM:
 class LangChainLLM:
     """Adapter over any LangChain chat model (``with_structured_output`` for structure)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, timeout: float | None = None) -> None:
         self.model = model
+        self.timeout = timeout
+        """Seconds a call may take; then it fails with ``LLMError`` (None: no limit)."""
+
+    async def _call(self, purpose: str, call: Any) -> Any:
+        """Await one model call within :attr:`timeout`; every failure is an ``LLMError``."""
+        try:
+            return await asyncio.wait_for(call, self.timeout)
+        except TimeoutError:
+            raise LLMError(f"{purpose}: the model gave no answer within {self.timeout:g} s "
+                           "(PLANWATCH_LLM_TIMEOUT)") from None
+        except Exception as exc:  # a provider can raise anything; the graph needs one type
+            raise LLMError(f"{purpose}: model call failed: {exc}") from exc
 
     async def astructured(
         self, *, purpose: str, prompt: str, schema: type[M], context: Mapping[str, Any]
@@ -124,10 +136,7 @@ class LangChainLLM:
             structured = self.model.with_structured_output(schema)
         except NotImplementedError:
             return await self._ajson(purpose=purpose, prompt=prompt, schema=schema)
-        try:
-            result = await structured.ainvoke(prompt)
-        except Exception as exc:  # a provider can raise anything; the graph needs one type
-            raise LLMError(f"{purpose}: model call failed: {exc}") from exc
+        result = await self._call(purpose, structured.ainvoke(prompt))
         if isinstance(result, schema):
             return result
         try:
@@ -152,20 +161,19 @@ class LangChainLLM:
 
     async def atext(self, *, purpose: str, prompt: str, context: Mapping[str, Any]) -> str:
         """One plain call returning the message text."""
-        try:
-            message = await self.model.ainvoke(prompt)
-        except Exception as exc:
-            raise LLMError(f"{purpose}: model call failed: {exc}") from exc
+        message = await self._call(purpose, self.model.ainvoke(prompt))
         content = message.content
         if isinstance(content, list):  # content blocks
             content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
         return str(content)
 
 
-def make_llm(spec: str = "scripted", *, think_time: float = 0.0) -> LLMPort:
+def make_llm(spec: str = "scripted", *, think_time: float = 0.0,
+             timeout: float | None = None) -> LLMPort:
     """Build the configured model: ``"scripted"`` or ``"package.module:factory"``.
 
-    The factory is called with no arguments and must return a LangChain chat model.
+    The factory is called with no arguments and must return a LangChain chat model; each
+    of its calls fails with ``LLMError`` after ``timeout`` seconds.
     """
     if spec in ("", "scripted"):
         return ScriptedLLM(think_time=think_time)
@@ -175,4 +183,4 @@ def make_llm(spec: str = "scripted", *, think_time: float = 0.0) -> LLMPort:
             f"unsupported LLM setting {spec!r}; use 'scripted' or 'package.module:factory'"
         )
     factory = getattr(importlib.import_module(module_name), attr)
-    return LangChainLLM(factory())
+    return LangChainLLM(factory(), timeout=timeout)

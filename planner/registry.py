@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 
+from planner.langgraph_config import load_config
 from planner.llm import LLMPort
 from planner.search import SearchPort
 from planner.spec import (
@@ -25,6 +26,8 @@ BUILTIN_MODULES = ("planner.acquisition", "planner.decomposition")
 """The planners Planwatch ships: the default of ``PLANWATCH["GRAPH_MODULES"]``."""
 
 GRAPHS: dict[str, GraphSpec] = {}
+FAILED: dict[str, str] = {}
+"""Graphs a ``langgraph.json`` names that could not be loaded, with their error."""
 _loaded = False
 
 
@@ -54,6 +57,28 @@ def load_graphs(modules: Iterable[str]) -> list[GraphSpec]:
         if isinstance(spec, GraphSpec):
             loaded.append(register(spec))
     return loaded
+
+
+def load_langgraph_config(path: str) -> list[GraphSpec]:
+    """Register every graph of a ``langgraph.json``; keep the error of each that fails.
+
+    Raises :class:`~planner.langgraph_config.ConfigError` if the file itself is unusable.
+    """
+    _ensure_loaded()  # a name the built-ins (or the listed modules) hold is refused
+    specs, failed = load_config(path)
+    loaded = []
+    for spec in specs:
+        try:
+            loaded.append(register(spec))
+        except ValueError as exc:
+            failed[spec.name] = f"{exc}; rename it in {path}"
+    FAILED.update(failed)
+    return loaded
+
+
+def failed_graphs() -> dict[str, str]:
+    """``{name: error}`` of the ``langgraph.json`` graphs that could not be loaded."""
+    return dict(sorted(FAILED.items()))
 
 
 def _ensure_loaded() -> None:
@@ -89,7 +114,9 @@ __all__ = [
     "TaskView",
     "all_graphs",
     "clean_inputs",
+    "failed_graphs",
     "get_graph",
     "load_graphs",
+    "load_langgraph_config",
     "register",
 ]

@@ -143,6 +143,35 @@ def clean_inputs(fields: Sequence[InputField], values: Mapping[str, Any]) -> dic
     return cleaned
 
 
+_JSON_TYPES = {"text": "string", "textarea": "string", "choice": "string",
+               "number": "number", "integer": "integer", "boolean": "boolean"}
+
+
+def fields_json_schema(title: str, fields: Sequence[InputField]) -> dict[str, Any]:
+    """The JSON Schema of what :func:`clean_inputs` takes for ``fields``."""
+    properties: dict[str, Any] = {}
+    for spec in fields:
+        prop: dict[str, Any] = {"title": spec.label}
+        if spec.kind in _JSON_TYPES:
+            prop["type"] = _JSON_TYPES[spec.kind]
+        if spec.help:
+            prop["description"] = spec.help
+        if spec.default not in (None, ""):
+            prop["default"] = spec.default
+        if spec.choices:
+            prop["enum"] = list(spec.choices)
+        if spec.kind in ("text", "textarea"):
+            prop["maxLength"] = spec.max_length
+        if spec.min_value is not None:
+            prop["minimum"] = spec.min_value
+        if spec.max_value is not None:
+            prop["maximum"] = spec.max_value
+        properties[spec.name] = prop
+    required = [s.name for s in fields if s.required and s.default in (None, "")]
+    return {"title": title, "type": "object", "properties": properties,
+            "required": required, "additionalProperties": False}
+
+
 TaskMerge = Callable[[Any, Any], dict[str, dict[str, Any]]]
 """A graph's own reducer for its task channel: ``merge(current, patch) -> tasks``."""
 
@@ -192,6 +221,14 @@ class GraphSpec:
     """The state channel of decision provenance records ("why this way"), if any."""
     questions: Mapping[str, QuestionKind] = field(default_factory=dict)
     """The kinds of question it asks beyond the generic ones (``planner.questions``)."""
+    input_schema: Mapping[str, Any] | None = None
+    """The JSON Schema of the start input, if not the one ``input_fields`` describe."""
+
+    def input_json_schema(self) -> dict[str, Any]:
+        """The start input as JSON Schema (what LangGraph's server API calls input_schema)."""
+        if self.input_schema is not None:
+            return dict(self.input_schema)
+        return fields_json_schema(self.title, self.input_fields)
 
     def thread_id(self, run_thread: str) -> str:
         """The checkpoint thread id for a run: ``<run thread>:planner`` (``:v2`` … on bumps)."""

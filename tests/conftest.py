@@ -6,6 +6,7 @@ a reason that says what to install or start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -101,9 +102,10 @@ def database_url(settings_dict: dict) -> str:
     return f"postgres://{auth}{host}:{port}/{settings_dict['NAME']}"
 
 
-@pytest.fixture(scope="session")
-def live_server_url(django_db_setup, django_db_blocker) -> Iterator[str]:
-    """Planwatch served by a real daphne subprocess (``manage.py serve``) on the test DB."""
+@contextlib.contextmanager
+def served(django_db_blocker, **extra_env: str) -> Iterator[str]:
+    """Planwatch served by a real daphne subprocess (``manage.py serve``) on the test DB,
+    with ``extra_env`` added to its environment; yields its base URL."""
     from django.db import connection
 
     with django_db_blocker.unblock():
@@ -114,6 +116,7 @@ def live_server_url(django_db_setup, django_db_blocker) -> Iterator[str]:
         "DATABASE_URL": url,
         "PLANWATCH_THINK_TIME": os.environ.get("PLANWATCH_TEST_THINK_TIME", "0.05"),
         "PYTHONUNBUFFERED": "1",
+        **extra_env,
     }
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = (ARTIFACTS / f"daphne-{port}.log").open("w")
@@ -128,13 +131,22 @@ def live_server_url(django_db_setup, django_db_blocker) -> Iterator[str]:
             log.close()
             pytest.fail(f"daphne did not start; see {log.name}")
         time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
     try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def live_server_url(django_db_setup, django_db_blocker) -> Iterator[str]:
+    """Planwatch served by a real daphne subprocess (``manage.py serve``) on the test DB."""
+    with served(django_db_blocker) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Q, QuerySet
+from django.db.models import CharField, Q, QuerySet
+from django.db.models.functions import Cast
 from django.http import HttpRequest
 from django.utils.html import format_html_join
 
@@ -18,7 +19,7 @@ from dashboard.admin.base import (
     pretty_json,
     trace_url,
 )
-from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.models import Interrupt, Run, RunEvent, Thread
 
 
 def _search(queryset: QuerySet, term: str, *, thread: str, exact: tuple[str, ...] = ()
@@ -31,6 +32,45 @@ def _search(queryset: QuerySet, term: str, *, thread: str, exact: tuple[str, ...
     for name in exact:
         query |= Q(**{name: term})
     return queryset.filter(query)
+
+
+@admin.register(Thread)
+class ThreadAdmin(AuditAdmin):
+    """LangGraph threads (the API's conversations): who opened them, their runs."""
+
+    list_display = ("short_id", "graph", "created_by_name", "created_at", "updated_at", "runs")
+    list_filter = ("graph", "created_at")
+    search_fields = ("id",)
+    search_help_text = "A thread id (or its beginning), or a graph name."
+    readonly_fields = ("id", "graph", "metadata_json", "created_by_name", "created_at",
+                       "updated_at", "runs")
+    fields = readonly_fields
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
+                           ) -> tuple[QuerySet, bool]:
+        """Prefix search on the id (as text), exact on the graph."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        ids = Thread.objects.annotate(text=Cast("id", CharField())).filter(
+            text__startswith=term.lower()).values("id")
+        return queryset.filter(Q(id__in=ids) | Q(graph=term)), False
+
+    @admin.display(description="thread", ordering="id")
+    def short_id(self, obj: Thread) -> str:
+        """The thread's id, shortened."""
+        return str(obj.id)[:8]
+
+    @admin.display(description="metadata")
+    def metadata_json(self, obj: Thread) -> str:
+        """The metadata its clients set."""
+        return pretty_json(obj.metadata)
+
+    @admin.display(description="runs")
+    def runs(self, obj: Thread) -> str:
+        """Its runs in the admin."""
+        return format_html_join("", '<a href="{}">runs</a>',
+                                [(changelist_url("run", conversation__id__exact=obj.id),)])
 
 
 @admin.register(Run)

@@ -49,7 +49,17 @@ class InterruptAnswerForm(forms.Form):
         known = question_of(interrupt)
         self.question: dict[str, Any] | None = known[0] if known else None
         self.question_kind: QuestionKind | None = known[1] if known else None
-        self.widget = self.question_kind.widget if self.question_kind else "json"
+        # a question asked as plain text (``interrupt("Which city?")``) names no schema:
+        # it is answered with text; any other payload of no known kind, with JSON
+        self.plain = isinstance(interrupt.payload, str)
+        payload = interrupt.payload
+        asked = isinstance(payload, dict) and any(
+            isinstance(payload.get(k), str) for k in ("prompt", "label", "question"))
+        self.question_text = (payload if self.plain else
+                              question_summary(payload)["text"] if asked else "")
+        """The question's own words when it has some (plain text, or a prompt/question key)."""
+        self.widget = (self.question_kind.widget if self.question_kind
+                       else "text" if self.plain else "json")
         self.kind = str(self.question["kind"]) if self.question else "json"
         raw = (self.question or {}).get("choices")
         self.choices = [str(c) for c in raw] if isinstance(raw, list) else []
@@ -61,7 +71,8 @@ class InterruptAnswerForm(forms.Form):
 
     def _field(self) -> forms.Field:
         q = self.question or {}
-        label = str(q.get("label") or q.get("prompt") or "Answer")
+        label = str(q.get("label") or q.get("prompt") or (
+            self.interrupt.payload[:200] if self.plain else "Answer"))
         if self.widget == "choice" and self.choices:
             return forms.ChoiceField(label=label, choices=[("", "— choose —")] + [
                 (c, c) for c in self.choices])
@@ -100,6 +111,8 @@ class InterruptAnswerForm(forms.Form):
             if reason is not None:
                 raise forms.ValidationError(reason)
             return value
+        if self.plain:
+            return text
         try:
             return json.loads(text)
         except ValueError as exc:

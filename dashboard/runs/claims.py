@@ -151,6 +151,8 @@ def _aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
             return None
         answers: list[Answer] = []
         if run.status == Run.Status.QUEUED and mode == "start":
+            if run.waits_for_id is not None and not _take_turn(run):
+                return None  # enqueued behind a run of its thread that has not stopped
             kind = Kind.RUN_FORKED if run.parent_id else Kind.RUN_STARTED
         elif run.status == Run.Status.PAUSED and mode == "continue":
             kind = Kind.RUN_RESUMED
@@ -172,6 +174,27 @@ def _aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
             run.events.filter(kind=Kind.CHECKPOINT).values_list("checkpoint_id", flat=True)
         )
     return Claim(run, kind, transitions.next_seq(run), checkpoints, answers)
+
+
+def _take_turn(run: Run) -> bool:
+    """Whether an enqueued run may start: the run it waits for has stopped (ended, or
+    waits for an answer or at a breakpoint, with nothing about to resume it). It then
+    goes on from that run's last checkpoint, as read now."""
+    ahead = run.waits_for
+    if ahead is not None:
+        if ahead.status in (Run.Status.QUEUED, Run.Status.RUNNING) or (
+                ahead.status == Run.Status.INTERRUPTED and ahead.interrupts.filter(
+                    status=Interrupt.Status.ANSWERED, checkpoint_id="").exists()):
+            return False
+        last = (ahead.events.filter(kind=Kind.CHECKPOINT, namespace="").order_by("-seq")
+                .values_list("checkpoint_id", flat=True).first())
+        if last and not run.forked_from_checkpoint:
+            run.forked_from_checkpoint = last
+            Run.objects.filter(id=run.id).update(forked_from_checkpoint=last)
+    if run.parent_id and not run.forked_from_checkpoint:  # it never wrote one: start afresh
+        run.parent_id = None
+        Run.objects.filter(id=run.id).update(parent=None)
+    return True
 
 
 def _take_answers(run: Run) -> list[Answer]:

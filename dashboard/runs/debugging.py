@@ -20,6 +20,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import StateGraph
 from pydantic import TypeAdapter, ValidationError
 
+from dashboard.runs.savers import aopen_saver
+
 
 class EditError(ValueError):
     """A breakpoint or an edit names what the graph lacks, or gives a value of a wrong type."""
@@ -100,3 +102,19 @@ async def acopy_checkpoint(saver: Any, *, source_thread: str, checkpoint_id: str
     for task_id, writes in by_task.items():
         await saver.aput_writes(saved, writes, task_id)
     return saved
+
+
+async def aupdate_state(graph: Any, config: RunnableConfig, values: Any, *, as_node: str
+                        ) -> tuple[RunnableConfig, Any]:
+    """LangGraph's ``update_state`` on ``graph`` (compiled, without a checkpointer) with a
+    saver of its own, opened and closed here: async, as graphs with async routes need.
+
+    Returns the new checkpoint's config and the state there.
+    """
+    handle = await aopen_saver(pool_size=1)
+    try:
+        graph = graph.copy(update={"checkpointer": handle.saver})
+        saved = await graph.aupdate_state(config, values, as_node=as_node or None)
+        return saved, await graph.aget_state(saved)
+    finally:
+        await handle.aclose()

@@ -17,7 +17,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from dashboard.models import Run
-from dashboard.runs import transitions
+from dashboard.runs import execute, transitions
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.execute import get_executor
 
@@ -59,6 +59,17 @@ def request_breakpoints(run_id: UUID) -> None:
     """Tell this process's executor a run it holds has new breakpoints (workers: heartbeat)."""
     if in_process():
         get_executor().request_breakpoints(run_id)
+
+
+def dispatch_queued_after(run_id: UUID) -> None:
+    """Hand the runs enqueued behind ``run_id`` (LangGraph's multitask "enqueue") to an
+    executor; each claim checks again that the run ahead has stopped."""
+    for queued in Run.objects.filter(waits_for_id=run_id, status=Run.Status.QUEUED
+                                     ).values_list("id", flat=True):
+        dispatch(queued, "start")
+
+
+execute.RUN_STOPPED.append(dispatch_queued_after)
 
 
 def recover_stale(*, include_queued: bool = False) -> list[UUID]:

@@ -22,7 +22,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -33,7 +33,7 @@ from langgraph.types import Command
 from dashboard.runs import debugging, doorbells, finish
 from dashboard.runs.claims import Breakpoints, Claim, aclaim, aheartbeat, aparent_thread
 from dashboard.runs.conf import planwatch_setting
-from dashboard.runs.record import EventWriter, WriteBehind, track
+from dashboard.runs.record import EventWriter, WriteBehind, track, usable_connection
 from dashboard.runs.savers import SaverHandle, aopen_saver, is_postgres
 from dashboard.runs.sink import EventSink
 from dashboard.runs.translate import STREAM_MODES, StreamTranslator
@@ -199,7 +199,8 @@ class Executor:
         assert self._saver is not None
         if graph_name not in self._graphs:
             spec = get_graph(graph_name)
-            llm = make_llm(planwatch_setting("LLM"), think_time=self.think_time)
+            llm = make_llm(planwatch_setting("LLM"), think_time=self.think_time,
+                           timeout=planwatch_setting("LLM_TIMEOUT"))
             builder = spec.build(llm=llm, search=default_search())
             self._graphs[graph_name] = builder.compile(checkpointer=self._saver.saver)
         return self._graphs[graph_name]
@@ -228,6 +229,8 @@ class Executor:
                     self._active.pop(run_id, None)
                     self._cancel.discard(run_id)
                     self._rebreak.discard(run_id)
+            # outside the slot: runs enqueued behind this one may start now
+            await _adispatch_queued_after(run_id)
         finally:
             self._jobs.discard(task)
 
@@ -240,8 +243,10 @@ class Executor:
         writer = EventWriter(run, next_seq=claim.next_seq, behind=self._behind,
                              digest=self._digest)
         translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
-        config: RunnableConfig = {"configurable": {"thread_id": run.thread_id},
-                                  "recursion_limit": 10_000}
+        # a client's configurable values reach the graph; the thread is Planwatch's to set
+        config: RunnableConfig = {
+            "configurable": {**(run.configurable or {}), "thread_id": run.thread_id},
+            "recursion_limit": 10_000}
         try:
             spec = get_graph(run.graph)
             graph = await self._compiled(run.graph)
@@ -255,7 +260,9 @@ class Executor:
                 payload = Command(resume={a.interrupt_id: a.answer for a in claim.answers})
             elif claim.kind == finish.Kind.RUN_FORKED:
                 await self._afork(graph, claim, config)
-                payload = None  # go on from the copied (and edited) checkpoint
+                # go on from the copied (and edited) checkpoint, with the thread's next
+                # input if it has one (LangGraph's server API's next run on a thread)
+                payload = (run.fork_edit or {}).get("input")
             elif claim.kind == finish.Kind.RUN_STARTED:
                 payload = run.input
             else:
@@ -309,7 +316,7 @@ class Executor:
         # the way out, so LangGraph finishes its checkpoint writes before a restart
         parts: AsyncIterator[Any] = graph.astream(
             payload, config, stream_mode=STREAM_MODES, subgraphs=True,
-            durability=planwatch_setting("DURABILITY"),
+            durability=planwatch_setting("DURABILITY"), context=run.context,
             interrupt_before=breaks.for_langgraph(breaks.before),
             interrupt_after=breaks.for_langgraph(breaks.after),
         )
@@ -348,6 +355,21 @@ class Executor:
                 self._rebreak.update(rebreak)
             except Exception:
                 logger.warning("heartbeat failed", exc_info=True)
+
+
+RUN_STOPPED: list[Callable[[uuid.UUID], None]] = []
+"""Called, in a worker thread, with each run an executor stops executing (ended, paused or
+cancelled); :mod:`~dashboard.runs.dispatch` hands on the runs enqueued behind it."""
+
+
+@sync_to_async
+def _adispatch_queued_after(run_id: uuid.UUID) -> None:
+    usable_connection()
+    for hook in RUN_STOPPED:
+        try:
+            hook(run_id)
+        except Exception:
+            logger.warning("after run %s stopped: %s failed", run_id, hook, exc_info=True)
 
 
 _executor: Executor | None = None

@@ -64,6 +64,8 @@ def track(tasks: set[asyncio.Task[Any]], work: Coroutine[Any, Any, Any]) -> asyn
 class WriteBehind:
     """Writes the buffered events of all of an executor's runs together, behind the graphs.
 
+    ``RETRIES`` failed writes of a run in a row are retried, ``RETRY_PAUSE`` seconds apart.
+
     The first events after a quiet spell are written at once; events that come while a
     write is in flight, or within ``interval`` of its start, wait for the next write,
     which takes every run's: a burst of fast steps costs a few writes, not one a step,
@@ -71,6 +73,9 @@ class WriteBehind:
     If a write of several runs fails, each run's rows are written on their own, so one
     run's bad row costs no other run its events.
     """
+
+    RETRIES = 5
+    RETRY_PAUSE = 0.2
 
     def __init__(self, sink: EventSink | None, *, interval: float = 0.0,
                  tasks: set[asyncio.Task[Any]] | None = None) -> None:
@@ -82,6 +87,7 @@ class WriteBehind:
         self._last_write = float("-inf")
         self._writing: set[uuid.UUID] = set()  # the runs of the write in flight
         self._written: asyncio.Event | None = None  # set when that write is done
+        self._failures: dict[uuid.UUID, int] = {}  # failed writes in a row, by run
 
     def note(self, writer: EventWriter) -> None:
         """Have ``writer``'s buffered events written by the next write."""
@@ -126,26 +132,44 @@ class WriteBehind:
                     [(w.run, rows, w.current_node) for w, rows in batches], now=now)
             except Exception:
                 if len(batches) == 1:
-                    raise
+                    self._retry(*batches[0])
+                    return
                 logger.warning("writing the events of %d runs together failed; writing them "
                                "run by run", len(batches), exc_info=True)
                 for w, rows in batches:
                     try:
                         await self._awrite_one(w, rows, now)
                     except Exception:
-                        logger.exception("writing %d events of run %s failed", len(rows),
-                                         w.run.id)
+                        self._retry(w, rows)
                 return
+        for w, _ in batches:
+            self._failures.pop(w.run.id, None)
         committed_at = time.time()
         # side by side: a hundred runs' doorbells one after the other held the next write
         await asyncio.gather(*(w.published(rows, summary, committed_at)
                                for (w, rows), summary in zip(batches, summaries, strict=True)))
+
+    def _retry(self, writer: EventWriter, rows: list[dict[str, Any]]) -> None:
+        """A write failed (a dropped connection, say): its rows go back in front of the
+        run's buffer, numbered as they were, for the next write (after a pause) or the
+        run's final write, so a failed write leaves no gap. After ``RETRIES`` failures in
+        a row the error is raised (the run's final write still carries the rows)."""
+        failures = self._failures.get(writer.run.id, 0) + 1
+        self._failures[writer.run.id] = failures
+        writer.buffer[:0] = rows
+        logger.warning("writing %d events of run %s failed (%d in a row); retrying",
+                       len(rows), writer.run.id, failures, exc_info=True)
+        if failures > self.RETRIES:
+            raise
+        self._last_write += self.RETRY_PAUSE  # the next write waits a little longer
+        self.note(writer)
 
     async def _awrite_one(self, writer: EventWriter, rows: list[dict[str, Any]],
                           now: Any) -> None:
         assert self.sink is not None
         (summary,) = await self.sink.awrite_many([(writer.run, rows, writer.current_node)],
                                                  now=now)
+        self._failures.pop(writer.run.id, None)
         await writer.published(rows, summary, time.time())
 
 

@@ -97,6 +97,7 @@ async def aopen_saver(*, pool_size: int = 10) -> SaverHandle:
             max_size=pool_size,
             kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
             open=False,
+            check=AsyncConnectionPool.check_connection,  # dropped connections replaced
         )
         await pool.open()
         return SaverHandle(AsyncPostgresSaver(pool), pool.close,

@@ -83,7 +83,7 @@ class EventSink:
             f"AND status = {mark} AND {transitions.FREE_SQL.format(mark=mark)} "
             f"AND parent_id IS NULL "  # a fork copies its parent's state first: the ORM path
             f"RETURNING graph, thread_id, input, current_node, last_seq, started_at, "
-            f"interrupt_before, interrupt_after, step_once"
+            f"interrupt_before, interrupt_after, step_once, configurable, context"
         )
         self.cancel_interrupts_sql = (
             f"UPDATE {Interrupt._meta.db_table} SET status = {mark} "
@@ -134,6 +134,9 @@ class EventSink:
         pool = AsyncConnectionPool(
             postgres_conninfo(), min_size=1, max_size=pool_size, configure=configure,
             kwargs={"autocommit": True, "prepare_threshold": 0}, open=False,
+            # a connection the server dropped (a restart, pg_terminate_backend) is found
+            # out on checkout and replaced, not used for a write that would then fail
+            check=AsyncConnectionPool.check_connection,
         )
         await pool.open()
         return cls(handle, postgres=True, pool=pool)
@@ -220,15 +223,19 @@ class EventSink:
         row = await self._aexecute([(self.claim_sql, params)], returning=True)
         if row is None:
             return None
-        graph, thread_id, input_, current_node, last_seq, started_at, before, after, step = row
+        (graph, thread_id, input_, current_node, last_seq, started_at, before, after, step,
+         configurable, context) = row
         if not self.postgres:  # text columns: parse as Django would
             input_, before, after = json.loads(input_), json.loads(before), json.loads(after)
+            configurable = json.loads(configurable)
+            context = json.loads(context) if context is not None else None
             started_at = parse_datetime(started_at)
             if settings.USE_TZ and started_at is not None:
                 started_at = timezone.make_aware(started_at, UTC)
         run = Run(id=run_id, graph=graph, thread_id=thread_id, input=input_,
                   current_node=current_node, last_seq=last_seq, started_at=started_at,
-                  interrupt_before=before, interrupt_after=after, step_once=bool(step))
+                  interrupt_before=before, interrupt_after=after, step_once=bool(step),
+                  configurable=configurable, context=context)
         transitions.apply_to(run, fields)
         return run
 

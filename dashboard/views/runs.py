@@ -14,7 +14,7 @@ from dashboard.forms.debug import BreakpointsForm
 from dashboard.forms.run_start import RunStartForm
 from dashboard.htmx import HtmxHttpRequest
 from dashboard.models import Run
-from planner.registry import all_graphs, get_graph
+from planner.registry import all_graphs, failed_graphs, get_graph
 
 RUNS_PER_PAGE = 25
 
@@ -33,6 +33,7 @@ def run_list(request: HtmxHttpRequest) -> TemplateResponse:
     return TemplateResponse(request, template, {
         "page": page, "graph": graph, "status": status,
         "graphs": all_graphs(), "statuses": Run.Status.choices, "since": since,
+        "failed_graphs": failed_graphs(),
         "live_new": page.number == 1 and not graph and not status,
     })
 

@@ -14,7 +14,7 @@ from django.urls import reverse
 from dashboard import services
 from dashboard.admin import CheckpointAdmin
 from dashboard.admin.base import changelist_url, trace_url
-from dashboard.models import Checkpoint, Interrupt, Run
+from dashboard.models import Checkpoint, Interrupt, Run, Thread
 from tests.conftest import wait_run
 
 VIEW_PERMS = ["view_run", "view_runevent", "view_interrupt", "view_checkpoint"]
@@ -159,6 +159,20 @@ def test_a_capped_count_says_more_than(executor, operator, auditor, client, monk
     assert f"{total} checkpoints" in text and "more than" not in text
 
 
+def test_a_thread_lists_its_runs_and_who_opened_it(executor, operator, client,
+                                                  django_user_model):
+    run = finished_echo(operator, steps=2)
+    root = django_user_model.objects.create_superuser(username="root", password="x")
+    client.force_login(root)
+    listed = page(client, reverse("admin:dashboard_thread_changelist") + f"?q={str(run.id)[:8]}")
+    assert str(run.id)[:8] in listed and "olga" in listed
+    runs = page(client, reverse("admin:dashboard_run_changelist")
+                + f"?conversation__id__exact={run.conversation_id}")
+    assert str(run.id)[:8] in runs
+    assert "0 threads" not in page(client, reverse("admin:dashboard_thread_changelist")
+                                   + "?q=test.echo")
+
+
 def test_bad_input_is_an_answer_not_an_error(executor, auditor, client):
     client.force_login(auditor)
     url = reverse("admin:dashboard_checkpoint_changelist")
@@ -189,12 +203,13 @@ def test_only_staff_with_view_permission_may_audit(executor, operator, client,
     assert client.get(urls[0]).status_code == 403  # runs yes, checkpoints still no
 
 
-@pytest.mark.parametrize("model", ["checkpoint", "run", "runevent", "interrupt"])
+@pytest.mark.parametrize("model", ["checkpoint", "run", "runevent", "interrupt", "thread"])
 def test_nobody_adds_changes_or_deletes_not_even_a_superuser(
         model, executor, operator, client, django_user_model):
     run = finished_echo(operator, steps=2, ask=True)
     pk = {"checkpoint": by_step(run)[1].checkpoint_id, "run": run.id,
-          "runevent": run.events.first().pk, "interrupt": run.interrupts.get().pk}[model]
+          "runevent": run.events.first().pk, "interrupt": run.interrupts.get().pk,
+          "thread": run.conversation_id}[model]
     root = django_user_model.objects.create_superuser(username="root", password="x")
     client.force_login(root)
     changelist = reverse(f"admin:dashboard_{model}_changelist")
@@ -212,7 +227,7 @@ def test_nobody_adds_changes_or_deletes_not_even_a_superuser(
     assert client.post(delete, {"post": "yes"}).status_code == 403
     assert client.post(changelist, {"action": "delete_selected", "_selected_action": [pk],
                                     "post": "yes"}).status_code in (200, 302, 403)
-    model_class = {"checkpoint": Checkpoint, "run": Run,
+    model_class = {"checkpoint": Checkpoint, "run": Run, "thread": Thread,
                    "runevent": run.events.model, "interrupt": Interrupt}[model]
     assert model_class.objects.filter(pk=pk).exists()
     run.refresh_from_db()

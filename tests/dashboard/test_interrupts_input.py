@@ -85,8 +85,10 @@ def test_a_good_number_resumes_with_a_number(executor, operator, client):
       "choices": ["residents", "investors"]}, "residents", "residents", None),
     ({"field": "6", "prompt": "Tone?", "kind": "text", "constraints": {"min_length": 1}},
      "warm", "warm", None),
-    ("Bare question?", '{"ok": [1, 2]}', {"ok": [1, 2]}, None),
-    ("Bare question?", "{not json", None, "not valid JSON"),
+    # a question asked as plain text names no schema: its answer is the text as typed
+    ("Bare question?", '{"ok": [1, 2]}', '{"ok": [1, 2]}', None),
+    ("Bare question?", "Lisbon", "Lisbon", None),
+    ({"question": "No kind"}, "{not json", None, "not valid JSON"),
     (["a", "list", 3], '"yes"', "yes", None),
 ])
 def test_each_kind_validates_its_answer(executor, operator, client, payload, answer, stored,
@@ -104,12 +106,21 @@ def test_each_kind_validates_its_answer(executor, operator, client, payload, ans
 
 
 def test_an_unknown_payload_is_shown_raw_and_escaped(executor, operator, client):
+    run, _ = ask(operator, {"pick": f"one {SCRIPT}"})
+    client.force_login(operator)
+    html = client.get(f"/runs/{run.id}/interrupts/").content.decode()
+    assert SCRIPT not in html
+    assert "one &lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html
+    assert "Answer (JSON)" in html
+
+
+def test_a_plain_text_question_is_its_own_label_escaped(executor, operator, client):
     run, _ = ask(operator, f"Pick one {SCRIPT}")
     client.force_login(operator)
     html = client.get(f"/runs/{run.id}/interrupts/").content.decode()
     assert SCRIPT not in html
     assert "Pick one &lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html
-    assert "Answer (JSON)" in html
+    assert "Answer (JSON)" not in html
 
 
 def test_html_in_the_question_and_the_answer_is_escaped(executor, operator, client):

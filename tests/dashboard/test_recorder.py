@@ -166,3 +166,45 @@ async def test_the_final_write_takes_the_events_still_waiting_for_the_next_write
     writer.add({"kind": "run_succeeded"})
     await asyncio.wait_for(writer.afinish(status=Run.Status.SUCCEEDED), 5)
     assert sink.writes == [([1], None), ([2, 3], Run.Status.SUCCEEDED)]
+
+
+class FlakySink(SlowSink):
+    """Fails its first ``failures`` writes (a dropped connection), then writes."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__(0)
+        self.failures = failures
+
+    async def awrite_many(self, batches: list[Any], *, now: Any) -> list[dict[str, Any]]:
+        if self.failures:
+            self.failures -= 1
+            raise OSError("server closed the connection unexpectedly")
+        return await super().awrite_many(batches, now=now)
+
+
+async def test_a_failed_write_is_retried_with_its_rows_so_no_seq_is_lost(sent, monkeypatch):
+    monkeypatch.setattr(WriteBehind, "RETRY_PAUSE", 0.01)
+    sink = FlakySink(failures=2)
+    writer = _writer(sink, interval=0)  # type: ignore[arg-type]
+    writer.add({"kind": "run_started"})
+    writer.add({"kind": "node_started"})
+    writer.flush_behind()
+    await asyncio.sleep(0.1)
+    writer.add({"kind": "node_finished"})
+    writer.flush_behind()
+    await asyncio.sleep(0.1)
+    written = [seq for seqs, _ in sink.writes for seq in seqs]
+    assert written == [1, 2, 3]  # the failed rows first, in order, then the rest
+
+
+async def test_a_write_that_keeps_failing_leaves_its_rows_to_the_final_write(sent, monkeypatch):
+    monkeypatch.setattr(WriteBehind, "RETRY_PAUSE", 0.001)
+    sink = FlakySink(failures=WriteBehind.RETRIES + 1)
+    writer = _writer(sink, interval=0)  # type: ignore[arg-type]
+    writer.add({"kind": "run_started"})
+    writer.flush_behind()
+    await asyncio.sleep(0.2)
+    assert sink.writes == [] and [r["seq"] for r in writer.buffer] == [1]
+    writer.add({"kind": "run_succeeded"})
+    await asyncio.wait_for(writer.afinish(status=Run.Status.SUCCEEDED), 5)
+    assert sink.writes == [([1, 2], Run.Status.SUCCEEDED)]

@@ -1,0 +1,208 @@
+"""Assistants, threads, runs and thread states as LangGraph's server shapes them.
+
+Reads only: the state of a thread is read through LangGraph itself (``get_state`` on the
+graph compiled with the database's sync saver), so ``next``, ``tasks`` and interrupts are
+what LangGraph says they are.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import StateSnapshot
+
+from dashboard.checkpoints import config_of, graph_for
+from dashboard.models import Interrupt, Run, RunEvent, Thread
+from dashboard.runs.jsonsafe import to_jsonable
+from planner.registry import GraphSpec
+
+STARTED_AT = datetime.now(UTC)
+"""When this process registered its graphs: an assistant's created_at."""
+
+RUN_STATUS = {
+    Run.Status.QUEUED: "pending",
+    Run.Status.RUNNING: "running",
+    Run.Status.INTERRUPTED: "interrupted",
+    Run.Status.PAUSED: "interrupted",
+    Run.Status.SUCCEEDED: "success",
+    Run.Status.FAILED: "error",
+    Run.Status.CANCELLED: "interrupted",
+}
+"""A Planwatch run's status as a LangGraph run status (a cancelled run is "interrupted")."""
+
+
+def iso(value: datetime | None) -> str | None:
+    """A timestamp as LangGraph's server writes it."""
+    return value.isoformat() if value else None
+
+
+def assistant(spec: GraphSpec) -> dict[str, Any]:
+    """The one assistant of a registered graph: its id and its graph id are the graph's name."""
+    return {
+        "assistant_id": spec.name, "graph_id": spec.name, "name": spec.name,
+        "description": spec.description, "version": spec.version,
+        "config": {}, "context": {},
+        "metadata": {"title": spec.title, "tags": list(spec.tags), "created_by": "system"},
+        "created_at": iso(STARTED_AT), "updated_at": iso(STARTED_AT),
+    }
+
+
+def unsettled(run: Run) -> bool:
+    """An answer or a continue was recorded but no executor has taken the run up yet."""
+    if run.status == Run.Status.INTERRUPTED:
+        return run.interrupts.filter(status=Interrupt.Status.ANSWERED, checkpoint_id="").exists()
+    if run.status == Run.Status.PAUSED:
+        last = run.events.filter(seq=run.last_seq).values_list("kind", flat=True).first()
+        return last == RunEvent.Kind.RUN_CONTINUED
+    return False
+
+
+def busy(run: Run | None) -> bool:
+    """Whether the run executes, waits to, or is about to resume."""
+    return run is not None and (run.status in (Run.Status.QUEUED, Run.Status.RUNNING)
+                                or unsettled(run))
+
+
+def run_status(run: Run) -> str:
+    """The LangGraph status of a run, counting a recorded answer as running."""
+    return "pending" if unsettled(run) else RUN_STATUS[Run.Status(run.status)]
+
+
+def thread_status(run: Run | None, *, queued: bool = False) -> str:
+    """``idle``, ``busy``, ``interrupted`` or ``error``, from the thread's latest run (busy
+    while runs are enqueued on it)."""
+    if queued or busy(run):
+        return "busy"
+    if run is None:
+        return "idle"
+    if run.status in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
+        return "interrupted"
+    return "error" if run.status == Run.Status.FAILED else "idle"
+
+
+def latest_run(thread: Thread) -> Run | None:
+    """The thread's newest run that is not waiting its turn (its state is the thread's)."""
+    return (thread.runs.exclude(status=Run.Status.QUEUED, waits_for__isnull=False)
+            .order_by("-created_at").first())
+
+
+def has_queue(thread: Thread) -> bool:
+    """Whether runs are enqueued on the thread, waiting for their turn."""
+    return thread.runs.filter(status=Run.Status.QUEUED, waits_for__isnull=False).exists()
+
+
+def run(run: Run) -> dict[str, Any]:
+    """A run as LangGraph's server shapes it."""
+    return {
+        "run_id": str(run.id), "thread_id": str(run.conversation_id),
+        "assistant_id": run.graph, "status": run_status(run),
+        "created_at": iso(run.created_at),
+        "updated_at": iso(run.finished_at or run.heartbeat_at or run.started_at
+                          or run.created_at),
+        "metadata": run.metadata or {},
+        "multitask_strategy": run.multitask_strategy or "reject",
+        "kwargs": {"input": run.input, "interrupt_before": run.interrupt_before,
+                   "interrupt_after": run.interrupt_after},
+    }
+
+
+def checkpoint_ref(thread_id: str, config: RunnableConfig | None) -> dict[str, Any] | None:
+    """``{thread_id, checkpoint_ns, checkpoint_id}`` under the API's thread id."""
+    if not config:
+        return None
+    conf = config.get("configurable") or {}
+    return {"thread_id": thread_id, "checkpoint_ns": conf.get("checkpoint_ns", ""),
+            "checkpoint_id": conf.get("checkpoint_id"), "checkpoint_map": None}
+
+
+def interrupt(item: Any) -> dict[str, Any]:
+    """A LangGraph ``Interrupt`` as JSON."""
+    return {"value": to_jsonable(getattr(item, "value", None)), "id": getattr(item, "id", "")}
+
+
+def state(thread_id: str, snap: StateSnapshot) -> dict[str, Any]:
+    """A ``StateSnapshot`` as LangGraph's server shapes a thread state."""
+    tasks = [
+        {"id": t.id, "name": t.name, "error": str(t.error) if t.error else None,
+         "interrupts": [interrupt(i) for i in t.interrupts], "checkpoint": None,
+         "state": None, "result": to_jsonable(t.result) if t.result is not None else None}
+        for t in snap.tasks
+    ]
+    return {
+        "values": to_jsonable(snap.values), "next": list(snap.next),
+        "checkpoint": checkpoint_ref(thread_id, snap.config),
+        "metadata": to_jsonable(dict(snap.metadata or {})),
+        "created_at": snap.created_at,
+        "parent_checkpoint": checkpoint_ref(thread_id, snap.parent_config),
+        "tasks": tasks,
+        "interrupts": [interrupt(i) for i in snap.interrupts],
+    }
+
+
+def empty_state(thread_id: str) -> dict[str, Any]:
+    """The state of a thread no run has written to yet."""
+    return {"values": {}, "next": [], "checkpoint": None, "metadata": {}, "created_at": None,
+            "parent_checkpoint": None, "tasks": [], "interrupts": []}
+
+
+def run_state(run: Run | None, thread_id: str, checkpoint_id: str | None = None
+              ) -> dict[str, Any]:
+    """The state of a run's checkpoint thread (its latest, or at ``checkpoint_id``)."""
+    if run is None:
+        return empty_state(thread_id)
+    with graph_for(run.graph) as graph:
+        snap = graph.get_state(config_of(run, checkpoint_id))
+    if not snap.config:
+        return empty_state(thread_id)
+    return state(thread_id, snap)
+
+
+def thread(thread: Thread, *, latest: Run | None = None, values: bool = True
+           ) -> dict[str, Any]:
+    """A thread as LangGraph's server shapes it (with its state's values and interrupts)."""
+    latest = latest if latest is not None else latest_run(thread)
+    current = run_state(latest, str(thread.id)) if values and latest else None
+    interrupts: dict[str, list[dict[str, Any]]] = {}
+    for task in (current or {}).get("tasks", ()):
+        if task["interrupts"]:
+            interrupts[task["id"]] = task["interrupts"]
+    return {
+        "thread_id": str(thread.id), "created_at": iso(thread.created_at),
+        "updated_at": iso(max(thread.updated_at, latest.created_at) if latest
+                          else thread.updated_at),
+        "metadata": {**(thread.metadata or {}),
+                     **({"graph_id": thread.graph, "assistant_id": thread.graph}
+                        if thread.graph else {})},
+        "status": thread_status(latest, queued=has_queue(thread)),
+        "values": (current or {}).get("values", {}),
+        "interrupts": interrupts,
+    }
+
+
+def history(thread_obj: Thread, *, limit: int, before: str | None = None,
+            checkpoint_id: str | None = None) -> list[dict[str, Any]]:
+    """The thread's states, newest first, across its runs (a fork's copy counted once)."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    skipping = bool(before or checkpoint_id)
+    for held in thread_obj.runs.order_by("-created_at"):
+        with graph_for(held.graph) as graph:
+            for snap in graph.get_state_history(config_of(held)):
+                cid = (snap.config.get("configurable") or {}).get("checkpoint_id", "")
+                if cid in seen:
+                    continue
+                seen.add(cid)
+                if skipping:
+                    if checkpoint_id and cid == checkpoint_id:
+                        skipping = False  # this one is the first returned
+                    elif before and cid == before:
+                        skipping = False
+                        continue
+                    else:
+                        continue
+                out.append(state(str(thread_obj.id), snap))
+                if len(out) >= limit:
+                    return out
+    return out

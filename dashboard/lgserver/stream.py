@@ -1,0 +1,271 @@
+"""A run's event log as server-sent events, in LangGraph's stream modes.
+
+The log is the truth: a stream reads events after a cursor (the ``Last-Event-ID`` it
+resumes from), waits on the run's doorbell for more, and ends when the run stops (ends,
+or waits for an answer or at a breakpoint) and every event up to its last seq was sent.
+Each SSE event carries the seq of the log event it comes from as its id, on the last part
+of that event only, so a client resuming after id N has seen all of N and nothing after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Iterable
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+
+from dashboard.checkpoints import checkpoint_get
+from dashboard.lgserver import shapes
+from dashboard.models import Run, RunEvent
+from dashboard.runs.doorbells import doorbell_events, run_group
+from dashboard.runs.jsonsafe import to_jsonable
+
+Kind = RunEvent.Kind
+logger = logging.getLogger("planwatch.lgserver")
+
+MODES = ("values", "updates", "custom", "messages", "messages-tuple", "debug", "tasks",
+         "checkpoints", "events")
+"""The stream modes a request may name (``events`` gives nothing: Planwatch has no
+LangChain callback events)."""
+
+WAKE_EVERY = 1.0
+"""Seconds a stream waits for a doorbell before it reads the log anyway."""
+
+
+def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
+    """One server-sent event."""
+    lines = [f"event: {event}", f"data: {json.dumps(data, ensure_ascii=False, default=str)}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def _name(mode: str, namespace: str, subgraphs: bool) -> str:
+    return f"{mode}|{namespace}" if subgraphs and namespace else mode
+
+
+def _interrupts(event: dict[str, Any]) -> list[dict[str, Any]]:
+    payload = event["payload"]
+    return [{"value": payload.get("value"), "id": payload.get("interrupt_id", "")}]
+
+
+class PartMaker:
+    """Turns one run's events into ``(event name, data)`` parts for the asked modes."""
+
+    def __init__(self, run: Run, modes: Iterable[str], subgraphs: bool) -> None:
+        self.run = run
+        self.modes = set(modes)
+        self.subgraphs = subgraphs
+        self.thread_id = str(run.conversation_id)
+
+    def reads_saver(self, event: dict[str, Any]) -> bool:
+        """Whether :meth:`parts` reads a checkpoint for ``event`` (then: off the loop)."""
+        return event["kind"] == Kind.CHECKPOINT and bool(
+            self.modes & {"values", "checkpoints", "debug"})
+
+    def parts(self, event: dict[str, Any]) -> list[tuple[str, Any]]:
+        """The parts of one event (a subgraph's only with ``subgraphs``)."""
+        ns = event["namespace"]
+        if ns and not self.subgraphs:
+            return []
+        kind, out = event["kind"], []
+        modes = self.modes
+        if kind == Kind.CHECKPOINT:
+            if modes & {"values", "checkpoints", "debug"}:
+                view = checkpoint_get(thread_id=self.run.thread_id,
+                                      checkpoint_id=event["checkpoint_id"], checkpoint_ns=ns)
+                values = view.values if view else {}
+                # as LangGraph's values mode: the state once the input is in (the input
+                # checkpoint holds only the input, not yet applied)
+                if "values" in modes and event["payload"].get("source") != "input":
+                    out.append((_name("values", ns, self.subgraphs), values))
+                cp = self._checkpoint(event, values)
+                if "checkpoints" in modes:
+                    out.append((_name("checkpoints", ns, self.subgraphs), cp))
+                if "debug" in modes:
+                    out.append((_name("debug", ns, self.subgraphs), self._debug(
+                        "checkpoint", event, cp)))
+        elif kind == Kind.NODE_STARTED:
+            task = {"id": event["task_id"], "name": event["node"], "input": None,
+                    "triggers": event["payload"].get("triggers", [])}
+            if "tasks" in modes:
+                out.append((_name("tasks", ns, self.subgraphs), task))
+            if "debug" in modes:
+                out.append((_name("debug", ns, self.subgraphs), self._debug("task", event, task)))
+        elif kind in (Kind.NODE_FINISHED, Kind.NODE_FAILED):
+            update = event["payload"].get("update")
+            error = event["payload"].get("error")
+            result = {"id": event["task_id"], "name": event["node"], "error": error,
+                      "result": update, "interrupts": []}
+            if "updates" in modes and kind == Kind.NODE_FINISHED:
+                out.append((_name("updates", ns, self.subgraphs), {event["node"]: update}))
+            if "tasks" in modes:
+                out.append((_name("tasks", ns, self.subgraphs), result))
+            if "debug" in modes:
+                out.append((_name("debug", ns, self.subgraphs),
+                            self._debug("task_result", event, result)))
+            out.extend(self._messages(event, update))
+        elif kind == Kind.INTERRUPT_RAISED:
+            interrupts = _interrupts(event)
+            for mode in ("values", "updates"):
+                if mode in modes:
+                    out.append((_name(mode, ns, self.subgraphs), {"__interrupt__": interrupts}))
+        elif kind == Kind.CUSTOM and "custom" in modes:
+            out.append((_name("custom", ns, self.subgraphs), event["payload"].get("data")))
+        return out
+
+    def _checkpoint(self, event: dict[str, Any], values: Any) -> dict[str, Any]:
+        payload = event["payload"]
+        conf = {"configurable": {"checkpoint_ns": event["namespace"],
+                                 "checkpoint_id": event["checkpoint_id"]}}
+        parent = payload.get("parent_checkpoint_id")
+        return {
+            "config": shapes.checkpoint_ref(self.thread_id, conf),  # type: ignore[arg-type]
+            "parent_config": shapes.checkpoint_ref(
+                self.thread_id, {"configurable": {"checkpoint_ns": event["namespace"],
+                                                  "checkpoint_id": parent}}
+            ) if parent else None,
+            "metadata": {"source": payload.get("source"), "step": event["step"]},
+            "values": values, "next": payload.get("next", []), "tasks": [],
+        }
+
+    def _debug(self, kind: str, event: dict[str, Any], payload: Any) -> dict[str, Any]:
+        return {"type": kind, "step": event["step"], "payload": payload,
+                "timestamp": event.get("created_at") or datetime.now(UTC).isoformat()}
+
+    def _messages(self, event: dict[str, Any], update: Any) -> list[tuple[str, Any]]:
+        """Messages a node added, as ``messages-tuple`` and ``messages`` parts (whole
+        messages: Planwatch records a node's update, not its tokens)."""
+        if not (self.modes & {"messages", "messages-tuple"}) or not isinstance(update, dict):
+            return []
+        found = update.get("messages")
+        items = found if isinstance(found, list) else [found] if isinstance(found, dict) else []
+        messages = [m for m in items if isinstance(m, dict) and m.get("type") in (
+            "ai", "AIMessageChunk", "tool")]
+        meta = {"langgraph_node": event["node"], "langgraph_step": event["step"],
+                "langgraph_checkpoint_ns": event["namespace"],
+                "thread_id": self.thread_id, "run_id": str(self.run.id)}
+        out: list[tuple[str, Any]] = []
+        for message in messages:
+            if "messages-tuple" in self.modes:
+                out.append(("messages", [message, meta]))
+            if "messages" in self.modes:
+                out.append(("messages/complete", [message]))
+        return out
+
+
+@sync_to_async
+def _aread(run_id: UUID, after: int) -> tuple[Run, list[dict[str, Any]], bool]:
+    """The run, its events after ``after`` (up to the seq read with it), and whether it stopped."""
+    run = Run.objects.get(id=run_id)
+    stopped = not shapes.busy(run)
+    rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after, seq__lte=run.last_seq).values(
+        "seq", "kind", "node", "namespace", "step", "task_id", "checkpoint_id", "payload",
+        "created_at").order_by("seq")
+    events = [{**row, "created_at": row["created_at"].isoformat()} for row in rows]
+    return run, events, stopped
+
+
+async def aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
+                  metadata: bool = True) -> AsyncIterator[bytes]:
+    """The run's events after seq ``after`` as SSE, until it stops and all were sent.
+
+    The log is read once, then each doorbell's events are sent as they come (they are
+    committed before it rings); the log is read again on a gap, a timeout, or a change of
+    the run's status (to learn whether it stopped).
+    """
+    if metadata:
+        yield sse("metadata", {"run_id": str(run_id), "attempt": 1})
+    doorbell = Doorbell(run_id)
+    await doorbell.aopen()
+    cursor = after
+    try:
+        run, events, stopped = await _aread(run_id, cursor)
+        maker = PartMaker(run, modes, subgraphs)
+        last_seq, from_log = run.last_seq, True
+        while True:
+            for event in events:
+                if event["seq"] <= cursor:
+                    continue
+                parts = (await sync_to_async(maker.parts)(event) if maker.reads_saver(event)
+                         else maker.parts(event))
+                for index, (name, data) in enumerate(parts):
+                    last = index == len(parts) - 1
+                    yield sse(name, to_jsonable(data), str(event["seq"]) if last else None)
+                cursor = event["seq"]
+            if from_log and stopped and cursor >= last_seq:
+                if run.status == Run.Status.FAILED:
+                    yield sse("error", {"error": "RunFailed", "message": run.error_message})
+                return
+            pushed = None if from_log and events else _pushed(
+                await doorbell.await_ring(), cursor)
+            if pushed is not None:
+                events, from_log = pushed, False
+            else:
+                run, events, stopped = await _aread(run_id, cursor)
+                last_seq, from_log = run.last_seq, True
+    finally:
+        await doorbell.aclose()
+
+
+def _pushed(message: dict[str, Any] | None, cursor: int) -> list[dict[str, Any]] | None:
+    """A doorbell's events, if they follow ``cursor`` with no gap and the run still runs."""
+    if not message or message.get("type") != "run.events" or message["first"] > cursor + 1:
+        return None
+    summary = message.get("run")
+    if summary and summary.get("status") not in (Run.Status.QUEUED, Run.Status.RUNNING):
+        return None  # it may have stopped: the log says whether, and what is left
+    return doorbell_events(message)
+
+
+class Doorbell:
+    """The run's doorbell on the channel layer, waited on with a timeout; when the layer
+    fails (Redis restarting, say) the stream reads the log every :data:`WAKE_EVERY`
+    seconds instead, and joins the group again once the layer answers."""
+
+    def __init__(self, run_id: UUID) -> None:
+        self.group = run_group(run_id)
+        self.layer = get_channel_layer()
+        self.channel: str | None = None
+
+    async def aopen(self) -> None:
+        """Join the run's group (quietly not, if the layer is down)."""
+        if self.layer is None:
+            return
+        try:
+            self.channel = await self.layer.new_channel("planwatch.sse.")
+            await self.layer.group_add(self.group, self.channel)
+        except Exception:
+            logger.warning("doorbells unavailable; polling the log", exc_info=True)
+            self.channel = None
+
+    async def await_ring(self) -> dict[str, Any] | None:
+        """The doorbell's message when it rings; None after :data:`WAKE_EVERY` seconds."""
+        if self.channel is None:
+            await asyncio.sleep(WAKE_EVERY if self.layer else 0.05)
+            await self.aopen()
+            return None
+        try:
+            message: dict[str, Any] = await asyncio.wait_for(
+                self.layer.receive(self.channel), WAKE_EVERY)
+            return message
+        except TimeoutError:
+            return None
+        except Exception:  # the layer failed: poll until it is back
+            logger.warning("doorbell lost; polling the log", exc_info=True)
+            self.channel = None
+            await asyncio.sleep(WAKE_EVERY)
+            return None
+
+    async def aclose(self) -> None:
+        """Leave the group."""
+        if self.layer is not None and self.channel is not None:
+            with contextlib.suppress(Exception):
+                await self.layer.group_discard(self.group, self.channel)

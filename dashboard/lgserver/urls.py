@@ -1,0 +1,44 @@
+"""``/langgraph/``: the paths of LangGraph's server API (no trailing slashes, as clients send)."""
+
+from __future__ import annotations
+
+from django.urls import path, re_path
+
+from dashboard.lgserver import views as v
+
+app_name = "langgraph"
+
+T = "threads/<str:thread_id>"
+R = f"{T}/runs/<str:run_id>"
+
+urlpatterns = [
+    path("info", v.InfoView.as_view(), name="info"),
+    path("assistants/search", v.AssistantSearchView.as_view(), name="assistant-search"),
+    path("assistants/count", v.AssistantCountView.as_view(), name="assistant-count"),
+    path("assistants/<str:assistant_id>", v.AssistantView.as_view(), name="assistant"),
+    path("assistants/<str:assistant_id>/graph", v.AssistantGraphView.as_view(),
+         name="assistant-graph"),
+    path("assistants/<str:assistant_id>/schemas", v.AssistantSchemasView.as_view(),
+         name="assistant-schemas"),
+    path("assistants/<str:assistant_id>/subgraphs", v.AssistantSubgraphsView.as_view(),
+         name="assistant-subgraphs"),
+    path("threads", v.ThreadsView.as_view(), name="threads"),
+    path("threads/search", v.ThreadSearchView.as_view(), name="thread-search"),
+    path(T, v.ThreadView.as_view(), name="thread"),
+    path(f"{T}/state", v.ThreadStateView.as_view(), name="thread-state"),
+    path(f"{T}/state/<str:checkpoint_id>", v.ThreadStateView.as_view(),
+         name="thread-state-at"),
+    path(f"{T}/history", v.ThreadHistoryView.as_view(), name="thread-history"),
+    path(f"{T}/runs", v.RunsView.as_view(), name="runs"),
+    path(f"{T}/runs/stream", v.RunStreamView.as_view(), name="run-stream"),
+    path(f"{T}/runs/wait", v.RunWaitView.as_view(), name="run-wait"),
+    path(R, v.RunView.as_view(), name="run"),
+    path(f"{R}/join", v.RunJoinView.as_view(), name="run-join"),
+    path(f"{R}/stream", v.RunJoinStreamView.as_view(), name="run-join-stream"),
+    path(f"{R}/cancel", v.RunCancelView.as_view(), name="run-cancel"),
+    # stateless runs: each gets a thread of its own (kept, for the audit trail)
+    path("runs", v.StatelessRunsView.as_view(), name="stateless-runs"),
+    path("runs/stream", v.RunStreamView.as_view(), name="stateless-run-stream"),
+    path("runs/wait", v.RunWaitView.as_view(), name="stateless-run-wait"),
+    re_path(r"^.*$", v.NotServedView.as_view(), name="not-served"),
+]

@@ -1,0 +1,614 @@
+"""The endpoints of LangGraph's server API that Planwatch serves (see ``urls``).
+
+Each view parses the request, checks the permission its action needs (the same ones as
+the pages and the REST API), calls the run service (through ``threads`` for runs) and
+shapes the answer as LangGraph's server does. Errors are JSON ``{"detail": …}``: 401 with
+no key, 403 without the permission, 404 for an unknown id, 409 for a busy or finished
+thread or run, 422 for a request that does not fit, naming the field and the way out.
+Waiting (``wait``, ``join``) and streaming happen in the response's async iterator, on the
+server's event loop, never in a request thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from importlib.metadata import version
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.http import StreamingHttpResponse
+from rest_framework import exceptions
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from dashboard import services
+from dashboard.api.exceptions import exception_handler as api_exception_handler
+from dashboard.checkpoints import compiled
+from dashboard.lgserver import shapes, stream
+from dashboard.lgserver.auth import ApiKeyAuthentication
+from dashboard.lgserver.threads import RunRequest, holder_of, start
+from dashboard.models import Run, Thread
+from dashboard.services import RunInputError, RunStateError, ServiceError
+from planner.registry import GraphSpec, all_graphs, get_graph
+
+VERSION = "0.1"
+
+
+def lg_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """The REST API's handler, with LangGraph's codes: 422 for bad input, 409 for state."""
+    response = api_exception_handler(exc, context)
+    if response is None:
+        return None
+    refused_input = isinstance(exc, ServiceError) and not isinstance(
+        exc, RunStateError | services.InterruptClosed)
+    if refused_input or isinstance(exc, exceptions.ValidationError):
+        response.status_code = 422
+    return response
+
+
+class EventStreamRenderer(JSONRenderer):
+    """Lets a client that accepts only ``text/event-stream`` in: the stream views answer
+    with their own response, and an error before the stream starts is JSON."""
+
+    media_type = "text/event-stream"
+
+
+class LangGraphView(APIView):
+    """Base: ``x-api-key`` (or the REST API's token, or a session), JSON, LangGraph errors."""
+
+    authentication_classes = [ApiKeyAuthentication, *APIView.authentication_classes]
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+    schema = None  # LangGraph's API follows its own spec, not Planwatch's /api/schema/
+
+    def get_exception_handler(self) -> Callable[..., Response | None]:
+        return lg_exception_handler
+
+
+def require(request: Request, perm: str, what: str) -> None:
+    """403 naming the permission unless the user holds it."""
+    if not request.user.has_perm(f"dashboard.{perm}"):
+        raise exceptions.PermissionDenied(
+            f"{what} needs the 'dashboard.{perm}' permission; ask an administrator to grant it")
+
+
+def body(request: Request) -> dict[str, Any]:
+    """The JSON object sent (``{}`` for none); 422 for anything else."""
+    data = request.data if request.data not in (None, "") else {}
+    if not isinstance(data, dict):
+        raise exceptions.ValidationError({"body": "send a JSON object"})
+    return data
+
+
+def spec_of(assistant_id: Any) -> GraphSpec:
+    """The graph an assistant (or graph) id names; 404 listing the known ones."""
+    try:
+        return get_graph(str(assistant_id))
+    except KeyError as exc:
+        raise exceptions.NotFound(exc.args[0]) from None
+
+
+def thread_of(thread_id: Any) -> Thread:
+    """The thread, or 404 (also for an id that is not a UUID)."""
+    try:
+        return Thread.objects.get(id=uuid.UUID(str(thread_id)))
+    except (ValueError, Thread.DoesNotExist):
+        raise exceptions.NotFound(f"no thread {thread_id}; create it with POST /threads"
+                                  ) from None
+
+
+def run_of(thread: Thread, run_id: Any) -> Run:
+    """The thread's run, or 404."""
+    try:
+        return thread.runs.get(id=uuid.UUID(str(run_id)))
+    except (ValueError, Run.DoesNotExist):
+        raise exceptions.NotFound(f"thread {thread.id} has no run {run_id}") from None
+
+
+def _str_list(data: dict[str, Any], key: str) -> list[str]:
+    value = data.get(key)
+    if value in (None, ""):
+        return []
+    if value == "*":
+        return ["*"]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    raise exceptions.ValidationError({key: 'a list of node names, or "*"'})
+
+
+def _modes(value: Any) -> list[str]:
+    modes = [value] if isinstance(value, str) else list(value or ["values"])
+    unknown = [m for m in modes if m not in stream.MODES]
+    if unknown:
+        raise exceptions.ValidationError(
+            {"stream_mode": f"unknown {unknown}; use {', '.join(stream.MODES)}"})
+    return modes
+
+
+def _dict(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key) or {}
+    if not isinstance(value, dict):
+        raise exceptions.ValidationError({key: "a JSON object"})
+    return value
+
+
+def _limit(data: Any, default: int = 10) -> int:
+    try:
+        return max(1, min(int(data.get("limit") or default), 1000))
+    except (TypeError, ValueError):
+        raise exceptions.ValidationError({"limit": "a whole number from 1 to 1000"}) from None
+
+
+def _offset(data: Any) -> int:
+    try:
+        return max(0, int(data.get("offset") or 0))
+    except (TypeError, ValueError):
+        raise exceptions.ValidationError({"offset": "a whole number"}) from None
+
+
+# -- info, assistants -----------------------------------------------------------------
+
+
+class InfoView(LangGraphView):
+    """``GET /info``: what this server is and serves (open to any signed-in client)."""
+
+    def get(self, request: Request) -> Response:
+        return Response({"version": VERSION, "langgraph_py_version": _langgraph_version(),
+                         "flags": {"assistants": True, "crons": False, "langsmith": False,
+                                   "store": False},
+                         "host": {"kind": "planwatch"}})
+
+
+def _langgraph_version() -> str:
+    return version("langgraph")
+
+
+class AssistantSearchView(LangGraphView):
+    """``POST /assistants/search``: one assistant per registered graph."""
+
+    def post(self, request: Request) -> Response:
+        data = body(request)
+        graph_id = data.get("graph_id")
+        found = [shapes.assistant(s) for s in all_graphs()
+                 if not graph_id or s.name == graph_id]
+        offset = _offset(data)
+        return Response(found[offset: offset + _limit(data)])
+
+
+class AssistantCountView(LangGraphView):
+    """``POST /assistants/count``."""
+
+    def post(self, request: Request) -> Response:
+        graph_id = body(request).get("graph_id")
+        return Response(len([s for s in all_graphs() if not graph_id or s.name == graph_id]))
+
+
+class AssistantView(LangGraphView):
+    """``GET /assistants/<id>``."""
+
+    def get(self, request: Request, assistant_id: str) -> Response:
+        return Response(shapes.assistant(spec_of(assistant_id)))
+
+
+class AssistantGraphView(LangGraphView):
+    """``GET /assistants/<id>/graph``: the nodes and edges LangGraph draws."""
+
+    def get(self, request: Request, assistant_id: str) -> Response:
+        spec = spec_of(assistant_id)
+        xray = request.query_params.get("xray") in ("true", "1")
+        drawing = compiled(spec.name).get_graph(xray=xray).to_json()
+        return Response(drawing)
+
+
+class AssistantSchemasView(LangGraphView):
+    """``GET /assistants/<id>/schemas``: the input schema is what the start form takes."""
+
+    def get(self, request: Request, assistant_id: str) -> Response:
+        spec = spec_of(assistant_id)
+        graph = compiled(spec.name)
+        return Response({
+            "graph_id": spec.name,
+            "input_schema": spec.input_json_schema(),
+            "output_schema": _schema(graph.get_output_jsonschema),
+            "state_schema": _schema(graph.get_input_jsonschema),
+            # a run's config is not passed to the graph (its thread is Planwatch's to set)
+            "config_schema": {"title": "Config", "type": "object", "properties": {}},
+            "context_schema": _schema(graph.get_context_jsonschema),
+        })
+
+
+def _schema(make: Callable[[], Any]) -> Any:
+    try:
+        return make()
+    except Exception:  # a schema LangGraph cannot describe
+        return None
+
+
+class AssistantSubgraphsView(LangGraphView):
+    """``GET /assistants/<id>/subgraphs``: none are described separately."""
+
+    def get(self, request: Request, assistant_id: str, namespace: str = "") -> Response:
+        spec_of(assistant_id)
+        return Response({})
+
+
+# -- threads ----------------------------------------------------------------------------
+
+
+class ThreadsView(LangGraphView):
+    """``POST /threads``: a new thread (``if_exists``: raise, or do_nothing)."""
+
+    def post(self, request: Request) -> Response:
+        require(request, "start_run", "creating a thread")
+        data = body(request)
+        metadata = _dict(data, "metadata")
+        wanted = data.get("thread_id")
+        if wanted:
+            try:
+                thread_id = uuid.UUID(str(wanted))
+            except ValueError:
+                raise exceptions.ValidationError({"thread_id": "a UUID"}) from None
+            existing = Thread.objects.filter(id=thread_id).first()
+            if existing is not None:
+                if data.get("if_exists") == "do_nothing":
+                    return Response(shapes.thread(existing))
+                return Response({"detail": f"thread {thread_id} exists; send "
+                                 "if_exists='do_nothing' to get it"}, status=409)
+        else:
+            thread_id = uuid.uuid4()
+        thread = services.thread_create(user=request.user, thread_id=thread_id,
+                                        metadata=metadata,
+                                        graph=str(metadata.get("graph_id") or ""))
+        return Response(shapes.thread(thread, latest=None, values=False))
+
+
+class ThreadSearchView(LangGraphView):
+    """``POST /threads/search``: by metadata, status, ids; newest first."""
+
+    def post(self, request: Request) -> Response:
+        data = body(request)
+        threads = Thread.objects.all()
+        for key, value in _dict(data, "metadata").items():
+            if key in ("graph_id", "assistant_id"):
+                threads = threads.filter(graph=value)
+            else:
+                threads = threads.filter(**{f"metadata__{key}": value})
+        if data.get("ids"):
+            ids = data["ids"] if isinstance(data["ids"], list) else []
+            try:
+                threads = threads.filter(id__in=[uuid.UUID(str(i)) for i in ids])
+            except ValueError:
+                raise exceptions.ValidationError({"ids": "a list of thread UUIDs"}) from None
+        order = "updated_at" if data.get("sort_by") == "updated_at" else "created_at"
+        prefix = "" if str(data.get("sort_order")).lower() == "asc" else "-"
+        threads = threads.order_by(f"{prefix}{order}")
+        status = data.get("status")
+        offset, limit = _offset(data), _limit(data)
+        out = []
+        for thread in threads.iterator():
+            shaped = shapes.thread(thread, values=False)
+            if status and shaped["status"] != status:
+                continue
+            out.append(shaped)
+            if len(out) >= offset + limit:
+                break
+        picked = out[offset:]
+        for shaped in picked:  # the values of those returned only
+            thread = Thread.objects.get(id=shaped["thread_id"])
+            shaped.update(shapes.thread(thread))
+        return Response(picked)
+
+
+class ThreadView(LangGraphView):
+    """``GET``, ``PATCH`` (metadata) and ``DELETE`` ``/threads/<id>``."""
+
+    def get(self, request: Request, thread_id: str) -> Response:
+        return Response(shapes.thread(thread_of(thread_id)))
+
+    def patch(self, request: Request, thread_id: str) -> Response:
+        require(request, "start_run", "changing a thread's metadata")
+        thread = thread_of(thread_id)
+        thread.metadata = {**(thread.metadata or {}), **_dict(body(request), "metadata")}
+        thread.save(update_fields=["metadata", "updated_at"])
+        return Response(shapes.thread(thread))
+
+    def delete(self, request: Request, thread_id: str) -> Response:
+        require(request, "delete_run", "deleting a thread and its runs")
+        thread = thread_of(thread_id)
+        if shapes.busy(shapes.latest_run(thread)):
+            raise RunStateError(f"thread {thread.id} is busy; cancel its run first")
+        thread.delete()
+        return Response(status=204)
+
+
+class ThreadStateView(LangGraphView):
+    """``GET /threads/<id>/state[/<checkpoint_id>]``; ``POST`` updates it (as a node)."""
+
+    def get(self, request: Request, thread_id: str, checkpoint_id: str = "") -> Response:
+        thread = thread_of(thread_id)
+        if checkpoint_id:
+            return Response(shapes.run_state(holder_of(thread, checkpoint_id), str(thread.id),
+                                             checkpoint_id))
+        return Response(shapes.run_state(shapes.latest_run(thread), str(thread.id)))
+
+    def post(self, request: Request, thread_id: str) -> Response:
+        require(request, "fork_run", "editing a thread's state")
+        thread = thread_of(thread_id)
+        data = body(request)
+        checkpoint = _dict(data, "checkpoint").get("checkpoint_id") or data.get("checkpoint_id")
+        latest = shapes.latest_run(thread)
+        if latest is None:
+            raise RunStateError(f"thread {thread.id} has no run yet; start one first")
+        if checkpoint and holder_of(thread, str(checkpoint)).id != latest.id:
+            raise RunInputError(
+                f"checkpoint {checkpoint} belongs to an earlier run of the thread; start "
+                "a run from it (runs.create(checkpoint_id=…)) and edit that one",
+                errors={"checkpoint_id": "not of the thread's latest run"})
+        as_node = data.get("as_node") or ""
+        if not isinstance(as_node, str):
+            raise exceptions.ValidationError({"as_node": "a node name"})
+        new_id = services.run_update_state(run=latest, values=data.get("values"),
+                                           as_node=as_node, user=request.user,
+                                           checkpoint_id=str(checkpoint or ""))
+        return Response({"checkpoint": {"thread_id": str(thread.id), "checkpoint_ns": "",
+                                        "checkpoint_id": new_id, "checkpoint_map": None}})
+
+
+class ThreadHistoryView(LangGraphView):
+    """``GET`` or ``POST /threads/<id>/history``: past states, newest first."""
+
+    def get(self, request: Request, thread_id: str) -> Response:
+        return self._history(thread_id, request.query_params)
+
+    def post(self, request: Request, thread_id: str) -> Response:
+        return self._history(thread_id, body(request))
+
+    def _history(self, thread_id: str, data: Any) -> Response:
+        thread = thread_of(thread_id)
+        before = data.get("before")
+        before_id = before.get("checkpoint_id") if isinstance(before, dict) else before
+        checkpoint = data.get("checkpoint")
+        checkpoint_id = checkpoint.get("checkpoint_id") if isinstance(checkpoint, dict) \
+            else None
+        return Response(shapes.history(thread, limit=_limit(data), before=before_id,
+                                       checkpoint_id=checkpoint_id))
+
+
+# -- runs -------------------------------------------------------------------------------
+
+
+def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
+    """Parse a run request and check the permissions its parts need."""
+    if "assistant_id" not in data:
+        raise exceptions.ValidationError({"assistant_id": "required: the graph to run"})
+    spec = spec_of(data["assistant_id"])
+    command = data.get("command")
+    if command is not None and not isinstance(command, dict):
+        raise exceptions.ValidationError({"command": "an object such as {\"resume\": …}"})
+    if command and data.get("input") is not None:
+        raise exceptions.ValidationError({"command": "send input or command, not both"})
+    checkpoint = data.get("checkpoint")
+    checkpoint_id = data.get("checkpoint_id") or (
+        checkpoint.get("checkpoint_id") if isinstance(checkpoint, dict) else None) or ""
+    config = _dict(data, "config")
+    configurable = config.get("configurable") or {}
+    if not isinstance(configurable, dict):
+        raise exceptions.ValidationError({"config.configurable": "a JSON object"})
+    reserved = sorted(set(configurable) & {"thread_id", "checkpoint_id", "checkpoint_ns"})
+    if reserved:
+        raise exceptions.ValidationError({"config.configurable": (
+            f"{', '.join(reserved)} are Planwatch's to set; pass the thread in the URL and "
+            "a past checkpoint as checkpoint_id")})
+    req = RunRequest(
+        assistant_id=spec.name, configurable=configurable, context=data.get("context"),
+        input=data.get("input"), command=command,
+        checkpoint_id=str(checkpoint_id), metadata=_dict(data, "metadata"),
+        interrupt_before=_str_list(data, "interrupt_before"),
+        interrupt_after=_str_list(data, "interrupt_after"),
+        multitask_strategy=str(data.get("multitask_strategy") or "reject"),
+    )
+    if req.input is not None and not isinstance(req.input, dict):
+        raise exceptions.ValidationError({"input": "a JSON object (the graph's input)"})
+    if command and "resume" in command:
+        require(request, "answer_interrupt", "resuming a run with an answer")
+    else:
+        require(request, "start_run", "starting a run")
+    if req.checkpoint_id:
+        require(request, "fork_run", "starting a run from a past checkpoint")
+    if req.interrupt_before or req.interrupt_after:
+        require(request, "debug_run", "setting breakpoints")
+    if req.multitask_strategy in ("interrupt", "rollback"):
+        require(request, "cancel_run", f"multitask_strategy {req.multitask_strategy!r}")
+    return req
+
+
+def _thread_for_run(request: Request, thread_id: str | None, data: dict[str, Any]) -> Thread:
+    """The thread a run goes on: a new one for a stateless run, or created if asked."""
+    if thread_id is None:
+        return services.thread_create(user=request.user)
+    try:
+        return thread_of(thread_id)
+    except exceptions.NotFound:
+        if data.get("if_not_exists") != "create":
+            raise
+        try:
+            wanted = uuid.UUID(str(thread_id))
+        except ValueError:
+            raise
+        return services.thread_create(user=request.user, thread_id=wanted)
+
+
+def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[str, Any]]:
+    """Start the run a request asks for; the run, the seq its stream starts after, the body."""
+    data = body(request)
+    req = run_request(request, data)
+    with transaction.atomic():
+        thread = _thread_for_run(request, thread_id, data)
+    before = shapes.latest_run(thread)
+    run = start(thread, req, request.user)
+    # a resumed or continued run streams what comes after what it had written
+    after = run.last_seq if before is not None and before.id == run.id else 0
+    return run, after, data
+
+
+def _location(run: Run) -> dict[str, str]:
+    return {"Content-Location": f"/threads/{run.conversation_id}/runs/{run.id}"}
+
+
+class RunsView(LangGraphView):
+    """``GET /threads/<id>/runs`` lists; ``POST`` starts a background run."""
+
+    def get(self, request: Request, thread_id: str) -> Response:
+        thread = thread_of(thread_id)
+        runs = thread.runs.order_by("-created_at")
+        offset, limit = _offset(request.query_params), _limit(request.query_params)
+        shaped = [shapes.run(r) for r in runs[offset: offset + limit]]
+        status = request.query_params.get("status")
+        return Response([r for r in shaped if not status or r["status"] == status])
+
+    def post(self, request: Request, thread_id: str) -> Response:
+        run, _, _ = create_run(request, thread_id)
+        return Response(shapes.run(run), headers=_location(run))
+
+
+class StatelessRunsView(LangGraphView):
+    """``POST /runs``: a background run on a thread of its own."""
+
+    def post(self, request: Request) -> Response:
+        run, _, _ = create_run(request, None)
+        return Response(shapes.run(run), headers=_location(run))
+
+
+class RunStreamView(LangGraphView):
+    """``POST /threads/<id>/runs/stream`` (or ``/runs/stream``): start and stream it."""
+
+    def post(self, request: Request, thread_id: str | None = None) -> StreamingHttpResponse:
+        run, after, data = create_run(request, thread_id)
+        events = stream.aevents(run.id, modes=_modes(data.get("stream_mode")),
+                                subgraphs=bool(data.get("stream_subgraphs")), after=after)
+        return sse_response(events, run)
+
+
+def sse_response(events: AsyncIterator[bytes], run: Run) -> StreamingHttpResponse:
+    """A text/event-stream response that is never buffered or cached."""
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
+    response["Cache-Control"] = "no-store"
+    response["X-Accel-Buffering"] = "no"
+    for key, value in _location(run).items():
+        response[key] = value
+    return response
+
+
+async def _await_stop(run_id: uuid.UUID) -> None:
+    """Wait until the run stops (ends, waits for an answer, or pauses)."""
+    async for _ in stream.aevents(run_id, modes=(), subgraphs=False, after=0, metadata=False):
+        pass
+
+
+@sync_to_async
+def _final(run_id: uuid.UUID) -> dict[str, Any]:
+    """What ``wait`` and ``join`` return: the thread's values, with its interrupts."""
+    run = Run.objects.get(id=run_id)
+    current = shapes.run_state(run, str(run.conversation_id))
+    values = current["values"] if isinstance(current["values"], dict) else {}
+    if current["interrupts"]:
+        values = {**values, "__interrupt__": current["interrupts"]}
+    if run.status == Run.Status.FAILED:
+        values = {**values, "__error__": {"error": "RunFailed", "message": run.error_message}}
+    return values
+
+
+async def _json_when_stopped(run_id: uuid.UUID) -> AsyncIterator[bytes]:
+    """The final values as one JSON body, sent when the run stops (spaces keep the
+    connection alive meanwhile: JSON ignores leading whitespace)."""
+    waiting = asyncio.ensure_future(_await_stop(run_id))
+    try:
+        while not waiting.done():
+            done, _ = await asyncio.wait({waiting}, timeout=5)
+            if not done:
+                yield b" "
+        waiting.result()
+        yield json.dumps(await _final(run_id), default=str).encode()
+    finally:
+        waiting.cancel()
+
+
+class RunWaitView(LangGraphView):
+    """``POST /threads/<id>/runs/wait`` (or ``/runs/wait``): start it, answer when it stops."""
+
+    def post(self, request: Request, thread_id: str | None = None) -> StreamingHttpResponse:
+        run, _, _ = create_run(request, thread_id)
+        response = StreamingHttpResponse(_json_when_stopped(run.id),
+                                         content_type="application/json")
+        for key, value in _location(run).items():
+            response[key] = value
+        return response
+
+
+class RunView(LangGraphView):
+    """``GET`` and ``DELETE /threads/<id>/runs/<run_id>``."""
+
+    def get(self, request: Request, thread_id: str, run_id: str) -> Response:
+        return Response(shapes.run(run_of(thread_of(thread_id), run_id)))
+
+    def delete(self, request: Request, thread_id: str, run_id: str) -> Response:
+        require(request, "delete_run", "deleting a run")
+        run = run_of(thread_of(thread_id), run_id)
+        if shapes.busy(run):
+            raise RunStateError(f"run {run.id} is {run.status}; cancel it before deleting it")
+        run.delete()
+        return Response(status=204)
+
+
+class RunJoinView(LangGraphView):
+    """``GET /threads/<id>/runs/<run_id>/join``: the final values once it stops."""
+
+    def get(self, request: Request, thread_id: str, run_id: str) -> StreamingHttpResponse:
+        run = run_of(thread_of(thread_id), run_id)
+        return StreamingHttpResponse(_json_when_stopped(run.id),
+                                     content_type="application/json")
+
+
+class RunJoinStreamView(LangGraphView):
+    """``GET /threads/<id>/runs/<run_id>/stream``: its events from now, or after
+    ``Last-Event-ID``."""
+
+    def get(self, request: Request, thread_id: str, run_id: str) -> StreamingHttpResponse:
+        run = run_of(thread_of(thread_id), run_id)
+        last = request.headers.get("Last-Event-ID", "")
+        try:
+            after = int(last) if last else run.last_seq
+        except ValueError:
+            raise exceptions.ValidationError(
+                {"Last-Event-ID": "the id of the last event received (a whole number)"}
+            ) from None
+        modes = request.query_params.getlist("stream_mode") or ["values"]
+        events = stream.aevents(run.id, modes=_modes(modes), subgraphs=request.query_params.get(
+            "stream_subgraphs") in ("true", "1"), after=after)
+        return sse_response(events, run)
+
+
+class RunCancelView(LangGraphView):
+    """``POST /threads/<id>/runs/<run_id>/cancel`` (``wait=1`` answers once it stopped)."""
+
+    def post(self, request: Request, thread_id: str, run_id: str) -> Response:
+        require(request, "cancel_run", "cancelling a run")
+        run = run_of(thread_of(thread_id), run_id)
+        services.run_cancel(run=run, user=request.user)
+        return Response(status=202)
+
+
+class NotServedView(LangGraphView):
+    """Anything else under ``/langgraph/`` (store, crons …): 404 saying what is served."""
+
+    def _answer(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return Response({"detail": f"{request.path} is not served by Planwatch; it serves "
+                         "assistants, threads and runs (see the README's 'LangGraph server "
+                         "API'); the store and crons are not served"}, status=404)
+
+    get = post = put = patch = delete = _answer

@@ -1,0 +1,195 @@
+"""Graphs from a ``langgraph.json``: each one registered as a :class:`GraphSpec`.
+
+LangGraph's own server reads ``{"dependencies": [...], "graphs": {"name": "./file.py:attr"}}``
+(paths relative to the JSON file, or ``package.module:attr``); so does Planwatch, when
+``PLANWATCH_LANGGRAPH_CONFIG`` names the file. The attribute may be
+
+- a compiled graph (its builder is compiled again with Planwatch's checkpointer, as
+  LangGraph's server injects its own),
+- an uncompiled ``StateGraph``,
+- a factory, sync or async, taking no argument or a ``RunnableConfig``; it is called once,
+  when the graph is loaded, with an empty config.
+
+Such a graph declares nothing else: its start form comes from its input schema, its
+questions get the generic answer form, its result card shows the final state, and its
+input passes to the graph as it is (as on LangGraph's server). A graph that cannot be
+loaded is kept with its error (:func:`planner.registry.failed_graphs`) and does not stop
+the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib
+import importlib.util
+import inspect
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from langgraph.graph import StateGraph
+from langgraph.pregel import Pregel
+
+from planner.spec import FieldKind, GraphSpec, InputField
+
+_SCALARS: dict[str, FieldKind] = {"string": "text", "integer": "integer", "number": "number",
+                                  "boolean": "boolean"}
+
+
+class ConfigError(ValueError):
+    """The ``langgraph.json`` itself cannot be read (not one of its graphs)."""
+
+
+def read_config(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """The config file's folder and its parsed content; ``ConfigError`` says what is wrong."""
+    file = Path(path).expanduser().resolve()
+    try:
+        data = json.loads(file.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {file} ({exc.strerror}); set "
+                          "PLANWATCH_LANGGRAPH_CONFIG to your langgraph.json") from None
+    except ValueError as exc:
+        raise ConfigError(f"{file} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("graphs"), dict):
+        raise ConfigError(f'{file} has no "graphs" object; see '
+                          "https://langchain-ai.github.io/langgraph/cloud/reference/cli/")
+    return file.parent, data
+
+
+def load_config(path: str | Path) -> tuple[list[GraphSpec], dict[str, str]]:
+    """Every graph of the file as a spec, and the error of each one that failed to load."""
+    root, data = read_config(path)
+    for dep in data.get("dependencies") or ():
+        if isinstance(dep, str) and not dep.startswith(("git+", "http")) and (
+                dep.startswith(".") or dep.startswith("/")):
+            folder = str((root / dep).resolve())
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+    specs: list[GraphSpec] = []
+    failed: dict[str, str] = {}
+    for name, entry in data["graphs"].items():
+        try:
+            specs.append(graph_spec(name, entry, root=root))
+        except Exception as exc:  # any error in the user's module: keep it, go on
+            failed[name] = f"{type(exc).__name__}: {exc}"
+    return specs, failed
+
+
+def graph_spec(name: str, entry: Any, *, root: Path) -> GraphSpec:
+    """The spec of one ``"name": "./file.py:attr"`` (or ``{"path": …}``) entry."""
+    if isinstance(entry, Mapping):
+        where, description = entry.get("path"), str(entry.get("description") or "")
+    else:
+        where, description = entry, ""
+    if not isinstance(where, str) or ":" not in where:
+        raise ConfigError(f"graph {name!r}: {where!r} is not 'path/to/file.py:attr' or "
+                          "'package.module:attr'")
+    target = _resolve(where, root=root, name=name)
+    builder = _builder(target)
+    schema = _input_schema(builder)
+    return GraphSpec(
+        name=name,
+        title=name,
+        description=description or f"From {where} (langgraph.json).",
+        version=1,
+        build=lambda **_ports: builder,
+        make_input=pass_through,
+        input_fields=input_fields(schema),
+        input_schema=schema,
+        tags=("langgraph.json",),
+    )
+
+
+def pass_through(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``langgraph.json`` graph takes its input as given (fields left empty dropped)."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _resolve(where: str, *, root: Path, name: str) -> Any:
+    module_ref, _, attr = where.rpartition(":")
+    if module_ref.endswith(".py") or "/" in module_ref:
+        file = (root / module_ref).resolve()
+        if not file.is_file():
+            raise ConfigError(f"graph {name!r}: no file {file}")
+        spec = importlib.util.spec_from_file_location(f"langgraph_json_{name}", file)
+        if spec is None or spec.loader is None:
+            raise ConfigError(f"graph {name!r}: cannot import {file}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_ref)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"graph {name!r}: {module_ref} has no attribute {attr!r}") from None
+
+
+def _builder(target: Any) -> StateGraph[Any]:
+    """The uncompiled graph behind a compiled graph, a StateGraph or a factory."""
+    if isinstance(target, StateGraph):
+        return target
+    if isinstance(target, Pregel):
+        builder = getattr(target, "builder", None)
+        if isinstance(builder, StateGraph):
+            return builder
+        raise ConfigError("a compiled graph without its StateGraph builder (a functional "
+                          "API entrypoint?) cannot take Planwatch's checkpointer")
+    if callable(target):
+        try:
+            takes_config = bool(inspect.signature(target).parameters)
+        except (TypeError, ValueError):  # a builtin: no signature to read
+            takes_config = False
+        made = target({"configurable": {}}) if takes_config else target()
+        if inspect.isawaitable(made):
+            made = _await(made)
+        if made is target:
+            raise ConfigError("the factory returned itself")
+        return _builder(made)
+    raise ConfigError(f"{type(target).__name__} is not a graph, a StateGraph or a factory")
+
+
+def _await(awaitable: Any) -> Any:
+    """An async factory's graph, whether or not an event loop runs in this thread."""
+    async def wait() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wait())
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, wait()).result()
+
+
+def _input_schema(builder: StateGraph[Any]) -> dict[str, Any] | None:
+    """The graph's input JSON Schema, or None where LangGraph cannot describe it."""
+    try:
+        schema: dict[str, Any] = builder.compile().get_input_jsonschema()
+    except Exception:
+        return None
+    return schema
+
+
+def input_fields(schema: Mapping[str, Any] | None) -> tuple[InputField, ...]:
+    """Start-form fields from an input JSON Schema (JSON for what a field can't say)."""
+    if not schema:
+        return ()
+    fields = []
+    for key, prop in (schema.get("properties") or {}).items():
+        prop = prop if isinstance(prop, dict) else {}
+        kind: FieldKind = _SCALARS.get(str(prop.get("type")), "json")
+        choices: tuple[str, ...] = ()
+        if isinstance(prop.get("enum"), list) and all(isinstance(c, str) for c in prop["enum"]):
+            kind, choices = "choice", tuple(prop["enum"])
+        fields.append(InputField(
+            name=str(key), label=str(prop.get("title") or key), kind=kind,
+            # a run's input is a partial state update: nothing is required of the form
+            required=False, default=prop.get("default"),
+            help=str(prop.get("description") or ("JSON" if kind == "json" else "")),
+            choices=choices,
+        ))
+    return tuple(fields)

@@ -1,0 +1,169 @@
+"""A daphne serving Planwatch with a ``langgraph.json`` the tests write, and SDK clients.
+
+The clients are the official ``langgraph-sdk`` from PyPI, pointed at ``/langgraph`` with
+an API token in ``x-api-key``, as a user would.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from tests.conftest import api_token, free_port, served
+
+GRAPHS_PY = '''
+"""Graphs a user of LangGraph's server would write: compiled, a factory, a chat."""
+import asyncio
+from typing import TypedDict
+
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import interrupt
+
+
+class Order(TypedDict, total=False):
+    item: str
+    quantity: int
+    approved: str
+
+
+def price(state: Order, config: RunnableConfig) -> Order:
+    shop = config["configurable"].get("shop", "main")
+    get_stream_writer()({"progress": f"pricing {state['item']} at {shop}"})
+    return {"quantity": state.get("quantity") or 1}
+
+
+def approve(state: Order) -> Order:
+    answer = interrupt({"question": f"Approve {state['quantity']} x {state['item']}?"})
+    return {"approved": str(answer)}
+
+
+orders = StateGraph(Order)
+orders.add_node("price", price)
+orders.add_node("approve", approve)
+orders.add_edge(START, "price")
+orders.add_edge("price", "approve")
+orders.add_edge("approve", END)
+graph = orders.compile()  # compiled, as for LangGraph's server: Planwatch adds its saver
+
+
+class Counter(TypedDict, total=False):
+    count: int
+    limit: int
+
+
+async def tick(state: Counter) -> Counter:
+    await asyncio.sleep(0.1)
+    return {"count": state.get("count", 0) + 1}
+
+
+def more(state: Counter) -> str:
+    return "tick" if state.get("count", 0) < state.get("limit", 50) else END
+
+
+def make_slow(config):  # a factory taking a config
+    slow = StateGraph(Counter)
+    slow.add_node("tick", tick)
+    slow.add_edge(START, "tick")
+    slow.add_conditional_edges("tick", more, ["tick", END])
+    return slow.compile()
+
+
+def inner_step(state: Counter) -> Counter:
+    get_stream_writer()({"inner": state.get("count", 0)})
+    return {"count": state.get("count", 0) + 10}
+
+
+inner = StateGraph(Counter)
+inner.add_node("inner_step", inner_step)
+inner.add_edge(START, "inner_step")
+inner.add_edge("inner_step", END)
+nested = StateGraph(Counter)
+nested.add_node("child", inner.compile())  # a subgraph: its events carry a namespace
+nested.add_edge(START, "child")
+nested.add_edge("child", END)
+
+
+def reply(state: MessagesState) -> dict:
+    last = state["messages"][-1].content
+    return {"messages": [AIMessage(content=f"You said: {last}")]}
+
+
+def confirm(state: MessagesState) -> dict:
+    ok = interrupt({"question": "Send the reply?"})
+    return {"messages": [AIMessage(content="Sent." if ok else "Kept.")]}
+
+
+async def make_chat():  # an async factory with no argument
+    chat = StateGraph(MessagesState)
+    chat.add_node("reply", reply)
+    chat.add_node("confirm", confirm)
+    chat.add_edge(START, "reply")
+    chat.add_edge("reply", "confirm")
+    chat.add_edge("confirm", END)
+    return chat
+'''
+
+PERMS = ["start_run", "cancel_run", "answer_interrupt", "debug_run", "fork_run", "delete_run"]
+
+
+@pytest.fixture(scope="session")
+def langgraph_json(tmp_path_factory) -> Path:
+    """A user's project: graphs.py and the langgraph.json naming them (and one broken)."""
+    root = tmp_path_factory.mktemp("user-project")
+    (root / "graphs.py").write_text(GRAPHS_PY)
+    config = root / "langgraph.json"
+    config.write_text(json.dumps({
+        "dependencies": ["."],
+        "graphs": {"orders": "./graphs.py:graph", "slow": "graphs:make_slow",
+                   "chat": "./graphs.py:make_chat", "nested": "./graphs.py:nested",
+                   "broken": "./missing.py:graph"},
+    }))
+    return config
+
+
+@pytest.fixture(scope="session")
+def ui_origin(tmp_path_factory) -> Iterator[tuple[str, Path]]:
+    """A static web server on another origin, as a chat UI's page would come from; yields
+    its origin and the folder it serves."""
+    folder = tmp_path_factory.mktemp("chat-ui")
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(folder))
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", folder
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def lg_url(django_db_setup, django_db_blocker, langgraph_json, ui_origin) -> Iterator[str]:
+    """Planwatch with the user's langgraph.json, at its LangGraph API's base URL (pages
+    from ``ui_origin`` may call it)."""
+    with served(django_db_blocker, PLANWATCH_LANGGRAPH_CONFIG=str(langgraph_json),
+                PLANWATCH_THINK_TIME="0.01", PLANWATCH_CORS_ORIGINS=ui_origin[0]) as url:
+        yield f"{url}/langgraph"
+
+
+@pytest.fixture
+def sdk_user(django_user_model):
+    """A user holding every run permission."""
+    user = django_user_model.objects.create_user(username="sdk", password="pw-sdk-12345")
+    user.user_permissions.set(Permission.objects.filter(codename__in=PERMS))
+    return user
+
+
+@pytest.fixture
+def sdk(lg_url, sdk_user):
+    """The official sync client, with the user's token as ``x-api-key``."""
+    from langgraph_sdk import get_sync_client
+
+    return get_sync_client(url=lg_url, api_key=api_token(sdk_user))

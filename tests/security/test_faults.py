@@ -1,0 +1,237 @@
+"""Faults under a streaming client: daphne killed and restarted, Redis restarted, the
+database's connections killed. Real processes, real servers; what a client sees is
+compared with the run's event log, which must stay gapless.
+
+The client is LangGraph's SSE stream (``/langgraph/…/runs/<id>/stream``), resumed with
+``Last-Event-ID`` as the official clients do; the event ids are the log's seqs, the same
+cursor the trace page's websocket resumes from (``?after=``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import requests
+from django.db import connection
+
+from dashboard.models import Run, RunEvent
+from tests.conftest import (
+    ARTIFACTS,
+    ROOT,
+    api_token,
+    assert_gapless,
+    database_url,
+    free_port,
+    need,
+    port_open,
+    wait_run,
+)
+
+pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True)]
+
+Kind = RunEvent.Kind
+LONG = {"steps": 120, "delay": 0.03}
+STREAMED = (Kind.NODE_STARTED, Kind.NODE_FINISHED, Kind.NODE_FAILED)
+"""The log events the ``tasks`` stream mode turns into parts (each carrying its seq)."""
+
+
+class Daphne:
+    """``manage.py serve`` on a fixed port, killable and restartable."""
+
+    def __init__(self, port: int, **env: str) -> None:
+        self.port = port
+        self.env = {
+            **os.environ, "DATABASE_URL": database_url(connection.settings_dict),
+            "PLANWATCH_GRAPH_MODULES": "tests.graphs", "PLANWATCH_THINK_TIME": "0",
+            "PLANWATCH_HEARTBEAT_SECONDS": "0.3", "PLANWATCH_STALE_AFTER_SECONDS": "1.5",
+            "PYTHONUNBUFFERED": "1", **env,
+        }
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.starts += 1
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        log = (ARTIFACTS / f"faults-daphne-{self.port}-{self.starts}.log").open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port",
+             str(self.port)], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        deadline = time.monotonic() + 30
+        while not port_open("127.0.0.1", self.port):
+            assert self.proc.poll() is None, f"daphne exited; see {log.name}"
+            assert time.monotonic() < deadline, "daphne did not start"
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@contextmanager
+def daphne(**env: str) -> Iterator[Daphne]:
+    server = Daphne(free_port(), **env)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def private_redis(port: int) -> Iterator[subprocess.Popen]:
+    """A redis-server of the test's own on ``port`` (nothing kept on disk)."""
+    binary = shutil.which("redis-server")
+    need("redis-server", bool(binary), "apt-get install redis-server")
+    assert binary is not None
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not port_open("127.0.0.1", port):
+        assert time.monotonic() < deadline, "redis-server did not start"
+        time.sleep(0.05)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def start_run(server: Daphne, key: str) -> tuple[str, str]:
+    """A long echo run on a new thread, through the API; (thread id, run id)."""
+    headers = {"x-api-key": key}
+    thread = requests.post(f"{server.url}/langgraph/threads", json={}, headers=headers,
+                           timeout=10).json()["thread_id"]
+    run = requests.post(f"{server.url}/langgraph/threads/{thread}/runs", headers=headers,
+                        json={"assistant_id": "test.echo", "input": LONG}, timeout=10)
+    assert run.status_code == 200, run.text
+    return thread, run.json()["run_id"]
+
+
+def read_ids(server: Daphne, key: str, thread: str, run: str, *, after: str,
+             received: list[int], stop_after: int | None = None) -> bool:
+    """Read the run's stream from ``after``, appending each event id; True if it ended."""
+    url = f"{server.url}/langgraph/threads/{thread}/runs/{run}/stream"
+    try:
+        with requests.get(url, params={"stream_mode": "tasks"}, stream=True, timeout=30,
+                          headers={"x-api-key": key, "Last-Event-ID": after}) as response:
+            response.raise_for_status()
+            for line in response.iter_lines(decode_unicode=True):
+                if line.startswith("id: "):
+                    received.append(int(line[4:]))
+                    if stop_after is not None and len(received) >= stop_after:
+                        return False
+    except requests.exceptions.ChunkedEncodingError:
+        return False  # the server died under the stream
+    except requests.exceptions.ConnectionError:
+        return False
+    return True
+
+
+def stream_from_start(server: Daphne, key: str, events: int
+                      ) -> tuple[str, str, list[int]]:
+    """Start a long run and read its first ``events`` stream events; (thread, run, ids)."""
+    thread, run_id = start_run(server, key)
+    received: list[int] = []
+    assert not read_ids(server, key, thread, run_id, after="0", received=received,
+                        stop_after=events)
+    return thread, run_id, received
+
+
+def resume_to_end(server: Daphne, key: str, thread: str, run_id: str,
+                  received: list[int]) -> None:
+    """As the SDK does: reconnect from the last id received until the stream ends."""
+    deadline = time.monotonic() + 60
+    while not read_ids(server, key, thread, run_id, after=str(received[-1]),
+                       received=received):
+        assert time.monotonic() < deadline, "the stream never ended"
+
+
+def expected_ids(run_id: str) -> list[int]:
+    run = Run.objects.get(id=run_id)
+    assert_gapless(run)
+    return list(run.events.filter(kind__in=STREAMED).order_by("seq")
+                .values_list("seq", flat=True))
+
+
+def test_daphne_killed_under_a_stream_the_run_recovers_and_the_client_resumes_exactly(
+        operator):
+    key = api_token(operator)
+    with daphne() as server:
+        thread, run_id, received = stream_from_start(server, key, 20)
+        server.kill()  # SIGKILL: the run's executor dies with it
+        killed_at = time.monotonic()
+        server.start()  # same port; its reaper recovers the stale run
+        resume_to_end(server, key, thread, run_id, received)
+        run = wait_run(run_id, statuses=("succeeded",), timeout=30)
+        recovered_after = (run.finished_at.timestamp() - time.time()) + (
+            time.monotonic() - killed_at)
+    assert received == expected_ids(run_id)  # every event once, in order, none lost
+    kinds = list(run.events.values_list("kind", flat=True))
+    assert Kind.RUN_RECOVERED in kinds
+    assert run.output == {"n": LONG["steps"], "answer": None}
+    print(f"daphne SIGKILL → run finished {recovered_after:.1f} s later, "
+          f"{len(received)} events streamed exactly once")
+
+
+@pytest.mark.redis
+def test_redis_restarted_under_a_stream_the_client_sees_every_event_once(operator):
+    key = api_token(operator)
+    port = free_port()
+    with private_redis(port) as redis, daphne(REDIS_URL=f"redis://127.0.0.1:{port}/0") as server:
+        thread, run_id, received = stream_from_start(server, key, 10)
+        redis.kill()
+        redis.wait(10)
+        time.sleep(1)  # the run goes on; its doorbells fail meanwhile
+        with private_redis(port):
+            ended = read_ids(server, key, thread, run_id, after=str(received[-1]),
+                             received=received)
+            assert ended
+            run = wait_run(run_id, statuses=("succeeded",), timeout=30)
+    assert received == expected_ids(run_id)
+    assert run.output == {"n": LONG["steps"], "answer": None}
+
+
+@pytest.mark.postgres
+def test_database_connections_killed_mid_run_lose_nothing(operator):
+    if connection.vendor != "postgresql":
+        pytest.skip("pg_terminate_backend is PostgreSQL's; this runs in the PostgreSQL pass")
+    key = api_token(operator)
+    with daphne() as server:
+        thread, run_id, received = stream_from_start(server, key, 20)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            killed = cursor.fetchone()[0]
+        assert killed >= 1
+        resume_to_end(server, key, thread, run_id, received)
+        run = wait_run(run_id, statuses=("succeeded", "failed"), timeout=60)
+    assert received == expected_ids(run_id)
+    assert run.status == Run.Status.SUCCEEDED, run.error_message
+    checkpoints = list(run.events.filter(kind=Kind.CHECKPOINT)
+                       .values_list("checkpoint_id", flat=True))
+    assert len(checkpoints) == len(set(checkpoints)), "a checkpoint was logged twice"
+    print(f"{killed} connections terminated mid-run: {json.dumps(run.status)}")
