@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from django.db.models import Exists, OuterRef, QuerySet
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
@@ -49,11 +50,28 @@ def assistant(spec: GraphSpec) -> dict[str, Any]:
     }
 
 
+def with_unsettled(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """``runs`` with whether an answer or a continue waits for an executor, read in the
+    same statement as their status: read apart, a claim committed in between makes a
+    resuming run look stopped (its status read before, its answer read as taken after)."""
+    return runs.annotate(
+        answer_waiting=Exists(Interrupt.objects.filter(
+            run=OuterRef("pk"), status=Interrupt.Status.ANSWERED, checkpoint_id="")),
+        continue_waiting=Exists(RunEvent.objects.filter(
+            run=OuterRef("pk"), seq=OuterRef("last_seq"), kind=RunEvent.Kind.RUN_CONTINUED)),
+    )
+
+
 def unsettled(run: Run) -> bool:
-    """An answer or a continue was recorded but no executor has taken the run up yet."""
+    """An answer or a continue was recorded but no executor has taken the run up yet
+    (exact for a run read through :func:`with_unsettled`)."""
     if run.status == Run.Status.INTERRUPTED:
+        if (read := getattr(run, "answer_waiting", None)) is not None:
+            return bool(read)
         return run.interrupts.filter(status=Interrupt.Status.ANSWERED, checkpoint_id="").exists()
     if run.status == Run.Status.PAUSED:
+        if (read := getattr(run, "continue_waiting", None)) is not None:
+            return bool(read)
         last = run.events.filter(seq=run.last_seq).values_list("kind", flat=True).first()
         return last == RunEvent.Kind.RUN_CONTINUED
     return False
@@ -84,7 +102,7 @@ def thread_status(run: Run | None, *, queued: bool = False) -> str:
 
 def latest_run(thread: Thread) -> Run | None:
     """The thread's newest run that is not waiting its turn (its state is the thread's)."""
-    return (thread.runs.exclude(status=Run.Status.QUEUED, waits_for__isnull=False)
+    return (with_unsettled(thread.runs.exclude(status=Run.Status.QUEUED, waits_for__isnull=False))
             .order_by("-created_at").first())
 
 

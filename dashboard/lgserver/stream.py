@@ -164,8 +164,8 @@ class PartMaker:
 @sync_to_async
 def _aread(run_id: UUID, after: int) -> tuple[Run, list[dict[str, Any]], bool]:
     """The run, its events after ``after`` (up to the seq read with it), and whether it stopped."""
-    run = Run.objects.get(id=run_id)
-    stopped = not shapes.busy(run)
+    run = shapes.with_unsettled(Run.objects.all()).get(id=run_id)
+    stopped = not shapes.busy(run)  # status and pending answers read in one statement
     rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after, seq__lte=run.last_seq).values(
         "seq", "kind", "node", "namespace", "step", "task_id", "checkpoint_id", "payload",
         "created_at").order_by("seq")
