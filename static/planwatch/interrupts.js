@@ -26,7 +26,9 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     if (status) status.focus();
     return false;
   }
-  document.addEventListener("htmx:afterSwap", (event) => {
+  // on settle, not on swap: htmx binds the new form (hx-post) when it settles, and an Enter
+  // in a form not yet bound would post it the old way, reloading the page
+  document.addEventListener("htmx:afterSettle", (event) => {
     const target = event.detail.target;
     if (!target || !target.closest) return;
     const section = target.closest("#run-interrupts, [id$='-answers']") || target;

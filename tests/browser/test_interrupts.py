@@ -117,3 +117,21 @@ def test_decomposition_parallel_clarify_questions_answered_from_the_inbox(
     assert answers == {"5": "residents", "6": "plain and friendly"}
     page.locator(f"#inbox-run-{run.id}").wait_for(state="detached", timeout=10_000)
     screenshot(page, "inbox-empty")
+
+
+def test_a_question_takes_the_focus_only_once_its_form_is_live(
+        live_server_url, page, executor, operator):
+    """The focus goes to a new question when htmx has bound its form (on settle): an Enter
+    typed into a form not yet bound would post it the old way and reload the page. The
+    settle is slowed to 1.5 s so that a focus given on swap would be caught."""
+    run = services.run_create(graph="acquisition", input={}, user=operator)
+    assert wait_run(run.id).status == Run.Status.INTERRUPTED
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    page.add_init_script("document.addEventListener('DOMContentLoaded', () => {"
+                         " htmx.config.defaultSettleDelay = 1500; });")
+    page.goto(f"{live_server_url}/runs/{run.id}/")
+    page.wait_for_function("() => !!document.activeElement.closest('.question')",
+                           timeout=20_000)
+    assert page.evaluate("() => { const f = document.activeElement.closest('form');"
+                         " return !!(f && f['htmx-internal-data']"
+                         " && f['htmx-internal-data'].initHash); }")
