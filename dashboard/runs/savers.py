@@ -91,13 +91,15 @@ async def aopen_saver(*, pool_size: int = 10) -> SaverHandle:
         from psycopg.rows import DictRow, dict_row
         from psycopg_pool import AsyncConnectionPool
 
+        from dashboard.runs import pgpool
+
         pool: AsyncConnectionPool[AsyncConnection[DictRow]] = AsyncConnectionPool(
             postgres_conninfo(settings_dict),
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
             open=False,
-            check=AsyncConnectionPool.check_connection,  # dropped connections replaced
+            check=pgpool.acheck,  # dropped connections replaced
         )
         await pool.open()
         return SaverHandle(AsyncPostgresSaver(pool), pool.close,

@@ -125,6 +125,8 @@ class EventSink:
             return cls(handle, postgres=False)
         from psycopg_pool import AsyncConnectionPool
 
+        from dashboard.runs import pgpool
+
         async def configure(conn: Any) -> None:
             if relaxed_commits():
                 await conn.execute("SET synchronous_commit TO OFF")
@@ -136,7 +138,7 @@ class EventSink:
             kwargs={"autocommit": True, "prepare_threshold": 0}, open=False,
             # a connection the server dropped (a restart, pg_terminate_backend) is found
             # out on checkout and replaced, not used for a write that would then fail
-            check=AsyncConnectionPool.check_connection,
+            check=pgpool.acheck,
         )
         await pool.open()
         return cls(handle, postgres=True, pool=pool)
