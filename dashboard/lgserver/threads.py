@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashboard import services
-from dashboard.lgserver.shapes import busy, has_queue, latest_run
+from dashboard.lgserver.shapes import busy, has_queue
 from dashboard.models import Interrupt, Run, RunEvent, Thread
 from dashboard.services import RunInputError, RunStateError, ServiceError, User
 
@@ -81,13 +81,13 @@ def holder_of(thread: Thread, checkpoint_id: str) -> Run:
     return run
 
 
-def start(thread: Thread, req: RunRequest, user: User) -> Run:
-    """Start (or resume, or continue) the thread's next run; returns the run that goes on."""
+def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> Run:
+    """Start (or resume, or continue) the thread's next run after ``current`` (its
+    :func:`~dashboard.lgserver.shapes.latest_run`); returns the run that goes on."""
     if req.multitask_strategy not in STRATEGIES:
         raise RunInputError(f"multitask_strategy {req.multitask_strategy!r} is not one of "
                             f"{', '.join(STRATEGIES)}",
                             errors={"multitask_strategy": "unknown strategy"})
-    current = latest_run(thread)
     if current is not None and current.graph != req.assistant_id:
         raise RunInputError(
             f"thread {thread.id} runs graph {current.graph!r}, not {req.assistant_id!r}; "

@@ -450,7 +450,7 @@ def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[
     with transaction.atomic():
         thread = _thread_for_run(request, thread_id, data)
     before = shapes.latest_run(thread)
-    run = start(thread, req, request.user)
+    run = start(thread, req, request.user, before)
     # a resumed or continued run streams what comes after what it had written
     after = run.last_seq if before is not None and before.id == run.id else 0
     return run, after, data
