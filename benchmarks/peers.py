@@ -159,15 +159,20 @@ def aegra_server() -> Iterator[str]:
         yield url
 
 
-async def apeer_run(client: Any) -> Latencies:
-    """Start one run on a new thread and stream its node updates; return their latencies."""
+async def apeer_run(client: Any) -> tuple[Latencies, float]:
+    """Start one run on a new thread and stream its node updates; return their latencies
+    and the time from the run's request to its first node update (ms)."""
     thread = await client.threads.create()
     latencies: Latencies = []
+    asked = time.time()
+    first = float("nan")
     async for part in client.runs.stream(
         thread["thread_id"], "chain80", input={"i": -1}, stream_mode="updates",
     ):
         now = time.time()
         if part.event == "updates" and isinstance(part.data, dict):
+            if not latencies:
+                first = (now - asked) * 1000
             latencies.extend(
                 (now - update["t"]) * 1000 for update in part.data.values()
                 if isinstance(update, dict) and "t" in update
@@ -176,7 +181,7 @@ async def apeer_run(client: Any) -> Latencies:
             raise RuntimeError(f"the peer's run failed: {part.data}")
     if len(latencies) != peer_graph.NODES:
         raise RuntimeError(f"saw {len(latencies)} node updates, expected {peer_graph.NODES}")
-    return latencies
+    return latencies, first
 
 
 async def ameasure_bare(*, runs: int, per_run: bool) -> dict[str, dict[str, float]]:
@@ -263,17 +268,39 @@ async def ameasure_system(one_run: Callable[[], Awaitable[Any]], *, runs: int,
     return out
 
 
-async def ameasure_peer(url: str, *, runs: int, api_key: str | None = None
-                        ) -> dict[str, dict[str, float]]:
-    """Measure one server through the official SDK (for Planwatch: its ``/langgraph``)."""
+async def aphase_paced(one_run: Callable[[], Awaitable[Any]], *, runs: int, rate: float,
+                       ) -> tuple[list[Any], float]:
+    """Start ``runs`` runs at ``rate`` a second, whatever the earlier ones are doing (an
+    open loop, as clients arrive); return their results and the runs/s achieved."""
+    began = time.perf_counter()
+    tasks = []
+    for index in range(runs):
+        await asyncio.sleep(max(0.0, began + index / rate - time.perf_counter()))
+        tasks.append(asyncio.ensure_future(one_run()))
+    results = await asyncio.gather(*tasks)
+    return list(results), runs / (time.perf_counter() - began)
+
+
+async def ameasure_peer(url: str, *, runs: int, api_key: str | None = None,
+                        pace: float | None = None) -> dict[str, dict[str, float]]:
+    """Measure one server through the official SDK (for Planwatch: its ``/langgraph``);
+    with ``pace``, also with runs started at that rate (the best peer's own)."""
     from langgraph_sdk import get_client
 
     client = get_client(url=url, api_key=api_key)
-    return await ameasure_system(lambda: apeer_run(client), runs=runs, resolve=_flatten)
+    out = await ameasure_system(lambda: apeer_run(client), runs=runs, resolve=_flatten)
+    if pace:
+        results, rate = await aphase_paced(lambda: apeer_run(client), runs=runs, rate=pace)
+        latencies, extra = await _flatten(results)
+        out["paced"] = figure(latencies, rate, **extra)
+    return out
 
 
-async def _flatten(results: list[Latencies]) -> Resolved:
-    return [lat for run in results for lat in run], {}
+async def _flatten(results: list[tuple[Latencies, float]]) -> Resolved:
+    firsts = [first for _, first in results]
+    return [lat for run, _ in results for lat in run], {
+        "first_update_p50_ms": round(percentile(firsts, 50), 2),
+        "first_update_p99_ms": round(percentile(firsts, 99), 2)}
 
 
 # -- the figure ----------------------------------------------------------------------------
@@ -294,6 +321,13 @@ def measure(*, runs: int = 30, only: tuple[str, ...] = (*SYSTEMS, SDK, BARE)
         "concurrency": CONCURRENCY, "versions": peer_versions(),
         "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
     }
+    # the peers first: Planwatch is then also measured at the best one's own rate
+    if "langgraph-api" in only:
+        with langgraph_api_server() as url:
+            result["langgraph-api"] = asyncio.run(ameasure_peer(url, runs=runs))
+    if "aegra" in only:
+        with aegra_server() as url:
+            result["aegra"] = asyncio.run(ameasure_peer(url, runs=runs))
     if "planwatch" in only or SDK in only:
         from benchmarks import peers_planwatch
 
@@ -302,14 +336,10 @@ def measure(*, runs: int = 30, only: tuple[str, ...] = (*SYSTEMS, SDK, BARE)
                 ameasure_system(server.arun, runs=runs, resolve=server.aresolve)
             ) | {"watched_through": server.watched_through}
             if SDK in only:
+                best = best_peer(result)
                 result[SDK] = asyncio.run(ameasure_peer(
-                    f"{server.base_url}/langgraph", runs=runs, api_key=server.api_key))
-    if "langgraph-api" in only:
-        with langgraph_api_server() as url:
-            result["langgraph-api"] = asyncio.run(ameasure_peer(url, runs=runs))
-    if "aegra" in only:
-        with aegra_server() as url:
-            result["aegra"] = asyncio.run(ameasure_peer(url, runs=runs))
+                    f"{server.base_url}/langgraph", runs=runs, api_key=server.api_key,
+                    pace=best[1]["runs_per_s"] if best else None))
     if BARE in only:
         result[BARE] = asyncio.run(ameasure_bare(runs=runs, per_run=False))
         result[BARE_PER_RUN] = asyncio.run(ameasure_bare(runs=runs, per_run=True))
@@ -317,27 +347,47 @@ def measure(*, runs: int = 30, only: tuple[str, ...] = (*SYSTEMS, SDK, BARE)
     return result
 
 
-def targets(result: dict[str, Any]) -> dict[str, Any]:
-    """Issue 22's terms at 10 at once: Planwatch through the peers' own client (its
-    ``/langgraph`` API, else its websocket) gives ≥ 2x the best peer's runs/s, with a p99
-    no worse than that peer's (unpaced: both at full speed, not paced to the same rate)."""
+def best_peer(result: dict[str, Any]) -> tuple[str, dict[str, float]] | None:
+    """The peer with the most runs/s at ``CONCURRENCY`` at once, and its cell."""
     key = f"concurrent_{CONCURRENCY}"
     peers = {name: result[name][key] for name in SYSTEMS[1:] if name in result}
+    if not peers:
+        return None
+    name = max(peers, key=lambda n: peers[n]["runs_per_s"])
+    return name, peers[name]
+
+
+def targets(result: dict[str, Any]) -> dict[str, Any]:
+    """Issue 22's terms: Planwatch through the peers' own client (its ``/langgraph`` API,
+    else its websocket) gives ≥ 2x the best peer's runs/s at ``CONCURRENCY`` at once; at
+    that peer's own rate (runs started at its runs/s) its p99 is no worse than that
+    peer's (unpaced when no paced phase was measured); its run start → first node update
+    p99 is ≤ 20 ms."""
+    key = f"concurrent_{CONCURRENCY}"
+    best = best_peer(result)
     ours_name = SDK if SDK in result else "planwatch"
-    if ours_name not in result or not peers:
+    if ours_name not in result or best is None:
         return {}
+    best_name, peer = best
     ours = result[ours_name][key]
-    best_name = max(peers, key=lambda n: peers[n]["runs_per_s"])
-    best = peers[best_name]
-    return {
-        "latency": {"system": ours_name, "planwatch_p99_ms": ours["p99_ms"],
-                    "best_peer": best_name, "best_peer_p99_ms": best["p99_ms"],
-                    "met": ours["p99_ms"] <= best["p99_ms"]},
+    at_rate = result[ours_name].get("paced")
+    out = {
+        "latency": {"system": ours_name,
+                    "planwatch_p99_ms": (at_rate or ours)["p99_ms"],
+                    "paced_runs_per_s": at_rate["runs_per_s"] if at_rate else None,
+                    "best_peer": best_name, "best_peer_p99_ms": peer["p99_ms"],
+                    "met": (at_rate or ours)["p99_ms"] <= peer["p99_ms"]},
         "throughput": {"system": ours_name, "planwatch_runs_per_s": ours["runs_per_s"],
-                       "best_peer": best_name, "best_peer_runs_per_s": best["runs_per_s"],
-                       "ratio": round(ours["runs_per_s"] / best["runs_per_s"], 2),
-                       "met": ours["runs_per_s"] >= 2 * best["runs_per_s"]},
+                       "best_peer": best_name, "best_peer_runs_per_s": peer["runs_per_s"],
+                       "ratio": round(ours["runs_per_s"] / peer["runs_per_s"], 2),
+                       "met": ours["runs_per_s"] >= 2 * peer["runs_per_s"]},
     }
+    if "first_update_p99_ms" in ours:
+        out["first_update"] = {
+            "system": ours_name, "planwatch_p99_ms": ours["first_update_p99_ms"],
+            "best_peer": best_name, "best_peer_p99_ms": peer.get("first_update_p99_ms"),
+            "met": ours["first_update_p99_ms"] <= 20}
+    return out
 
 
 def table(result: dict[str, Any]) -> str:

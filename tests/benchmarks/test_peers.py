@@ -59,6 +59,7 @@ def test_targets_compare_planwatch_at_10_at_once_with_the_best_peer():
     met = peers.targets(result)
     # the best peer is the fastest one (runs/s), and its own p99 is the bar
     assert met["latency"] == {"system": "planwatch", "planwatch_p99_ms": 9.0,
+                              "paced_runs_per_s": None,
                               "best_peer": "aegra", "best_peer_p99_ms": 40.0, "met": True}
     assert met["throughput"]["best_peer_runs_per_s"] == 4.1
     assert met["throughput"]["met"] is False  # 8.0 < 2 x 4.1
@@ -69,6 +70,17 @@ def test_targets_compare_planwatch_at_10_at_once_with_the_best_peer():
     result[peers.SDK] = {key: cell(2.0, 30.0, 9.0)}
     assert peers.targets(result)["throughput"]["system"] == peers.SDK
     assert peers.targets(result)["latency"]["met"] is True
+    assert "first_update" not in peers.targets(result)
+    # measured at the best peer's own rate, that phase's p99 is the one judged
+    result[peers.SDK]["paced"] = cell(2.0, 45.0, 4.1)
+    judged = peers.targets(result)["latency"]
+    assert (judged["planwatch_p99_ms"], judged["paced_runs_per_s"], judged["met"]) == (
+        45.0, 4.1, False)
+    # run start → first node update: p99 ≤ 20 ms
+    result[peers.SDK][key]["first_update_p99_ms"] = 21.0
+    assert peers.targets(result)["first_update"]["met"] is False
+    result[peers.SDK][key]["first_update_p99_ms"] = 19.0
+    assert peers.targets(result)["first_update"]["met"] is True
 
 
 def test_percentile_interpolates_and_is_nan_without_values():
