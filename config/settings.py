@@ -132,7 +132,7 @@ if IS_POSTGRES and not DATABASES["default"]["CONN_MAX_AGE"]:
     # (measured: most of the web server's database time); psycopg's pool hands them out.
     # A connection the server dropped (a restart, pg_terminate_backend) is found out on
     # checkout and replaced, rather than failing the request that drew it.
-    from dashboard.runs import pgpool
+    from config import pgpool
 
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1, "max_size": int(os.environ.get("DB_POOL_MAX_SIZE", "10")), "timeout": 30,

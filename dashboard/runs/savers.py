@@ -91,7 +91,7 @@ async def aopen_saver(*, pool_size: int = 10) -> SaverHandle:
         from psycopg.rows import DictRow, dict_row
         from psycopg_pool import AsyncConnectionPool
 
-        from dashboard.runs import pgpool
+        from config import pgpool
 
         pool: AsyncConnectionPool[AsyncConnection[DictRow]] = AsyncConnectionPool(
             postgres_conninfo(settings_dict),

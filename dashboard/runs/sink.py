@@ -125,7 +125,7 @@ class EventSink:
             return cls(handle, postgres=False)
         from psycopg_pool import AsyncConnectionPool
 
-        from dashboard.runs import pgpool
+        from config import pgpool
 
         async def configure(conn: Any) -> None:
             if relaxed_commits():

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from dashboard.runs import pgpool
+from config import pgpool
 from tests.conftest import database_url
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
