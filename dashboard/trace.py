@@ -149,7 +149,12 @@ class TraceFold:
             changes.status = True
             self._enter_phase("running", changes)
         elif kind == Kind.RUN_PAUSED:
-            changes.status = True
+            # the picture marks where the run stands, as the header does: the node it
+            # paused after, or else the one it will run next (not the last one started)
+            payload = event.get("payload") or {}
+            before = payload.get("before") or []
+            self.current = payload.get("after") or (str(before[0]) if before else self.current)
+            changes.graph = changes.status = True
             self._enter_phase("paused", changes)
 
     def _enter_phase(self, phase: str, changes: Changes) -> None:
