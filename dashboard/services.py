@@ -409,8 +409,8 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     # through LangGraph, on a saver of its own (graphs with async routes need the async
     # API), before the event is recorded: a checkpoint without its event is harmless
     config, snap = async_to_sync(debugging.aupdate_state)(
-        compiled(run.graph), config_of(run, checkpoint_id or None), values or None,
-        as_node=as_node)
+        compiled(run.graph), config_of(run, checkpoint_id or None), values,
+        as_node=as_node, spec=spec)
     new_id = str(config["configurable"]["checkpoint_id"])
     parent = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     with transaction.atomic():

@@ -196,6 +196,12 @@ class TaskView:
     """Statuses of tasks that have not run (shown as cancelled once the run stopped)."""
 
 
+def no_state_edit_update(state: Mapping[str, Any], edit: Mapping[str, Any]
+                         ) -> Mapping[str, Any]:
+    """A graph that keeps no record of where its values came from adds nothing to an edit."""
+    return {}
+
+
 @dataclass(frozen=True)
 class GraphSpec:
     """A registered graph: how to build it, what it takes and what it is."""
@@ -223,6 +229,11 @@ class GraphSpec:
     """The kinds of question it asks beyond the generic ones (``planner.questions``)."""
     input_schema: Mapping[str, Any] | None = None
     """The JSON Schema of the start input, if not the one ``input_fields`` describe."""
+    on_state_edit: Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]] = (
+        no_state_edit_update)
+    """Given the state values before an operator's edit and the edited channels, the other
+    channels the graph updates with it to keep its own record true (written in the same
+    ``update_state``); the default adds nothing."""
 
     def input_json_schema(self) -> dict[str, Any]:
         """The start input as JSON Schema (what LangGraph's server API calls input_schema)."""

@@ -21,6 +21,7 @@ from langgraph.graph import StateGraph
 from pydantic import TypeAdapter, ValidationError
 
 from dashboard.runs.savers import aopen_saver
+from planner.spec import GraphSpec
 
 
 class EditError(ValueError):
@@ -104,17 +105,28 @@ async def acopy_checkpoint(saver: Any, *, source_thread: str, checkpoint_id: str
     return saved
 
 
-async def aupdate_state(graph: Any, config: RunnableConfig, values: Any, *, as_node: str
-                        ) -> tuple[RunnableConfig, Any]:
-    """LangGraph's ``update_state`` on ``graph`` (compiled, without a checkpointer) with a
-    saver of its own, opened and closed here: async, as graphs with async routes need.
+async def aapply_edit(graph: Any, config: RunnableConfig, values: Mapping[str, Any], *,
+                      as_node: str, spec: GraphSpec) -> RunnableConfig:
+    """Write an operator's (checked) edit with LangGraph's ``update_state``, together with
+    what the graph's ``on_state_edit`` adds to keep its own record true."""
+    before = await graph.aget_state(config)
+    extra = spec.on_state_edit(before.values or {}, values)
+    saved: RunnableConfig = await graph.aupdate_state(config, {**values, **extra},
+                                                      as_node=as_node or None)
+    return saved
+
+
+async def aupdate_state(graph: Any, config: RunnableConfig, values: Mapping[str, Any], *,
+                        as_node: str, spec: GraphSpec) -> tuple[RunnableConfig, Any]:
+    """:func:`aapply_edit` on ``graph`` (compiled, without a checkpointer) with a saver of
+    its own, opened and closed here: async, as graphs with async routes need.
 
     Returns the new checkpoint's config and the state there.
     """
     handle = await aopen_saver(pool_size=1)
     try:
         graph = graph.copy(update={"checkpointer": handle.saver})
-        saved = await graph.aupdate_state(config, values, as_node=as_node or None)
+        saved = await aapply_edit(graph, config, values, as_node=as_node, spec=spec)
         return saved, await graph.aget_state(saved)
     finally:
         await handle.aclose()

@@ -341,7 +341,9 @@ class Executor:
             checkpoint_id=run.forked_from_checkpoint, target_thread=run.thread_id)
         edit = run.fork_edit or {}
         if edit.get("values"):
-            await graph.aupdate_state(saved, edit["values"], as_node=edit.get("as_node") or None)
+            await debugging.aapply_edit(graph, saved, edit["values"],
+                                        as_node=edit.get("as_node") or "",
+                                        spec=get_graph(run.graph))
 
     async def _heartbeat_forever(self) -> None:
         interval = planwatch_setting("HEARTBEAT_SECONDS")

@@ -9,7 +9,7 @@ from planner.acquisition import scripted  # noqa: F401  (registers the scripted 
 from planner.acquisition.graph import GRAPH_VERSION, NODES, build_graph
 from planner.acquisition.inputs import INPUT_FIELDS, make_input
 from planner.acquisition.presentation import present_result
-from planner.acquisition.state import AcquisitionState
+from planner.acquisition.state import AcquisitionState, sources_after_edit
 from planner.acquisition.validation import QUESTIONS
 from planner.spec import GraphSpec
 
@@ -30,6 +30,7 @@ SPEC = GraphSpec(
     present_result=present_result,
     decisions_channel="decisions",
     questions=QUESTIONS,
+    on_state_edit=sources_after_edit,
 )
 """What this graph declares to its host (the registry loads it by module name)."""
 

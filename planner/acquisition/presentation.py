@@ -7,7 +7,8 @@ from typing import Any
 from planner.acquisition.profile import get_profile
 from planner.presentation import ResultCard, ResultItem, generic_result_card
 
-_ORIGINS = {"input": "given", "user": "answered", "calculator": "computed"}
+_ORIGINS = {"input": "given", "user": "answered", "calculator": "computed",
+            "edited": "edited by an operator"}
 
 
 def _origin(source: Any) -> tuple[str, str]:

@@ -8,6 +8,7 @@ no pydantic models or dataclasses live in state. Logs (``decisions``, ``searches
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypedDict
 
 Action = Literal["search", "ask_user", "calculate", "reflect", "finish"]
@@ -126,3 +127,17 @@ def initial_state(*, goal: str, profile: str, max_iters: int, version: int,
         "notes": [],
         "result": None,
     }
+
+
+def sources_after_edit(state: Mapping[str, Any], edit: Mapping[str, Any]) -> dict[str, Any]:
+    """An operator's edit of acquired values: each changed value's source becomes
+    ``edited`` (unless the edit sets the sources itself), so no card calls it answered."""
+    values = edit.get("values")
+    if "sources" in edit or not isinstance(values, Mapping):
+        return {}
+    before = state.get("values") or {}
+    changed = [name for name, value in values.items()
+               if name not in before or before[name] != value]
+    if not changed:
+        return {}
+    return {"sources": {**(state.get("sources") or {}), **dict.fromkeys(changed, "edited")}}

@@ -106,6 +106,9 @@ def test_pause_step_continue_then_fork_with_a_new_price(live_server_url, page, o
     new_tam = format_amount(child.output["tam"], "EUR")
     assert new_tam != old_tam
     expect(page.locator("#trace-result .result-headline")).to_contain_text(new_tam)
+    price = page.locator("#trace-result .result-item", has_text="Yearly price")
+    expect(price).to_contain_text("60 EUR a year")
+    expect(price.locator(".source")).to_have_text("edited by an operator")
     expect(page.locator("#run-branches")).to_contain_text(str(parent.id)[:8])
     no_overflow(page)
     screenshot(page, f"debug-fork-result-{size}")

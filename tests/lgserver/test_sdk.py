@@ -283,6 +283,7 @@ def test_breakpoints_edit_and_a_run_from_a_past_checkpoint(sdk):
                              checkpoint_id=again["checkpoint"]["checkpoint_id"])
     doubled = sdk.runs.wait(tid, "acquisition", input=None)
     assert doubled["values"]["market.tam"] == pytest.approx(tam * 2)
+    assert doubled["sources"]["market.price"] == "edited"  # the graph's record of it
     edit = RunEvent.objects.get(run=fork, kind=RunEvent.Kind.CHECKPOINT,
                                 payload__source="update")
     assert edit.payload["by"] == "sdk" and edit.payload["as_node"] == "tick"

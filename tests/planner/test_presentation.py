@@ -25,6 +25,24 @@ async def test_the_acquisition_card_shows_the_tam_with_its_currency_and_its_inpu
     assert "%" in by_label["Adoption rate"].value
 
 
+
+async def test_an_operators_edit_of_a_value_is_shown_as_edited_not_as_answered() -> None:
+    trace = await drive(compile_graph(), start(), ["Germany", "EUR", "47.88"])
+    state = trace.values
+    edit = {"values": {**state["values"], "market.price": 60}}
+    extra = ACQUISITION.on_state_edit(state, edit)
+    # only the changed value is re-sourced; the others keep where they came from
+    assert extra == {"sources": {**state["sources"], "market.price": "edited"}}
+    # the run then goes on to finish, which reports the state's values and sources
+    card = ACQUISITION.present_result({**state["result"], **edit, **extra})
+    by_label = {item.label: item for item in card.items}
+    assert by_label["Yearly price"].source == "edited by an operator"
+    assert by_label["Region"].source == "answered"
+    # an edit that sets the sources itself, or changes no value, is left as it is
+    assert ACQUISITION.on_state_edit(state, {**edit, "sources": {}}) == {}
+    assert ACQUISITION.on_state_edit(state, {"values": dict(state["values"])}) == {}
+
+
 async def test_the_decomposition_card_shows_the_synthesis_and_the_plan_figures() -> None:
     state = await Run().start(plan_form="writehere_xml")
     output = DECOMPOSITION.output_of(state.values)
