@@ -207,17 +207,20 @@ async def ameasure_bare(*, runs: int, per_run: bool) -> dict[str, dict[str, floa
         await saver.setup()
         graph = peer_graph.build().compile(checkpointer=saver)
 
-        async def one_run() -> Latencies:
+        async def one_run() -> tuple[Latencies, float]:
             config = {"configurable": {"thread_id": str(uuid.uuid4())}}
             latencies: Latencies = []
             run = graph.copy(update={"checkpointer": AsyncPostgresSaver(pool)}) if per_run \
                 else graph
+            asked, first = time.time(), float("nan")
             async for update in run.astream({"i": -1}, config, stream_mode="updates",
                                             durability="async"):
                 now = time.time()
+                if not latencies:
+                    first = (now - asked) * 1000
                 latencies.extend((now - v["t"]) * 1000 for v in update.values()
                                  if isinstance(v, dict) and "t" in v)
-            return latencies
+            return latencies, first
 
         return await ameasure_system(one_run, runs=runs, resolve=_flatten)
     finally:

@@ -15,7 +15,8 @@ executes the runs) and a second daphne serving :mod:`benchmarks.bare_asgi`, then
   consumer at the moments the runs' own writes committed: producer → Redis → daphne →
   client;
 - fan-out: one run watched by 100 clients, and the bare path's one group with 100 clients
-  fed frames of the same mean size at the run's moments;
+  fed frames of the same mean size at the run's moments; with ``--wide-fanout N``, one
+  run watched by N clients dealt out over ``--web-processes`` daphnes (4);
 - browser: the trace view in Debian's Chromium (Playwright); for every timeline row, the
   moment it entered the DOM (a MutationObserver) minus the moment its write committed;
 - memory: the worker's and the web server's RSS, idle and at the peak of 100 runs in
@@ -60,6 +61,9 @@ def main() -> None:
     parser.add_argument("--at-once", default="20",
                         help="run counts measured again with every run started at once")
     parser.add_argument("--browser-runs", type=int, default=8)
+    parser.add_argument("--wide-fanout", type=int, default=0,
+                        help="clients of one run dealt out over --web-processes daphnes")
+    parser.add_argument("--web-processes", type=int, default=4)
     parser.add_argument("--workers", type=int, default=1,
                         help="procrastinate worker processes (the memory figure is per worker)")
     args = parser.parse_args()
@@ -129,9 +133,29 @@ def main() -> None:
         if fan.received:
             out["fanout"] = {"clients": args.fanout, "frame_bytes": watch.frame_bytes(),
                              **fan.report(), "bare": summary(bare_fan)}
+        if args.wide_fanout:
+            out["fanout_wide"] = _wide_fanout(stack, env, web, cookie, clients=args.wide_fanout,
+                                              processes=args.web_processes)
         if args.browser_runs:
             out["browser"] = _browser(web, cookie, args.browser_runs)
     print(json.dumps(out))
+
+
+def _wide_fanout(stack: contextlib.ExitStack, env: dict[str, str], web: int, cookie: str, *,
+                 clients: int, processes: int) -> dict[str, Any]:
+    """One run watched by ``clients`` clients dealt out over ``processes`` daphnes (the
+    running one and more started here, as the scale-out deployment adds them behind its
+    proxy); every daphne hears the run's doorbells on Redis and renders them once."""
+    more = []
+    for _ in range(processes - 1):
+        port = free_port()
+        stack.enter_context(process([sys.executable, "manage.py", "serve", "--port", str(port)],
+                                    env=env, log=f"web-{port}.log", port=port))
+        more.append(port)
+    watch = Watcher(web, cookie, more_ports=tuple(more))
+    asyncio.run(watch.runs(1, processes))  # warm up every daphne
+    got = asyncio.run(watch.runs(1, clients))
+    return {"clients": clients, "web_processes": processes, **got.report()}
 
 
 def _check_executed_by(workers: list[Any]) -> None:
@@ -212,9 +236,10 @@ class Pass:
 class Watcher:
     """Starts runs and watches them over the trace websocket like the trace view does."""
 
-    def __init__(self, port: int, cookie: str) -> None:
+    def __init__(self, port: int, cookie: str, *, more_ports: tuple[int, ...] = ()) -> None:
         self.port = port
-        self.headers = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}
+        self.ports = (port, *more_ports)  # the clients of a run are dealt out over these
+        self.cookie = cookie
         self.frames = [0, 0]  # frames received, their bytes: the mean feeds the bare path
 
     def frame_bytes(self) -> int:
@@ -240,12 +265,13 @@ class Watcher:
         ready: list[asyncio.Event] = []
         tasks = []
         for run_id in ids:
-            for _ in range(clients_per_run):
+            for k in range(clients_per_run):
                 got: dict[int, float] = {}
                 ev = asyncio.Event()
                 received.append(got)
                 ready.append(ev)
-                tasks.append(asyncio.create_task(self._watch(run_id, got, ev)))
+                port = self.ports[k % len(self.ports)]
+                tasks.append(asyncio.create_task(self._watch(run_id, got, ev, port)))
         await asyncio.wait_for(asyncio.gather(*(e.wait() for e in ready)), 60)
         # the doorbells themselves, heard straight from Redis: when each batch was
         # committed (the writer says so in the message) and when it reached Redis
@@ -305,12 +331,14 @@ class Watcher:
         out.schedule = [[c - first for c in commits[str(i)]] for i in ids]
         return out
 
-    async def _watch(self, run_id: uuid.UUID, got: dict[int, float], ready: asyncio.Event
-                     ) -> None:
+    async def _watch(self, run_id: uuid.UUID, got: dict[int, float], ready: asyncio.Event,
+                     port: int) -> None:
         from websockets.asyncio.client import connect
 
-        url = f"ws://127.0.0.1:{self.port}/ws/runs/{run_id}/?after=0"
-        async with connect(url, additional_headers=self.headers, max_size=None) as ws:
+        url = f"ws://127.0.0.1:{port}/ws/runs/{run_id}/?after=0"
+        headers = {"Cookie": self.cookie, "Origin": f"http://127.0.0.1:{port}"}
+        async with connect(url, additional_headers=headers, max_size=None,
+                           open_timeout=60) as ws:
             ready.set()
             async for message in ws:
                 now = time.time()

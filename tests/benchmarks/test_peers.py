@@ -6,9 +6,11 @@ benchmarks.peers`` does that.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import uuid
 
+import pytest
 from django.template.loader import render_to_string
 
 from benchmarks import peer_graph, peers
@@ -87,3 +89,19 @@ def test_percentile_interpolates_and_is_nan_without_values():
     assert peers.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert peers.percentile([5.0], 99) == 5.0
     assert peers.percentile([], 50) != peers.percentile([], 50)  # NaN
+
+
+def test_the_floor_is_measured_and_resolved_as_the_servers_are(monkeypatch):
+    """The bare rows go through the same phases and resolution as the servers' rows (a
+    one-run measurement of the floor on a database of the test's own)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the floor keeps its checkpoints in PostgreSQL; this runs in the "
+                    "PostgreSQL pass")
+    monkeypatch.setattr(peers, "BARE_DB", "planwatch_test_bare_floor")
+    monkeypatch.setattr(peers, "WARMUP", 0)
+    out = asyncio.run(peers.ameasure_bare(runs=1, per_run=True))
+    for mode in ("sequential", f"concurrent_{peers.CONCURRENCY}"):
+        assert out[mode]["nodes"] == peer_graph.NODES
+        assert out[mode]["first_update_p99_ms"] > 0 and out[mode]["runs_per_s"] > 0
