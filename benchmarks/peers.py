@@ -260,14 +260,19 @@ def figure(latencies: Latencies, runs_per_s: float, **extra: float) -> dict[str,
 
 async def ameasure_system(one_run: Callable[[], Awaitable[Any]], *, runs: int,
                           resolve: Callable[[list[Any]], Awaitable[Resolved]],
+                          cpu: Callable[[], dict[str, float]] | None = None,
                           ) -> dict[str, dict[str, float]]:
-    """Warm up, then measure sequentially and ``CONCURRENCY`` at once."""
+    """Warm up, then measure sequentially and ``CONCURRENCY`` at once; with ``cpu`` (CPU
+    seconds used so far by each of a system's processes), also each process's CPU a run."""
     await aphase(one_run, runs=WARMUP, concurrency=1)
     out = {}
     for label, concurrency in (("sequential", 1), (f"concurrent_{CONCURRENCY}", CONCURRENCY)):
+        before = cpu() if cpu else {}
         results, rate = await aphase(one_run, runs=runs, concurrency=concurrency)
+        used = {f"cpu_ms_per_run_{name}": round((seconds - before[name]) / runs * 1000, 1)
+                for name, seconds in cpu().items()} if cpu else {}
         latencies, extra = await resolve(results)
-        out[label] = figure(latencies, rate, **extra)
+        out[label] = figure(latencies, rate, **extra, **used)
     return out
 
 
@@ -285,13 +290,16 @@ async def aphase_paced(one_run: Callable[[], Awaitable[Any]], *, runs: int, rate
 
 
 async def ameasure_peer(url: str, *, runs: int, api_key: str | None = None,
-                        pace: float | None = None) -> dict[str, dict[str, float]]:
+                        pace: float | None = None,
+                        cpu: Callable[[], dict[str, float]] | None = None,
+                        ) -> dict[str, dict[str, float]]:
     """Measure one server through the official SDK (for Planwatch: its ``/langgraph``);
     with ``pace``, also with runs started at that rate (the best peer's own)."""
     from langgraph_sdk import get_client
 
     client = get_client(url=url, api_key=api_key)
-    out = await ameasure_system(lambda: apeer_run(client), runs=runs, resolve=_flatten)
+    out = await ameasure_system(lambda: apeer_run(client), runs=runs, resolve=_flatten,
+                                cpu=cpu)
     if pace:
         results, rate = await aphase_paced(lambda: apeer_run(client), runs=runs, rate=pace)
         latencies, extra = await _flatten(results)
@@ -342,7 +350,7 @@ def measure(*, runs: int = 30, only: tuple[str, ...] = (*SYSTEMS, SDK, BARE)
                 best = best_peer(result)
                 result[SDK] = asyncio.run(ameasure_peer(
                     f"{server.base_url}/langgraph", runs=runs, api_key=server.api_key,
-                    pace=best[1]["runs_per_s"] if best else None))
+                    pace=best[1]["runs_per_s"] if best else None, cpu=server.cpu))
     if BARE in only:
         result[BARE] = asyncio.run(ameasure_bare(runs=runs, per_run=False))
         result[BARE_PER_RUN] = asyncio.run(ameasure_bare(runs=runs, per_run=True))

@@ -22,9 +22,11 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from benchmarks import peer_graph, peers
+from benchmarks.common import cpu_seconds
 
 DB_NAME = "planwatch_bench_peers"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9")
@@ -138,6 +140,15 @@ class PlanwatchBench:
     last_seq: int = 0
     api_key: str = ""
     """A token for LangGraph's server API under ``/langgraph`` (the peers' own client)."""
+    pids: dict[str, int] = field(default_factory=dict)
+    """The worker's and daphne's process ids (their CPU is read around a phase)."""
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds used so far by the worker, daphne, and the PostgreSQL backends
+        serving the bench's database (a backend that exits takes its share with it)."""
+        used = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        used["postgres"] = sum(cpu_seconds(pid) for pid in _backends(DB_NAME))
+        return used
 
     @property
     def watched_through(self) -> str:
@@ -256,6 +267,20 @@ def _layer() -> Any:
     return _layers[key]
 
 
+def _backends(database: str) -> list[int]:
+    """The PostgreSQL server processes serving ``database`` (found by their title)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                title = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if title.startswith("postgres:") and f" {database} " in title:
+                found.append(int(entry.name))
+    return found
+
+
 def websocket_routed() -> bool:
     """Whether ``/ws/runs/<id>/`` is routed (``BENCH_PLANWATCH_WATCH=group`` bypasses it)."""
     if os.environ.get("BENCH_PLANWATCH_WATCH") == "group":
@@ -315,11 +340,11 @@ def planwatch_server() -> Iterator[PlanwatchBench]:
     port = peers.free_port()
     base_url = f"http://127.0.0.1:{port}"
     with ExitStack() as stack:
-        stack.enter_context(peers.process(
+        web = stack.enter_context(peers.process(
             [sys.executable, "manage.py", "serve", "--port", str(port)], env=environ,
             log="peers/planwatch-daphne.log", ready=peers.http_ok(f"{base_url}/accounts/login/"),
         ))
-        stack.enter_context(peers.process(
+        worker = stack.enter_context(peers.process(
             [sys.executable, "manage.py", "planwatch_worker"], env=environ,
             log="peers/planwatch-worker.log",
         ))
@@ -329,6 +354,7 @@ def planwatch_server() -> Iterator[PlanwatchBench]:
             base_url, starter, login(base_url, USERNAME, environ["BENCH_PASSWORD"]),
             websocket=websocket_routed(),
         )
+        bench.pids = {"worker": worker.pid, "daphne": web.pid}
         bench.calibrate()
         bench.api_key = starter.ask("token")
         yield bench
