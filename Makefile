@@ -9,7 +9,7 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/planwatch
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
 
-.PHONY: run test lint typecheck bench migrate install install-dev clean
+.PHONY: run test lint typecheck bench migrate install install-dev install-js clean
 
 $(PY):
 	@python=$$(scripts/find-python) || exit 1; \
@@ -24,8 +24,16 @@ $(VENV)/.installed-dev: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $(VENV)/.installed $@
 
+# LangGraph's official JS client for the browser tests of /langgraph (npm's lock file)
+JS := tests/lgserver/js
+$(JS)/node_modules/.installed: $(JS)/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing: apt-get install nodejs npm"; exit 1; }
+	npm ci --prefix $(JS) --no-audit --no-fund --loglevel=error
+	@touch $@
+
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
+install-js: $(JS)/node_modules/.installed
 
 migrate: install
 	$(PY) manage.py migrate --no-input -v0
@@ -43,7 +51,7 @@ typecheck: install-dev
 	$(BIN)/mypy planner dashboard config
 
 ## test: lint, types, then the whole suite on SQLite + in-memory layer, then on PostgreSQL + Redis
-test: install-dev lint typecheck
+test: install-dev install-js lint typecheck
 	$(PY) -m pytest $(PYTEST_ARGS)
 	@scripts/check-services; rc=$$?; \
 	if [ $$rc = 0 ]; then \
@@ -57,4 +65,4 @@ bench: install-dev
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf $(VENV) var/test.sqlite3* .pytest_cache
+	rm -rf $(VENV) var/test.sqlite3* .pytest_cache $(JS)/node_modules

@@ -49,7 +49,47 @@ def default_output(values: Any) -> Any:
     return values
 
 
+_ROLES = {"human": "user", "ai": "assistant", "AIMessageChunk": "assistant", "tool": "tool",
+          "system": "system"}
+"""LangChain message types (as a ``messages`` channel stores them) and who they are."""
+
+
 def generic_result_card(output: Any) -> ResultCard:
-    """The card of a graph that declares none: its output as indented JSON."""
-    text = json.dumps(output, indent=2, ensure_ascii=False, default=str)
-    return ResultCard(headline="Final state", body=text)
+    """The card of a graph that declares none: a chat state's conversation, message by
+    message (the rest of its state below), or else its output as indented JSON."""
+    messages = _messages(output)
+    if not messages:
+        return ResultCard(headline="Final state", body=_json(output))
+    items = tuple(ResultItem(label=_ROLES.get(str(m.get("type")), str(m.get("type") or "?")),
+                             value=_text(m.get("content"))) for m in messages)
+    replies = [item.value for item in items if item.label == "assistant"]
+    last = replies[-1] if replies else ""
+    headline = f"Conversation of {len(items)} message{'s' if len(items) != 1 else ''}"
+    if last:
+        headline += f"; last reply: {last[:120]}{'…' if len(last) > 120 else ''}"
+    rest = {k: v for k, v in output.items() if k != "messages"}
+    return ResultCard(headline=headline, items=items, body=_json(rest) if rest else "")
+
+
+def _messages(output: Any) -> list[Mapping[str, Any]]:
+    """The messages of a state with a ``messages`` channel of LangChain messages, if any."""
+    found = output.get("messages") if isinstance(output, Mapping) else None
+    if not isinstance(found, list) or not found:
+        return []
+    if not all(isinstance(m, Mapping) and "content" in m and "type" in m for m in found):
+        return []
+    return found
+
+
+def _text(content: Any) -> str:
+    """A message's content as text (content blocks joined, other values as JSON)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(b if isinstance(b, str) else str(b.get("text", "")) if isinstance(
+            b, Mapping) else _json(b) for b in content).strip()
+    return _json(content)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)

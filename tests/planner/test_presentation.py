@@ -64,3 +64,19 @@ def test_amounts_read_as_people_write_them() -> None:
     assert format_amount(18_776_745_000.0, "EUR") == "18.78 billion EUR"
     assert format_amount(0.18) == "0.18 (18.0%)"
     assert format_amount(1530) == "1,530" and format_amount(None) == "—"
+
+
+def test_a_chat_state_is_shown_as_its_conversation() -> None:
+    state = {"messages": [
+        {"type": "human", "content": "hello", "id": "1"},
+        {"type": "ai", "content": [{"type": "text", "text": "You said: hello"}], "id": "2"},
+        {"type": "tool", "content": "42", "id": "3"},
+    ], "topic": "greetings"}
+    card = generic_result_card(default_output(state))
+    assert card.headline == "Conversation of 3 messages; last reply: You said: hello"
+    assert [(i.label, i.value) for i in card.items] == [
+        ("user", "hello"), ("assistant", "You said: hello"), ("tool", "42")]
+    assert '"topic": "greetings"' in card.body and "hello" not in card.body
+    # a "messages" channel of something else is shown as the state it is
+    other = generic_result_card({"messages": ["not", "messages"]})
+    assert other.headline == "Final state" and '"not"' in other.body
