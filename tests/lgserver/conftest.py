@@ -167,3 +167,19 @@ def sdk(lg_url, sdk_user):
     from langgraph_sdk import get_sync_client
 
     return get_sync_client(url=lg_url, api_key=api_token(sdk_user))
+
+
+def watch_problems(page) -> list[str]:
+    """The console errors, page errors and failed requests of a page calling /langgraph/
+    from another origin (a CORS refusal shows as one of these).
+
+    Chromium reports a fetch whose body was read to its end through a stream reader as
+    ERR_ABORTED (the same response read with text() is not; curl sees the terminating
+    chunk): as tests/browser's watch does, ERR_ABORTED is not counted as a failure.
+    """
+    problems: list[str] = []
+    page.on("console", lambda m: m.type == "error" and problems.append(m.text))
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("requestfailed", lambda r: "ERR_ABORTED" not in (r.failure or "")
+            and problems.append(f"{r.url} {r.failure}"))
+    return problems

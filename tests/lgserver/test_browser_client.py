@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from dashboard.models import Interrupt, Run
 from tests.conftest import api_token, login, screenshot
+from tests.lgserver.conftest import watch_problems
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -63,14 +64,7 @@ def test_a_chat_page_on_another_origin_streams_replies_and_shows_the_question(
     (folder / "index.html").write_text(PAGE)
     context = browser.new_context(viewport={"width": 900, "height": 700})
     page = context.new_page()
-    problems: list[str] = []
-    page.on("console", lambda m: m.type == "error" and problems.append(m.text))
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    # Chromium reports a fetch whose body was read to its end through a stream reader as
-    # ERR_ABORTED (the same response read with text() is not; curl sees the terminating
-    # chunk): as tests/browser's watch does, ERR_ABORTED is not counted as a failure
-    page.on("requestfailed", lambda r: "ERR_ABORTED" not in (r.failure or "")
-            and problems.append(f"{r.url} {r.failure}"))
+    problems = watch_problems(page)
     try:
         page.goto(f"{origin}/index.html?api={lg_url}&key={api_token(sdk_user)}")
         page.click("button")

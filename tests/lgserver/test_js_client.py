@@ -20,6 +20,7 @@ from playwright.sync_api import expect
 
 from dashboard.models import Interrupt, Run, RunEvent
 from tests.conftest import api_token, assert_gapless, login, need, screenshot
+from tests.lgserver.conftest import watch_problems
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -94,15 +95,9 @@ def test_the_official_js_client_streams_a_reply_shows_the_question_and_resumes(
         browser, lg_url, ui_origin, js_client, sdk_user):
     origin, folder = ui_origin
     (folder / "js-client.html").write_text(PAGE)
-    problems: list[str] = []
     context = browser.new_context(viewport={"width": 900, "height": 700})
     page = context.new_page()
-    page.on("console", lambda m: m.type == "error" and problems.append(m.text))
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    # a stream read to its end through a reader is reported as ERR_ABORTED by Chromium
-    # (see test_browser_client); any other failure counts
-    page.on("requestfailed", lambda r: "ERR_ABORTED" not in (r.failure or "")
-            and problems.append(f"{r.url} {r.failure}"))
+    problems = watch_problems(page)
     try:
         page.goto(f"{origin}/js-client.html?api={lg_url}&key={api_token(sdk_user)}")
         page.click("#ask button")
