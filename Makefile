@@ -8,6 +8,10 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/planwatch
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
+# The second pass runs what depends on the database and the channel layer; the browser
+# tests (pages driven in Chromium) and the graphs' own tests (planner/, no database) ran in
+# the first pass, on the embedded default that `make run` serves.
+SECOND_PASS ?= -m "not browser" --ignore=tests/planner
 
 .PHONY: run test lint typecheck bench migrate install install-dev install-js clean
 
@@ -52,11 +56,12 @@ typecheck: install-dev
 
 ## test: lint, types, then the whole suite on SQLite + in-memory layer, then on PostgreSQL + Redis
 test: install-dev install-js lint typecheck
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=10 $(PYTEST_ARGS)
 	@scripts/check-services; rc=$$?; \
 	if [ $$rc = 0 ]; then \
 	  echo "== second pass: PostgreSQL ($(PG_URL)) and Redis ($(REDIS_TEST_URL)) =="; \
-	  DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(PY) -m pytest $(PYTEST_ARGS); \
+	  DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(PY) -m pytest --durations=10 \
+	    $(SECOND_PASS) $(PYTEST_ARGS); \
 	elif [ $$rc = 2 ]; then exit 1; \
 	else echo "PostgreSQL or Redis unreachable: skipped the second pass (install and start them)"; \
 	fi

@@ -72,6 +72,14 @@ def chromium() -> str:
     return CHROMIUM
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """The tests' users hash their passwords with PBKDF2 at 1,000 iterations (see
+    :mod:`tests.hashers`): at Django's 1.5 million, each user a test makes cost ~1 s."""
+    settings.PASSWORD_HASHERS = ["tests.hashers.FastPBKDF2PasswordHasher",
+                                 *settings.PASSWORD_HASHERS]
+
+
 @pytest.fixture
 def operator(django_user_model):
     """A signed-in-able operator who may start runs, answer interrupts and cancel."""

@@ -27,11 +27,6 @@ MAX_EXAMPLES = 10
 NOTHING_TO_NEGATE = {"GET /api/graphs/", "GET /api/graphs/{id}/"}
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hasher(settings):
-    """Users are made per test; PBKDF2's 0.6 s a user would dominate the run time."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 
 @pytest.fixture
 def api_schema(db, operator):

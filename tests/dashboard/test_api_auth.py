@@ -15,11 +15,6 @@ from tests.conftest import api_token
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hasher(settings):
-    """Users are made per test; PBKDF2's 0.6 s a user would dominate the run time."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 EVERY_ENDPOINT = [
     ("get", "/api/graphs/"),
     ("get", "/api/graphs/acquisition/"),

@@ -12,12 +12,6 @@ from dashboard.models import Interrupt, Run
 from tests.conftest import api_token, wait_run
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hasher(settings):
-    """Users are made per test; PBKDF2's 0.6 s a user would dominate the run time."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def token_client(user) -> Client:
     """``user``'s token client."""
     return Client(headers={"Authorization": f"Token {api_token(user)}"})
