@@ -64,6 +64,12 @@ def test_pause_step_continue_then_fork_with_a_new_price(live_server_url, page, o
 
     paused_says(page, "Paused before decide")
     header_says(page, "Paused")
+    # what the run waits for comes first: Continue and Step above the graph, and the
+    # graph marks the node it stands before
+    assert page.locator("#debug-continue").bounding_box()["y"] < \
+        page.locator("#trace-graph").bounding_box()["y"]
+    expect(page.locator("#trace-graph g.gnode.is-current")).to_have_attribute(
+        "data-node", "decide")
     no_overflow(page)
     screenshot(page, f"debug-paused-{size}")
     done = finished_nodes(wait_run(run.id, statuses=("paused",)))
