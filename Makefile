@@ -54,7 +54,8 @@ lint: install-dev
 typecheck: install-dev
 	$(BIN)/mypy planner dashboard config
 
-## test: lint, types, then the whole suite on SQLite + in-memory layer, then on PostgreSQL + Redis
+## test: lint, types, the whole suite on SQLite + in-memory layer, then what depends on the
+## database and the channel layer again on PostgreSQL + Redis (SECOND_PASS)
 test: install-dev install-js lint typecheck
 	$(PY) -m pytest --durations=10 $(PYTEST_ARGS)
 	@scripts/check-services; rc=$$?; \

@@ -242,7 +242,6 @@ class Watcher:
     """Starts runs and watches them over the trace websocket like the trace view does."""
 
     def __init__(self, port: int, cookie: str, *, more_ports: tuple[int, ...] = ()) -> None:
-        self.port = port
         self.ports = (port, *more_ports)  # the clients of a run are dealt out over these
         self.cookie = cookie
         self.frames = [0, 0]  # frames received, their bytes: the mean feeds the bare path
@@ -345,11 +344,8 @@ class Watcher:
 
         url = f"ws://127.0.0.1:{port}/ws/runs/{run_id}/?after=0"
         headers = {"Cookie": self.cookie, "Origin": f"http://127.0.0.1:{port}"}
-        await gate.acquire()
-        try:
+        async with gate:
             ws = await connect(url, additional_headers=headers, max_size=None, open_timeout=60)
-        finally:
-            gate.release()
         async with ws:
             ready.set()
             async for message in ws:

@@ -86,9 +86,17 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(b if isinstance(b, str) else str(b.get("text", "")) if isinstance(
-            b, Mapping) else _json(b) for b in content).strip()
+        return " ".join(_block_text(block) for block in content).strip()
     return _json(content)
+
+
+def _block_text(block: Any) -> str:
+    """One content block: a string, a block's ``text`` (none for an image), else JSON."""
+    if isinstance(block, str):
+        return block
+    if isinstance(block, Mapping):
+        return str(block.get("text", ""))
+    return _json(block)
 
 
 def _json(value: Any) -> str:
