@@ -137,22 +137,29 @@ def main() -> None:
             out["browser"] = _browser(web, cookie, args.browser_runs)
         if args.wide_fanout:  # last: its daphnes and clients load the machine
             out["fanout_wide"] = _wide_fanout(env, web, cookie, clients=args.wide_fanout,
-                                              processes=args.web_processes)
+                                              processes=args.web_processes, bare=bare)
     print(json.dumps(out))
 
 
 def _wide_fanout(env: dict[str, str], web: int, cookie: str, *, clients: int,
-                 processes: int) -> dict[str, Any]:
+                 processes: int, bare: int) -> dict[str, Any]:
     """One run watched by ``clients`` clients dealt out over ``processes`` daphnes (the
     running one and more started here, as the scale-out deployment adds them behind its
-    proxy); every daphne hears the run's doorbells on Redis and renders them once."""
+    proxy); every daphne hears the run's doorbells on Redis and renders them once. Its
+    bare twin: as many clients over as many bare daphnes, one group fed frames of the same
+    size at the run's moments (what the machine gives with no Planwatch in the path)."""
+    py = sys.executable
     with contextlib.ExitStack() as stack:
-        more = []
+        more, more_bare = [], []
         for _ in range(processes - 1):
-            port = free_port()
-            stack.enter_context(process([sys.executable, "manage.py", "serve", "--port",
-                                         str(port)], env=env, log=f"web-{port}.log", port=port))
+            port, bare_port = free_port(), free_port()
+            stack.enter_context(process([py, "manage.py", "serve", "--port", str(port)],
+                                        env=env, log=f"web-{port}.log", port=port))
+            stack.enter_context(process([py, "-m", "daphne", "-b", "127.0.0.1", "-p",
+                                         str(bare_port), "benchmarks.bare_asgi:application"],
+                                        env=env, log=f"bare-{bare_port}.log", port=bare_port))
             more.append(port)
+            more_bare.append(bare_port)
         watch = Watcher(web, cookie, more_ports=tuple(more))
         try:
             asyncio.run(watch.runs(1, processes))  # warm up every daphne
@@ -160,7 +167,14 @@ def _wide_fanout(env: dict[str, str], web: int, cookie: str, *, clients: int,
         except Exception as exc:  # reported in its row; the other figures still count
             return {"clients": clients, "web_processes": processes,
                     "error": f"{type(exc).__name__}: {exc}"}
-    return {"clients": clients, "web_processes": processes, **got.report()}
+        row: dict[str, Any] = {"clients": clients, "web_processes": processes,
+                               **got.report()}
+        try:
+            row["bare"] = summary(asyncio.run(_bare(
+                (bare, *more_bare), got.schedule, clients=clients, size=watch.frame_bytes())))
+        except Exception as exc:
+            row["bare"] = {"error": f"{type(exc).__name__}: {exc}"}
+    return row
 
 
 def _check_executed_by(workers: list[Any]) -> None:
@@ -401,29 +415,36 @@ def _queued_runs(n: int) -> list[uuid.UUID]:
     return ids
 
 
-async def _bare(port: int, schedule: list[list[float]], *, clients: int = 1, size: int = 0
-                ) -> list[float]:
+async def _bare(port: int | tuple[int, ...], schedule: list[list[float]], *,
+                clients: int = 1, size: int = 0) -> list[float]:
     """The bare path fed like the runs were: group ``i`` gets a message at each moment of
     ``schedule[i]`` (run ``i``'s commits, from the first), padded to ``size`` bytes, and is
-    watched by ``clients`` sockets; producer → receipt latencies in ms."""
+    watched by ``clients`` sockets (dealt out over the bare daphnes of ``port``, as the
+    watchers of a run are over Planwatch's); producer → receipt latencies in ms."""
     from channels.layers import get_channel_layer
     from websockets.asyncio.client import connect
 
+    ports = port if isinstance(port, tuple) else (port,)
     layer = get_channel_layer()
     lat: list[float] = []
+    gate = asyncio.Semaphore(50)  # handshakes at a time: Twisted's listen backlog (above)
 
-    async def client(i: int, ready: asyncio.Event) -> None:
-        async with connect(f"ws://127.0.0.1:{port}/bare/{i}/") as ws:
+    async def client(i: int, k: int, ready: asyncio.Event) -> None:
+        async with gate:
+            ws = await connect(f"ws://127.0.0.1:{ports[k % len(ports)]}/bare/{i}/",
+                               max_size=None, open_timeout=60)
+        async with ws:
             ready.set()
             for _ in schedule[i]:
-                message = await asyncio.wait_for(ws.recv(), 30)
+                message = await asyncio.wait_for(ws.recv(), 60)
                 lat.append((time.time() - json.loads(message)["t"]) * 1000)
 
     n = len(schedule)
     readies = [asyncio.Event() for _ in range(n * clients)]
-    tasks = [asyncio.create_task(client(k // clients, readies[k])) for k in range(n * clients)]
-    await asyncio.gather(*(r.wait() for r in readies))
-    await asyncio.sleep(0.2)  # group_add reaches Redis before the first message
+    tasks = [asyncio.create_task(client(k // clients, k % clients, readies[k]))
+             for k in range(n * clients)]
+    await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 60)
+    await asyncio.sleep(0.2 + 0.001 * len(tasks))  # group_add reaches Redis first
     pad = "x" * max(0, size - 40)
     began = time.monotonic()
 

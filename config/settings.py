@@ -310,7 +310,7 @@ CORS_ALLOW_CREDENTIALS = False
 REST_FRAMEWORK = {
     # Token first: an anonymous request then gets 401 with `WWW-Authenticate: Token`.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "knox.auth.TokenAuthentication",
+        "dashboard.api.auth.TokenAuthentication",  # knox's, one query a request
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

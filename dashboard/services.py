@@ -99,7 +99,7 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
             multitask_strategy=multitask_strategy, configurable=configurable or {},
             context=context,
         )
-        transaction.on_commit(lambda: _after_change(run.id, "start"))
+        transaction.on_commit(lambda: _after_create(run))
     return run
 
 
@@ -266,7 +266,7 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
             multitask_strategy=multitask_strategy, interrupt_before=before,
             interrupt_after=after, configurable=configurable or {}, context=context,
         )
-        transaction.on_commit(lambda: _after_change(child.id, "start"))
+        transaction.on_commit(lambda: _after_create(child))
     return child
 
 
@@ -306,7 +306,7 @@ def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
             multitask_strategy=multitask_strategy, interrupt_before=before,
             interrupt_after=breaks_after, configurable=configurable or {}, context=context,
         )
-        transaction.on_commit(lambda: _after_change(queued.id, "start"))
+        transaction.on_commit(lambda: _after_create(queued))
     return queued
 
 
@@ -379,13 +379,24 @@ def _after_change(run_id: UUID, mode: str) -> None:
     _announce(run_id)
 
 
-def _announce(run_id: UUID) -> None:
-    summary = doorbells.run_summary(
-        Run.objects.values(*doorbells.SUMMARY_FIELDS).get(id=run_id)
-    )
+def _after_create(run: Run) -> None:
+    """A new queued run: tell the runs list, then dispatch it. Told first, from the row
+    just written (nothing else can have changed it yet; a new run asks the inbox no
+    question), "queued" never reaches a watcher after the executor's "running"."""
+    _announce(run.id, summary={name: getattr(run, name) for name in doorbells.SUMMARY_FIELDS})
+    dispatch.dispatch(run.id, "start")
+
+
+def _announce(run_id: UUID, *, summary: dict[str, Any] | None = None) -> None:
+    """Tell the runs list and the run's page of the run as it stands (and the inbox, whose
+    questions may have changed, unless ``summary`` says the run is new)."""
+    new = summary is not None
+    row: dict[str, Any] = (summary if summary is not None
+                           else Run.objects.values(*doorbells.SUMMARY_FIELDS).get(id=run_id))
     try:
-        async_to_sync(doorbells.abroadcast_run)(summary)
-        async_to_sync(doorbells.abroadcast_inbox)()
+        async_to_sync(doorbells.abroadcast_run)(doorbells.run_summary(row))
+        if not new:
+            async_to_sync(doorbells.abroadcast_inbox)()
     except RuntimeError:  # called from inside an event loop thread
         logger.debug("announce skipped for %s (inside an event loop)", run_id)
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from knox.auth import TokenAuthentication
 from rest_framework.request import Request
 
+from dashboard.api.auth import TokenAuthentication
 
-class ApiKeyAuthentication(TokenAuthentication):  # type: ignore[misc]  # knox is untyped
+
+class ApiKeyAuthentication(TokenAuthentication):
     """A knox token from ``x-api-key`` (``get_client(url=…, api_key=TOKEN)``), checked,
     expired and revoked exactly as in ``Authorization: Token …``."""
 

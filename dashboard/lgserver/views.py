@@ -19,7 +19,7 @@ from importlib.metadata import version
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.http import StreamingHttpResponse
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
@@ -440,15 +440,18 @@ def _thread_for_run(request: Request, thread_id: str | None, data: dict[str, Any
             wanted = uuid.UUID(str(thread_id))
         except ValueError:
             raise
-        return services.thread_create(user=request.user, thread_id=wanted)
+        try:
+            with transaction.atomic():
+                return services.thread_create(user=request.user, thread_id=wanted)
+        except IntegrityError:  # another request created it meanwhile: run on that one
+            return thread_of(thread_id)
 
 
 def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[str, Any]]:
     """Start the run a request asks for; the run, the seq its stream starts after, the body."""
     data = body(request)
     req = run_request(request, data)
-    with transaction.atomic():
-        thread = _thread_for_run(request, thread_id, data)
+    thread = _thread_for_run(request, thread_id, data)
     before = shapes.latest_run(thread)
     run = start(thread, req, request.user, before)
     # a resumed or continued run streams what comes after what it had written

@@ -8,6 +8,7 @@ import uuid
 import pytest
 from django.core.management import call_command
 from django.test import Client
+from django.utils import timezone
 
 from dashboard.models import Interrupt, Run
 from tests.conftest import api_token
@@ -88,6 +89,29 @@ def test_an_expired_token_is_refused(operator):
     _, key = AuthToken.objects.create(user=operator, expiry=timedelta(seconds=-1))
     assert Client().get("/api/runs/", headers={"Authorization": f"Token {key}"}
                         ).status_code == 401
+
+
+def test_a_token_is_checked_with_one_query_and_expired_ones_go_with_the_next_token(
+        operator, django_assert_num_queries):
+    from datetime import timedelta
+
+    from knox.models import AuthToken
+
+    from dashboard.api.auth import TokenAuthentication, create_token
+
+    AuthToken.objects.create(user=operator, expiry=timedelta(seconds=-1))  # left behind
+    key = create_token(operator)
+    assert AuthToken.objects.filter(user=operator).count() == 1  # the expired one went
+    AuthToken.objects.create(user=operator, expiry=timedelta(seconds=-1))
+    with django_assert_num_queries(1):  # knox also read every token of the user: 2
+        user, token = TokenAuthentication().authenticate_credentials(key.encode())
+    assert user == operator and token.user_id == operator.pk
+    expired = AuthToken.objects.create(user=operator, expiry=timedelta(seconds=-1))[1]
+    assert Client().get("/api/runs/", headers={"Authorization": f"Token {expired}"}
+                        ).status_code == 401
+    assert AuthToken.objects.filter(user=operator).count() == 2  # the one presented went
+    create_token(operator, hours=1)
+    assert AuthToken.objects.filter(user=operator, expiry__lt=timezone.now()).count() == 0
 
 
 def test_a_session_authenticates_and_writes_need_its_csrf_token(operator):

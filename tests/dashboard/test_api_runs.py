@@ -198,3 +198,30 @@ def test_a_djangos_404_inside_the_api_is_json_too(api):
     response = api.get("/api/interrupts/-0.5/")  # "-0" with the unknown format suffix "5"
     assert response.status_code == 404
     assert response.json() == {"detail": "Not found.", "code": "not_found", "errors": {}}
+
+
+def test_a_new_run_is_announced_as_queued_before_it_is_dispatched(
+        api, monkeypatch, django_capture_on_commit_callbacks):
+    # Told after the dispatch, "queued" could reach the runs list after the executor's
+    # "running" (or "succeeded") and stay there; the announcement needs no read of the run.
+    from dashboard.runs import dispatch, doorbells
+
+    told: list[tuple[str, object]] = []
+
+    async def record(group: str, message: dict) -> None:
+        told.append((group, message))
+
+    monkeypatch.setattr(doorbells, "_asend", record)
+    monkeypatch.setattr(dispatch, "dispatch", lambda run_id, mode: told.append(
+        ("dispatched", (run_id, mode, list(Run.objects.values_list("status", flat=True))))))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post(api, "/api/runs/", {"graph": "acquisition",
+                                            "input": {"region": "France"}})
+    assert response.status_code == 201
+    run_id = uuid.UUID(response.json()["id"])
+    assert [group for group, _ in told] == [doorbells.RUNS_GROUP, doorbells.run_group(run_id),
+                                            "dispatched"]  # no inbox message: no question
+    summary = told[0][1]["run"]
+    assert summary["id"] == str(run_id) and summary["status"] == "queued"
+    assert summary["current_node"] == "" and summary["started_at"] is None
+    assert told[2][1] == (run_id, "start", ["queued"])

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from knox.models import AuthToken
+
+from dashboard.api.auth import create_token
 
 
 class Command(BaseCommand):
@@ -28,9 +28,5 @@ class Command(BaseCommand):
             user = User.objects.get(**{User.USERNAME_FIELD: username})
         except User.DoesNotExist:
             raise CommandError(f"no user {username!r}; create one in the admin first") from None
-        if hours is None:
-            _, key = AuthToken.objects.create(user=user)
-        else:
-            _, key = AuthToken.objects.create(user=user, expiry=timedelta(hours=hours))
-        self.stdout.write(key)
+        self.stdout.write(create_token(user, hours=hours))
         self.stderr.write("Keep it now: it is stored only as a digest and cannot be shown again.")
