@@ -32,8 +32,10 @@ class TokenAuthentication(auth.TokenAuthentication):  # type: ignore[misc]  # kn
 def create_token(user: Any, *, hours: float | None = None) -> str:
     """A new token for ``user`` (its key, shown once), the user's expired ones deleted."""
     AuthToken.objects.filter(user=user, expiry__lt=timezone.now()).delete()
-    expiry = None if hours is None else timedelta(hours=hours)
-    _, key = AuthToken.objects.create(user=user, **({"expiry": expiry} if expiry else {}))
+    if hours is None:  # knox's TOKEN_TTL (expiry=None would be a token that never expires)
+        _, key = AuthToken.objects.create(user=user)
+    else:
+        _, key = AuthToken.objects.create(user=user, expiry=timedelta(hours=hours))
     return str(key)
 
 

@@ -439,7 +439,9 @@ def _thread_for_run(request: Request, thread_id: str | None, data: dict[str, Any
         try:
             wanted = uuid.UUID(str(thread_id))
         except ValueError:
-            raise
+            raise exceptions.ValidationError({"thread_id": (
+                f"{thread_id!r} is not a UUID; a thread created with if_not_exists "
+                "needs a UUID as its id")}) from None
         try:
             with transaction.atomic():
                 return services.thread_create(user=request.user, thread_id=wanted)

@@ -114,6 +114,14 @@ def test_bad_requests_are_422s_naming_the_field_never_500s(api, operator):
                     content_type="application/json").status_code == 422
 
 
+def test_a_thread_created_on_demand_needs_a_uuid_for_its_id(api):
+    response = api.post("/langgraph/threads/not-a-uuid/runs",
+                        {"assistant_id": "acquisition", "if_not_exists": "create"},
+                        content_type="application/json")
+    assert response.status_code == 422  # it was a 500
+    assert "not a UUID" in response.json()["detail"]
+
+
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
     | st.text(max_size=20),
