@@ -74,27 +74,40 @@ def _new_run() -> Any:
                               input=spec.make_input(INPUT))
 
 
-async def _atraced(executor: Any) -> float:
+async def _atraced(executor: Any) -> tuple[float, float]:
+    """A run through the run service: its row stored, then executed; (total, row) seconds."""
     from asgiref.sync import sync_to_async
 
     began = time.perf_counter()
     run = await sync_to_async(_new_run)()
+    stored = time.perf_counter()
     await executor.aexecute(run.id, "start")
-    return time.perf_counter() - began
+    return time.perf_counter() - began, stored - began
 
 
-async def _abare(executor: Any, durability: str | None = None) -> float:
+async def _abare(executor: Any, durability: str | None = None, *, parts: str = "") -> float:
+    """The graph alone (``ainvoke``); with ``parts``, streamed as the executor streams it
+    ("streamed": the parts consumed, "translated": also translated into events)."""
     from django.conf import settings
 
+    from dashboard.runs.translate import STREAM_MODES, StreamTranslator
     from planner.registry import get_graph
 
     # the saver as the run service gives each run (its own instance on PostgreSQL)
     compiled = await executor._compiled(GRAPH)
     graph = executor._saver.for_run(compiled)
     config = {"configurable": {"thread_id": f"bare-{uuid.uuid4()}"}, "recursion_limit": 10_000}
+    durable = durability or settings.PLANWATCH["DURABILITY"]
+    payload = get_graph(GRAPH).make_input(INPUT)
     began = time.perf_counter()
-    await graph.ainvoke(get_graph(GRAPH).make_input(INPUT), config,
-                        durability=durability or settings.PLANWATCH["DURABILITY"])
+    if not parts:
+        await graph.ainvoke(payload, config, durability=durable)
+        return time.perf_counter() - began
+    translator = StreamTranslator(seen_checkpoints=set())
+    async for ns, mode, data in graph.astream(payload, config, stream_mode=STREAM_MODES,
+                                              subgraphs=True, durability=durable):
+        if parts == "translated":
+            translator.translate(ns, mode, data)
     return time.perf_counter() - began
 
 
@@ -106,15 +119,25 @@ def _overhead(executor: Any, *, pairs: int) -> dict[str, Any]:
     for _ in range(3):  # warm up: compile, open the pool, fill caches
         _on_loop(executor, _abare(executor))
         _on_loop(executor, _atraced(executor))
-    traced, bare, bare_sync = [], [], []
+    traced, rows, bare, bare_sync, streamed, translated = [], [], [], [], [], []
+
+    def one_traced() -> None:
+        total, row = _on_loop(executor, _atraced(executor))
+        traced.append(total)
+        rows.append(row)
+
     for i in range(pairs):  # alternate (and swap the order) so drift hits both sides
         if i % 2:
-            traced.append(_on_loop(executor, _atraced(executor)))
+            one_traced()
             bare.append(_on_loop(executor, _abare(executor)))
         else:
             bare.append(_on_loop(executor, _abare(executor)))
-            traced.append(_on_loop(executor, _atraced(executor)))
+            one_traced()
         bare_sync.append(_on_loop(executor, _abare(executor, "sync")))
+        # where the gap goes: LangGraph streaming the parts the executor records, and
+        # translating them, each measured alone
+        streamed.append(_on_loop(executor, _abare(executor, parts="streamed")))
+        translated.append(_on_loop(executor, _abare(executor, parts="translated")))
     last = Run.objects.order_by("-created_at").first()
     assert last is not None and last.status == Run.Status.SUCCEEDED, last and last.error_message
     events = RunEvent.objects.filter(run=last).count()
@@ -127,6 +150,9 @@ def _overhead(executor: Any, *, pairs: int) -> dict[str, Any]:
             "bare_ms_p50": med_b * 1000,
             "durability": settings.PLANWATCH["DURABILITY"],
             "bare_sync_durability_ms_p50": statistics.median(bare_sync) * 1000,
+            "streamed_ms_p50": statistics.median(streamed) * 1000,
+            "translated_ms_p50": statistics.median(translated) * 1000,
+            "run_row_ms_p50": statistics.median(rows) * 1000,
             "ratio": med_t / med_b,
             "traced_ms_iqr": _iqr(traced) * 1000,
             "bare_ms_iqr": _iqr(bare) * 1000,

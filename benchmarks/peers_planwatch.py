@@ -71,11 +71,43 @@ for line in sys.stdin:
     elif cmd == "token":  # an API token for LangGraph's server API (x-api-key)
         from knox.models import AuthToken
         print(AuthToken.objects.create(user=user)[1], flush=True)
+    elif cmd == "moments":  # when each run was stored, claimed, and wrote its first node
+        from benchmarks.peers_planwatch import run_moments
+        print(json.dumps(run_moments(arg.split(","))), flush=True)
     elif cmd == "stamps":
         rows = RunEvent.objects.filter(run_id__in=arg.split(","), kind="node_finished")
         print(json.dumps([[str(e.run_id), e.seq, e.payload["update"]["t"],
                            e.created_at.timestamp()] for e in rows]), flush=True)
 """
+
+
+def run_moments(run_ids: list[str]) -> dict[str, list[float | None]]:
+    """When each run's row was stored, when an executor claimed it, and when its first
+    ``node_finished`` row was written (epoch seconds; None for what has not happened)."""
+    from django.db.models import Min, Q
+
+    from dashboard.models import Run
+
+    runs = Run.objects.filter(id__in=run_ids).only("id", "created_at", "started_at").annotate(
+        first_node=Min("events__created_at", filter=Q(events__kind="node_finished")))
+    return {str(run.id): [moment.timestamp() if moment else None for moment in
+                          (run.created_at, run.started_at, run.first_node)] for run in runs}
+
+
+def start_phases(starts: list[peers.Start], moments: dict[str, list[float | None]]
+                 ) -> dict[str, float]:
+    """p50 (ms) from each run's request until the web process had stored it, a worker had
+    claimed it, and its first node's row (the first update a client can be sent) was
+    written. The rows are stamped on this machine's clock, as the request is."""
+    phases: dict[str, list[float]] = {"run_row": [], "claimed": [], "first_node_row": []}
+    for run_id, asked in starts:
+        if run_id not in moments:
+            continue  # its server named no run (or another server's run)
+        for name, moment in zip(phases, moments[run_id], strict=True):
+            if moment is not None:
+                phases[name].append((moment - asked) * 1000)
+    return {f"start_{name}_p50_ms": round(peers.percentile(values, 50), 2)
+            for name, values in phases.items()}
 
 
 class Starter:
@@ -149,6 +181,12 @@ class PlanwatchBench:
         used = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
         used["postgres"] = sum(cpu_seconds(pid) for pid in _backends(DB_NAME))
         return used
+
+    def start_phases(self, starts: list[peers.Start]) -> dict[str, float]:
+        """Where runs spent the time from their request to their first update (see
+        :func:`start_phases`), from the runs' own records."""
+        ids = [run_id for run_id, _ in starts if run_id]
+        return start_phases(starts, json.loads(self.starter.ask("moments " + ",".join(ids))))
 
     @property
     def watched_through(self) -> str:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 import uuid
 
 import pytest
 from django.template.loader import render_to_string
 
 from benchmarks import peer_graph, peers
-from benchmarks.peers_planwatch import SEQ_PATTERNS
+from benchmarks.peers_planwatch import SEQ_PATTERNS, run_moments, start_phases
 from dashboard import services
 from dashboard.models import RunEvent
 from planner.registry import load_graphs
@@ -37,6 +38,23 @@ def test_planwatch_executes_the_registered_chain_and_stores_every_stamp(executor
     finished = [e for e in assert_gapless(run) if e.kind == RunEvent.Kind.NODE_FINISHED]
     assert [e.payload["update"]["i"] for e in finished] == list(range(80))
     assert all(isinstance(e.payload["update"]["t"], float) for e in finished)
+
+
+def test_a_runs_start_is_timed_from_its_own_rows(executor, operator):
+    load_graphs(["benchmarks.peer_graph"])
+    asked = time.time()
+    run = wait_run(services.run_create(graph=peer_graph.NAME, input={}, user=operator).id)
+    moments = run_moments([str(run.id), str(uuid.uuid4())])
+    assert list(moments) == [str(run.id)]  # a run that does not exist has no moments
+    created, claimed, first_node = moments[str(run.id)]
+    assert asked <= created <= claimed <= first_node
+    first = RunEvent.objects.filter(run=run, kind=RunEvent.Kind.NODE_FINISHED).order_by("seq")[0]
+    assert first_node == first.created_at.timestamp()
+    # a run the server did not name (no metadata part) is left out, not counted as 0
+    phases = start_phases([(str(run.id), asked), ("", asked)], moments)
+    assert phases == {"start_run_row_p50_ms": round((created - asked) * 1000, 2),
+                      "start_claimed_p50_ms": round((claimed - asked) * 1000, 2),
+                      "start_first_node_row_p50_ms": round((first_node - asked) * 1000, 2)}
 
 
 def test_the_watcher_reads_each_seq_from_a_trace_row_as_the_consumer_renders_it():
@@ -83,6 +101,13 @@ def test_targets_compare_planwatch_at_10_at_once_with_the_best_peer():
     assert peers.targets(result)["first_update"]["met"] is False
     result[peers.SDK][key]["first_update_p99_ms"] = 19.0
     assert peers.targets(result)["first_update"]["met"] is True
+    # with the runs' own records, the row says where that time went
+    assert peers.targets(result)["first_update"]["phases"] == {}
+    phases = {"start_run_row_p50_ms": 3.0, "start_claimed_p50_ms": 6.0,
+              "start_first_node_row_p50_ms": 9.0}
+    result[peers.SDK][key] |= phases | {"first_update_p50_ms": 11.0}
+    assert peers.targets(result)["first_update"]["phases"] == {
+        key: phases | {"first_update_p50_ms": 11.0}}
 
 
 def test_percentile_interpolates_and_is_nan_without_values():
