@@ -69,8 +69,8 @@ for line in sys.stdin:
         run = Run.objects.get(id=arg)
         print(json.dumps({"status": run.status, "last_seq": run.last_seq}), flush=True)
     elif cmd == "token":  # an API token for LangGraph's server API (x-api-key)
-        from knox.models import AuthToken
-        print(AuthToken.objects.create(user=user)[1], flush=True)
+        from dashboard.api.auth import create_token
+        print(create_token(user), flush=True)
     elif cmd == "moments":  # when each run was stored, claimed, and wrote its first node
         from benchmarks.peers_planwatch import run_moments
         print(json.dumps(run_moments(arg.split(","))), flush=True)
