@@ -22,9 +22,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from dashboard.runs.jsonsafe import to_jsonable
 from dashboard.runs.savers import postgres_conninfo
-from planner.llm import make_llm
 from planner.registry import get_graph
-from planner.search import default_search
 
 if TYPE_CHECKING:
     from dashboard.models import Run
@@ -66,17 +64,9 @@ def sync_saver() -> Iterator[BaseCheckpointSaver]:
         yield saver
 
 
-_compiled: dict[tuple[str, int], Any] = {}
-
-
 def compiled(name: str) -> Any:
     """The graph ``name`` compiled once per process, with no checkpointer (reads only)."""
-    spec = get_graph(name)
-    key = (spec.name, id(spec))
-    if key not in _compiled:
-        _compiled[key] = spec.build(llm=make_llm("scripted", think_time=0),
-                                    search=default_search()).compile()
-    return _compiled[key]
+    return get_graph(name).inspection_graph
 
 
 @contextmanager

@@ -12,9 +12,7 @@ from django.db.models import QuerySet
 
 from dashboard.models import Interrupt, Run, RunEvent
 from dashboard.runs import debugging
-from planner.llm import make_llm
 from planner.registry import get_graph
-from planner.search import default_search
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -86,8 +84,7 @@ class DebugSchema:
 @functools.cache
 def graph_debug_schema(*, graph: str) -> DebugSchema:
     """The nodes breakpoints can name and the channels a fork can edit (raises KeyError)."""
-    builder = get_graph(graph).build(llm=make_llm("scripted", think_time=0),
-                                     search=default_search())
+    builder = get_graph(graph).inspection_builder
     return DebugSchema(nodes=sorted(builder.nodes), channels=debugging.state_channels(builder))
 
 

@@ -16,9 +16,7 @@ from django.utils import timezone
 from dashboard.checkpoints import compiled, config_of
 from dashboard.models import Interrupt, Run, RunEvent, Thread
 from dashboard.runs import debugging, dispatch, doorbells, transitions
-from planner.llm import make_llm
 from planner.registry import GraphSpec, InputError, get_graph
-from planner.search import default_search
 
 logger = logging.getLogger("planwatch.services")
 
@@ -327,9 +325,8 @@ def _user_or_none(user: User | None) -> AuthUser | None:
 
 def _check(rule: Any, spec: GraphSpec, *args: Any, **kwargs: Any) -> None:
     """Apply one of :mod:`dashboard.runs.debugging`'s checks to the graph's builder."""
-    builder = spec.build(llm=make_llm("scripted", think_time=0), search=default_search())
     try:
-        rule(builder, *args, **kwargs)
+        rule(spec.inspection_builder, *args, **kwargs)
     except debugging.EditError as exc:
         raise DebugInputError(str(exc), errors=exc.errors) from None
 

@@ -21,9 +21,7 @@ from django.utils import timezone
 from dashboard import selectors
 from dashboard.models import Run, RunEvent
 from dashboard.runs.record import event_dict
-from planner.llm import make_llm
 from planner.registry import GraphSpec, TaskView, get_graph
-from planner.search import default_search
 
 Kind = RunEvent.Kind
 START, END = "__start__", "__end__"
@@ -50,8 +48,7 @@ def dom_id(name: str) -> str:
 def graph_topology(graph: str) -> Topology:
     """The topology of registered graph ``graph`` (subgraphs expanded), drawn once."""
     spec = get_graph(graph)
-    compiled = spec.build(llm=make_llm("scripted", think_time=0), search=default_search())
-    drawable = compiled.compile().get_graph(xray=True)
+    drawable = spec.inspection_graph.get_graph(xray=True)
     nodes = tuple(drawable.nodes)
     edges = tuple((e.source, e.target, bool(e.conditional)) for e in drawable.edges)
     return Topology(nodes=nodes, edges=edges, mermaid=_mermaid(nodes, edges))

@@ -9,12 +9,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from langgraph.graph import StateGraph
 
+from planner.llm import make_llm
 from planner.presentation import ResultCard, default_output, generic_result_card
 from planner.questions import Checked, QuestionKind, fmt
+from planner.search import default_search
 
 FieldKind = Literal["text", "textarea", "number", "integer", "choice", "boolean", "json"]
 
@@ -240,6 +243,16 @@ class GraphSpec:
         if self.input_schema is not None:
             return dict(self.input_schema)
         return fields_json_schema(self.title, self.input_fields)
+
+    @cached_property
+    def inspection_builder(self) -> StateGraph[Any]:
+        """The graph's builder, made once with the offline ports, to be inspected (never run)."""
+        return self.build(llm=make_llm("scripted", think_time=0), search=default_search())
+
+    @cached_property
+    def inspection_graph(self) -> Any:
+        """The builder compiled once with no checkpointer: topology, schemas, state reads."""
+        return self.inspection_builder.compile()
 
     def thread_id(self, run_thread: str) -> str:
         """The checkpoint thread id for a run: ``<run thread>:planner`` (``:v2`` … on bumps)."""
