@@ -209,7 +209,9 @@ def tokens_text(usage: Any) -> str:
 
 
 def seconds_text(value: float) -> str:
-    """A duration for people: ``0.42 s``, ``12.3 s``, ``2 min 05 s``."""
+    """A duration for people: ``4 ms``, ``0.42 s``, ``12.3 s``, ``2 min 05 s``."""
+    if value < 0.1:
+        return f"{value * 1000:.0f} ms"
     if value < 1:
         return f"{value:.2f} s"
     if value < 60:
@@ -399,6 +401,8 @@ class WaterfallView:
     rows: SafeString
     task_rows: SafeString
     bars: int
+    shortened: bool = False
+    """Whether waits for a human are drawn shortened on the axis."""
 
 
 def waterfall_view(fold: WaterfallFold, *, run_id: Any, now: float | None = None,
@@ -406,16 +410,70 @@ def waterfall_view(fold: WaterfallFold, *, run_id: Any, now: float | None = None
     """The waterfall laid out up to ``now`` (seconds since the run began; default: the last
     event, or later for an active run) with bars linking into the run's trace."""
     end = max(fold.last, now if now is not None and not fold.finished else 0.0)
-    scale = end if end > 0 else 1.0
-    ticks = tuple((100 * i / 4, seconds_text(scale * i / 4)) for i in range(5))
+    axis = Axis.of(fold, end=end)
+    ticks = tuple((100 * i / 4, seconds_text(axis.real(i / 4))) for i in range(5))
     urls = _Urls(run_id)
     rows = _group_nodes(fold.items)
     task_rows = _task_rows(fold, tasks) if tasks and fold.task_view is not None else []
     bars = sum(1 for _ in _all_spans(fold)) + len(fold.task_start)
     return WaterfallView(
         summary=summary(fold, now=end), ticks=ticks,
-        rows=rows_html(rows, scale=scale, now=end, urls=urls),
-        task_rows=rows_html(task_rows, scale=scale, now=end, urls=urls), bars=bars)
+        rows=rows_html(rows, axis=axis, now=end, urls=urls),
+        task_rows=rows_html(task_rows, axis=axis, now=end, urls=urls), bars=bars,
+        shortened=bool(axis.breaks))
+
+
+BREAK_SHARE = 0.06
+"""A wait for a human is drawn this share of the working time long (if it was longer)."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """Time as drawn: working time to scale, each wait for a human shortened to a break, so
+    a run that waited an hour for its operator still shows its seconds of work."""
+
+    end: float
+    breaks: tuple[tuple[float, float, float], ...]
+    """Each shortened wait: its start, its end, and the length it is drawn with."""
+    shown: float
+
+    @classmethod
+    def of(cls, fold: WaterfallFold, *, end: float) -> Axis:
+        """The axis of ``fold`` up to ``end`` seconds."""
+        waits = _union((s.start, s.end if s.end is not None else end)
+                       for s in fold.items if s.kind == "human")
+        working = end - _length(waits)
+        drawn = max(working * BREAK_SHARE, end * 0.001)
+        breaks = tuple((a, b, drawn) for a, b in waits if b - a > drawn)
+        shown = end - sum(b - a - w for a, b, w in breaks)
+        return cls(end=end, breaks=breaks, shown=shown if shown > 0 else 1.0)
+
+    def drawn(self, t: float) -> float:
+        """Where second ``t`` is drawn, in shown seconds."""
+        cut = 0.0
+        for a, b, w in self.breaks:
+            if t <= a:
+                break
+            if t >= b:
+                cut += b - a - w
+            else:
+                cut += (t - a) * (1 - w / (b - a))
+        return t - cut
+
+    def percent(self, t: float) -> float:
+        """Where second ``t`` is drawn, as a percentage of the axis."""
+        return min(max(100 * self.drawn(t) / self.shown, 0.0), 100.0)
+
+    def real(self, fraction: float) -> float:
+        """The second drawn at ``fraction`` of the axis (for its ticks)."""
+        target, cut = fraction * self.shown, 0.0
+        for a, b, w in self.breaks:
+            if target <= a - cut:
+                break
+            if target < a - cut + w:
+                return a + (target - (a - cut)) * (b - a) / w
+            cut += b - a - w
+        return target + cut
 
 
 class _Urls:
@@ -432,20 +490,20 @@ class _Urls:
         return f"{self.event}{span.seq}/"
 
 
-def rows_html(rows: Iterable[Row], *, scale: float, now: float, urls: _Urls) -> SafeString:
-    """The rows as HTML: every text escaped, positions as percentages of ``scale``."""
-    return mark_safe("".join(_row_html(r, scale=scale, now=now, urls=urls) for r in rows))
+def rows_html(rows: Iterable[Row], *, axis: Axis, now: float, urls: _Urls) -> SafeString:
+    """The rows as HTML: every text escaped, positions as percentages of the axis."""
+    return mark_safe("".join(_row_html(r, axis=axis, now=now, urls=urls) for r in rows))
 
 
-def _row_html(row: Row, *, scale: float, now: float, urls: _Urls) -> str:
+def _row_html(row: Row, *, axis: Axis, now: float, urls: _Urls) -> str:
     span = row.span
     running = span.end is None and span.start >= 0
     if span.start < 0:  # a task that never ran
         duration, bar = "", format_html('<span class="wf-none">{}</span>', span.status or "—")
     else:
         end = span.end if span.end is not None else now
-        left = 100 * span.start / scale
-        width = max(100 * (end - span.start) / scale, 0.0)
+        left = axis.percent(span.start)
+        width = max(axis.percent(end) - left, 0.0)
         duration = seconds_text(end - span.start)
         what = _running_text(span) if running else duration
         classes = f"wf-bar wf-{span.kind}" + (" wf-open" if running else "") + (
@@ -469,12 +527,12 @@ def _row_html(row: Row, *, scale: float, now: float, urls: _Urls) -> str:
         duration, bar)
     depth = f" wf-d{min(row.depth, 4)}"
     if row.group:
-        inner = "".join(_row_html(r, scale=scale, now=now, urls=urls) for r in row.rows)
+        inner = "".join(_row_html(r, axis=axis, now=now, urls=urls) for r in row.rows)
         return format_html(
             '<details class="wf-group" id="wf-{}"{}><summary class="wf-row wf-k-{}{}">{}'
             '</summary>{}</details>', span.key, " open" if row.open else "", span.kind, depth,
             line, mark_safe(inner))
-    kids = "".join(_row_html(r, scale=scale, now=now, urls=urls) for r in row.rows)
+    kids = "".join(_row_html(r, axis=axis, now=now, urls=urls) for r in row.rows)
     return format_html('<div class="wf-row wf-k-{}{}" id="wf-{}">{}</div>{}', span.kind,
                        depth, span.key, line, mark_safe(kids))
 

@@ -11,7 +11,7 @@ import pytest
 
 from dashboard.models import Run, RunEvent
 from dashboard.trace_calls import model_calls
-from dashboard.waterfall import WaterfallFold, summary, waterfall_view
+from dashboard.waterfall import BREAK_SHARE, Axis, WaterfallFold, summary, waterfall_view
 from planner.registry import get_graph
 
 T0 = datetime(2026, 11, 5, 12, 0, 0, tzinfo=UTC)
@@ -101,6 +101,19 @@ def test_the_summary_splits_working_time_and_keeps_the_human_wait_apart():
     assert parts == {"model": (2.0, 40), "tools": (1.0, 20),
                      "the rest (engine, other nodes)": (2.0, 40)}
     assert s.model_calls == 1
+
+
+def test_a_long_wait_for_a_human_is_drawn_shortened_and_work_to_scale(db):
+    fold = fold_of(acquisition_log())
+    axis = Axis.of(fold, end=fold.last)
+    assert axis.breaks == ((4.2, 14.2, 5.0 * BREAK_SHARE),)
+    shown = 15 - 10 + 5.0 * BREAK_SHARE
+    assert axis.percent(3.0) == pytest.approx(100 * 3 / shown)
+    assert axis.percent(15.0) == 100.0 and axis.real(1.0) == pytest.approx(15.0)
+    assert axis.percent(14.5) - axis.percent(14.2) == pytest.approx(100 * 0.3 / shown)
+    assert axis.real(axis.percent(9.2) / 100) == pytest.approx(9.2)
+    view = waterfall_view(fold, run_id=uuid.uuid4())
+    assert view.shortened and view.ticks[-1] == (100.0, "15.0 s")
 
 
 def test_a_call_shows_as_calling_until_its_end_arrives_then_fills_in(db):
