@@ -137,7 +137,7 @@ class WaterfallFold:
         elif kind in _WAIT_STARTS:
             wait_id = str(payload.get("interrupt_id") or f"pause-{seq}")
             what = "question" if kind == "interrupt_raised" else "paused"
-            span = Span(key=f"w{seq}", kind="human", label=f"waiting for a human ({what})",
+            span = Span(key=f"w{seq}", kind="human", label=f"human wait ({what})",
                         start=t, seq=seq, node=node, namespace=ns)
             self._waits[wait_id] = span
             self.items.append(span)

@@ -86,7 +86,7 @@ def test_each_node_execution_is_a_bar_with_its_model_calls_nested_under_it():
     bars = [(s.kind, s.label, s.start, s.end) for s in fold.items]
     assert bars == [("engine", "decide", 0.0, 3.0), ("tool", "search", 3.0, 4.0),
                     ("engine", "ask_user", 4.0, 4.2),
-                    ("human", "waiting for a human (question)", 4.2, 14.2),
+                    ("human", "human wait (question)", 4.2, 14.2),
                     ("engine", "ask_user", 14.3, 14.5), ("engine", "finish", 14.5, 15.0)]
     (call,) = fold.items[0].children
     assert (call.kind, call.label, call.start, call.end) == ("model", "gpt-test", 0.5, 2.5)
