@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from benchmarks.common import REDIS_URL, bench_env, machine, reset_database, run
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
 RAW = HERE / "results.json"
-FIGURES = ("engine", "stream", "admin", "peers")
+FIGURES = ("engine", "stream", "admin", "peers", "waterfall")
 
 
 def main() -> None:
@@ -46,6 +47,8 @@ def main() -> None:
         "stream": lambda: _stream(quick),
         "admin": lambda: _admin(quick),
         "peers": lambda: _peers(quick),
+        "waterfall": lambda: run_module("benchmarks.waterfall", "--repeats",
+                                        "3" if quick else "10", env=dict(os.environ)),
     }
     for name in args.only or FIGURES:
         began = time.monotonic()
@@ -156,6 +159,12 @@ def targets(raw: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{t['traced_runs_per_min']:.0f} runs/min, {t['traced_events_per_s']:.0f} "
                 f"events/s; {ratio:.2f}x of bare ({t['bare_runs_per_min']:.0f} runs/min)",
                 "≥ 0.9x of bare", ratio >= 0.9)
+    w = _get(raw, "waterfall")
+    if w and "p50" in w:
+        add(f"a run with {w['model_calls']} model calls opens its waterfall (Chromium)",
+            f"p50 {w['p50']:.0f} ms, p90 {w['p90']:.0f} ms (first byte {w['first_byte_p50']:.0f}"
+            f" ms; the waterfall's own render {w['waterfall_render_ms']:.0f} ms; "
+            f"{w['page_kib']} KiB page)", "< 1 s", w["p50"] < 1000)
     for n in (1, 20, 100):
         lat, bare = _get(raw, "stream", f"latency_{n}"), _get(raw, "stream", f"bare_{n}")
         if lat:

@@ -247,7 +247,7 @@ class RunConsumer(PlanwatchConsumer):
         self.fold, rows = await _afold(self.run)
         self.unfolded: list[dict[str, Any]] = []  # sent from the shared renders, not folded yet
         missed = [e for e in rows if e["seq"] > self.sent]
-        everything = trace.Changes(graph=True, new_tasks=True, decisions=True)
+        everything = trace.Changes(graph=True, new_tasks=True, decisions=True, waterfall=True)
         for start in range(0, len(missed), REPLAY_CHUNK):
             await self._send_batch(missed[start:start + REPLAY_CHUNK], everything)
         # Always: the page read the run before its events, so a page that shows every event

@@ -21,6 +21,7 @@ from django.utils import timezone
 from dashboard import selectors
 from dashboard.models import Run, RunEvent
 from dashboard.runs.record import event_dict
+from dashboard.waterfall import WaterfallFold, waterfall_view
 from planner.registry import GraphSpec, TaskView, get_graph
 
 Kind = RunEvent.Kind
@@ -85,6 +86,7 @@ class Changes:
     decisions: bool = False
     interrupts: bool = False
     status: bool = False
+    waterfall: bool = False
 
 
 @dataclass
@@ -103,6 +105,7 @@ class TraceFold:
     decisions_channel: str = ""
     phase: str = ""
     """Where the run stands at the last folded event: running, waiting, paused or stopped."""
+    waterfall: WaterfallFold = field(default_factory=WaterfallFold)
     _step: int | None = None
     _step_nodes: set[str] = field(default_factory=lambda: {START})
     _prev_nodes: set[str] = field(default_factory=set)
@@ -115,6 +118,8 @@ class TraceFold:
                 continue  # seen already: a replayed or duplicated doorbell
             self.last_seq = event["seq"]
             self._apply_one(event, changes)
+            self.waterfall.add(event)
+            changes.waterfall = True
         return changes
 
     def _apply_one(self, event: dict[str, Any], changes: Changes) -> None:
@@ -202,7 +207,10 @@ def trace_fold(*, run: Run, upto: int | None = None) -> tuple[TraceFold, list[di
     fold = TraceFold(edges=frozenset((s, t) for s, t, _ in topology.edges) if topology
                      else frozenset(),
                      task_view=spec.task_view if spec else None,
-                     decisions_channel=spec.decisions_channel if spec else "")
+                     decisions_channel=spec.decisions_channel if spec else "",
+                     waterfall=WaterfallFold(
+                         tool_nodes=frozenset(spec.tool_nodes) if spec else frozenset(),
+                         task_view=spec.task_view if spec else None))
     events = selectors.run_events(run_id=run.id)
     if upto is not None:
         events = events.filter(seq__lte=upto)
@@ -326,9 +334,18 @@ def panels_context(*, run: Run, fold: TraceFold) -> dict[str, Any]:
         "task_statuses": (*fold.task_view.statuses, WAITING, CANCELLED) if fold.task_view
         else (),
         "decisions": fold.decisions,
+        # laid out when the template asks (the page, and each batch that moved it)
+        "waterfall": functools.partial(_waterfall, run, fold),
         "last_seq": fold.last_seq,
         "duration": run_duration(run),
     }
+
+
+def _waterfall(run: Run, fold: TraceFold) -> Any:
+    """The run's waterfall as folded so far; an active run's open bars reach to now."""
+    origin = fold.waterfall.origin
+    now = (timezone.now() - origin).total_seconds() if origin and not run.is_finished else None
+    return waterfall_view(fold.waterfall, run_id=run.id, now=now, tasks=fold.tasks)
 
 
 def run_duration(run: Run) -> str:

@@ -232,6 +232,9 @@ class GraphSpec:
     """The kinds of question it asks beyond the generic ones (``planner.questions``)."""
     input_schema: Mapping[str, Any] | None = None
     """The JSON Schema of the start input, if not the one ``input_fields`` describe."""
+    tool_nodes: tuple[str, ...] = ("tools",)
+    """Nodes whose time is tool time (search, code, APIs) in the run's waterfall; the model
+    calls inside them count as model time. The default is LangGraph's ``ToolNode`` name."""
     on_state_edit: Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]] = (
         no_state_edit_update)
     """Given the state values before an operator's edit and the edited channels, the other

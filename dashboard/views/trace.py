@@ -11,7 +11,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
-from dashboard import header, results, selectors, services, trace
+from dashboard import header, results, selectors, services, trace, trace_calls
 from dashboard.checkpoints import checkpoint_get, values_diff
 from dashboard.htmx import HtmxHttpRequest
 from dashboard.models import RunEvent
@@ -73,6 +73,10 @@ def run_event(request: HtmxHttpRequest, run_id: UUID, seq: int) -> TemplateRespo
         detail = trace.event_detail(run_id=run.id, seq=seq)
     except RunEvent.DoesNotExist:
         raise Http404(f"run {run_id} has no event {seq}") from None
+    if detail["event"].kind in trace_calls.MODEL_KINDS:  # a model call: its conversation
+        return TemplateResponse(request, "dashboard/_model_call.html", {
+            "run": run, "call": trace_calls.model_call_of(run_id=run.id, event=detail["event"]),
+        })
     checkpoint = detail["checkpoint"]
     diff = None
     if checkpoint is not None:
@@ -93,6 +97,7 @@ def run_event(request: HtmxHttpRequest, run_id: UUID, seq: int) -> TemplateRespo
     return TemplateResponse(request, "dashboard/_trace_event_detail.html", {
         "run": run, "event": event, "checkpoint": checkpoint, "diff": diff,
         "payload_json": trace.pretty(event.payload), "error": error, "traceback": traceback,
+        "model_calls": trace_calls.node_model_calls(run_id=run.id, event=event),
     })
 
 

@@ -29,6 +29,7 @@ SPEC = GraphSpec(
     tags=("seed-000", "seed-001", "interrupts"),
     present_result=present_result,
     decisions_channel="decisions",
+    tool_nodes=("search",),
     questions=QUESTIONS,
     on_state_edit=sources_after_edit,
 )

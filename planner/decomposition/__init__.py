@@ -46,6 +46,7 @@ SPEC = (
         tags=("writehere", "forge-lcdl", "f02", "send", "interrupt"),
         present_result=present_result,
         task_view=TaskView(channel="tasks", merge=merge_tasks, statuses=STATUSES),
+        tool_nodes=("work",),  # a worker searches, computes or writes one task
     )
 )
 

@@ -1,0 +1,550 @@
+"""The waterfall of a run: where its time went, folded from its event log.
+
+One bar per node execution, decomposition task, model call (nested under the node it ran
+in) and wait for a human, on one time axis, coloured by kind: ``model``, ``tool`` (the
+nodes the graph's ``GraphSpec.tool_nodes`` names), ``human`` and ``engine`` (every other
+node); tasks get a colour of their own. :class:`WaterfallFold` takes events one at a time,
+as :class:`dashboard.trace.TraceFold` does, so the page load, the websocket and the replay
+draw the same bars from the same rows; :func:`waterfall_view` lays them out for the
+template, and :func:`rows_html` writes the rows in Python (a 215-task plan has hundreds of
+rows, re-rendered with every batch: a template include per row would cost ten times more).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
+from planner.spec import TaskView
+
+# the kinds of the model-call events (plain strings: the model's Kind names them elsewhere)
+MODEL_STARTED, MODEL_FINISHED = "model_started", "model_finished"
+MODEL_KINDS = (MODEL_STARTED, MODEL_FINISHED)
+# where a wait for a human begins and ends (a question, or a breakpoint's pause)
+_WAIT_STARTS = ("interrupt_raised", "run_paused")
+_WAIT_ENDS = ("interrupt_answered", "run_resumed", "run_continued")
+_FINISH = ("run_succeeded", "run_failed", "run_cancelled")
+GROUP_AT = 2
+"""Parallel executions of one node in one step (a fan-out) from this many are grouped."""
+OPEN_UP_TO = 6
+"""A group of more rows than this starts folded."""
+
+
+@dataclass
+class Span:
+    """One bar: what ran (or waited), from when to when, in seconds since the run began."""
+
+    key: str
+    kind: str
+    """``model``, ``tool``, ``engine``, ``human`` or ``task``."""
+    label: str
+    start: float
+    end: float | None = None
+    """None while it runs (drawn up to now)."""
+    seq: int = 0
+    """The event whose detail the bar opens (its timeline row)."""
+    note: str = ""
+    status: str = ""
+    node: str = ""
+    namespace: str = ""
+    step: int | None = None
+    task: str = ""
+    """A task bar's task id (it opens the task's detail instead of an event's)."""
+    children: list[Span] = field(default_factory=list)
+
+    def stop(self, end: float, *, duration_ms: float | None = None) -> None:
+        """End the bar at ``end``; a measured duration moves its start back if it was
+        written late (events are stamped when written, a batch at a time)."""
+        self.end = max(end, self.start)
+        if duration_ms is not None and duration_ms >= 0:
+            self.start = min(self.start, self.end - duration_ms / 1000)
+
+
+def _seconds(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return None
+
+
+def call_label(payload: Mapping[str, Any]) -> str:
+    """How a model call is named: its model, else its purpose, else ``model``."""
+    return str(payload.get("model") or payload.get("purpose") or "model")
+
+
+@dataclass
+class WaterfallFold:
+    """Bars folded from a run's events, one event at a time and in seq order."""
+
+    tool_nodes: frozenset[str] = frozenset()
+    task_view: TaskView | None = None
+    origin: datetime | None = None
+    last: float = 0.0
+    """Seconds from the first event to the last one folded."""
+    finished: bool = False
+    items: list[Span] = field(default_factory=list)
+    """Top-level bars in start order: node executions and waits for a human."""
+    calls: dict[str, Span] = field(default_factory=dict)
+    task_start: dict[str, float] = field(default_factory=dict)
+    task_end: dict[str, float] = field(default_factory=dict)
+    _nodes: dict[tuple[str, str], Span] = field(default_factory=dict)
+    _waits: dict[str, Span] = field(default_factory=dict)
+
+    def add(self, event: Mapping[str, Any]) -> None:
+        """Fold one event (``event_dict`` form)."""
+        at = _seconds(event.get("created_at"))
+        if at is None:
+            return
+        if self.origin is None:
+            self.origin = at
+        t = max((at - self.origin).total_seconds(), 0.0)
+        self.last = max(self.last, t)
+        kind, seq = str(event["kind"]), int(event["seq"])
+        node, ns = str(event.get("node") or ""), str(event.get("namespace") or "")
+        key = (ns, str(event.get("task_id") or ""))
+        raw = event.get("payload")
+        payload: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+        if kind == "node_started":
+            span = Span(key=f"n{seq}", label=node, start=t, seq=seq, node=node, namespace=ns,
+                        step=event.get("step"),
+                        kind="tool" if node in self.tool_nodes else "engine")
+            self._nodes[key] = span
+            self.items.append(span)
+        elif kind in ("node_finished", "node_failed", "interrupt_raised") and key in self._nodes:
+            span = self._nodes[key]
+            if span.end is None:
+                span.stop(t, duration_ms=event.get("duration_ms"))
+                span.seq = seq
+                span.status = {"node_failed": "failed",
+                               "interrupt_raised": "asked"}.get(kind, "")
+        if kind == "node_finished":
+            self._tasks(payload.get("update"), t)
+        elif kind == MODEL_STARTED:
+            self._call_started(payload, key, t, seq)
+        elif kind == MODEL_FINISHED:
+            self._call_finished(payload, key, t, seq, event.get("duration_ms"))
+        elif kind in _WAIT_STARTS:
+            wait_id = str(payload.get("interrupt_id") or f"pause-{seq}")
+            what = "question" if kind == "interrupt_raised" else "paused"
+            span = Span(key=f"w{seq}", kind="human", label=f"human wait ({what})",
+                        start=t, seq=seq, node=node, namespace=ns)
+            self._waits[wait_id] = span
+            self.items.append(span)
+        elif kind in _WAIT_ENDS:
+            answered = str(payload.get("interrupt_id") or "")
+            for wait_id in [answered] if answered in self._waits else list(self._waits):
+                self._waits.pop(wait_id).stop(t)
+        elif kind in _FINISH:
+            self.finished = True
+            for span in self._waits.values():
+                span.stop(t)
+            self._waits.clear()
+
+    def _call_started(self, payload: Mapping[str, Any], key: tuple[str, str], t: float,
+                      seq: int) -> None:
+        call_id = str(payload.get("call_id") or f"c{seq}")
+        span = Span(key=f"m{seq}", kind="model", label=call_label(payload), start=t, seq=seq,
+                    note=str(payload.get("purpose") or ""))
+        self.calls[call_id] = span
+        parent = self._nodes.get(key)
+        if parent is not None:
+            parent.children.append(span)
+        else:  # a call outside any node the log knows: a row of its own
+            self.items.append(span)
+
+    def _call_finished(self, payload: Mapping[str, Any], key: tuple[str, str], t: float,
+                       seq: int, duration_ms: Any) -> None:
+        call_id = str(payload.get("call_id") or "")
+        span = self.calls.get(call_id)
+        if span is None:  # its start is missing: drawn from its latency alone
+            self._call_started(payload, key, t, seq)
+            span = self.calls[call_id or f"c{seq}"]
+        latency = duration_ms if duration_ms is not None else payload.get("latency_ms")
+        span.stop(t, duration_ms=latency if isinstance(latency, (int, float)) else None)
+        span.seq = seq
+        span.status = "failed" if payload.get("error") else ""
+        span.note = tokens_text(payload.get("usage"))
+
+    def _tasks(self, update: Any, t: float) -> None:
+        view = self.task_view
+        if view is None or not isinstance(update, dict):
+            return
+        patch = update.get(view.channel)
+        if not isinstance(patch, dict):
+            return
+        for tid, change in patch.items():
+            status = change.get("status") if isinstance(change, dict) else None
+            if not status:
+                continue
+            tid = str(tid)
+            if status == view.running:
+                self.task_start.setdefault(tid, t)
+                self.task_end.pop(tid, None)  # a retry runs on in the same bar
+            elif status not in view.not_started:
+                self.task_start.setdefault(tid, t)
+                self.task_end[tid] = t
+
+
+def tokens_text(usage: Any) -> str:
+    """Token usage as reported (``120 in · 40 out``), or ``tokens not reported``."""
+    if not isinstance(usage, dict):
+        return "tokens not reported"
+    parts = [f"{usage[k]:,} {word}" for k, word in
+             (("input_tokens", "in"), ("output_tokens", "out"), ("cached_tokens", "cached"))
+             if isinstance(usage.get(k), int)]
+    if not parts and isinstance(usage.get("total_tokens"), int):
+        parts = [f"{usage['total_tokens']:,} tokens"]
+    return " · ".join(parts) if parts else "tokens not reported"
+
+
+def seconds_text(value: float) -> str:
+    """A duration for people: ``4 ms``, ``0.42 s``, ``12.3 s``, ``2 min 05 s``."""
+    if value < 0.1:
+        return f"{value * 1000:.0f} ms"
+    if value < 1:
+        return f"{value:.2f} s"
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, rest = divmod(round(value), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
+def _union(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        elif end > start:
+            merged.append((start, end))
+    return merged
+
+
+def _minus(spans: list[tuple[float, float]], cut: list[tuple[float, float]]
+           ) -> list[tuple[float, float]]:
+    """The parts of ``spans`` (merged) outside ``cut`` (merged)."""
+    out: list[tuple[float, float]] = []
+    for start, end in spans:
+        pieces = [(start, end)]
+        for c0, c1 in cut:
+            pieces = [p for a, b in pieces for p in ((a, min(b, c0)), (max(a, c1), b))
+                      if p[1] > p[0]]
+        out.extend(pieces)
+    return out
+
+
+def _length(spans: Iterable[tuple[float, float]]) -> float:
+    return sum(end - start for start, end in spans)
+
+
+@dataclass(frozen=True)
+class Share:
+    """One part of the summary: a name, its kind (for the colour), seconds and share."""
+
+    name: str
+    kind: str
+    seconds: float
+    percent: float
+
+    @property
+    def text(self) -> str:
+        """The seconds for people."""
+        return seconds_text(self.seconds)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Where the time went: working time split in model, tools and the rest; human wait apart."""
+
+    total: float
+    working: float
+    human: float
+    parts: tuple[Share, ...]
+    model_calls: int
+
+    @property
+    def total_text(self) -> str:
+        """The run's length for people."""
+        return seconds_text(self.total)
+
+    @property
+    def working_text(self) -> str:
+        """Working time for people."""
+        return seconds_text(self.working)
+
+    @property
+    def human_text(self) -> str:
+        """Human wait for people."""
+        return seconds_text(self.human)
+
+
+def _all_spans(fold: WaterfallFold) -> Iterable[Span]:
+    for item in fold.items:
+        yield item
+        yield from item.children
+
+
+def summary(fold: WaterfallFold, *, now: float) -> Summary:
+    """Wall-clock time by kind (parallel bars counted once); human wait kept apart."""
+    by_kind: dict[str, list[tuple[float, float]]] = {"model": [], "tool": [], "human": []}
+    for span in _all_spans(fold):
+        if span.kind in by_kind:
+            by_kind[span.kind].append((span.start, span.end if span.end is not None else now))
+    human = _union(by_kind["human"])
+    model = _minus(_union(by_kind["model"]), human)
+    tools = _minus(_minus(_union(by_kind["tool"]), human), model)
+    total = now
+    working = max(total - _length(human), 0.0)
+    seconds = {"model": _length(model), "tool": _length(tools)}
+    rest = max(working - seconds["model"] - seconds["tool"], 0.0)
+
+    def share(name: str, kind: str, value: float) -> Share:
+        return Share(name, kind, value, 100 * value / working if working > 0 else 0.0)
+
+    return Summary(total=total, working=working, human=_length(human), parts=(
+        share("model", "model", seconds["model"]), share("tools", "tool", seconds["tool"]),
+        share("the rest (engine, other nodes)", "engine", rest),
+    ), model_calls=len(fold.calls))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the waterfall: a bar, or a folded group of bars under a summary bar."""
+
+    span: Span
+    depth: int = 0
+    rows: tuple[Row, ...] = ()
+    group: str = ""
+    """A group's key (its rows are folded under its summary bar); "" for a bar."""
+    open: bool = True
+
+
+def _group_nodes(items: list[Span]) -> list[Row]:
+    """Bars in start order; parallel runs of one node in one step folded into a group."""
+    out: list[Row] = []
+    i = 0
+    while i < len(items):
+        span = items[i]
+        j = i + 1
+        if span.kind != "human":
+            while (j < len(items) and items[j].kind != "human"
+                   and (items[j].node, items[j].namespace, items[j].step)
+                   == (span.node, span.namespace, span.step)):
+                j += 1
+        members = items[i:j]
+        if len(members) >= GROUP_AT:
+            ends = [m.end for m in members]
+            group = Span(key=f"g{span.key}", kind=span.kind,
+                         label=f"{span.label} \u00d7{len(members)}", start=span.start,
+                         end=None if None in ends else max(e for e in ends if e is not None),
+                         seq=span.seq, note=f"step {span.step}" if span.step is not None
+                         else "")
+            out.append(Row(group, rows=tuple(_node_row(m, 1) for m in members),
+                           group=group.key, open=len(members) <= OPEN_UP_TO))
+        else:
+            out.append(_node_row(span, 0))
+        i = j
+    return out
+
+
+def _node_row(span: Span, depth: int) -> Row:
+    nested = depth + (1 if span.namespace else 0)
+    return Row(span, depth=nested,
+               rows=tuple(Row(c, depth=nested + 1) for c in span.children))
+
+
+def _task_rows(fold: WaterfallFold, tasks: Mapping[str, Mapping[str, Any]]) -> list[Row]:
+    """Tasks as bars from running to done, one folded group per plan."""
+    plans: dict[str, list[Row]] = {}
+    for tid, task in tasks.items():
+        parent = task.get("parent")
+        if parent is None:
+            continue  # the root is the run's goal, not a task of a plan
+        start = fold.task_start.get(tid)
+        status = str(task.get("status") or "")
+        span = Span(key=f"t{tid}", kind="task", label=f"{tid} {task.get('goal') or ''}",
+                    start=start if start is not None else -1.0, end=fold.task_end.get(tid),
+                    task=tid, status=status, note=status)
+        plans.setdefault(str(parent), []).append(Row(span, depth=1))
+    out = []
+    folded = sum(len(r) for r in plans.values()) > 4 * OPEN_UP_TO
+    for parent, rows in plans.items():
+        ran = [r.span for r in rows if r.span.start >= 0]
+        ends = [s.end for s in ran]
+        goal = str((tasks.get(parent) or {}).get("goal") or "")
+        group = Span(key=f"p{parent}", kind="task", label=f"plan of {parent} {goal}".strip(),
+                     start=min((s.start for s in ran), default=-1.0),
+                     end=None if None in ends else max((e for e in ends if e is not None),
+                                                       default=None),
+                     note=f"{len(rows)} tasks", task=parent)
+        out.append(Row(group, rows=tuple(rows), group=group.key,
+                       open=not folded and len(rows) <= OPEN_UP_TO))
+    return out
+
+
+@dataclass(frozen=True)
+class WaterfallView:
+    """What ``_waterfall.html`` draws: the summary, the axis and the rows' HTML."""
+
+    summary: Summary
+    ticks: tuple[tuple[float, str], ...]
+    rows: SafeString
+    task_rows: SafeString
+    bars: int
+    shortened: bool = False
+    """Whether waits for a human are drawn shortened on the axis."""
+
+
+def waterfall_view(fold: WaterfallFold, *, run_id: Any, now: float | None = None,
+                   tasks: Mapping[str, Mapping[str, Any]] | None = None) -> WaterfallView:
+    """The waterfall laid out up to ``now`` (seconds since the run began; default: the last
+    event, or later for an active run) with bars linking into the run's trace."""
+    end = max(fold.last, now if now is not None and not fold.finished else 0.0)
+    axis = Axis.of(fold, end=end)
+    ticks = tuple((100 * i / 4, seconds_text(axis.real(i / 4))) for i in range(5))
+    urls = _Urls(run_id)
+    rows = _group_nodes(fold.items)
+    task_rows = _task_rows(fold, tasks) if tasks and fold.task_view is not None else []
+    bars = sum(1 for _ in _all_spans(fold)) + len(fold.task_start)
+    return WaterfallView(
+        summary=summary(fold, now=end), ticks=ticks,
+        rows=rows_html(rows, axis=axis, now=end, urls=urls),
+        task_rows=rows_html(task_rows, axis=axis, now=end, urls=urls), bars=bars,
+        shortened=bool(axis.breaks))
+
+
+BREAK_SHARE = 0.06
+"""A wait for a human is drawn this share of the working time long (if it was longer)."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """Time as drawn: working time to scale, each wait for a human shortened to a break, so
+    a run that waited an hour for its operator still shows its seconds of work."""
+
+    end: float
+    breaks: tuple[tuple[float, float, float], ...]
+    """Each shortened wait: its start, its end, and the length it is drawn with."""
+    shown: float
+
+    @classmethod
+    def of(cls, fold: WaterfallFold, *, end: float) -> Axis:
+        """The axis of ``fold`` up to ``end`` seconds."""
+        waits = _union((s.start, s.end if s.end is not None else end)
+                       for s in fold.items if s.kind == "human")
+        working = end - _length(waits)
+        drawn = max(working * BREAK_SHARE, end * 0.001)
+        breaks = tuple((a, b, drawn) for a, b in waits if b - a > drawn)
+        shown = end - sum(b - a - w for a, b, w in breaks)
+        return cls(end=end, breaks=breaks, shown=shown if shown > 0 else 1.0)
+
+    def drawn(self, t: float) -> float:
+        """Where second ``t`` is drawn, in shown seconds."""
+        cut = 0.0
+        for a, b, w in self.breaks:
+            if t <= a:
+                break
+            if t >= b:
+                cut += b - a - w
+            else:
+                cut += (t - a) * (1 - w / (b - a))
+        return t - cut
+
+    def percent(self, t: float) -> float:
+        """Where second ``t`` is drawn, as a percentage of the axis."""
+        return min(max(100 * self.drawn(t) / self.shown, 0.0), 100.0)
+
+    def real(self, fraction: float) -> float:
+        """The second drawn at ``fraction`` of the axis (for its ticks)."""
+        target, cut = fraction * self.shown, 0.0
+        for a, b, w in self.breaks:
+            if target <= a - cut:
+                break
+            if target < a - cut + w:
+                return a + (target - (a - cut)) * (b - a) / w
+            cut += b - a - w
+        return target + cut
+
+
+class _Urls:
+    """The detail links of bars, reversed once per render (not once per bar)."""
+
+    def __init__(self, run_id: Any) -> None:
+        self.event = reverse("dashboard:run_event", args=(run_id, 0))[:-2]
+        self.task = reverse("dashboard:run_task", args=(run_id, "x"))[:-2]
+
+    def of(self, span: Span) -> str:
+        """Where the bar's detail is read from: its task, or its event."""
+        if span.task:
+            return f"{self.task}{quote(span.task, safe='')}/"
+        return f"{self.event}{span.seq}/"
+
+
+def rows_html(rows: Iterable[Row], *, axis: Axis, now: float, urls: _Urls) -> SafeString:
+    """The rows as HTML: every text escaped, positions as percentages of the axis."""
+    return mark_safe("".join(_row_html(r, axis=axis, now=now, urls=urls) for r in rows))
+
+
+def _row_html(row: Row, *, axis: Axis, now: float, urls: _Urls) -> str:
+    span = row.span
+    running = span.end is None and span.start >= 0
+    if span.start < 0:  # a task that never ran
+        duration, bar = "", format_html('<span class="wf-none">{}</span>', span.status or "—")
+    else:
+        end = span.end if span.end is not None else now
+        left = axis.percent(span.start)
+        width = max(axis.percent(end) - left, 0.0)
+        duration = seconds_text(end - span.start)
+        what = _running_text(span) if running else duration
+        classes = f"wf-bar wf-{span.kind}" + (" wf-open" if running else "") + (
+            f" wf-s-{span.status}" if span.status else "")
+        style = f"left:{min(left, 100):.3f}%;width:{min(width, 100 - left):.3f}%"
+        if row.group:
+            bar = format_html('<span class="{}" style="{}" title="{}"></span>',
+                              classes, style, f"{span.label}: {what}")
+        else:
+            bar = format_html(
+                '<button type="button" class="{}" style="{}" hx-get="{}" '
+                'hx-target="#waterfall-detail" hx-swap="innerHTML" aria-label="{}" '
+                'title="{}"></button>', classes, style, urls.of(span),
+                f"{span.label}: {what}", f"{span.label}: {what}")
+    label = _running_text(span) if running and span.kind == "model" else span.label
+    note = span.note if span.kind != "model" or not running else ""
+    line = format_html(
+        '<span class="wf-label" title="{}"><span class="wf-name">{}</span>{}'
+        '<span class="wf-dur">{}</span></span><span class="wf-track">{}</span>',
+        span.label, label, format_html(' <span class="wf-note">{}</span>', note) if note else "",
+        duration, bar)
+    depth = f" wf-d{min(row.depth, 4)}"
+    if row.group:
+        inner = "".join(_row_html(r, axis=axis, now=now, urls=urls) for r in row.rows)
+        return format_html(
+            '<details class="wf-group" id="wf-{}"{}><summary class="wf-row wf-k-{}{}">{}'
+            '</summary>{}</details>', span.key, " open" if row.open else "", span.kind, depth,
+            line, mark_safe(inner))
+    kids = "".join(_row_html(r, axis=axis, now=now, urls=urls) for r in row.rows)
+    return format_html('<div class="wf-row wf-k-{}{}" id="wf-{}">{}</div>{}', span.kind,
+                       depth, span.key, line, mark_safe(kids))
+
+
+def _running_text(span: Span) -> str:
+    if span.kind == "model":
+        return f"calling {span.label}…"
+    if span.kind == "human":
+        return "waiting…"
+    return "running…"
+
+
+__all__ = ["MODEL_FINISHED", "MODEL_KINDS", "MODEL_STARTED", "Span", "Summary",
+           "WaterfallFold", "WaterfallView", "seconds_text", "summary",
+           "tokens_text", "waterfall_view"]

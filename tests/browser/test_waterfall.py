@@ -1,0 +1,73 @@
+"""The waterfall in real Chromium: an acquisition run answered live, at 1400 and 390 px."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from dashboard import services
+from dashboard.models import Interrupt, Run, RunEvent
+from tests.browser.conftest import DESKTOP, PHONE, no_overflow
+from tests.conftest import ARTIFACTS, login, screenshot, wait_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ANSWERS = {"core.region": "Germany", "core.currency": "EUR", "market.price": 47.88}
+
+
+def answer_until_done(run: Run, operator) -> Run:
+    """Answer each question of the run as it comes (the trace page watches live)."""
+    while True:
+        run = wait_run(run.id)
+        if run.status != Run.Status.INTERRUPTED:
+            return run
+        for question in run.interrupts.filter(status=Interrupt.Status.PENDING):
+            field = (question.payload or {}).get("field")
+            services.interrupt_answer(interrupt=question, answer=ANSWERS[field], user=operator)
+
+
+@pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["1400", "390"])
+def test_the_waterfall_of_an_answered_acquisition_run(live_server_url, page, executor,
+                                                      operator):
+    run = services.run_create(graph="acquisition", input={}, user=operator)
+    assert wait_run(run.id).status == Run.Status.INTERRUPTED
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    page.goto(f"{live_server_url}/runs/{run.id}/")
+    waterfall = page.locator("#trace-waterfall")
+    expect(waterfall.locator(".wf-bar.wf-human")).to_have_count(1)  # waiting now
+    run = answer_until_done(run, operator)
+    assert run.status == Run.Status.SUCCEEDED
+    page.wait_for_function(
+        f"() => document.getElementById('trace-cursor').dataset.lastSeq === '{run.last_seq}'",
+        timeout=30_000)
+    # redrawn live with the batches: every wait, every node execution of the log
+    waits = RunEvent.objects.filter(run=run, kind=RunEvent.Kind.INTERRUPT_RAISED).count()
+    nodes = RunEvent.objects.filter(run=run, kind=RunEvent.Kind.NODE_STARTED).count()
+    calls = RunEvent.objects.filter(run=run, kind="model_started").count()
+    expect(waterfall.locator(".wf-bar.wf-human")).to_have_count(waits)
+    expect(waterfall.locator("button.wf-bar:not(.wf-human):not(.wf-model)")).to_have_count(
+        nodes)
+    expect(waterfall.locator(".wf-bar.wf-model")).to_have_count(calls)  # once recorded
+    assert waits == 3 and waterfall.locator(".wf-bar.wf-tool").count() >= 1  # search
+    summary = waterfall.locator("#wf-summary").inner_text()
+    assert "Working time" in summary and "Waiting for a human" in summary
+    assert "model" in summary and "tools" in summary and "the rest" in summary
+    # the wait is the run's longest part, and is kept apart from working time
+    human = page.locator("#wf-human").inner_text()
+    assert human.endswith(" s") and human != "0.00 s"
+
+    # a bar opens its detail below the waterfall
+    waterfall.locator(".wf-bar.wf-tool").first.click()
+    detail = page.locator("#waterfall-detail")
+    expect(detail).to_contain_text("Payload")
+    if calls:
+        waterfall.locator(".wf-bar.wf-model").first.click()
+        expect(detail.locator(".mc")).to_be_visible()
+    box = page.locator("#trace-waterfall .wf-box")
+    assert box.evaluate("e => e.scrollWidth <= e.clientWidth + 1")  # bars fit their box
+    no_overflow(page)
+    name = "waterfall-acquisition" + ("-390" if page.viewport_size["width"] < 500 else "")
+    waterfall.scroll_into_view_if_needed()
+    screenshot(page, name)
+    box.evaluate("e => { e.scrollTop = 0; }")
+    waterfall.screenshot(path=str(ARTIFACTS / f"{name}-box.png"))

@@ -1,0 +1,245 @@
+"""The waterfall: bars and the summary folded from events; model calls shown in the trace."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from dashboard.models import Run, RunEvent
+from dashboard.trace_calls import model_calls
+from dashboard.waterfall import BREAK_SHARE, Axis, WaterfallFold, summary, waterfall_view
+from planner.registry import get_graph
+
+T0 = datetime(2026, 11, 5, 12, 0, 0, tzinfo=UTC)
+SCRIPT = '<script>alert("x")</script>'
+
+
+class Log:
+    """Events as the recorder writes them, numbered, at chosen seconds into the run."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def add(self, at: float, kind: str, node: str = "", task_id: str = "", ns: str = "",
+            step: int | None = None, payload: dict[str, Any] | None = None,
+            duration_ms: float | None = None) -> Log:
+        self.events.append({
+            "seq": len(self.events) + 1, "kind": kind, "node": node, "namespace": ns,
+            "step": step, "task_id": task_id, "checkpoint_id": "", "payload": payload or {},
+            "duration_ms": duration_ms,
+            "created_at": (T0 + timedelta(seconds=at)).isoformat()})
+        return self
+
+    def node(self, start: float, end: float, node: str, task_id: str, step: int,
+             update: dict[str, Any] | None = None, ns: str = "") -> Log:
+        self.add(start, "node_started", node, task_id, ns, step)
+        return self.add(end, "node_finished", node, task_id, ns, step,
+                        {"update": update or {}}, duration_ms=(end - start) * 1000)
+
+    def call(self, start: float, end: float | None, node: str, task_id: str, call_id: str,
+             model: str = "gpt-test", answer: str = "ok", usage: Any = None,
+             messages: list[Any] | None = None, cost: Any = None) -> Log:
+        base = {"call_id": call_id, "model": model, "provider": "openai",
+                "purpose": "acquisition.decide", "kind": "chat"}
+        self.add(start, "model_started", node, task_id, payload={
+            **base, "messages": messages or [{"role": "human", "content": "which field?"}]})
+        if end is not None:
+            self.add(end, "model_finished", node, task_id, payload={
+                **base, "output": {"text": answer, "tool_calls": [], "structured": None},
+                "usage": usage, "cost": cost, "latency_ms": (end - start) * 1000,
+                "ttft_ms": None, "error": None}, duration_ms=(end - start) * 1000)
+        return self
+
+
+def fold_of(log: Log, **kw: Any) -> WaterfallFold:
+    fold = WaterfallFold(tool_nodes=frozenset({"search"}), **kw)
+    for event in log.events:
+        fold.add(event)
+    return fold
+
+
+def acquisition_log() -> Log:
+    """decide (a 2 s model call), search (1 s), ask_user (waits 10 s for a human), finish."""
+    return (Log().add(0, "run_started")
+            .add(0, "node_started", "decide", "t1", step=1)
+            .call(0.5, 2.5, "decide", "t1", "c1",
+                  usage={"input_tokens": 120, "output_tokens": 40, "total_tokens": 160,
+                         "cached_tokens": None})
+            .add(3, "node_finished", "decide", "t1", step=1, duration_ms=3000)
+            .node(3, 4, "search", "t2", 2)
+            .add(4, "node_started", "ask_user", "t3", step=3)
+            .add(4.2, "interrupt_raised", "ask_user", "t3", step=3,
+                 payload={"interrupt_id": "i1"})
+            .add(14.2, "interrupt_answered", "ask_user", payload={"interrupt_id": "i1"})
+            .add(14.2, "run_resumed")
+            .node(14.3, 14.5, "ask_user", "t3", 3)
+            .node(14.5, 15, "finish", "t4", 4)
+            .add(15, "run_succeeded"))
+
+
+def test_each_node_execution_is_a_bar_with_its_model_calls_nested_under_it():
+    fold = fold_of(acquisition_log())
+    bars = [(s.kind, s.label, s.start, s.end) for s in fold.items]
+    assert bars == [("engine", "decide", 0.0, 3.0), ("tool", "search", 3.0, 4.0),
+                    ("engine", "ask_user", 4.0, 4.2),
+                    ("human", "human wait (question)", 4.2, 14.2),
+                    ("engine", "ask_user", 14.3, 14.5), ("engine", "finish", 14.5, 15.0)]
+    (call,) = fold.items[0].children
+    assert (call.kind, call.label, call.start, call.end) == ("model", "gpt-test", 0.5, 2.5)
+    assert call.note == "120 in · 40 out"
+
+
+def test_the_summary_splits_working_time_and_keeps_the_human_wait_apart():
+    fold = fold_of(acquisition_log())
+    s = summary(fold, now=fold.last)
+    assert (s.total, s.human, s.working) == (15.0, 10.0, 5.0)
+    parts = {p.name: (p.seconds, round(p.percent)) for p in s.parts}
+    assert parts == {"model": (2.0, 40), "tools": (1.0, 20),
+                     "the rest (engine, other nodes)": (2.0, 40)}
+    assert s.model_calls == 1
+
+
+def test_a_long_wait_for_a_human_is_drawn_shortened_and_work_to_scale(db):
+    fold = fold_of(acquisition_log())
+    axis = Axis.of(fold, end=fold.last)
+    assert axis.breaks == ((4.2, 14.2, 5.0 * BREAK_SHARE),)
+    shown = 15 - 10 + 5.0 * BREAK_SHARE
+    assert axis.percent(3.0) == pytest.approx(100 * 3 / shown)
+    assert axis.percent(15.0) == 100.0 and axis.real(1.0) == pytest.approx(15.0)
+    assert axis.percent(14.5) - axis.percent(14.2) == pytest.approx(100 * 0.3 / shown)
+    assert axis.real(axis.percent(9.2) / 100) == pytest.approx(9.2)
+    view = waterfall_view(fold, run_id=uuid.uuid4())
+    assert view.shortened and view.ticks[-1] == (100.0, "15.0 s")
+
+
+def test_a_call_shows_as_calling_until_its_end_arrives_then_fills_in(db):
+    log = Log().add(0, "run_started").add(0, "node_started", "decide", "t1", step=1)
+    log.call(0.5, None, "decide", "t1", "c1", model="gpt-slow")
+    fold = fold_of(log)
+    html = str(waterfall_view(fold, run_id=uuid.uuid4(), now=3.0).rows)
+    assert "calling gpt-slow…" in html and "wf-open" in html
+    fold.add(Log().call(0.5, 4.0, "decide", "t1", "c1", model="gpt-slow").events[1]
+             | {"seq": 4})
+    html = str(waterfall_view(fold, run_id=uuid.uuid4(), now=4.0).rows)
+    assert "calling gpt-slow" not in html and "tokens not reported" in html
+    assert fold.calls["c1"].end == 4.0
+
+
+def test_parallel_calls_and_tool_time_inside_a_model_call_count_once():
+    log = (Log().add(0, "run_started").add(0, "node_started", "search", "t1", step=1)
+           .call(1, 3, "search", "t1", "a").call(2, 4, "search", "t1", "b")
+           .add(5, "node_finished", "search", "t1", step=1, duration_ms=5000)
+           .add(6, "run_succeeded"))
+    parts = {p.name: p.seconds for p in summary(fold_of(log), now=6).parts}
+    assert parts["model"] == 3.0 and parts["tools"] == 2.0  # 0-1 and 4-5
+
+
+def test_a_late_written_start_is_moved_back_by_the_measured_duration():
+    # both ends of a node written in one batch: the bar keeps the node's own duration
+    log = Log().add(0, "run_started").node(2, 2, "decide", "t1", 1)
+    log.events[-1]["duration_ms"] = 1500
+    (bar,) = fold_of(log).items
+    assert (bar.start, bar.end) == (0.5, 2.0)
+
+
+def test_a_fan_out_is_one_folded_group_and_tasks_are_grouped_by_plan(db):
+    spec = get_graph("decomposition")
+    tasks = {"0": {"id": "0", "parent": None, "goal": "root", "status": "running"}}
+    log = Log().add(0, "run_started")
+    dispatch = {}
+    for i in range(1, 41):
+        tid = f"0.{i}"
+        tasks[tid] = {"id": tid, "parent": "0", "goal": f"task {i}", "status": "ok"}
+        dispatch[tid] = {**tasks[tid], "status": "running"}
+    log.node(0, 1, "plan", "p", 1, update={"tasks": dispatch})
+    for i in range(1, 41):
+        log.node(1, 1 + i / 10, "work", f"w{i}", 2,
+                 update={"tasks": {f"0.{i}": {"status": "ok"}}})
+    fold = fold_of(log, task_view=spec.task_view)
+    view = waterfall_view(fold, run_id=uuid.uuid4(), tasks=tasks)
+    rows = str(view.rows)
+    assert rows.count('class="wf-group"') == 1 and "work \u00d740" in rows
+    assert '<details class="wf-group" id="wf-gn' in rows and " open>" not in rows  # folded
+    task_rows = str(view.task_rows)
+    assert task_rows.count('id="wf-t0.') == 40 and "plan of 0 root" in task_rows
+    assert (fold.task_start["0.40"], fold.task_end["0.40"]) == (1.0, 5.0)
+    assert view.bars == 1 + 40 + 40
+
+
+def test_every_text_in_the_bars_is_escaped(db):
+    log = Log().add(0, "run_started").node(0, 1, SCRIPT, "t1", 1)
+    log.call(0.1, 0.9, SCRIPT, "t1", "c1", model=SCRIPT)
+    html = str(waterfall_view(fold_of(log), run_id=uuid.uuid4()).rows)
+    assert "<script>" not in html and "&lt;script&gt;alert(&quot;x&quot;)" in html
+
+
+def test_tokens_show_as_not_reported_and_cost_as_unknown_when_absent():
+    (call,) = model_calls(Log().call(0, 1, "decide", "t1", "c1").events)
+    assert (call.tokens, call.cost, call.latency) == ("tokens not reported", "cost unknown",
+                                                      "1.0 s")
+    (paid,) = model_calls(Log().call(0, 1, "decide", "t1", "c2", usage={
+        "input_tokens": 1200, "output_tokens": 30, "total_tokens": 1230, "cached_tokens": 0},
+        cost={"input": 0.0012, "output": 0.0003, "total": 0.0015, "currency": "USD"}).events)
+    assert (paid.tokens, paid.cost) == ("1,200 in · 30 out · 0 cached", "0.0015 USD")
+
+
+# pages: rows stored as the model-call recorder writes them
+
+
+def stored_run(operator, log: Log, graph: str = "acquisition") -> Run:
+    run = Run.objects.create(graph=graph, thread_id=f"{uuid.uuid4()}:planner",
+                             status=Run.Status.SUCCEEDED, created_by=operator,
+                             started_at=T0, finished_at=T0 + timedelta(seconds=15),
+                             last_seq=len(log.events))
+    for e in log.events:
+        row = RunEvent.objects.create(run=run, **{k: v for k, v in e.items()
+                                                  if k != "created_at"})
+        RunEvent.objects.filter(pk=row.pk).update(created_at=e["created_at"])
+    return run
+
+
+@pytest.mark.django_db
+def test_the_trace_page_draws_the_waterfall_and_its_summary(operator, client):
+    run = stored_run(operator, acquisition_log())
+    client.force_login(operator)
+    html = client.get(f"/runs/{run.id}/").content.decode()
+    box = html[html.index('id="trace-waterfall"'):html.index('id="waterfall-detail"')]
+    assert re.search(r"Working time <b>5\.0 s</b>", box)
+    assert re.search(r'id="wf-human">10\.0 s<', box)
+    assert box.count('class="wf-bar wf-engine') == 4 and box.count("wf-bar wf-tool") == 1
+    assert box.count("wf-bar wf-human") == 1 and box.count("wf-bar wf-model") == 1
+    assert f'hx-get="/runs/{run.id}/events/4/"' in box  # the call opens its end's row
+
+
+@pytest.mark.django_db
+def test_a_node_detail_lists_its_calls_and_a_call_opens_to_its_conversation(operator, client):
+    long = "word " * 400
+    log = (Log().add(0, "run_started").add(0, "node_started", "decide", "t1", step=1)
+           .call(0.1, 0.9, "decide", "t1", "c1", answer=SCRIPT, messages=[
+               {"role": "system", "content": long},
+               {"role": "human", "content": '{"fields": ["price", "region"]}'}])
+           .add(1, "node_finished", "decide", "t1", step=1, duration_ms=1000))
+    run = stored_run(operator, log)
+    client.force_login(operator)
+    node = client.get(f"/runs/{run.id}/events/5/").content.decode()
+    assert "Model calls" in node and "1 in this node" in node and "gpt-test" in node
+    call = client.get(f"/runs/{run.id}/events/3/").content.decode()
+    assert "<script>alert" not in call and "&lt;script&gt;alert(&quot;x&quot;)" in call
+    assert '<details class="mc-fold"><summary>word word' in call  # a long text, folded
+    assert '"fields": [\n    "price"' in call.replace("&quot;", '"')  # JSON, pretty
+    assert "tokens not reported" in call and "cost unknown" in call
+    assert 'class="mc-msg role-system"' in call and 'class="mc-msg role-ai"' in call
+
+
+@pytest.mark.django_db
+def test_a_call_without_its_end_says_it_is_calling(operator, client):
+    log = (Log().add(0, "run_started").add(0, "node_started", "decide", "t1", step=1)
+           .call(0.1, None, "decide", "t1", "c1", model="gpt-slow"))
+    run = stored_run(operator, log)
+    client.force_login(operator)
+    call = client.get(f"/runs/{run.id}/events/3/").content.decode()
+    assert "calling gpt-slow…" in call and "Answer" not in call
