@@ -20,9 +20,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from channels.db import database_sync_to_async
@@ -39,6 +39,11 @@ WAKE_EVERY = 1.0
 """Seconds a follower waits for a doorbell before it looks at the log anyway."""
 
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
+
+def short[**P, T](read: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """``read`` as a short statement: in a thread, with that thread's connection closed
+    around it (Channels' ``database_sync_to_async``), so it goes back to the pool."""
+    return cast(Callable[P, Coroutine[Any, Any, T]], database_sync_to_async(read))
 
 
 @dataclass
@@ -64,7 +69,7 @@ def settled(run: Run) -> bool:
     return run.status not in ACTIVE
 
 
-@database_sync_to_async
+@short
 def aread(runs: QuerySet[Run], run_id: UUID | str, after: int
           ) -> tuple[Run | None, list[dict[str, Any]]]:
     """The run, and its events after ``after`` up to the last seq read with it."""
@@ -76,10 +81,12 @@ def aread(runs: QuerySet[Run], run_id: UUID | str, after: int
     return run, [event_dict(row) for row in rows]
 
 
-@database_sync_to_async
+@short
 def _acursor(run_id: str) -> tuple[int, str] | None:
     """The run's last seq and status (one indexed row), or None if it was deleted."""
-    return Run.objects.filter(id=run_id).values_list("last_seq", "status").first()
+    rows = Run.objects.filter(id=run_id).values_list("last_seq", "status")
+    cursor: tuple[int, str] | None = rows.first()
+    return cursor
 
 
 _SHARED: dict[tuple[str, int], asyncio.Future[Any]] = {}
@@ -97,7 +104,9 @@ async def _shared(key: tuple[str, int], read: Callable[[], Awaitable[Any]]) -> A
 async def acursor(run_id: UUID | str) -> tuple[int, str] | None:
     """The run's last seq and status, read at most once a period for all its followers."""
     key = str(run_id)
-    return await _shared((key, int(time.monotonic() / WAKE_EVERY)), lambda: _acursor(key))
+    period = int(time.monotonic() / WAKE_EVERY)
+    cursor: tuple[int, str] | None = await _shared((key, period), lambda: _acursor(key))
+    return cursor
 
 
 class Doorbell:
