@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import weakref
 from typing import Any
 from urllib.parse import parse_qs
@@ -14,10 +15,11 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 from django.utils.dateparse import parse_datetime
 
-from dashboard import header, inbox, results, selectors, trace
+from dashboard import header, inbox, limits, results, selectors, trace
 from dashboard.models import Run
 from dashboard.runs import doorbells
 from dashboard.runs.follow import Step, finished, follow
+from dashboard.services import LimitReached
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -140,6 +142,7 @@ class RunsConsumer(PlanwatchConsumer):
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
+CLOSE_TOO_MANY = 4429  # past PLANWATCH_MAX_STREAMS_PER_USER or _PER_PROCESS (see limits)
 REPLAY_CHUNK = 500  # events per message when catching a client up from the log
 RENDERED_BATCHES = 512  # recently rendered batches and headers, shared by a run's watchers
 _RENDERED: dict[tuple[Any, ...], Any] = {}
@@ -197,6 +200,12 @@ class RunConsumer(PlanwatchConsumer):
         if not selectors.run_can_view(user=user, run=run):
             await self.close(code=CLOSE_FORBIDDEN)
             return
+        try:
+            self.slot = limits.stream_slot_take(user=user)
+        except LimitReached as exc:  # the reason names the limit (a close frame holds 123 B)
+            await self.close(code=CLOSE_TOO_MANY, reason=json.dumps(
+                {"limit": exc.limit, "detail": "close another stream first"}))
+            return
         self.run, self.sent, self.status = run, int(after), run.status
         self.shown_status = ""  # the status the page's buttons were drawn for: unknown yet
         self.run_key = str(run.id)
@@ -223,7 +232,9 @@ class RunConsumer(PlanwatchConsumer):
             self.follower = asyncio.get_running_loop().create_task(self._afollow())
 
     async def disconnect(self, code: int) -> None:
-        """Stop following the run (which leaves its group)."""
+        """Stop following the run (which leaves its group); give the stream's slot back."""
+        if getattr(self, "slot", None) is not None:
+            self.slot.close()
         follower = getattr(self, "follower", None)
         if follower is not None:
             follower.cancel()
