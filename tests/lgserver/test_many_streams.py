@@ -4,7 +4,6 @@ the limits of a user or a process the next stream (or queued run) is refused wit
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import httpx
