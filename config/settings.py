@@ -216,7 +216,9 @@ PLANWATCH = {
     # inprocess: runs execute inside the ASGI server; procrastinate: in worker processes.
     "EXECUTOR": os.environ.get("PLANWATCH_EXECUTOR", "inprocess"),
     # How many runs one process executes at once.
-    "MAX_CONCURRENT_RUNS": int(os.environ.get("PLANWATCH_MAX_CONCURRENT_RUNS", "16")),
+    # Slots are asyncio tasks on one loop (a semaphore), not threads or connections: 200
+    # model-bound runs streamed to 200 SDK clients at once finished with no error (PostgreSQL).
+    "MAX_CONCURRENT_RUNS": int(os.environ.get("PLANWATCH_MAX_CONCURRENT_RUNS", "200")),
     # Streams (SSE responses, trace websockets) one user, and one web process, may hold
     # open at once; past either the next is refused (429, websocket close code 4429).
     "MAX_STREAMS_PER_USER": int(os.environ.get("PLANWATCH_MAX_STREAMS_PER_USER", "500")),
