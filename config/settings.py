@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -127,6 +128,28 @@ DATABASES = {
     )
 }
 IS_POSTGRES = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+
+
+def process_role(argv: list[str]) -> str:
+    """``web`` (``manage.py serve``, daphne), ``worker`` (``planwatch_worker``,
+    ``procrastinate worker``) or ``command`` (anything else), from the command line."""
+    words = {os.path.basename(word) for word in argv[:3]}
+    if words & {"serve", "daphne", "runserver"}:
+        return "web"
+    if words & {"planwatch_worker", "procrastinate"}:
+        return "worker"
+    return "command"
+
+
+PROCESS_ROLE = os.environ.get("PLANWATCH_PROCESS_ROLE") or process_role(sys.argv)
+if PROCESS_ROLE not in {"web", "worker", "command"}:
+    raise ImproperlyConfigured(
+        f"unsupported PLANWATCH_PROCESS_ROLE {PROCESS_ROLE!r}; use 'web', 'worker' or 'command'"
+    )
+# Django's connections by role: a web process's requests and watchers each hold one only
+# for a statement (see dashboard/runs/follow.py), so 20 serve hundreds of open streams;
+# a worker's runs write through pools of their own (the saver's and the event sink's).
+POOL_SIZES = {"web": 20, "worker": 10, "command": 4}
 if IS_POSTGRES and not DATABASES["default"]["CONN_MAX_AGE"]:
     # Under ASGI every database_sync_to_async call would otherwise open a new connection
     # (measured: most of the web server's database time); psycopg's pool hands them out.
@@ -135,7 +158,9 @@ if IS_POSTGRES and not DATABASES["default"]["CONN_MAX_AGE"]:
     from config import pgpool
 
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": 1, "max_size": int(os.environ.get("DB_POOL_MAX_SIZE", "10")), "timeout": 30,
+        "min_size": 1,
+        "max_size": int(os.environ.get("DB_POOL_MAX_SIZE", POOL_SIZES[PROCESS_ROLE])),
+        "timeout": 30,
         "check": pgpool.check,
     }
 if not IS_POSTGRES:
@@ -191,7 +216,16 @@ PLANWATCH = {
     # inprocess: runs execute inside the ASGI server; procrastinate: in worker processes.
     "EXECUTOR": os.environ.get("PLANWATCH_EXECUTOR", "inprocess"),
     # How many runs one process executes at once.
-    "MAX_CONCURRENT_RUNS": int(os.environ.get("PLANWATCH_MAX_CONCURRENT_RUNS", "16")),
+    # Slots are asyncio tasks on one loop (a semaphore), not threads or connections: 200
+    # model-bound runs streamed to 200 SDK clients at once finished with no error (PostgreSQL).
+    "MAX_CONCURRENT_RUNS": int(os.environ.get("PLANWATCH_MAX_CONCURRENT_RUNS", "200")),
+    # Streams (SSE responses, trace websockets) one user, and one web process, may hold
+    # open at once; past either the next is refused (429, websocket close code 4429).
+    "MAX_STREAMS_PER_USER": int(os.environ.get("PLANWATCH_MAX_STREAMS_PER_USER", "500")),
+    "MAX_STREAMS_PER_PROCESS": int(os.environ.get("PLANWATCH_MAX_STREAMS_PER_PROCESS", "2000")),
+    # Runs one user may have queued (waiting for a slot) at once; past it, 429.
+    "MAX_QUEUED_RUNS_PER_USER": int(os.environ.get("PLANWATCH_MAX_QUEUED_RUNS_PER_USER",
+                                                   "1000")),
     # "scripted" (offline, deterministic) or "package.module:factory" for a chat model.
     "LLM": os.environ.get("PLANWATCH_LLM", "scripted"),
     # seconds a model call may take before it fails (the graph's own fallbacks then apply)

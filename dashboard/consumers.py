@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import json
 import weakref
-from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -16,10 +15,11 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 from django.utils.dateparse import parse_datetime
 
-from dashboard import header, inbox, results, selectors, trace
+from dashboard import header, inbox, limits, results, selectors, trace
 from dashboard.models import Run
 from dashboard.runs import doorbells
-from dashboard.runs.record import event_dict
+from dashboard.runs.follow import Step, finished, follow
+from dashboard.services import LimitReached
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -142,31 +142,10 @@ class RunsConsumer(PlanwatchConsumer):
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
+CLOSE_TOO_MANY = 4429  # past PLANWATCH_MAX_STREAMS_PER_USER or _PER_PROCESS (see limits)
 REPLAY_CHUNK = 500  # events per message when catching a client up from the log
-# How often an open trace of an active run looks at the log for doorbells that never rang
-# (a dropped Redis message, a layer at capacity): a lost doorbell costs a delay, not a row.
-LOG_CHECK_SECONDS = 1.0
 RENDERED_BATCHES = 512  # recently rendered batches and headers, shared by a run's watchers
 _RENDERED: dict[tuple[Any, ...], Any] = {}
-
-
-_RUN_READS: dict[tuple[str, str], asyncio.Future[Any]] = {}
-
-
-async def _shared(key: tuple[str, str], read: Callable[[], Awaitable[Any]]) -> Any:
-    """One database read per process for every watcher that asks for ``key`` at once."""
-    pending = _RUN_READS.get(key)
-    if pending is None:
-        pending = _RUN_READS[key] = asyncio.ensure_future(read())
-        loop = asyncio.get_running_loop()
-        pending.add_done_callback(lambda _: loop.call_later(5, _RUN_READS.pop, key, None))
-    return await asyncio.shield(pending)
-
-
-async def _acursor_shared(run_id: str) -> tuple[int, str] | None:
-    """The run's last seq and status, read at most once a check period for its watchers."""
-    period = int(time.monotonic() / LOG_CHECK_SECONDS)
-    return await _shared((run_id, f"cursor-{period}"), lambda: _acursor(run_id))
 
 
 def _trim_rendered() -> None:
@@ -191,18 +170,6 @@ def _afold(run: Run) -> tuple[trace.TraceFold, list[dict[str, Any]]]:
 
 
 @database_sync_to_async
-def _aevents_after(run_id: Any, after: int) -> list[dict[str, Any]]:
-    """Events after seq ``after`` from the log (a gap in the doorbells is filled from here)."""
-    return [event_dict(e) for e in selectors.run_events(run_id=run_id, after=after)]
-
-
-@database_sync_to_async
-def _acursor(run_id: Any) -> tuple[int, str] | None:
-    """The run's last seq and status (one indexed row), or None if it was deleted."""
-    return selectors.run_cursor(run_id=run_id)
-
-
-@database_sync_to_async
 def _aresult_html(run_id: str, tasks: dict[str, dict[str, Any]]) -> str:
     """The result card of a finished run as an OOB swap ("" while it is active)."""
     run = selectors.run_get(run_id=run_id)
@@ -221,7 +188,7 @@ class RunConsumer(PlanwatchConsumer):
     """Streams one run's trace as OOB partials: the log after ``?after=<seq>``, then live."""
 
     async def connect(self) -> None:
-        """Check the user, the run and ``after``; join the run's group; catch the client up."""
+        """Check the user, the run and ``after``; catch the client up, then follow the run."""
         if await self.refuse_anonymous():
             return
         user = self.scope["user"]
@@ -233,15 +200,17 @@ class RunConsumer(PlanwatchConsumer):
         if not selectors.run_can_view(user=user, run=run):
             await self.close(code=CLOSE_FORBIDDEN)
             return
+        try:
+            self.slot = limits.stream_slot_take(user=user)
+        except LimitReached as exc:  # the reason names the limit (a close frame holds 123 B)
+            await self.close(code=CLOSE_TOO_MANY, reason=json.dumps(
+                {"limit": exc.limit, "detail": "close another stream first"}))
+            return
         self.run, self.sent, self.status = run, int(after), run.status
         self.shown_status = ""  # the status the page's buttons were drawn for: unknown yet
         self.run_key = str(run.id)
-        self.lock = asyncio.Lock()  # one batch at a time: doorbells and log checks interleave
         self.can_cancel = await _acan(user, "dashboard.cancel_run")
-        self.group = doorbells.run_group(run.id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        # read after joining the group: nothing that changes from now on can be missed
         self.run = await _arun(str(run.id)) or run
         self.status = self.run.status
         self.fold, rows = await _afold(self.run)
@@ -258,32 +227,42 @@ class RunConsumer(PlanwatchConsumer):
             await self._send_interrupts()
             await self._send_result()
         if not self.run.is_finished:
-            self.watcher = asyncio.get_running_loop().create_task(self._watch_log())
+            # follow() reads the log after what was sent before it waits on the doorbell:
+            # whatever was committed since the fold above arrives with its first step
+            self.follower = asyncio.get_running_loop().create_task(self._afollow())
 
     async def disconnect(self, code: int) -> None:
-        """Stop watching the log; leave the run's group."""
-        if getattr(self, "watcher", None):
-            self.watcher.cancel()
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        """Stop following the run (which leaves its group); give the stream's slot back."""
+        if getattr(self, "slot", None) is not None:
+            self.slot.close()
+        follower = getattr(self, "follower", None)
+        if follower is not None:
+            follower.cancel()
+            await asyncio.wait({follower})
 
-    async def run_events(self, message: dict[str, Any]) -> None:
-        """Send newly committed events (one message per batch), filling any gap from the log."""
-        async with self.lock:
-            if message["last"] <= self.sent:
-                events = []  # a duplicate: the client has these rows
-            elif message["first"] > self.sent + 1:  # a doorbell never came: read the gap
-                events = await _aevents_after(self.run.id, self.sent)
-            else:
-                events = [e for e in doorbells.doorbell_events(message) if e["seq"] > self.sent]
-            summary = message.get("run")
-            moved = summary is not None and summary["status"] == self.status
-            if moved and summary is not None:  # only the node moved: header in the frame
+    async def _afollow(self) -> None:
+        """Send each step of the run's log until it finishes (see :func:`follow`)."""
+        runs = Run.objects.select_related("created_by")  # the header names the creator
+        async for step in follow(self.run.id, self.sent, until=finished, runs=runs):
+            await self._send_step(step)
+
+    async def _send_step(self, step: Step) -> None:
+        """Send a step's rows, then what moved of the run: a doorbell's summary, or the run
+        as read from the log."""
+        summary = step.summary
+        if summary is not None and summary["status"] == self.status:
+            # only the node moved (every step): the doorbell carries it, no query needed
+            if summary["last_seq"] >= self.run.last_seq:
                 self.run.current_node = summary["current_node"]
-                self.run.last_seq = max(self.run.last_seq, summary["last_seq"])
-            await self._send_events(events, header=moved)
-        if summary is not None and not moved:  # the status moved: read the run
+                self.run.last_seq = summary["last_seq"]
+            await self._send_events(step.events, header=True)
+            return
+        await self._send_events(step.events)
+        if summary is not None:
             await self.run_changed({"type": "run.changed", "run": summary})
+        elif step.run is not None and (step.run.status != self.status
+                                       or step.run.last_seq > self.run.last_seq):
+            await self._show_run(step.run)
 
     async def _send_events(self, events: list[dict[str, Any]], *, header: bool = False) -> None:
         if not events:
@@ -307,50 +286,21 @@ class RunConsumer(PlanwatchConsumer):
         if cached[1]:
             await self._send_interrupts()
 
-    async def _watch_log(self) -> None:
-        """While the run is active, look at the log now and then: a lost doorbell costs a delay."""
-        while True:
-            await asyncio.sleep(LOG_CHECK_SECONDS)
-            cursor = await _acursor_shared(self.run_key)
-            if cursor is None:
-                return
-            last_seq, status = cursor
-            async with self.lock:
-                if last_seq > self.sent:
-                    await self._send_events(await _aevents_after(self.run.id, self.sent))
-            if status != self.status:
-                await self.run_changed({"type": "run.changed"})
-            if status in Run.FINISHED:
-                return
-
     async def run_changed(self, message: dict[str, Any]) -> None:
-        """Re-render the header; read the run and reload the questions when its status moved."""
-        summary = message.get("run")
-        if summary and summary["last_seq"] < self.run.last_seq:
+        """Redraw the header from what a doorbell says of the run's new status."""
+        summary = message["run"]
+        if summary["last_seq"] < self.run.last_seq:
             return  # older than what the header shows already (a late doorbell)
-        if summary and summary["status"] == self.status:
-            # only the node moved (every step): the doorbell carries it, no query needed
-            self.run.current_node = summary["current_node"]
-            self.run.last_seq = summary["last_seq"]
-            await self._send_header()
-            return
-        if summary:  # the doorbell carries what the header shows of a new status too
-            run = self.run
-            run.status, run.current_node = summary["status"], summary["current_node"]
-            run.last_seq, run.error_message = summary["last_seq"], summary["error_message"]
-            run.started_at = parse_datetime(summary["started_at"] or "")
-            run.finished_at = parse_datetime(summary["finished_at"] or "")
-        else:  # the log check saw the status move: read the run
-            run = await _arun(self.run_key)
-            if run is None or run.last_seq < self.run.last_seq:
-                return  # a read that started before a newer doorbell was applied
+        run = self.run
+        run.status, run.current_node = summary["status"], summary["current_node"]
+        run.last_seq, run.error_message = summary["last_seq"], summary["error_message"]
+        run.started_at = parse_datetime(summary["started_at"] or "")
+        run.finished_at = parse_datetime(summary["finished_at"] or "")
+        await self._show_run(run)
+
+    async def _show_run(self, run: Run) -> None:
+        """Re-render the header; reload the questions (and the result) when the status moved."""
         self.run = run
-        if run.status != self.status and run.last_seq > self.sent:
-            # a status written with its event but told without it (a cancel or an answer
-            # recorded by a service): the rows first, so the panels move with the header
-            async with self.lock:
-                if run.last_seq > self.sent:
-                    await self._send_events(await _aevents_after(self.run.id, self.sent))
         await self._send_header()
         if run.status != self.status:
             self.status = run.status

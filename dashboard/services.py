@@ -16,6 +16,7 @@ from django.utils import timezone
 from dashboard.checkpoints import compiled, config_of
 from dashboard.models import Interrupt, Run, RunEvent, Thread
 from dashboard.runs import debugging, dispatch, doorbells, transitions
+from dashboard.runs.conf import planwatch_setting
 from planner.registry import GraphSpec, InputError, get_graph
 
 logger = logging.getLogger("planwatch.services")
@@ -34,6 +35,16 @@ class ServiceError(Exception):
         super().__init__(message)
         self.message = message
         self.errors = errors or {}
+
+
+class LimitReached(ServiceError):
+    """A limit of the deployment is reached (429); ``limit`` names its setting."""
+
+    code = "limit_reached"
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message, errors={"limit": limit})
+        self.limit = limit
 
 
 class RunInputError(ServiceError):
@@ -85,6 +96,7 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
     before, after = list(interrupt_before or ()), list(interrupt_after or ())
     if before or after:
         _check(debugging.check_breakpoints, spec, before=before, after=after)
+    _check_queued(user)
     run_uuid = uuid4()
     with transaction.atomic():
         thread = _thread_for(thread, run_uuid, spec.name, user)
@@ -99,6 +111,19 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
         )
         transaction.on_commit(lambda: _after_create(run))
     return run
+
+
+def _check_queued(user: User | None) -> None:
+    """Refuse a run past the user's ``PLANWATCH_MAX_QUEUED_RUNS_PER_USER`` queued runs."""
+    if user is None or not user.is_authenticated:
+        return
+    limit = int(planwatch_setting("MAX_QUEUED_RUNS_PER_USER"))
+    queued = Run.objects.filter(created_by=user, status=Run.Status.QUEUED)[:limit].count()
+    if queued >= limit:
+        raise LimitReached(
+            f"you have {queued} runs queued, your limit (PLANWATCH_MAX_QUEUED_RUNS_PER_USER="
+            f"{limit}); wait for some to start, or cancel some", limit=(
+                "PLANWATCH_MAX_QUEUED_RUNS_PER_USER"))
 
 
 def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User) -> Interrupt:

@@ -110,6 +110,10 @@ def database_url(settings_dict: dict) -> str:
     return f"postgres://{auth}{host}:{port}/{settings_dict['NAME']}"
 
 
+SERVED: dict[str, subprocess.Popen] = {}
+"""The daphne processes :func:`served` runs, by base URL (their memory is measured)."""
+
+
 @contextlib.contextmanager
 def served(django_db_blocker, **extra_env: str) -> Iterator[str]:
     """Planwatch served by a real daphne subprocess (``manage.py serve``) on the test DB,
@@ -139,9 +143,11 @@ def served(django_db_blocker, **extra_env: str) -> Iterator[str]:
             log.close()
             pytest.fail(f"daphne did not start; see {log.name}")
         time.sleep(0.1)
+    SERVED[f"http://127.0.0.1:{port}"] = proc
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
+        SERVED.pop(f"http://127.0.0.1:{port}", None)
         proc.terminate()
         try:
             proc.wait(10)

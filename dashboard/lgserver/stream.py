@@ -9,8 +9,6 @@ of that event only, so a client resuming after id N has seen all of N and nothin
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Iterable
@@ -18,13 +16,12 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
+from channels.db import database_sync_to_async
 
 from dashboard.checkpoints import checkpoint_get
 from dashboard.lgserver import shapes
 from dashboard.models import Run, RunEvent
-from dashboard.runs.doorbells import doorbell_events, run_group
+from dashboard.runs.follow import follow
 from dashboard.runs.jsonsafe import to_jsonable
 
 Kind = RunEvent.Kind
@@ -35,8 +32,6 @@ MODES = ("values", "updates", "custom", "messages", "messages-tuple", "debug", "
 """The stream modes a request may name (``events`` gives nothing: Planwatch has no
 LangChain callback events)."""
 
-WAKE_EVERY = 1.0
-"""Seconds a stream waits for a doorbell before it reads the log anyway."""
 
 
 def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
@@ -161,111 +156,30 @@ class PartMaker:
         return out
 
 
-@sync_to_async
-def _aread(run_id: UUID, after: int) -> tuple[Run, list[dict[str, Any]], bool]:
-    """The run, its events after ``after`` (up to the seq read with it), and whether it stopped."""
-    run = shapes.with_unsettled(Run.objects.all()).get(id=run_id)
-    stopped = not shapes.busy(run)  # status and pending answers read in one statement
-    rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after, seq__lte=run.last_seq).values(
-        "seq", "kind", "node", "namespace", "step", "task_id", "checkpoint_id", "payload",
-        "created_at").order_by("seq")
-    events = [{**row, "created_at": row["created_at"].isoformat()} for row in rows]
-    return run, events, stopped
+def _stopped(run: Run) -> bool:
+    """A stream's stop rule: the run ended, or waits for an answer or at a breakpoint."""
+    return not shapes.busy(run)
 
 
 async def aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
                   metadata: bool = True) -> AsyncIterator[bytes]:
-    """The run's events after seq ``after`` as SSE, until it stops and all were sent.
-
-    The log is read once, then each doorbell's events are sent as they come (they are
-    committed before it rings); the log is read again on a gap, a timeout, or a change of
-    the run's status (to learn whether it stopped).
-    """
+    """The run's events after seq ``after`` as SSE, until it stops and all were sent
+    (see :func:`~dashboard.runs.follow.follow`)."""
     if metadata:
         yield sse("metadata", {"run_id": str(run_id), "attempt": 1})
-    doorbell = Doorbell(run_id)
-    await doorbell.aopen()
-    cursor = after
-    try:
-        run, events, stopped = await _aread(run_id, cursor)
-        maker = PartMaker(run, modes, subgraphs)
-        last_seq, from_log = run.last_seq, True
-        while True:
-            for event in events:
-                if event["seq"] <= cursor:
-                    continue
-                parts = (await sync_to_async(maker.parts)(event) if maker.reads_saver(event)
-                         else maker.parts(event))
-                for index, (name, data) in enumerate(parts):
-                    last = index == len(parts) - 1
-                    yield sse(name, to_jsonable(data), str(event["seq"]) if last else None)
-                cursor = event["seq"]
-            if from_log and stopped and cursor >= last_seq:
-                if run.status == Run.Status.FAILED:
-                    yield sse("error", {"error": "RunFailed", "message": run.error_message})
-                return
-            pushed = None if from_log and events else _pushed(
-                await doorbell.await_ring(), cursor)
-            if pushed is not None:
-                events, from_log = pushed, False
-            else:
-                run, events, stopped = await _aread(run_id, cursor)
-                last_seq, from_log = run.last_seq, True
-    finally:
-        await doorbell.aclose()
-
-
-def _pushed(message: dict[str, Any] | None, cursor: int) -> list[dict[str, Any]] | None:
-    """A doorbell's events, if they follow ``cursor`` with no gap and the run still runs."""
-    if not message or message.get("type") != "run.events" or message["first"] > cursor + 1:
-        return None
-    summary = message.get("run")
-    if summary and summary.get("status") not in (Run.Status.QUEUED, Run.Status.RUNNING):
-        return None  # it may have stopped: the log says whether, and what is left
-    return doorbell_events(message)
-
-
-class Doorbell:
-    """The run's doorbell on the channel layer, waited on with a timeout; when the layer
-    fails (Redis restarting, say) the stream reads the log every :data:`WAKE_EVERY`
-    seconds instead, and joins the group again once the layer answers."""
-
-    def __init__(self, run_id: UUID) -> None:
-        self.group = run_group(run_id)
-        self.layer = get_channel_layer()
-        self.channel: str | None = None
-
-    async def aopen(self) -> None:
-        """Join the run's group (quietly not, if the layer is down)."""
-        if self.layer is None:
-            return
-        try:
-            self.channel = await self.layer.new_channel("planwatch.sse.")
-            await self.layer.group_add(self.group, self.channel)
-        except Exception:
-            logger.warning("doorbells unavailable; polling the log", exc_info=True)
-            self.channel = None
-
-    async def await_ring(self) -> dict[str, Any] | None:
-        """The doorbell's message when it rings; None after :data:`WAKE_EVERY` seconds."""
-        if self.channel is None:
-            await asyncio.sleep(WAKE_EVERY if self.layer else 0.05)
-            await self.aopen()
-            return None
-        try:
-            message: dict[str, Any] = await asyncio.wait_for(
-                self.layer.receive(self.channel), WAKE_EVERY)
-            return message
-        except TimeoutError:
-            return None
-        except Exception:  # the layer failed: poll until it is back
-            logger.warning("doorbell lost; polling the log", exc_info=True)
-            self.channel = None
-            await asyncio.sleep(WAKE_EVERY)
-            return None
-
-    async def aclose(self) -> None:
-        """Leave the group."""
-        if self.layer is not None and self.channel is not None:
-            with contextlib.suppress(Exception):
-                await self.layer.group_discard(self.group, self.channel)
+    maker: PartMaker | None = None
+    # status and pending answers read in one statement (see shapes.with_unsettled)
+    runs = shapes.with_unsettled(Run.objects.all())
+    async for step in follow(run_id, after, until=_stopped, runs=runs):
+        if maker is None:  # the first step is read from the log
+            if step.run is None:
+                return  # the run was deleted
+            maker = PartMaker(step.run, modes, subgraphs)
+        for event in step.events:
+            parts = (await database_sync_to_async(maker.parts)(event)
+                     if maker.reads_saver(event) else maker.parts(event))
+            for index, (name, data) in enumerate(parts):
+                last = index == len(parts) - 1
+                yield sse(name, to_jsonable(data), str(event["seq"]) if last else None)
+        if step.last and step.run is not None and step.run.status == Run.Status.FAILED:
+            yield sse("error", {"error": "RunFailed", "message": step.run.error_message})

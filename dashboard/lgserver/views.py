@@ -12,9 +12,10 @@ server's event loop, never in a request thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
 from importlib.metadata import version
 from typing import Any
 
@@ -33,6 +34,7 @@ from dashboard.checkpoints import compiled
 from dashboard.lgserver import shapes, stream
 from dashboard.lgserver.auth import ApiKeyAuthentication
 from dashboard.lgserver.threads import RunRequest, holder_of, start
+from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import Run, Thread
 from dashboard.services import RunInputError, RunStateError, ServiceError
 from planner.registry import GraphSpec, all_graphs, get_graph
@@ -46,7 +48,7 @@ def lg_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | 
     if response is None:
         return None
     refused_input = isinstance(exc, ServiceError) and not isinstance(
-        exc, RunStateError | services.InterruptClosed)
+        exc, RunStateError | services.InterruptClosed | services.LimitReached)
     if refused_input or isinstance(exc, exceptions.ValidationError):
         response.status_code = 422
     return response
@@ -493,13 +495,26 @@ class RunStreamView(LangGraphView):
     """``POST /threads/<id>/runs/stream`` (or ``/runs/stream``): start and stream it."""
 
     def post(self, request: Request, thread_id: str | None = None) -> StreamingHttpResponse:
-        run, after, data = create_run(request, thread_id)
-        events = stream.aevents(run.id, modes=_modes(data.get("stream_mode")),
-                                subgraphs=bool(data.get("stream_subgraphs")), after=after)
-        return sse_response(events, run)
+        with stream_slot(request) as slot:
+            run, after, data = create_run(request, thread_id)
+            events = stream.aevents(run.id, modes=_modes(data.get("stream_mode")),
+                                    subgraphs=bool(data.get("stream_subgraphs")), after=after)
+        return sse_response(SlottedStream(events, slot), run)
 
 
-def sse_response(events: AsyncIterator[bytes], run: Run) -> StreamingHttpResponse:
+@contextlib.contextmanager
+def stream_slot(request: Request) -> Iterator[StreamSlot]:
+    """A slot for the stream a request opens (429 past a limit), given back if the
+    request fails before its stream starts."""
+    slot = stream_slot_take(user=request.user)
+    try:
+        yield slot
+    except BaseException:
+        slot.close()
+        raise
+
+
+def sse_response(events: AsyncIterable[bytes], run: Run) -> StreamingHttpResponse:
     """A text/event-stream response that is never buffered or cached."""
     response = StreamingHttpResponse(events, content_type="text/event-stream")
     response["Cache-Control"] = "no-store"
@@ -547,8 +562,9 @@ class RunWaitView(LangGraphView):
     """``POST /threads/<id>/runs/wait`` (or ``/runs/wait``): start it, answer when it stops."""
 
     def post(self, request: Request, thread_id: str | None = None) -> StreamingHttpResponse:
-        run, _, _ = create_run(request, thread_id)
-        response = StreamingHttpResponse(_json_when_stopped(run.id),
+        with stream_slot(request) as slot:
+            run, _, _ = create_run(request, thread_id)
+        response = StreamingHttpResponse(SlottedStream(_json_when_stopped(run.id), slot),
                                          content_type="application/json")
         for key, value in _location(run).items():
             response[key] = value
@@ -574,8 +590,9 @@ class RunJoinView(LangGraphView):
     """``GET /threads/<id>/runs/<run_id>/join``: the final values once it stops."""
 
     def get(self, request: Request, thread_id: str, run_id: str) -> StreamingHttpResponse:
-        run = run_of(thread_of(thread_id), run_id)
-        return StreamingHttpResponse(_json_when_stopped(run.id),
+        with stream_slot(request) as slot:
+            run = run_of(thread_of(thread_id), run_id)
+        return StreamingHttpResponse(SlottedStream(_json_when_stopped(run.id), slot),
                                      content_type="application/json")
 
 
@@ -595,7 +612,8 @@ class RunJoinStreamView(LangGraphView):
         modes = request.query_params.getlist("stream_mode") or ["values"]
         events = stream.aevents(run.id, modes=_modes(modes), subgraphs=request.query_params.get(
             "stream_subgraphs") in ("true", "1"), after=after)
-        return sse_response(events, run)
+        slot = stream_slot_take(user=request.user)  # last: nothing after it can fail
+        return sse_response(SlottedStream(events, slot), run)
 
 
 class RunCancelView(LangGraphView):

@@ -41,3 +41,17 @@ def test_no_operator_is_created_when_users_exist(django_user_model):
     django_user_model.objects.create_user(username="someone", password="x-12345678")
     assert "none created" in run()
     assert get_user_model().objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_start_run_follows_every_event_of_the_run_until_it_ends(executor):
+    from dashboard.models import Run
+
+    out = StringIO()
+    call_command("start_run", "test.echo", "--input", '{"steps": 3}', "--follow", stdout=out)
+    lines = out.getvalue().splitlines()
+    run = Run.objects.get(id=lines[0])
+    assert run.status == Run.Status.SUCCEEDED
+    printed = [int(line.split()[0].lstrip("#")) for line in lines if line.startswith("#")]
+    assert printed == list(range(1, run.last_seq + 1))  # every row once, in order
+    assert f"run {run.id} succeeded" in lines

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard import selectors, services
-from dashboard.models import Run, RunEvent
+from dashboard import services
+from dashboard.models import Run
+from dashboard.runs.follow import follow, settled
 
 
 class Command(BaseCommand):
@@ -54,31 +55,32 @@ class Command(BaseCommand):
             self._follow(run, echo=follow)
 
     def _follow(self, run: Run, *, echo: bool) -> None:
-        seq = 0
-        while True:
-            for event in selectors.run_events(run_id=run.id, after=seq):
-                seq = event.seq
-                if echo:
+        last = async_to_sync(self._afollow)(run, echo=echo)
+        if echo and last is not None:
+            self.stdout.write(f"run {last.id} {last.status}")
+            if last.status == Run.Status.SUCCEEDED:
+                self.stdout.write(json.dumps(last.output, indent=2))
+            elif last.error_message:
+                self.stdout.write(last.error_message)
+
+    async def _afollow(self, run: Run, *, echo: bool) -> Run | None:
+        """Print the run's events until it neither executes nor waits to; the run as last read."""
+        last = None
+        async for step in follow(run.id, 0, until=settled):
+            last = step.run or last
+            if echo:
+                for event in step.events:
                     self.stdout.write(format_event(event))
-            run.refresh_from_db(fields=["status", "last_seq", "output", "error_message"])
-            if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING) and seq >= run.last_seq:
-                break
-            time.sleep(0.2)
-        if echo:
-            self.stdout.write(f"run {run.id} {run.status}")
-            if run.status == Run.Status.SUCCEEDED:
-                self.stdout.write(json.dumps(run.output, indent=2))
-            elif run.error_message:
-                self.stdout.write(run.error_message)
+        return last
 
 
-def format_event(event: RunEvent) -> str:
-    """One event as a terminal line."""
-    parts = [f"#{event.seq:<5}", f"{event.kind:<18}", event.node or "-"]
-    if event.namespace:
-        parts.append(f"[{event.namespace}]")
-    if event.step is not None:
-        parts.append(f"step {event.step}")
-    if event.duration_ms is not None:
-        parts.append(f"{event.duration_ms:.1f} ms")
+def format_event(event: dict[str, Any]) -> str:
+    """One event (``event_dict`` form) as a terminal line."""
+    parts = [f"#{event['seq']:<5}", f"{event['kind']:<18}", event["node"] or "-"]
+    if event["namespace"]:
+        parts.append(f"[{event['namespace']}]")
+    if event["step"] is not None:
+        parts.append(f"step {event['step']}")
+    if event["duration_ms"] is not None:
+        parts.append(f"{event['duration_ms']:.1f} ms")
     return "  ".join(parts)

@@ -1,0 +1,225 @@
+"""Following a run: its log after a seq, as it grows, until the run stops.
+
+Every watcher (the trace page's websocket, a LangGraph client's SSE stream, ``manage.py
+start_run``) follows a run the same way: it waits on the run's doorbell on the channel
+layer and reads the log in short statements, never holding a database connection while it
+waits. Each read is a ``database_sync_to_async`` call, which closes the thread's
+connection after it (with Django's psycopg pool and ``CONN_MAX_AGE=0`` that hands it back
+to the pool): 200 open streams share a few connections instead of pinning 200.
+
+A doorbell carries its events; they are used as they are when they follow the cursor with
+no gap. A gap, a status that may have stopped the run, or a quiet spell of
+:data:`WAKE_EVERY` seconds (a lost doorbell) makes the follower read the log instead; a
+quiet spell first asks only the run's last seq and status, once per process and period
+for all of a run's followers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, cast
+from uuid import UUID
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.db.models import QuerySet
+
+from dashboard.models import Run, RunEvent
+from dashboard.runs.doorbells import doorbell_events, run_group
+from dashboard.runs.record import event_dict
+
+logger = logging.getLogger("planwatch.runs")
+
+WAKE_EVERY = 1.0
+"""Seconds a follower waits for a doorbell before it looks at the log anyway."""
+
+ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
+
+def short[**P, T](read: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """``read`` as a short statement: in a thread, with that thread's connection closed
+    around it (Channels' ``database_sync_to_async``), so it goes back to the pool."""
+    return cast(Callable[P, Coroutine[Any, Any, T]], database_sync_to_async(read))
+
+
+@dataclass
+class Step:
+    """What a follower learnt at once: new events (gapless, after the cursor) and the run."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    run: Run | None = None
+    """The run as read from the database with these events (None: they came by doorbell)."""
+    summary: dict[str, Any] | None = None
+    """What the doorbell said of the run (``doorbells.run_summary``), if it said anything."""
+    last: bool = False
+    """The run has stopped and every event up to its last seq was given."""
+
+
+def finished(run: Run) -> bool:
+    """Stop rule of a trace page: the run ended (a paused run may still resume)."""
+    return run.is_finished
+
+
+def settled(run: Run) -> bool:
+    """Stop rule of a command line: the run neither executes nor waits to."""
+    return run.status not in ACTIVE
+
+
+@short
+def aread(runs: QuerySet[Run], run_id: UUID | str, after: int
+          ) -> tuple[Run | None, list[dict[str, Any]]]:
+    """The run, and its events after ``after`` up to the last seq read with it."""
+    run = runs.filter(id=run_id).first()
+    if run is None:
+        return None, []
+    rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after, seq__lte=run.last_seq
+                                   ).order_by("seq")
+    return run, [event_dict(row) for row in rows]
+
+
+@short
+def _acursor(run_id: str) -> tuple[int, str] | None:
+    """The run's last seq and status (one indexed row), or None if it was deleted."""
+    rows = Run.objects.filter(id=run_id).values_list("last_seq", "status")
+    cursor: tuple[int, str] | None = rows.first()
+    return cursor
+
+
+_SHARED: dict[tuple[str, int], asyncio.Future[Any]] = {}
+
+
+async def _shared(key: tuple[str, int], read: Callable[[], Awaitable[Any]]) -> Any:
+    """One read per process for every follower that asks for ``key`` at once."""
+    pending = _SHARED.get(key)
+    if pending is None:
+        pending = _SHARED[key] = asyncio.ensure_future(read())
+        pending.add_done_callback(lambda _: _SHARED.pop(key, None))
+    return await asyncio.shield(pending)
+
+
+async def acursor(run_id: UUID | str) -> tuple[int, str] | None:
+    """The run's last seq and status, read at most once a period for all its followers."""
+    key = str(run_id)
+    period = int(time.monotonic() / WAKE_EVERY)
+    cursor: tuple[int, str] | None = await _shared((key, period), lambda: _acursor(key))
+    return cursor
+
+
+class Doorbell:
+    """A run's doorbell: a channel of its own in the run's group, waited on with a timeout.
+
+    When the layer fails (Redis restarting, say) the follower reads the log every
+    :data:`WAKE_EVERY` seconds instead, and joins the group again once the layer answers.
+    """
+
+    def __init__(self, run_id: UUID | str) -> None:
+        self.group = run_group(run_id)
+        self.layer = get_channel_layer()
+        self.channel: str | None = None
+
+    async def aopen(self) -> None:
+        """Join the run's group (quietly not, if the layer is down)."""
+        if self.layer is None:
+            return
+        try:
+            self.channel = await self.layer.new_channel("planwatch.follow.")
+            await self.layer.group_add(self.group, self.channel)
+        except Exception:
+            logger.warning("doorbells unavailable; polling the log", exc_info=True)
+            self.channel = None
+
+    async def await_ring(self, seconds: float) -> dict[str, Any] | None:
+        """The doorbell's message when it rings; None after ``seconds``."""
+        if self.channel is None:
+            await asyncio.sleep(seconds if self.layer else 0.05)
+            await self.aopen()
+            return None
+        try:
+            message: dict[str, Any] = await asyncio.wait_for(
+                self.layer.receive(self.channel), seconds)
+            return message
+        except TimeoutError:
+            return None
+        except Exception:  # the layer failed: poll until it is back
+            logger.warning("doorbell lost; polling the log", exc_info=True)
+            self.channel = None
+            await asyncio.sleep(seconds)
+            return None
+
+    async def aclose(self) -> None:
+        """Leave the group."""
+        if self.layer is not None and self.channel is not None:
+            with contextlib.suppress(Exception):
+                await self.layer.group_discard(self.group, self.channel)
+            self.channel = None
+
+
+async def follow(run_id: UUID | str, after: int = 0, *,
+                 until: Callable[[Run], bool] = settled,
+                 runs: QuerySet[Run] | None = None,
+                 wake_every: float | None = None) -> AsyncIterator[Step]:
+    """The run's events after seq ``after``, step by step, until ``until(run)`` holds for
+    the run as read from the log and every event up to its last seq was given.
+
+    ``runs`` is the queryset the run is read through (annotated, say, for ``until``).
+    A deleted run ends the following (a last step with no run).
+    """
+    runs = Run.objects.all() if runs is None else runs
+    doorbell = Doorbell(run_id)
+    await doorbell.aopen()  # before the first read: nothing committed after it is missed
+    cursor, status = after, ""
+    try:
+        run, events = await aread(runs, run_id, cursor)
+        summary: dict[str, Any] | None = None
+        while True:
+            if run is None:
+                yield Step(last=True)
+                return
+            events = [e for e in events if e["seq"] > cursor]
+            cursor = max(cursor, events[-1]["seq"]) if events else cursor
+            status = run.status
+            last = until(run) and cursor >= run.last_seq
+            yield Step(events, run=run, summary=summary, last=last)
+            if last:
+                return
+            while True:  # doorbells, until the log must be read
+                message = await doorbell.await_ring(wake_every or WAKE_EVERY)
+                if message is None:
+                    known = await acursor(run_id)
+                    if known is None or known[0] > cursor or known[1] != status:
+                        summary = None
+                        break
+                    continue
+                pushed = _pushed(message, cursor)
+                if pushed is None:
+                    summary = message.get("run")
+                    break
+                if pushed.events:
+                    cursor = pushed.events[-1]["seq"]
+                if pushed.events or pushed.summary:
+                    yield pushed
+            run, events = await aread(runs, run_id, cursor)
+    finally:
+        await doorbell.aclose()
+
+
+def _pushed(message: dict[str, Any], cursor: int) -> Step | None:
+    """The step a doorbell tells on its own, or None when the log must be read (a gap, or
+    a status that may have stopped the run)."""
+    summary = message.get("run")
+    if summary and summary.get("status") not in ACTIVE:
+        return None
+    kind = message.get("type")
+    if kind == "run.changed":
+        if summary and summary.get("last_seq", 0) > cursor:
+            return None  # it tells of rows the follower has not seen
+        return Step(summary=summary)
+    if kind != "run.events":
+        return Step()
+    if message["first"] > cursor + 1:
+        return None
+    return Step([e for e in doorbell_events(message) if e["seq"] > cursor], summary=summary)

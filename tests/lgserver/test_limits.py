@@ -1,0 +1,103 @@
+"""Limits: past a user's (or the process's) open streams, or a user's queued runs, the
+request is refused with 429 and a JSON detail naming the setting and the way out."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from dashboard import limits
+from dashboard.models import Run
+from dashboard.routing import websocket_urlpatterns
+from tests.conftest import api_token
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def api(operator, executor):
+    return Client(headers={"x-api-key": api_token(operator)})
+
+
+def limit(settings, **values: int) -> None:
+    settings.PLANWATCH = {**settings.PLANWATCH, **values}
+
+
+@pytest.mark.parametrize("setting", ["MAX_STREAMS_PER_USER", "MAX_STREAMS_PER_PROCESS"])
+def test_a_stream_past_a_limit_is_a_429_naming_it(api, settings, setting):
+    limit(settings, **{setting: 1})
+    held = limits.stream_slot_take(user=None)  # another stream of this process (and "user")
+    try:
+        if setting == "MAX_STREAMS_PER_USER":  # the held slot is not this user's
+            assert limits.streams_open() == 1
+            limit(settings, MAX_STREAMS_PER_USER=0)
+        response = api.post("/langgraph/runs/stream", {"assistant_id": "test.echo",
+                                                       "input": {"steps": 1}},
+                            content_type="application/json")
+        assert response.status_code == 429
+        body = response.json()
+        assert body["code"] == "limit_reached"
+        assert body["errors"] == {"limit": f"PLANWATCH_{setting}"}
+        assert f"PLANWATCH_{setting}" in body["detail"] and "close" in body["detail"]
+        assert not Run.objects.exists()  # a refused stream starts no run
+    finally:
+        held.close()
+    assert limits.streams_open() == 0
+
+
+def test_a_stream_gives_its_slot_back_when_it_ends(api, settings):
+    limit(settings, MAX_STREAMS_PER_USER=1)
+    for _ in range(2):  # the second would be refused if the first kept its slot
+        response = api.post("/langgraph/runs/stream", {"assistant_id": "test.echo",
+                                                       "input": {"steps": 1}},
+                            content_type="application/json")
+        assert response.status_code == 200
+        if _ == 0:
+            assert b"id: " in async_to_sync(drain)(response)  # read to the end
+        else:
+            response.close()  # never read: closing gives the slot back
+        assert limits.streams_open() == 0
+
+
+async def drain(response) -> bytes:
+    return b"".join([part async for part in response.streaming_content])
+
+
+def test_a_run_past_the_users_queued_runs_is_a_429(api, settings, operator):
+    limit(settings, MAX_QUEUED_RUNS_PER_USER=1)
+    Run.objects.create(graph="test.echo", thread_id="waiting:planner", created_by=operator)
+    response = api.post("/langgraph/runs", {"assistant_id": "test.echo",
+                                            "input": {"steps": 1}},
+                        content_type="application/json")
+    assert response.status_code == 429
+    assert response.json()["errors"] == {"limit": "PLANWATCH_MAX_QUEUED_RUNS_PER_USER"}
+    assert "cancel" in response.json()["detail"]
+    assert Run.objects.count() == 1
+
+
+def test_a_trace_socket_past_the_limit_is_closed_4429(settings, operator):
+    limit(settings, MAX_STREAMS_PER_USER=1)
+    run = Run.objects.create(graph="test.echo", thread_id="watched:planner",
+                             created_by=operator, status=Run.Status.RUNNING)
+
+    async def scenario() -> tuple[bool, int | None, bool]:
+        app = URLRouter(websocket_urlpatterns)
+        first = WebsocketCommunicator(app, f"/ws/runs/{run.id}/?after=0")
+        first.scope["user"] = operator
+        second = WebsocketCommunicator(app, f"/ws/runs/{run.id}/?after=0")
+        second.scope["user"] = operator
+        assert (await first.connect(timeout=5))[0]
+        ok, code = await second.connect(timeout=5)
+        await first.disconnect()
+        third = WebsocketCommunicator(app, f"/ws/runs/{run.id}/?after=0")
+        third.scope["user"] = operator
+        again, _ = await third.connect(timeout=5)
+        await third.disconnect()
+        return ok, code, again
+
+    ok, code, again = async_to_sync(scenario)()
+    assert not ok and code == 4429
+    assert again  # the first socket gave its slot back
