@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
+from dashboard.lgserver import assistants as a
 from dashboard.lgserver import views as v
 
 app_name = "langgraph"
@@ -13,9 +14,14 @@ R = f"{T}/runs/<str:run_id>"
 
 urlpatterns = [
     path("info", v.InfoView.as_view(), name="info"),
-    path("assistants/search", v.AssistantSearchView.as_view(), name="assistant-search"),
-    path("assistants/count", v.AssistantCountView.as_view(), name="assistant-count"),
-    path("assistants/<str:assistant_id>", v.AssistantView.as_view(), name="assistant"),
+    path("assistants", a.AssistantsView.as_view(), name="assistants"),
+    path("assistants/search", a.AssistantSearchView.as_view(), name="assistant-search"),
+    path("assistants/count", a.AssistantCountView.as_view(), name="assistant-count"),
+    path("assistants/<str:assistant_id>", a.AssistantView.as_view(), name="assistant"),
+    path("assistants/<str:assistant_id>/versions", a.AssistantVersionsView.as_view(),
+         name="assistant-versions"),
+    path("assistants/<str:assistant_id>/latest", a.AssistantLatestView.as_view(),
+         name="assistant-latest"),
     path("assistants/<str:assistant_id>/graph", v.AssistantGraphView.as_view(),
          name="assistant-graph"),
     path("assistants/<str:assistant_id>/schemas", v.AssistantSchemasView.as_view(),
