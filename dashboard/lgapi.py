@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Max, Q, QuerySet
 
 from dashboard.models import Assistant, AssistantVersion, Cron, Run, Thread
+from dashboard.runs.stores import open_store
 from dashboard.services import RunInputError, RunStateError, ServiceError, User
 from planner.registry import GraphSpec, get_graph
 
@@ -219,3 +220,56 @@ def run_assistant_fields(resolved: Resolved) -> dict[str, Any]:
     return {"assistant": resolved.assistant, "assistant_version": resolved.assistant.version}
 
 
+
+
+# -- the store (LangGraph's BaseStore) --------------------------------------------------
+
+
+def _item(item: Any) -> dict[str, Any]:
+    """A store ``Item`` (or ``SearchItem``) as LangGraph's server shapes it."""
+    shaped = {"namespace": list(item.namespace), "key": item.key, "value": item.value,
+              "created_at": item.created_at.isoformat(), "updated_at": item.updated_at.isoformat()}
+    if getattr(item, "score", None) is not None:
+        shaped["score"] = item.score
+    return shaped
+
+
+def store_put(*, namespace: tuple[str, ...], key: str, value: dict[str, Any],
+              ttl: float | None = None) -> None:
+    """Write one item (``ttl`` in minutes; none: kept until deleted)."""
+    with open_store() as store:
+        store.put(namespace, key, value, ttl=ttl)
+
+
+def store_get(*, namespace: tuple[str, ...], key: str, refresh_ttl: bool | None = None
+              ) -> dict[str, Any] | None:
+    """One item, or None."""
+    with open_store() as store:
+        item = store.get(namespace, key, refresh_ttl=refresh_ttl)
+    return _item(item) if item is not None else None
+
+
+def store_delete(*, namespace: tuple[str, ...], key: str) -> None:
+    """Delete one item (nothing happens for one that does not exist)."""
+    with open_store() as store:
+        store.delete(namespace, key)
+
+
+def store_search(*, namespace_prefix: tuple[str, ...], filter: dict[str, Any] | None,
+                 limit: int, offset: int, query: str | None = None,
+                 refresh_ttl: bool | None = None) -> list[dict[str, Any]]:
+    """Items under a namespace prefix whose values match ``filter`` (``query`` ranks only
+    with an embedding index; none is configured, so it is ignored)."""
+    with open_store() as store:
+        found = store.search(namespace_prefix, filter=filter, limit=limit, offset=offset,
+                             refresh_ttl=refresh_ttl)
+    return [_item(i) for i in found]
+
+
+def store_namespaces(*, prefix: tuple[str, ...] | None, suffix: tuple[str, ...] | None,
+                     max_depth: int | None, limit: int, offset: int) -> list[list[str]]:
+    """The namespaces holding items, filtered and truncated as LangGraph's store does."""
+    with open_store() as store:
+        found = store.list_namespaces(prefix=prefix, suffix=suffix, max_depth=max_depth,
+                                      limit=limit, offset=offset)
+    return [list(ns) for ns in found]

@@ -251,4 +251,9 @@ class Interrupt(models.Model):
 
 
 from dashboard.models_checkpoints import Checkpoint  # noqa: E402, F401  (unmanaged, read-only)
-from dashboard.models_lgapi import Assistant, AssistantVersion, Cron  # noqa: E402, F401
+from dashboard.models_lgapi import (  # noqa: E402, F401
+    Assistant,
+    AssistantVersion,
+    Cron,
+    StoreItem,
+)

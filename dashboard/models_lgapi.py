@@ -95,3 +95,28 @@ class Cron(models.Model):
 
     def __str__(self) -> str:
         return f"cron {str(self.id)[:8]} {self.schedule!r} → {self.assistant_id}"
+
+
+class StoreItem(models.Model):
+    """One item of LangGraph's store (its ``store`` table; never written by Django).
+
+    The table's key is (prefix, key); the admin needs one column, so ``key`` stands in
+    (the admin only lists items, with no page per item).
+    """
+
+    key = models.TextField(primary_key=True)
+    prefix = models.TextField(help_text="The namespace, its labels joined by '.'.")
+    value = models.JSONField(default=dict)
+    created_at = models.DateTimeField(null=True)
+    updated_at = models.DateTimeField(null=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    ttl_minutes = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        managed = False  # the store's setup() owns this table (migration 0014)
+        db_table = "store"
+        ordering = ["prefix", "key"]
+        default_permissions = ("view",)  # read-only: no add, change or delete permission
+
+    def __str__(self) -> str:
+        return f"{self.prefix}/{self.key}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from dashboard.admin.base import AuditAdmin, pretty_json
-from dashboard.models import Assistant, AssistantVersion, Cron
+from dashboard.models import Assistant, AssistantVersion, Cron, StoreItem
 
 
 @admin.register(Assistant)
@@ -52,3 +52,18 @@ class CronAdmin(AuditAdmin):
     list_display = ("id", "schedule", "assistant_id", "thread", "next_run_date",
                     "last_run_date", "enabled")
     list_filter = ("enabled",)
+
+
+@admin.register(StoreItem)
+class StoreItemAdmin(AuditAdmin):
+    """LangGraph's store: the items graphs and clients wrote (listed, read-only)."""
+
+    list_display = ("prefix", "key", "value_json", "updated_at", "expires_at")
+    list_display_links = None  # the table's key is (prefix, key): no page per item
+    search_fields = ("prefix", "key")
+    search_help_text = "A namespace (labels joined by '.') or a key."
+
+    @admin.display(description="value")
+    def value_json(self, obj: StoreItem) -> str:
+        """Its value."""
+        return pretty_json(obj.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import path, re_path
 
 from dashboard.lgserver import assistants as a
+from dashboard.lgserver import store as st
 from dashboard.lgserver import views as v
 
 app_name = "langgraph"
@@ -46,5 +47,8 @@ urlpatterns = [
     path("runs", v.StatelessRunsView.as_view(), name="stateless-runs"),
     path("runs/stream", v.RunStreamView.as_view(), name="stateless-run-stream"),
     path("runs/wait", v.RunWaitView.as_view(), name="stateless-run-wait"),
+    path("store/items", st.StoreItemsView.as_view(), name="store-items"),
+    path("store/items/search", st.StoreSearchView.as_view(), name="store-search"),
+    path("store/namespaces", st.StoreNamespacesView.as_view(), name="store-namespaces"),
     re_path(r"^.*$", v.NotServedView.as_view(), name="not-served"),
 ]
