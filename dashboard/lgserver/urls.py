@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import path, re_path
 
 from dashboard.lgserver import assistants as a
+from dashboard.lgserver import crons as c
 from dashboard.lgserver import store as st
 from dashboard.lgserver import views as v
 
@@ -37,6 +38,7 @@ urlpatterns = [
          name="thread-state-at"),
     path(f"{T}/history", v.ThreadHistoryView.as_view(), name="thread-history"),
     path(f"{T}/runs", v.RunsView.as_view(), name="runs"),
+    path(f"{T}/runs/crons", c.ThreadCronsView.as_view(), name="thread-crons"),
     path(f"{T}/runs/stream", v.RunStreamView.as_view(), name="run-stream"),
     path(f"{T}/runs/wait", v.RunWaitView.as_view(), name="run-wait"),
     path(R, v.RunView.as_view(), name="run"),
@@ -44,6 +46,10 @@ urlpatterns = [
     path(f"{R}/stream", v.RunJoinStreamView.as_view(), name="run-join-stream"),
     path(f"{R}/cancel", v.RunCancelView.as_view(), name="run-cancel"),
     # stateless runs: each gets a thread of its own (kept, for the audit trail)
+    path("runs/crons", c.CronsView.as_view(), name="crons"),
+    path("runs/crons/search", c.CronSearchView.as_view(), name="cron-search"),
+    path("runs/crons/count", c.CronCountView.as_view(), name="cron-count"),
+    path("runs/crons/<str:cron_id>", c.CronView.as_view(), name="cron"),
     path("runs", v.StatelessRunsView.as_view(), name="stateless-runs"),
     path("runs/stream", v.RunStreamView.as_view(), name="stateless-run-stream"),
     path("runs/wait", v.RunWaitView.as_view(), name="stateless-run-wait"),

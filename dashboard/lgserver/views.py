@@ -164,8 +164,8 @@ class InfoView(LangGraphView):
 
     def get(self, request: Request) -> Response:
         return Response({"version": VERSION, "langgraph_py_version": _langgraph_version(),
-                         "flags": {"assistants": True, "crons": False, "langsmith": False,
-                                   "store": False},
+                         "flags": {"assistants": True, "crons": True, "langsmith": False,
+                                   "store": True},
                          "host": {"kind": "planwatch"}})
 
 
@@ -595,11 +595,11 @@ class RunCancelView(LangGraphView):
 
 
 class NotServedView(LangGraphView):
-    """Anything else under ``/langgraph/`` (store, crons …): 404 saying what is served."""
+    """Anything else under ``/langgraph/``: 404 saying what is served."""
 
     def _answer(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return Response({"detail": f"{request.path} is not served by Planwatch; it serves "
-                         "assistants, threads and runs (see the README's 'LangGraph server "
-                         "API'); the store and crons are not served"}, status=404)
+                         "assistants, threads, runs, the store and crons (see the README's "
+                         "'LangGraph server API')"}, status=404)
 
     get = post = put = patch = delete = _answer

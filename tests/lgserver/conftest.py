@@ -192,7 +192,8 @@ def lg_url(django_db_setup, django_db_blocker, langgraph_json, ui_origin) -> Ite
     """Planwatch with the user's langgraph.json, at its LangGraph API's base URL (pages
     from ``ui_origin`` may call it)."""
     with served(django_db_blocker, PLANWATCH_LANGGRAPH_CONFIG=str(langgraph_json),
-                PLANWATCH_THINK_TIME="0.01", PLANWATCH_CORS_ORIGINS=ui_origin[0]) as url:
+                PLANWATCH_THINK_TIME="0.01", PLANWATCH_CORS_ORIGINS=ui_origin[0],
+                PLANWATCH_CRON_POLL_SECONDS="0.2") as url:
         yield f"{url}/langgraph"
 
 
