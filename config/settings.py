@@ -252,6 +252,8 @@ PLANWATCH = {
     # Seconds between two event writes of one run: the first events after a quiet spell
     # go at once, a burst of fast steps is written in batches this far apart.
     "EVENT_WRITE_INTERVAL": float(os.environ.get("PLANWATCH_EVENT_WRITE_INTERVAL", "0.005")),
+    # Seconds between two looks for due crons (LangGraph's scheduled runs).
+    "CRON_POLL_SECONDS": float(os.environ.get("PLANWATCH_CRON_POLL_SECONDS", "5")),
 }
 if PLANWATCH["DURABILITY"] not in {"async", "sync", "exit"}:
     raise ImproperlyConfigured(

@@ -109,6 +109,11 @@ class Run(models.Model):
                   "Planwatch's own).")
     context = models.JSONField(null=True, blank=True,
                                help_text="A LangGraph client's runtime context for the graph.")
+    assistant = models.ForeignKey(
+        "dashboard.Assistant", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="runs", help_text="The assistant that started it (none: its graph's own).")
+    assistant_version = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The assistant's version that started it.")
 
     class Meta:
         ordering = ["-created_at"]
@@ -246,3 +251,9 @@ class Interrupt(models.Model):
 
 
 from dashboard.models_checkpoints import Checkpoint  # noqa: E402, F401  (unmanaged, read-only)
+from dashboard.models_lgapi import (  # noqa: E402, F401
+    Assistant,
+    AssistantVersion,
+    Cron,
+    StoreItem,
+)

@@ -8,9 +8,9 @@ from typing import Any
 from uuid import UUID
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 
-from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.models import Cron, Interrupt, Run, RunEvent
 from dashboard.runs import debugging
 from planner.registry import get_graph
 
@@ -105,3 +105,9 @@ def run_lineage(*, run: Run) -> Lineage:
                     .order_by("created_at")) if parent else []
     children = list(run.forks.select_related("created_by").order_by("created_at"))
     return Lineage(parent=parent, siblings=siblings, children=children)
+
+
+def crons_listed(limit: int = 200) -> QuerySet[Cron]:
+    """Scheduled runs for the crons page: enabled first, soonest next run first."""
+    return (Cron.objects.select_related("last_run", "thread")
+            .order_by("-enabled", F("next_run_date").asc(nulls_last=True))[:limit])

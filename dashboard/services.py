@@ -79,7 +79,8 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
                interrupt_before: list[str] | None = None,
                interrupt_after: list[str] | None = None, thread: Thread | None = None,
                metadata: dict[str, Any] | None = None, multitask_strategy: str = "",
-               configurable: dict[str, Any] | None = None, context: Any = None) -> Run:
+               configurable: dict[str, Any] | None = None, context: Any = None,
+             assistant: Any = None, assistant_version: int | None = None) -> Run:
     """Validate ``input`` with the graph's registry entry, store a queued run, start it.
 
     ``interrupt_before`` / ``interrupt_after`` name nodes to pause before or after. The run
@@ -107,7 +108,7 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
             created_by_name=_name(user), interrupt_before=before, interrupt_after=after,
             conversation=thread, metadata=metadata or {},
             multitask_strategy=multitask_strategy, configurable=configurable or {},
-            context=context,
+            context=context, assistant=assistant, assistant_version=assistant_version,
         )
         transaction.on_commit(lambda: _after_create(run))
     return run
@@ -249,7 +250,8 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
              metadata: dict[str, Any] | None = None, multitask_strategy: str = "",
              interrupt_before: list[str] | None = None,
              interrupt_after: list[str] | None = None,
-             configurable: dict[str, Any] | None = None, context: Any = None) -> Run:
+             configurable: dict[str, Any] | None = None, context: Any = None,
+             assistant: Any = None, assistant_version: int | None = None) -> Run:
     """Start a new run from one of ``run``'s checkpoints, with ``values`` edited in first.
 
     The edit is checked against the graph's state schema before anything is written; the
@@ -288,6 +290,7 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
             conversation=thread, metadata=metadata or {},
             multitask_strategy=multitask_strategy, interrupt_before=before,
             interrupt_after=after, configurable=configurable or {}, context=context,
+            assistant=assistant, assistant_version=assistant_version,
         )
         transaction.on_commit(lambda: _after_create(child))
     return child
@@ -304,7 +307,8 @@ def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
                 metadata: dict[str, Any] | None = None, multitask_strategy: str = "enqueue",
                 interrupt_before: list[str] | None = None,
                 interrupt_after: list[str] | None = None,
-                configurable: dict[str, Any] | None = None, context: Any = None) -> Run:
+                configurable: dict[str, Any] | None = None, context: Any = None,
+             assistant: Any = None, assistant_version: int | None = None) -> Run:
     """Queue a run behind ``after`` on its thread (LangGraph's multitask "enqueue"): it
     starts once ``after`` stops, from its last checkpoint then, with ``input``."""
     spec = get_graph(after.graph)
@@ -328,6 +332,7 @@ def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
             conversation=thread, metadata=metadata or {},
             multitask_strategy=multitask_strategy, interrupt_before=before,
             interrupt_after=breaks_after, configurable=configurable or {}, context=context,
+            assistant=assistant, assistant_version=assistant_version,
         )
         transaction.on_commit(lambda: _after_create(queued))
     return queued

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.views import debug, interrupts, runs, trace
+from dashboard.views import crons, debug, interrupts, runs, trace
 
 app_name = "dashboard"
 
@@ -23,4 +23,5 @@ urlpatterns = [
     path("runs/<uuid:run_id>/fork/", debug.run_fork, name="run_fork"),
     path("runs/<uuid:run_id>/compare/<uuid:other_id>/", debug.run_compare, name="run_compare"),
     path("inbox/", interrupts.inbox, name="inbox"),
+    path("crons/", crons.cron_list, name="crons"),
 ]

@@ -7,8 +7,11 @@ LangGraph's own server reads ``{"dependencies": [...], "graphs": {"name": "./fil
 - a compiled graph (its builder is compiled again with Planwatch's checkpointer, as
   LangGraph's server injects its own),
 - an uncompiled ``StateGraph``,
-- a factory, sync or async, taking no argument or a ``RunnableConfig``; it is called once,
-  when the graph is loaded, with an empty config.
+- a factory, sync or async, taking no argument, a ``RunnableConfig`` (``config``), the
+  server runtime (``runtime``: a ``langgraph_sdk.runtime.ServerRuntime`` read-access
+  variant, as LangGraph's server passes for ``assistants.read``), or both; it is called
+  once, when the graph is loaded (the run's context and store reach the nodes through
+  ``get_runtime()`` / ``get_store()`` at run time).
 
 Such a graph declares nothing else: its start form comes from its input schema, its
 questions get the generic answer form, its result card shows the final state, and its
@@ -139,17 +142,44 @@ def _builder(target: Any) -> StateGraph[Any]:
         raise ConfigError("a compiled graph without its StateGraph builder (a functional "
                           "API entrypoint?) cannot take Planwatch's checkpointer")
     if callable(target):
-        try:
-            takes_config = bool(inspect.signature(target).parameters)
-        except (TypeError, ValueError):  # a builtin: no signature to read
-            takes_config = False
-        made = target({"configurable": {}}) if takes_config else target()
+        made = target(**factory_arguments(target))
         if inspect.isawaitable(made):
             made = _await(made)
         if made is target:
             raise ConfigError("the factory returned itself")
         return _builder(made)
     raise ConfigError(f"{type(target).__name__} is not a graph, a StateGraph or a factory")
+
+
+def factory_arguments(factory: Any) -> dict[str, Any]:
+    """What a factory is called with: ``config`` and/or ``runtime``, by name or type (a
+    single other parameter is taken to be the config, as LangGraph's server does)."""
+    try:
+        params = list(inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):  # a builtin: no signature to read
+        return {}
+    args: dict[str, Any] = {}
+    for param in params:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        hint = str(param.annotation)
+        if param.name == "runtime" or "Runtime" in hint:
+            args[param.name] = _server_runtime()
+        elif param.name == "config" or "RunnableConfig" in hint or len(params) == 1:
+            args[param.name] = {"configurable": {}}
+        elif param.default is param.empty:
+            raise ConfigError(f"factory parameter {param.name!r} is not 'config' or "
+                              "'runtime'; a factory takes a config, the server runtime or both")
+    return args
+
+
+def _server_runtime() -> Any:
+    """The runtime LangGraph's server gives a factory asked for its graph (no context:
+    that reaches nodes per run); its store is an in-memory stand-in at load time."""
+    from langgraph.store.memory import InMemoryStore
+    from langgraph_sdk.runtime import _ReadRuntime
+
+    return _ReadRuntime(access_context="assistants.read", store=InMemoryStore())
 
 
 def _await(awaitable: Any) -> Any:

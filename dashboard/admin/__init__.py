@@ -1,6 +1,21 @@
 """The Django admin: a read-only audit of runs, events, interrupts and LangGraph checkpoints."""
 
 from dashboard.admin.checkpoints import CheckpointAdmin
+from dashboard.admin.lgapi import (
+    AssistantAdmin,
+    AssistantVersionAdmin,
+    CronAdmin,
+    StoreItemAdmin,
+)
 from dashboard.admin.runs import InterruptAdmin, RunAdmin, RunEventAdmin
 
-__all__ = ["CheckpointAdmin", "InterruptAdmin", "RunAdmin", "RunEventAdmin"]
+__all__ = [
+    "AssistantAdmin",
+    "AssistantVersionAdmin",
+    "CheckpointAdmin",
+    "CronAdmin",
+    "InterruptAdmin",
+    "RunAdmin",
+    "RunEventAdmin",
+    "StoreItemAdmin",
+]

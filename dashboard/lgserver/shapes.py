@@ -115,7 +115,8 @@ def run(run: Run) -> dict[str, Any]:
     """A run as LangGraph's server shapes it."""
     return {
         "run_id": str(run.id), "thread_id": str(run.conversation_id),
-        "assistant_id": run.graph, "status": run_status(run),
+        "assistant_id": str(run.assistant_id) if run.assistant_id else run.graph,
+        "status": run_status(run),
         "created_at": iso(run.created_at),
         "updated_at": iso(run.finished_at or run.heartbeat_at or run.started_at
                           or run.created_at),

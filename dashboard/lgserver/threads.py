@@ -53,13 +53,16 @@ class RunRequest:
     multitask_strategy: str = "reject"
     configurable: dict[str, Any] = field(default_factory=dict)
     context: Any = None
+    assistant: Any = None  # the Assistant row that started it (None: the graph's own)
+    assistant_version: int | None = None
 
     def run_options(self) -> dict[str, Any]:
         """What every new run of the request is created with."""
         return {"interrupt_before": self.interrupt_before,
                 "interrupt_after": self.interrupt_after, "metadata": self.metadata,
                 "multitask_strategy": self.multitask_strategy,
-                "configurable": self.configurable, "context": self.context}
+                "configurable": self.configurable, "context": self.context,
+                "assistant": self.assistant, "assistant_version": self.assistant_version}
 
 
 def last_checkpoint(run: Run) -> str:

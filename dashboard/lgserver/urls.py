@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
+from dashboard.lgserver import assistants as a
+from dashboard.lgserver import crons as c
+from dashboard.lgserver import store as st
 from dashboard.lgserver import views as v
 
 app_name = "langgraph"
@@ -13,9 +16,14 @@ R = f"{T}/runs/<str:run_id>"
 
 urlpatterns = [
     path("info", v.InfoView.as_view(), name="info"),
-    path("assistants/search", v.AssistantSearchView.as_view(), name="assistant-search"),
-    path("assistants/count", v.AssistantCountView.as_view(), name="assistant-count"),
-    path("assistants/<str:assistant_id>", v.AssistantView.as_view(), name="assistant"),
+    path("assistants", a.AssistantsView.as_view(), name="assistants"),
+    path("assistants/search", a.AssistantSearchView.as_view(), name="assistant-search"),
+    path("assistants/count", a.AssistantCountView.as_view(), name="assistant-count"),
+    path("assistants/<str:assistant_id>", a.AssistantView.as_view(), name="assistant"),
+    path("assistants/<str:assistant_id>/versions", a.AssistantVersionsView.as_view(),
+         name="assistant-versions"),
+    path("assistants/<str:assistant_id>/latest", a.AssistantLatestView.as_view(),
+         name="assistant-latest"),
     path("assistants/<str:assistant_id>/graph", v.AssistantGraphView.as_view(),
          name="assistant-graph"),
     path("assistants/<str:assistant_id>/schemas", v.AssistantSchemasView.as_view(),
@@ -30,6 +38,7 @@ urlpatterns = [
          name="thread-state-at"),
     path(f"{T}/history", v.ThreadHistoryView.as_view(), name="thread-history"),
     path(f"{T}/runs", v.RunsView.as_view(), name="runs"),
+    path(f"{T}/runs/crons", c.ThreadCronsView.as_view(), name="thread-crons"),
     path(f"{T}/runs/stream", v.RunStreamView.as_view(), name="run-stream"),
     path(f"{T}/runs/wait", v.RunWaitView.as_view(), name="run-wait"),
     path(R, v.RunView.as_view(), name="run"),
@@ -37,8 +46,15 @@ urlpatterns = [
     path(f"{R}/stream", v.RunJoinStreamView.as_view(), name="run-join-stream"),
     path(f"{R}/cancel", v.RunCancelView.as_view(), name="run-cancel"),
     # stateless runs: each gets a thread of its own (kept, for the audit trail)
+    path("runs/crons", c.CronsView.as_view(), name="crons"),
+    path("runs/crons/search", c.CronSearchView.as_view(), name="cron-search"),
+    path("runs/crons/count", c.CronCountView.as_view(), name="cron-count"),
+    path("runs/crons/<str:cron_id>", c.CronView.as_view(), name="cron"),
     path("runs", v.StatelessRunsView.as_view(), name="stateless-runs"),
     path("runs/stream", v.RunStreamView.as_view(), name="stateless-run-stream"),
     path("runs/wait", v.RunWaitView.as_view(), name="stateless-run-wait"),
+    path("store/items", st.StoreItemsView.as_view(), name="store-items"),
+    path("store/items/search", st.StoreSearchView.as_view(), name="store-search"),
+    path("store/namespaces", st.StoreNamespacesView.as_view(), name="store-namespaces"),
     re_path(r"^.*$", v.NotServedView.as_view(), name="not-served"),
 ]

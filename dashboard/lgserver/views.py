@@ -28,7 +28,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dashboard import services
+from dashboard import lgapi, services
 from dashboard.api.exceptions import exception_handler as api_exception_handler
 from dashboard.checkpoints import compiled
 from dashboard.lgserver import shapes, stream
@@ -37,7 +37,7 @@ from dashboard.lgserver.threads import RunRequest, holder_of, start
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import Run, Thread
 from dashboard.services import RunInputError, RunStateError, ServiceError
-from planner.registry import GraphSpec, all_graphs, get_graph
+from planner.registry import GraphSpec
 
 VERSION = "0.1"
 
@@ -89,10 +89,15 @@ def body(request: Request) -> dict[str, Any]:
 
 def spec_of(assistant_id: Any) -> GraphSpec:
     """The graph an assistant (or graph) id names; 404 listing the known ones."""
+    return resolve(assistant_id).spec
+
+
+def resolve(assistant_id: Any) -> lgapi.Resolved:
+    """The graph and assistant an id names; 404 listing the known graphs."""
     try:
-        return get_graph(str(assistant_id))
-    except KeyError as exc:
-        raise exceptions.NotFound(exc.args[0]) from None
+        return lgapi.assistant_resolve(assistant_id=assistant_id)
+    except lgapi.AssistantNotFound as exc:
+        raise exceptions.NotFound(str(exc)) from None
 
 
 def thread_of(thread_id: Any) -> Thread:
@@ -161,40 +166,13 @@ class InfoView(LangGraphView):
 
     def get(self, request: Request) -> Response:
         return Response({"version": VERSION, "langgraph_py_version": _langgraph_version(),
-                         "flags": {"assistants": True, "crons": False, "langsmith": False,
-                                   "store": False},
+                         "flags": {"assistants": True, "crons": True, "langsmith": False,
+                                   "store": True},
                          "host": {"kind": "planwatch"}})
 
 
 def _langgraph_version() -> str:
     return version("langgraph")
-
-
-class AssistantSearchView(LangGraphView):
-    """``POST /assistants/search``: one assistant per registered graph."""
-
-    def post(self, request: Request) -> Response:
-        data = body(request)
-        graph_id = data.get("graph_id")
-        found = [shapes.assistant(s) for s in all_graphs()
-                 if not graph_id or s.name == graph_id]
-        offset = _offset(data)
-        return Response(found[offset: offset + _limit(data)])
-
-
-class AssistantCountView(LangGraphView):
-    """``POST /assistants/count``."""
-
-    def post(self, request: Request) -> Response:
-        graph_id = body(request).get("graph_id")
-        return Response(len([s for s in all_graphs() if not graph_id or s.name == graph_id]))
-
-
-class AssistantView(LangGraphView):
-    """``GET /assistants/<id>``."""
-
-    def get(self, request: Request, assistant_id: str) -> Response:
-        return Response(shapes.assistant(spec_of(assistant_id)))
 
 
 class AssistantGraphView(LangGraphView):
@@ -388,7 +366,8 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     """Parse a run request and check the permissions its parts need."""
     if "assistant_id" not in data:
         raise exceptions.ValidationError({"assistant_id": "required: the graph to run"})
-    spec = spec_of(data["assistant_id"])
+    resolved = resolve(data["assistant_id"])
+    spec = resolved.spec
     command = data.get("command")
     if command is not None and not isinstance(command, dict):
         raise exceptions.ValidationError({"command": "an object such as {\"resume\": …}"})
@@ -401,13 +380,20 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     configurable = config.get("configurable") or {}
     if not isinstance(configurable, dict):
         raise exceptions.ValidationError({"config.configurable": "a JSON object"})
+    context = data.get("context")
+    if context is not None and not isinstance(context, dict):
+        raise exceptions.ValidationError({"context": "a JSON object (the graph's context)"})
+    # the assistant's config and context, with the request's values winning
+    configurable = {**(resolved.config.get("configurable") or {}), **configurable}
+    context = {**resolved.context, **(context or {})}  # {}: the context schema's defaults
     reserved = sorted(set(configurable) & {"thread_id", "checkpoint_id", "checkpoint_ns"})
     if reserved:
         raise exceptions.ValidationError({"config.configurable": (
             f"{', '.join(reserved)} are Planwatch's to set; pass the thread in the URL and "
             "a past checkpoint as checkpoint_id")})
     req = RunRequest(
-        assistant_id=spec.name, configurable=configurable, context=data.get("context"),
+        assistant_id=spec.name, configurable=configurable, context=context,
+        **lgapi.run_assistant_fields(resolved),
         input=data.get("input"), command=command,
         checkpoint_id=str(checkpoint_id), metadata=_dict(data, "metadata"),
         interrupt_before=_str_list(data, "interrupt_before"),
@@ -627,11 +613,11 @@ class RunCancelView(LangGraphView):
 
 
 class NotServedView(LangGraphView):
-    """Anything else under ``/langgraph/`` (store, crons …): 404 saying what is served."""
+    """Anything else under ``/langgraph/``: 404 saying what is served."""
 
     def _answer(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return Response({"detail": f"{request.path} is not served by Planwatch; it serves "
-                         "assistants, threads and runs (see the README's 'LangGraph server "
-                         "API'); the store and crons are not served"}, status=404)
+                         "assistants, threads, runs, the store and crons (see the README's "
+                         "'LangGraph server API')"}, status=404)
 
     get = post = put = patch = delete = _answer

@@ -36,6 +36,7 @@ from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.record import EventWriter, WriteBehind, track, usable_connection
 from dashboard.runs.savers import SaverHandle, aopen_saver, is_postgres
 from dashboard.runs.sink import EventSink
+from dashboard.runs.stores import aopen_store
 from dashboard.runs.translate import STREAM_MODES, StreamTranslator
 from planner.llm import make_llm
 from planner.registry import get_graph
@@ -65,6 +66,8 @@ class Executor:
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._saver: SaverHandle | None = None
+        self._store: Any = None  # LangGraph's BaseStore every graph is compiled with
+        self._store_stack = contextlib.AsyncExitStack()
         self._saver_lock: asyncio.Lock | None = None
         self._sem: asyncio.Semaphore | None = None
         self._graphs: dict[str, Any] = {}
@@ -123,6 +126,8 @@ class Executor:
             if self._sink:
                 await self._sink.aclose()
                 self._sink = None
+            await self._store_stack.aclose()
+            self._store = None
             if self._saver:
                 await self._saver.aclose()
                 self._saver = None
@@ -187,6 +192,9 @@ class Executor:
                 # PostgreSQL's default max_connections (100) is shared by every process
                 size = max(4, min(self.max_concurrent, 20))
                 self._saver = await aopen_saver(pool_size=size)
+                # the store shares the savers' pool on PostgreSQL
+                pool = getattr(self._saver.saver, "conn", None) if is_postgres() else None
+                self._store = await self._store_stack.enter_async_context(aopen_store(pool))
                 self._sink = await EventSink.aopen(self._saver, postgres=is_postgres(),
                                                    pool_size=max(2, size // 2))
                 assert self._behind is not None
@@ -202,7 +210,8 @@ class Executor:
             llm = make_llm(planwatch_setting("LLM"), think_time=self.think_time,
                            timeout=planwatch_setting("LLM_TIMEOUT"))
             builder = spec.build(llm=llm, search=default_search())
-            self._graphs[graph_name] = builder.compile(checkpointer=self._saver.saver)
+            self._graphs[graph_name] = builder.compile(checkpointer=self._saver.saver,
+                                                       store=self._store)
         return self._graphs[graph_name]
 
     async def _aclaim(self, run_id: uuid.UUID, mode: str) -> Claim | None:

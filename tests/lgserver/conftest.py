@@ -111,6 +111,48 @@ async def make_chat():  # an async factory with no argument
     chat.add_edge("reply", "confirm")
     chat.add_edge("confirm", END)
     return chat
+
+
+# -- an agent with a runtime context and long-term memory (LangGraph's store) ----------
+from dataclasses import dataclass
+
+from langgraph.config import get_store
+from langgraph.runtime import get_runtime
+
+
+@dataclass
+class AgentContext:
+    model: str = "unset"
+    user: str = "nobody"
+
+
+class Turn(TypedDict, total=False):
+    remember: str
+    reply: str
+    memories: list
+
+
+async def recall(state: Turn) -> Turn:
+    ctx = get_runtime(AgentContext).context
+    store = get_store()
+    if state.get("remember"):
+        await store.aput(("memories", ctx.user), state["remember"], {"text": state["remember"]})
+    found = await store.asearch(("memories", ctx.user), limit=10)
+    return {"reply": f"{ctx.model} for {ctx.user}",
+            "memories": sorted(item.value["text"] for item in found)}
+
+
+def make_agent(config, runtime):  # a factory taking the config and the server runtime
+    assert runtime.access_context == "assistants.read" and runtime.store is not None
+    agent = StateGraph(Turn, context_schema=AgentContext)
+    agent.add_node("recall", recall)
+    agent.add_edge(START, "recall")
+    agent.add_edge("recall", END)
+    return agent.compile()
+
+
+async def make_bare(runtime):  # an async factory taking the runtime only
+    return make_agent({}, runtime)
 '''
 
 PERMS = ["start_run", "cancel_run", "answer_interrupt", "debug_run", "fork_run", "delete_run"]
@@ -126,6 +168,7 @@ def langgraph_json(tmp_path_factory) -> Path:
         "dependencies": ["."],
         "graphs": {"orders": "./graphs.py:graph", "slow": "graphs:make_slow",
                    "chat": "./graphs.py:make_chat", "nested": "./graphs.py:nested",
+                   "agent": "./graphs.py:make_agent", "bare": "./graphs.py:make_bare",
                    "broken": "./missing.py:graph"},
     }))
     return config
@@ -149,7 +192,8 @@ def lg_url(django_db_setup, django_db_blocker, langgraph_json, ui_origin) -> Ite
     """Planwatch with the user's langgraph.json, at its LangGraph API's base URL (pages
     from ``ui_origin`` may call it)."""
     with served(django_db_blocker, PLANWATCH_LANGGRAPH_CONFIG=str(langgraph_json),
-                PLANWATCH_THINK_TIME="0.01", PLANWATCH_CORS_ORIGINS=ui_origin[0]) as url:
+                PLANWATCH_THINK_TIME="0.01", PLANWATCH_CORS_ORIGINS=ui_origin[0],
+                PLANWATCH_CRON_POLL_SECONDS="0.2") as url:
         yield f"{url}/langgraph"
 
 

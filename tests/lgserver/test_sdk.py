@@ -307,8 +307,8 @@ def test_unknown_ids_and_unserved_endpoints_say_so(sdk):
         sdk.threads.get(str(uuid.uuid4()))
     with pytest.raises(NotFoundError, match="no thread"):
         sdk.threads.get("not-a-uuid")
-    with pytest.raises(NotFoundError, match="store and crons are not served"):
-        sdk.store.search_items(("docs",))
+    with pytest.raises(NotFoundError, match="not served by Planwatch"):
+        sdk.http.get("/a2a/nowhere")
     thread = sdk.threads.create()
     with pytest.raises(UnprocessableEntityError, match="command"):
         sdk.runs.create(thread["thread_id"], "orders", command={"goto": "approve"})

@@ -7,6 +7,7 @@ from typing import Any
 from daphne.cli import CommandLineInterface
 from django.core.management.base import BaseCommand
 
+from dashboard import crons
 from dashboard.runs import dispatch
 
 
@@ -24,5 +25,6 @@ class Command(BaseCommand):
         """Start the executor (it picks up orphaned runs), then daphne in this process."""
         if dispatch.in_process():
             dispatch.start_reaper()
+        crons.start_scheduler()  # in every web process: a due cron is claimed once
         self.stdout.write(f"Planwatch on http://{host}:{port}/ (Ctrl-C stops it)")
         CommandLineInterface().run(["-b", host, "-p", str(port), "config.asgi:application"])

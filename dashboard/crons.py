@@ -1,0 +1,155 @@
+"""Crons: run requests kept with a schedule, and the scheduler that starts them.
+
+Every web process polls (``PLANWATCH["CRON_POLL_SECONDS"]``) for enabled crons whose
+``next_run_date`` has come; each due cron is claimed with one conditional ``UPDATE`` (its
+next date moves on only if nobody moved it first), so with several processes a due time
+starts one run. The run starts through the same path as a LangGraph run request
+(:func:`dashboard.lgserver.threads.start`): on the cron's thread, or on a new thread of
+its own; with the cron's assistant's config and context merged in. Schedules are cron
+expressions in UTC (``croniter``; a sixth field counts seconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from datetime import datetime
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from croniter import croniter
+from django.contrib.auth.models import AnonymousUser
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from dashboard import services
+from dashboard.lgapi import assistant_resolve, run_assistant_fields
+from dashboard.lgserver.shapes import latest_run
+from dashboard.lgserver.threads import RunRequest, start
+from dashboard.models import Cron, Run, Thread
+from dashboard.runs.conf import planwatch_setting
+from dashboard.services import RunInputError, ServiceError, User
+
+logger = logging.getLogger("planwatch.crons")
+
+REQUEST_FIELDS = ("input", "config", "context", "metadata", "interrupt_before",
+                  "interrupt_after", "multitask_strategy")
+"""The parts of a run request a cron keeps and starts each run with."""
+
+
+def next_date(schedule: str, after: datetime) -> datetime:
+    """The first time ``schedule`` fires after ``after``."""
+    return croniter(schedule, after).get_next(datetime)
+
+
+def check_schedule(schedule: Any) -> str:
+    """The schedule, or ``RunInputError`` naming it and the form it takes."""
+    if not isinstance(schedule, str) or not croniter.is_valid(schedule):
+        raise RunInputError(f"schedule {schedule!r} is not a cron expression such as "
+                            "'0 3 * * *' (minute hour day month weekday, UTC)",
+                            errors={"schedule": "a cron expression"})
+    return schedule
+
+
+def cron_create(*, assistant_id: str, schedule: str, user: User, thread: Thread | None,
+                payload: dict[str, Any], metadata: dict[str, Any] | None = None,
+                end_time: datetime | None = None, enabled: bool = True) -> Cron:
+    """A new cron of an assistant (or graph), first due at the schedule's next time."""
+    resolved = assistant_resolve(assistant_id=assistant_id)
+    check_schedule(schedule)
+    now = timezone.now()
+    return Cron.objects.create(
+        assistant_id=str(resolved.assistant.id) if resolved.assistant else resolved.spec.name,
+        thread=thread, schedule=schedule, payload=payload, metadata=metadata or {},
+        end_time=end_time, enabled=enabled, next_run_date=next_date(schedule, now),
+        user=user if user.is_authenticated else None)
+
+
+def cron_update(*, cron: Cron, schedule: str | None = None,
+                payload: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None,
+                end_time: datetime | None = None, enabled: bool | None = None) -> Cron:
+    """Change a cron: a new schedule sets its next run date from now."""
+    if schedule is not None:
+        cron.schedule = check_schedule(schedule)
+        cron.next_run_date = next_date(schedule, timezone.now())
+    if payload:
+        cron.payload = {**cron.payload, **payload}
+    if metadata is not None:
+        cron.metadata = {**cron.metadata, **metadata}
+    if end_time is not None:
+        cron.end_time = end_time
+    if enabled is not None:
+        cron.enabled = enabled
+    cron.save()
+    return cron
+
+
+def cron_delete(*, cron: Cron) -> None:
+    """Delete a cron (the runs it started stay)."""
+    cron.delete()
+
+
+def due(now: datetime) -> QuerySet[Cron]:
+    """Enabled crons whose next run date has come and whose end time has not."""
+    return Cron.objects.filter(enabled=True, next_run_date__lte=now).filter(
+        Q(end_time__isnull=True) | Q(end_time__gt=now))
+
+
+def cron_fire_due(*, now: datetime | None = None) -> list[Run]:
+    """Start one run for every due cron this process claims; the runs started."""
+    now = now or timezone.now()
+    started = []
+    for cron in due(now).select_related("thread", "user"):
+        following = next_date(cron.schedule, now)
+        claimed = Cron.objects.filter(id=cron.id, next_run_date=cron.next_run_date).update(
+            next_run_date=following, last_run_date=now, updated_at=now)
+        if not claimed:
+            continue  # another process fired it
+        try:
+            run = _start(cron)
+        except ServiceError as exc:
+            logger.warning("cron %s could not start its run: %s", cron.id, exc)
+            Cron.objects.filter(id=cron.id).update(last_error=str(exc))
+            continue
+        Cron.objects.filter(id=cron.id).update(last_run=run, last_error="")
+        started.append(run)
+    return started
+
+
+def _start(cron: Cron) -> Run:
+    """Start the cron's run request, as ``POST /threads/<id>/runs`` would."""
+    resolved = assistant_resolve(assistant_id=cron.assistant_id)
+    payload = cron.payload or {}
+    configurable = {**(resolved.config.get("configurable") or {}),
+                    **((payload.get("config") or {}).get("configurable") or {})}
+    user: User = cron.user if cron.user is not None else AnonymousUser()
+    thread = cron.thread or services.thread_create(user=user, thread_id=uuid.uuid4(),
+                                                   metadata={"cron_id": str(cron.id)})
+    req = RunRequest(
+        assistant_id=resolved.spec.name, input=payload.get("input"),
+        configurable=configurable,
+        context={**resolved.context, **(payload.get("context") or {})},
+        metadata={**(payload.get("metadata") or {}), "cron_id": str(cron.id)},
+        interrupt_before=list(payload.get("interrupt_before") or []),
+        interrupt_after=list(payload.get("interrupt_after") or []),
+        multitask_strategy=str(payload.get("multitask_strategy") or "enqueue"),
+        **run_assistant_fields(resolved))
+    return start(thread, req, user, latest_run(thread))
+
+
+async def apoll_forever() -> None:
+    """Fire due crons every ``CRON_POLL_SECONDS`` (run on the executor's loop)."""
+    while True:
+        try:
+            await sync_to_async(cron_fire_due)()
+        except Exception:
+            logger.warning("firing due crons failed", exc_info=True)
+        await asyncio.sleep(planwatch_setting("CRON_POLL_SECONDS"))
+
+
+def start_scheduler() -> None:
+    """Poll for due crons in this process, beside its executor."""
+    from dashboard.runs.execute import get_executor
+
+    get_executor().spawn(apoll_forever())

@@ -1,0 +1,173 @@
+"""``/runs/crons`` and ``/threads/<id>/runs/crons``: scheduled runs.
+
+A cron keeps a run request (input, config, context, metadata, breakpoints, strategy) and
+a schedule; :mod:`dashboard.crons` starts it when due. Creating and changing one needs
+``start_run`` (and what its request needs), deleting ``delete_run``; reading is open.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+from rest_framework import exceptions
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from dashboard import crons
+from dashboard.lgserver import shapes
+from dashboard.lgserver.views import (
+    LangGraphView,
+    _dict,
+    _limit,
+    _offset,
+    body,
+    require,
+    run_request,
+    thread_of,
+)
+from dashboard.models import Cron
+
+SORTABLE = {"cron_id": "id", "assistant_id": "assistant_id", "thread_id": "thread_id",
+            "created_at": "created_at", "updated_at": "updated_at",
+            "next_run_date": "next_run_date", "end_time": "end_time"}
+"""LangGraph's cron sort keys and their columns."""
+
+
+def cron_shape(cron: Cron) -> dict[str, Any]:
+    """A cron as LangGraph's server shapes it."""
+    return {
+        "cron_id": str(cron.id), "assistant_id": cron.assistant_id,
+        "thread_id": str(cron.thread_id) if cron.thread_id else None,
+        "on_run_completed": None if cron.thread_id else "keep",
+        "end_time": shapes.iso(cron.end_time), "schedule": cron.schedule, "timezone": "UTC",
+        "created_at": shapes.iso(cron.created_at), "updated_at": shapes.iso(cron.updated_at),
+        "payload": {"assistant_id": cron.assistant_id, **(cron.payload or {})},
+        "user_id": str(cron.user_id) if cron.user_id else None,
+        "next_run_date": shapes.iso(cron.next_run_date), "metadata": cron.metadata or {},
+        "enabled": cron.enabled,
+    }
+
+
+def _end_time(data: dict[str, Any]) -> datetime | None:
+    value = data.get("end_time")
+    if value is None:
+        return None
+    parsed = parse_datetime(value) if isinstance(value, str) else None
+    if parsed is None:
+        raise exceptions.ValidationError({"end_time": "an ISO 8601 date and time"})
+    return parsed
+
+
+def _enabled(data: dict[str, Any]) -> bool | None:
+    value = data.get("enabled")
+    if value is not None and not isinstance(value, bool):
+        raise exceptions.ValidationError({"enabled": "true or false"})
+    return value
+
+
+def _payload(request: Request, data: dict[str, Any]) -> dict[str, Any]:
+    """The run request a cron keeps, checked (and permitted) as a run request now."""
+    run_request(request, data)
+    return {key: data[key] for key in crons.REQUEST_FIELDS if data.get(key) is not None}
+
+
+def _create(request: Request, thread_id: str | None) -> Response:
+    require(request, "start_run", "scheduling runs")
+    data = body(request)
+    if "schedule" not in data:
+        raise exceptions.ValidationError({"schedule": "required: a cron expression"})
+    thread = thread_of(thread_id) if thread_id else None
+    payload = _payload(request, data)
+    enabled = _enabled(data)
+    cron = crons.cron_create(
+        assistant_id=str(data["assistant_id"]), schedule=data["schedule"], user=request.user,
+        thread=thread, payload=payload, metadata=_dict(data, "metadata"),
+        end_time=_end_time(data), enabled=True if enabled is None else enabled)
+    return Response(cron_shape(cron))
+
+
+def cron_of(cron_id: str) -> Cron:
+    """The cron, or 404."""
+    try:
+        return Cron.objects.get(id=uuid.UUID(str(cron_id)))
+    except (ValueError, Cron.DoesNotExist):
+        raise exceptions.NotFound(f"no cron {cron_id}; list them with POST /runs/crons/search"
+                                  ) from None
+
+
+class CronsView(LangGraphView):
+    """``POST /runs/crons``: a cron whose runs each get a new thread."""
+
+    def post(self, request: Request) -> Response:
+        return _create(request, None)
+
+
+class ThreadCronsView(LangGraphView):
+    """``POST /threads/<id>/runs/crons``: a cron whose runs go on the thread."""
+
+    def post(self, request: Request, thread_id: str) -> Response:
+        return _create(request, thread_id)
+
+
+class CronView(LangGraphView):
+    """``PATCH`` and ``DELETE /runs/crons/<id>``."""
+
+    def patch(self, request: Request, cron_id: str) -> Response:
+        require(request, "start_run", "changing a scheduled run")
+        cron = cron_of(cron_id)
+        data = body(request)
+        payload = {k: data[k] for k in crons.REQUEST_FIELDS if data.get(k) is not None}
+        if payload:
+            run_request(request, {"assistant_id": cron.assistant_id, **payload})
+        updated = crons.cron_update(
+            cron=cron, schedule=data.get("schedule"), payload=payload,
+            metadata=_dict(data, "metadata") if data.get("metadata") is not None else None,
+            end_time=_end_time(data), enabled=_enabled(data))
+        return Response(cron_shape(updated))
+
+    def delete(self, request: Request, cron_id: str) -> Response:
+        require(request, "delete_run", "deleting a scheduled run")
+        crons.cron_delete(cron=cron_of(cron_id))
+        return Response(status=204)
+
+
+def _filtered(data: dict[str, Any]) -> Any:
+    found = Cron.objects.all()
+    if data.get("assistant_id"):
+        found = found.filter(assistant_id=str(data["assistant_id"]))
+    if data.get("thread_id"):
+        found = found.filter(thread_id=thread_of(data["thread_id"]).id)
+    enabled = _enabled(data)
+    if enabled is not None:
+        found = found.filter(enabled=enabled)
+    for key, value in _dict(data, "metadata").items():
+        found = found.filter(**{f"metadata__{key}": value})
+    return found
+
+
+class CronSearchView(LangGraphView):
+    """``POST /runs/crons/search``: by assistant, thread, enabled, metadata; sorted, paged."""
+
+    def post(self, request: Request) -> Response:
+        data = body(request)
+        sort_by = str(data.get("sort_by") or "created_at")
+        order = str(data.get("sort_order") or "desc")
+        if sort_by not in SORTABLE:
+            raise exceptions.ValidationError(
+                {"sort_by": f"{sort_by!r}; use one of {', '.join(SORTABLE)}"})
+        if order not in ("asc", "desc"):
+            raise exceptions.ValidationError({"sort_order": f"{order!r}; use asc or desc"})
+        offset = _offset(data)
+        found = _filtered(data).order_by(
+            f"{'-' if order == 'desc' else ''}{SORTABLE[sort_by]}", "id")
+        return Response([cron_shape(c) for c in found[offset: offset + _limit(data)]])
+
+
+class CronCountView(LangGraphView):
+    """``POST /runs/crons/count``."""
+
+    def post(self, request: Request) -> Response:
+        return Response(_filtered(body(request)).count())
