@@ -172,9 +172,36 @@ def run_state(run: Run | None, thread_id: str, checkpoint_id: str | None = None
         return empty_state(thread_id)
     with graph_for(run.graph) as graph:
         snap = graph.get_state(config_of(run, checkpoint_id))
+        if snap.config and _copied_from(snap) is not None:
+            threads = set(Run.objects.filter(conversation_id=run.conversation_id)
+                          .values_list("thread_id", flat=True))
+            for _ in range(100):  # a fork of a fork that wrote nothing: the first original
+                source = _copied_from(snap, threads)
+                if source is None:
+                    break
+                snap = graph.get_state({"configurable": {**source, "checkpoint_ns": ""}})
     if not snap.config:
         return empty_state(thread_id)
     return state(thread_id, snap)
+
+
+def _copied_from(snap: StateSnapshot, threads: set[str] | None = None
+                 ) -> dict[str, str] | None:
+    """Where a checkpoint was copied from, when it is a run's copy of the checkpoint it
+    went on from (on ``threads``, if given); None for any other checkpoint.
+
+    A thread's next run goes on from a copy of the last checkpoint in its own checkpoint
+    thread, with the same id but no parent; LangGraph's clients see the original instead,
+    so the thread's history is one chain (each checkpoint's parent the one before it).
+    """
+    meta = snap.metadata or {}
+    source = meta.get("forked_from")
+    if meta.get("source") != "fork" or not isinstance(source, dict):
+        return None
+    if threads is not None and source.get("thread_id") not in threads:
+        return None  # copied from a run of another thread (a page's fork): its own root
+    return {"thread_id": str(source.get("thread_id")),
+            "checkpoint_id": str(source.get("checkpoint_id"))}
 
 
 def thread(thread: Thread, *, latest: Run | None = None, values: bool = True
@@ -201,15 +228,23 @@ def thread(thread: Thread, *, latest: Run | None = None, values: bool = True
 
 def history(thread_obj: Thread, *, limit: int, before: str | None = None,
             checkpoint_id: str | None = None) -> list[dict[str, Any]]:
-    """The thread's states, newest first, across its runs (a fork's copy counted once)."""
+    """The thread's states, newest first, across its runs: one chain, each checkpoint's
+    parent the one before it (a run's copy of the checkpoint it went on from is left out:
+    the original, in the earlier run's checkpoint thread, is the one listed)."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     skipping = bool(before or checkpoint_id)
-    for held in thread_obj.runs.order_by("-created_at"):
+    runs = list(thread_obj.runs.order_by("-created_at"))
+    threads = {held.thread_id for held in runs}
+    done: set[str] = set()
+    for held in runs:
+        if held.thread_id in done:
+            continue
+        done.add(held.thread_id)
         with graph_for(held.graph) as graph:
             for snap in graph.get_state_history(config_of(held)):
                 cid = (snap.config.get("configurable") or {}).get("checkpoint_id", "")
-                if cid in seen:
+                if cid in seen or _copied_from(snap, threads) is not None:
                     continue
                 seen.add(cid)
                 if skipping:

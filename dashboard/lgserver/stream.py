@@ -153,7 +153,9 @@ class PartMaker:
                 "langgraph_checkpoint_ns": event["namespace"],
                 "thread_id": self.thread_id, "run_id": str(self.run.id)}
         out: list[tuple[str, Any]] = []
-        for message in messages:
+        for index, message in enumerate(messages):
+            if not message.get("id"):  # recorded before messages were given ids: a stable one
+                message = {**message, "id": f"run-{self.run.id}-{event['seq']}-{index}"}
             if "messages-tuple" in self.modes:
                 out.append(("messages", [message, meta]))
             if "messages" in self.modes:

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph.constants import END
+
 from dashboard import services
 from dashboard.lgserver.shapes import busy, has_queue
 from dashboard.models import Interrupt, Run, RunEvent, Thread
@@ -98,6 +100,7 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> R
                           "Planwatch takes Command(resume=…) only (edit state with "
                           "POST /threads/<id>/state)", errors={"command": "only resume"})
     if "resume" in command:
+        _scope_breakpoints(current, req, user)
         return _resume(thread, current, command["resume"], user)
     if current is None:
         if req.checkpoint_id:
@@ -116,6 +119,7 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> R
     if thread_busy:
         base, checkpoint = _make_room(thread, current, req, user, base, checkpoint)
     elif current.status == Run.Status.PAUSED and req.input is None and not checkpoint:
+        _scope_breakpoints(current, req, user)
         return services.run_continue(run=current, user=user)
     elif current.status in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
         services.run_cancel(run=current, user=user)  # the thread moves on without answering
@@ -173,3 +177,32 @@ def _resume(thread: Thread, current: Run | None, value: Any, user: User) -> Run:
             "resume with a map {interrupt_id: answer}", errors={"command": "ambiguous resume"})
     current.refresh_from_db()
     return current
+
+
+def _scope_breakpoints(current: Run | None, req: RunRequest, user: User) -> None:
+    """Give the run that goes on the request's breakpoints: on LangGraph's server a resume
+    or a continue is a run of its own, and breakpoints belong to the run that asked for them
+    (so one asked before does not stop it again, unless asked again)."""
+    if current is None or current.status not in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
+        return
+    if (list(current.interrupt_before or ()), list(current.interrupt_after or ())) == (
+            req.interrupt_before, req.interrupt_after):
+        return
+    services.run_breakpoints_set(run=current, interrupt_before=req.interrupt_before,
+                                 interrupt_after=req.interrupt_after, user=user)
+
+
+def update_state(thread: Thread, latest: Run, *, values: Any, as_node: str, user: User,
+                 checkpoint_id: str) -> str:
+    """Write ``values`` into the thread's state as ``as_node`` (LangGraph's update_state);
+    the new checkpoint's id. As ``__end__`` on a run waiting for an answer or at a
+    breakpoint (Agent Inbox's "mark as resolved"), the graph ends there and the run stops:
+    its question is withdrawn and the run is cancelled, saying why."""
+    new_id = services.run_update_state(run=latest, values=values, as_node=as_node, user=user,
+                                       checkpoint_id=checkpoint_id)
+    latest.refresh_from_db()
+    if as_node == END and latest.status in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
+        services.run_cancel(run=latest, user=user, reason=(
+            f"thread {thread.id} was ended with update_state(as_node='__end__') by a "
+            "LangGraph client; the question was withdrawn unanswered"))
+    return new_id
