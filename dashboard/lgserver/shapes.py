@@ -7,6 +7,7 @@ what LangGraph says they are.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +18,8 @@ from langgraph.types import StateSnapshot
 from dashboard.checkpoints import config_of, graph_for
 from dashboard.models import Interrupt, Run, RunEvent, Thread
 from dashboard.runs.jsonsafe import to_jsonable
-from planner.registry import GraphSpec
+from planner.questions import review_request
+from planner.registry import GraphSpec, get_graph
 
 STARTED_AT = datetime.now(UTC)
 """When this process registered its graphs: an assistant's created_at."""
@@ -135,16 +137,30 @@ def checkpoint_ref(thread_id: str, config: RunnableConfig | None) -> dict[str, A
             "checkpoint_id": conf.get("checkpoint_id"), "checkpoint_map": None}
 
 
-def interrupt(item: Any) -> dict[str, Any]:
-    """A LangGraph ``Interrupt`` as JSON."""
-    return {"value": to_jsonable(getattr(item, "value", None)), "id": getattr(item, "id", "")}
+def offered(graph: str, value: Any) -> Any:
+    """A question as LangGraph's clients are offered it: a graph that declares
+    ``review_questions`` offers its questions in the standard interrupt shapes too
+    (:func:`planner.questions.review_request`), beside their own keys."""
+    try:
+        spec = get_graph(graph)
+    except KeyError:
+        return value
+    if spec.review_questions and isinstance(value, Mapping) and "prompt" in value:
+        return {**value, **review_request(value)}
+    return value
 
 
-def state(thread_id: str, snap: StateSnapshot) -> dict[str, Any]:
+def interrupt(item: Any, graph: str = "") -> dict[str, Any]:
+    """A LangGraph ``Interrupt`` as JSON (offered as ``graph`` offers its questions)."""
+    value = to_jsonable(getattr(item, "value", None))
+    return {"value": offered(graph, value) if graph else value, "id": getattr(item, "id", "")}
+
+
+def state(thread_id: str, snap: StateSnapshot, graph: str = "") -> dict[str, Any]:
     """A ``StateSnapshot`` as LangGraph's server shapes a thread state."""
     tasks = [
         {"id": t.id, "name": t.name, "error": str(t.error) if t.error else None,
-         "interrupts": [interrupt(i) for i in t.interrupts], "checkpoint": None,
+         "interrupts": [interrupt(i, graph) for i in t.interrupts], "checkpoint": None,
          "state": None, "result": to_jsonable(t.result) if t.result is not None else None}
         for t in snap.tasks
     ]
@@ -155,7 +171,7 @@ def state(thread_id: str, snap: StateSnapshot) -> dict[str, Any]:
         "created_at": snap.created_at,
         "parent_checkpoint": checkpoint_ref(thread_id, snap.parent_config),
         "tasks": tasks,
-        "interrupts": [interrupt(i) for i in snap.interrupts],
+        "interrupts": [interrupt(i, graph) for i in snap.interrupts],
     }
 
 
@@ -182,7 +198,7 @@ def run_state(run: Run | None, thread_id: str, checkpoint_id: str | None = None
                 snap = graph.get_state({"configurable": {**source, "checkpoint_ns": ""}})
     if not snap.config:
         return empty_state(thread_id)
-    return state(thread_id, snap)
+    return state(thread_id, snap, run.graph)
 
 
 def _copied_from(snap: StateSnapshot, threads: set[str] | None = None
@@ -255,7 +271,7 @@ def history(thread_obj: Thread, *, limit: int, before: str | None = None,
                         continue
                     else:
                         continue
-                out.append(state(str(thread_obj.id), snap))
+                out.append(state(str(thread_obj.id), snap, held.graph))
                 if len(out) >= limit:
                     return out
     return out

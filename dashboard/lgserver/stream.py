@@ -51,9 +51,10 @@ def _name(mode: str, namespace: str, subgraphs: bool) -> str:
     return f"{mode}|{namespace}" if subgraphs and namespace else mode
 
 
-def _interrupts(event: dict[str, Any]) -> list[dict[str, Any]]:
+def _interrupts(event: dict[str, Any], graph: str) -> list[dict[str, Any]]:
     payload = event["payload"]
-    return [{"value": payload.get("value"), "id": payload.get("interrupt_id", "")}]
+    return [{"value": shapes.offered(graph, payload.get("value")),
+             "id": payload.get("interrupt_id", "")}]
 
 
 class PartMaker:
@@ -113,7 +114,7 @@ class PartMaker:
                             self._debug("task_result", event, result)))
             out.extend(self._messages(event, update))
         elif kind == Kind.INTERRUPT_RAISED:
-            interrupts = _interrupts(event)
+            interrupts = _interrupts(event, self.run.graph)
             for mode in ("values", "updates"):
                 if mode in modes:
                     out.append((_name(mode, ns, self.subgraphs), {"__interrupt__": interrupts}))

@@ -25,6 +25,8 @@ from dashboard import services
 from dashboard.lgserver.shapes import busy, has_queue
 from dashboard.models import Interrupt, Run, RunEvent, Thread
 from dashboard.services import RunInputError, RunStateError, ServiceError, User
+from planner.questions import review_of
+from planner.registry import get_graph
 
 STRATEGIES = ("reject", "interrupt", "rollback", "enqueue")
 
@@ -165,18 +167,39 @@ def _resume(thread: Thread, current: Run | None, value: Any, user: User) -> Run:
         state = current.status if current else "empty"
         raise RunStateError(f"thread {thread.id} is {state}, not waiting for an answer; "
                             "resume only an interrupted thread")
-    pending = list(current.interrupts.filter(status=Interrupt.Status.PENDING))
-    ids = {i.interrupt_id for i in pending}
-    if isinstance(value, dict) and value and set(value) <= ids:
-        services.run_resume(run=current, answers=value, user=user)
-    elif len(pending) == 1:
-        services.interrupt_answer(interrupt=pending[0], answer=value, user=user)
-    else:
+    pending = {i.interrupt_id: i for i in current.interrupts.filter(
+        status=Interrupt.Status.PENDING)}
+    by_id = isinstance(value, dict) and bool(value) and set(value) <= set(pending)
+    if not by_id and len(pending) != 1:
         raise RunInputError(
-            f"run {current.id} waits on {len(pending)} questions ({', '.join(sorted(ids))}); "
-            "resume with a map {interrupt_id: answer}", errors={"command": "ambiguous resume"})
+            f"run {current.id} waits on {len(pending)} questions "
+            f"({', '.join(sorted(pending))}); resume with a map {{interrupt_id: answer}}",
+            errors={"command": "ambiguous resume"})
+    answers = dict(value) if by_id else {next(iter(pending)): value}
+    if get_graph(current.graph).review_questions:
+        for interrupt_id, raw in answers.items():
+            review = review_of(raw)
+            if review is not None and review.declined:
+                return services.run_cancel(run=current, user=user, reason=_declined(
+                    pending[interrupt_id], review.note))
+            if review is not None:
+                answers[interrupt_id] = review.answer
+    if by_id:
+        services.run_resume(run=current, answers=answers, user=user)
+    else:
+        (interrupt_id, answer), = answers.items()
+        services.interrupt_answer(interrupt=pending[interrupt_id], answer=answer, user=user)
     current.refresh_from_db()
     return current
+
+
+def _declined(question: Interrupt, note: str) -> str:
+    """Why a run stopped when its question was declined (an inbox's ignore, a chat
+    client's reject): the planners have no answer meaning "skip", so the run ends here."""
+    field = question.payload.get("field") if isinstance(question.payload, dict) else None
+    said = f": {note}" if note else ""
+    return (f"question {field or question.interrupt_id!r} was declined from a LangGraph "
+            f"client (ignore / reject){said}; the run stopped unanswered")
 
 
 def _scope_breakpoints(current: Run | None, req: RunRequest, user: User) -> None:

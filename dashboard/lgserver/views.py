@@ -36,6 +36,7 @@ from dashboard.lgserver.threads import RunRequest, holder_of, start, update_stat
 from dashboard.models import Run, Thread
 from dashboard.services import RunInputError, RunStateError, ServiceError
 from planner.registry import GraphSpec, all_graphs, get_graph
+from planner.spec import InputError
 
 VERSION = "0.1"
 
@@ -404,6 +405,11 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
         raise exceptions.ValidationError({"config.configurable": (
             f"{', '.join(reserved)} are Planwatch's to set; pass the thread in the URL and "
             "a past checkpoint as checkpoint_id")})
+    if isinstance(run_input, dict):
+        try:
+            run_input = dict(spec.chat_input(run_input))
+        except InputError as exc:
+            raise exceptions.ValidationError(exc.errors) from None
     req = RunRequest(
         assistant_id=spec.name, configurable=configurable, context=data.get("context"),
         input=run_input, command=command,

@@ -30,6 +30,8 @@ SPEC = GraphSpec(
     present_result=present_result,
     decisions_channel="decisions",
     questions=QUESTIONS,
+    chat_goal_field="goal",
+    review_questions=True,
     on_state_edit=sources_after_edit,
 )
 """What this graph declares to its host (the registry loads it by module name)."""

@@ -124,3 +124,102 @@ def test_breakpoints_apply_only_to_the_run_that_asked_for_them(sdk):
     changes = [e.payload for e in run.events.filter(kind=RunEvent.Kind.BREAKPOINTS_CHANGED)]
     assert [(c["before"], c["after"]) for c in changes] == [
         ([], []), (["finish"], []), ([], [])]
+
+
+def test_a_planner_takes_a_chat_clients_messages_with_the_last_human_one_as_its_goal(sdk):
+    tid = sdk.threads.create()["thread_id"]
+    said = [{"type": "human", "content": "Plan a picnic"},
+            {"type": "ai", "content": "What for?"},
+            {"type": "human", "content": [{"type": "text", "text": GOAL["goal"]}]}]
+    values = sdk.runs.wait(tid, "acquisition", input={"messages": said})
+    assert values["goal"] == GOAL["goal"]
+    assert values["__interrupt__"][0]["value"]["field"] == "core.region"
+    run = Run.objects.get(conversation_id=tid)
+    assert run.input["goal"] == GOAL["goal"] and "messages" not in run.input
+    from langgraph_sdk.errors import UnprocessableEntityError
+
+    with pytest.raises(UnprocessableEntityError, match="no human message"):
+        sdk.runs.create(None, "acquisition",
+                        input={"messages": [{"type": "ai", "content": "no human here"}]})
+
+
+def question_of(thread: dict) -> dict:
+    """The question Agent Inbox reads from a searched thread (``thread.interrupts``)."""
+    [items] = thread["interrupts"].values()
+    return items[0]["value"]
+
+
+def test_agent_inbox_lists_answers_and_ignores_planner_questions(sdk):
+    """Agent Inbox's requests, replayed: search the interrupted threads of a graph, read
+    each question, answer with response / edit / accept (and the newer decisions), and
+    ignore; a declined question stops its run, it is never an answer."""
+    tids = [sdk.threads.create()["thread_id"] for _ in range(4)]
+    for tid in tids:
+        sdk.runs.wait(tid, "acquisition", input=GOAL)
+    found = sdk.threads.search(status="interrupted", metadata={"graph_id": "acquisition"},
+                               limit=100, offset=0)
+    listed = {t["thread_id"]: t for t in found}
+    assert set(tids) <= set(listed)
+    question = question_of(listed[tids[0]])
+    # the older HumanInterrupt (Agent Inbox) and the newer action_requests (Agent Chat UI)
+    assert question["action_request"] == {"action": "core.region", "args": {"answer": ""}}
+    assert question["config"] == {"allow_ignore": True, "allow_respond": True,
+                                  "allow_edit": True, "allow_accept": False}
+    assert question["description"].startswith("Which region")
+    assert "Germany" in question["description"]
+    assert question["action_requests"][0]["name"] == "core.region"
+    assert question["review_configs"] == [{"action_name": "core.region",
+                                           "allowed_decisions": ["edit", "reject"]}]
+    assert question["field"] == "core.region"  # the planner's own keys stay
+    state = sdk.threads.get_state(tids[0])
+    assert state["tasks"][-1]["interrupts"][-1]["value"]["action_request"]["action"] == (
+        "core.region")
+
+    a, b, c, d = tids
+    # response (refused by the graph as any answer is, then taken), edit, accept
+    sdk.runs.wait(a, "acquisition", command={"resume": [{"type": "response",
+                                                         "args": "Atlantis"}]})
+    again = question_of(sdk.threads.get(a))
+    assert again["field"] == "core.region" and "Atlantis" in again["description"]
+    sdk.runs.wait(a, "acquisition", command={"resume": [{"type": "response",
+                                                         "args": "Germany"}]})
+    edited = {"action": "core.currency", "args": {"answer": "EUR"}}
+    sdk.runs.wait(a, "acquisition", command={"resume": [{"type": "edit", "args": edited}]})
+    accepted = {"action": "market.price", "args": {"answer": "47.88"}}
+    final = sdk.runs.wait(a, "acquisition", command={"resume": [{"type": "accept",
+                                                                  "args": accepted}]})
+    assert {k: final["values"][k] for k in ("core.region", "core.currency")} == {
+        "core.region": "Germany", "core.currency": "EUR"}
+    assert final["values"]["market.price"] == 47.88
+    assert sdk.threads.get(a)["status"] == "idle"
+    answered = Interrupt.objects.filter(run__conversation_id=a).order_by("created_at")
+    assert [i.answer for i in answered] == ["Atlantis", "Germany", "EUR", "47.88"]
+
+    # the newer decisions: edit answers; reject (Agent Chat UI) declines
+    sdk.runs.wait(b, "acquisition", command={"resume": {"decisions": [
+        {"type": "edit", "edited_action": {"name": "core.region",
+                                           "args": {"answer": "France"}}}]}})
+    assert question_of(sdk.threads.get(b))["field"] == "core.currency"
+    sdk.runs.wait(b, "acquisition", command={"resume": {"decisions": [
+        {"type": "reject", "message": "not this one"}]}})
+    run_b = Run.objects.get(conversation_id=b)
+    assert run_b.status == Run.Status.CANCELLED and sdk.threads.get(b)["status"] == "idle"
+    reason = run_b.events.get(kind=RunEvent.Kind.RUN_CANCELLED).payload["reason"]
+    assert "'core.currency' was declined" in reason and "not this one" in reason
+
+    # ignore declines too: the question is withdrawn, "ignore" is never an answer
+    sdk.runs.wait(c, "acquisition", command={"resume": [{"type": "ignore", "args": None}]})
+    run_c = Run.objects.get(conversation_id=c)
+    assert run_c.status == Run.Status.CANCELLED
+    assert list(run_c.interrupts.values_list("status", "answer")) == [
+        (Interrupt.Status.CANCELLED, None)]
+
+    # mark as resolved: update_state(values=None, as_node="__end__")
+    sdk.threads.update_state(d, None, as_node="__end__")
+    assert sdk.threads.get(d)["status"] == "idle"
+    left = {t["thread_id"] for t in sdk.threads.search(
+        status="interrupted", metadata={"graph_id": "acquisition"}, limit=100)}
+    assert not left & set(tids)
+    # Planwatch's own inbox and pages keep the planner's question as it asked it
+    stored = Interrupt.objects.filter(run__conversation_id=a).first().payload
+    assert "action_requests" not in stored and stored["field"] == "core.region"
