@@ -4,7 +4,9 @@ A thread's next run is decided here, and only here:
 
 - no run yet: a new run with the input (``services.run_create``);
 - ``command={"resume": …}``: the thread's interrupted run is answered (one answer, or a
-  map by interrupt id) and goes on; the LangGraph run is that same run;
+  map by interrupt id) and goes on; the LangGraph run is that same run, with the request's
+  breakpoints; a graph that declares ``review_questions`` takes the standard decisions
+  (``planner.questions.review_of``): an answer, or a declined question, which stops the run;
 - ``input=None`` on a run paused at a breakpoint: it continues (``services.run_continue``);
 - otherwise (new input on an ended run, or ``checkpoint_id``): a fork of the run holding
   the checkpoint, from there, with the input (``services.run_fork``);
