@@ -173,8 +173,9 @@ def run_resume(*, run: Run, answers: dict[str, Any], user: User) -> list[Interru
         ]
 
 
-def run_cancel(*, run: Run, user: User) -> Run:
-    """Cancel a run: at once if nobody executes it, else at its next node boundary."""
+def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:
+    """Cancel a run: at once if nobody executes it, else at its next node boundary
+    (``reason``, if given, is recorded with who cancelled it)."""
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(id=run.id)
         if locked.is_finished:
@@ -190,7 +191,7 @@ def run_cancel(*, run: Run, user: User) -> Run:
             seq = transitions.next_seq(locked)
             who = user.get_username() if user.is_authenticated else ""
             RunEvent.objects.create(run=locked, seq=seq, kind=RunEvent.Kind.RUN_CANCELLED,
-                                    payload={"by": who})
+                                    payload={"by": who, **({"reason": reason} if reason else {})})
             fields = transitions.finish(status=Run.Status.CANCELLED, now=timezone.now(),
                                         last_seq=seq)
             Run.objects.filter(id=run.id).update(**transitions.orm_update(fields))
@@ -437,7 +438,11 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     Returns the new checkpoint's id.
     """
     spec = get_graph(run.graph)
-    _check(debugging.check_edit, spec, values, as_node=as_node)
+    if values is None:  # no values: the node ran and wrote nothing (``__end__``: it ended)
+        _check(debugging.check_as_node, spec, as_node)
+    else:
+        _check(debugging.check_edit, spec, values, as_node=as_node)
+
     def refuse_if_held(current: Run) -> None:
         if current.owner or current.status in (Run.Status.QUEUED, Run.Status.RUNNING):
             raise RunStateError(f"run {run.id} is {current.status}; its state can be edited "

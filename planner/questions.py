@@ -146,3 +146,86 @@ def question_kind(kinds: Mapping[str, QuestionKind], question: Any) -> QuestionK
     if not isinstance(kind, str):
         return None
     return kinds.get(kind) or GENERIC.get(kind)
+
+
+# -- the standard interrupt shapes of chat clients and inboxes ---------------------------
+#
+# Agent Chat UI answers an interrupt shaped as LangChain's HumanInTheLoopMiddleware asks
+# (``action_requests`` / ``review_configs``; it resumes with ``{"decisions": [...]}``);
+# Agent Inbox reads that shape too, and the older ``HumanInterrupt`` one (``action_request``,
+# ``config``, ``description``; it resumes with ``[{"type": ..., "args": ...}]``). A question
+# is offered in both, beside its own keys, as one action: "answer it", whose one argument
+# is the answer an operator edits in.
+
+REVIEW_TYPES = ("accept", "approve", "edit", "response", "reject", "ignore")
+"""The decision types of both shapes (``approve``/``reject`` are the newer names)."""
+
+
+def review_request(question: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys that offer ``question`` in the standard interrupt shapes: its prompt,
+    choices and last refusal as the description, an editable ``answer`` as the argument;
+    an answer is given by editing it (or by a response) and the question may be declined."""
+    action = str(question.get("field") or question.get("kind") or "answer")
+    lines = [text_of(question.get("prompt")) or "Answer the question."]
+    if choices := _choices(question):
+        lines.append(f"Choose one of: {', '.join(choices)}.")
+    if question.get("reason"):
+        lines.append(f"The last answer was refused: {text_of(question['reason'])}")
+    description = "\n\n".join(lines)
+    args = {"answer": ""}
+    return {
+        "action_requests": [{"name": action, "args": args, "description": description}],
+        "review_configs": [{"action_name": action, "allowed_decisions": ["edit", "reject"]}],
+        "action_request": {"action": action, "args": args},
+        "config": {"allow_ignore": True, "allow_respond": True, "allow_edit": True,
+                   "allow_accept": False},
+        "description": description,
+    }
+
+
+@dataclass(frozen=True)
+class Review:
+    """What a chat client's or an inbox's decision on a question means."""
+
+    answer: Any = None
+    """The answer given (checked by the graph as any answer is)."""
+    declined: bool = False
+    """The operator declined the question (ignore, or reject without an answer)."""
+    note: str = ""
+    """Why, as the operator wrote it (a reject's message)."""
+
+
+def review_of(resume: Any) -> Review | None:
+    """The decision a resume value carries in one of the standard shapes, or None when it
+    is a plain answer.
+
+    ``response`` (and Agent Inbox's ``reject`` carrying the typed text as ``args``) answers
+    with its text; ``edit`` with the edited ``answer`` argument; ``accept``/``approve``
+    with the argument as offered or sent; ``ignore``, and ``reject`` with a message or
+    nothing, decline.
+    """
+    decision: Any = resume
+    if isinstance(resume, Mapping) and isinstance(resume.get("decisions"), list):
+        decision = resume["decisions"][0] if resume["decisions"] else None
+    elif isinstance(resume, list) and resume:
+        decision = resume[0]
+    if not isinstance(decision, Mapping) or decision.get("type") not in REVIEW_TYPES:
+        return None
+    kind, args = decision["type"], decision.get("args")
+    if kind == "ignore" or (kind == "reject" and not isinstance(args, str)):
+        return Review(declined=True, note=text_of(decision.get("message")))
+    if kind in ("response", "reject"):
+        return Review(answer=args)
+    if kind == "edit":
+        return Review(answer=_argument(decision.get("edited_action") or args))
+    return Review(answer=_argument(args))
+
+
+def _argument(action: Any) -> Any:
+    """The answer an action request carries: its ``answer`` argument (or its only one)."""
+    args = action.get("args", action.get("arguments")) if isinstance(action, Mapping) else action
+    if isinstance(args, Mapping):
+        if "answer" in args:
+            return args["answer"]
+        return next(iter(args.values())) if len(args) == 1 else None
+    return args

@@ -199,6 +199,24 @@ class TaskView:
     """Statuses of tasks that have not run (shown as cancelled once the run stopped)."""
 
 
+def last_human_text(messages: Any) -> str:
+    """The text of the last human message of a chat client's list ("" if none): a message
+    is ``{"type": "human"}`` or ``{"role": "user"}``, its content text or text parts."""
+    items = messages if isinstance(messages, list) else []
+    for message in reversed(items):
+        if not isinstance(message, Mapping):
+            continue
+        if message.get("type") not in ("human", "user") and message.get("role") not in (
+                "user", "human"):
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(part.get("text", "")) for part in content
+                               if isinstance(part, Mapping) and part.get("type") == "text")
+        return str(content or "").strip()
+    return ""
+
+
 def no_state_edit_update(state: Mapping[str, Any], edit: Mapping[str, Any]
                          ) -> Mapping[str, Any]:
     """A graph that keeps no record of where its values came from adds nothing to an edit."""
@@ -235,6 +253,12 @@ class GraphSpec:
     tool_nodes: tuple[str, ...] = ("tools",)
     """Nodes whose time is tool time (search, code, APIs) in the run's waterfall; the model
     calls inside them count as model time. The default is LangGraph's ``ToolNode`` name."""
+    chat_goal_field: str = ""
+    """The input field a chat client's ``{"messages": [...]}`` fills with its last human
+    message (Agent Chat UI starts every graph so); empty: the graph takes no chat input."""
+    review_questions: bool = False
+    """Its questions (``planner.questions``' shape) are also offered to chat clients and
+    inboxes in the standard interrupt shapes, and their decisions taken as answers."""
     on_state_edit: Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]] = (
         no_state_edit_update)
     """Given the state values before an operator's edit and the edited channels, the other
@@ -256,6 +280,20 @@ class GraphSpec:
     def inspection_graph(self) -> Any:
         """The builder compiled once with no checkpointer: topology, schemas, state reads."""
         return self.inspection_builder.compile()
+    def chat_input(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``values`` with a chat client's ``messages`` taken as :attr:`chat_goal_field`
+        (its last human message), if the graph takes chat input; else as they are.
+        ``InputError`` when the messages hold no human text."""
+        if not self.chat_goal_field or "messages" not in values:
+            return values
+        rest = {k: v for k, v in values.items() if k != "messages"}
+        goal = last_human_text(values["messages"])
+        if not goal:
+            raise InputError({"messages": (
+                f"no human message with text to take as the {self.chat_goal_field}; send "
+                f'one, such as {{"type": "human", "content": "…"}}')})
+        rest.setdefault(self.chat_goal_field, goal)
+        return rest
 
     def thread_id(self, run_thread: str) -> str:
         """The checkpoint thread id for a run: ``<run thread>:planner`` (``:v2`` … on bumps)."""

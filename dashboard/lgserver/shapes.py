@@ -7,6 +7,7 @@ what LangGraph says they are.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +18,8 @@ from langgraph.types import StateSnapshot
 from dashboard.checkpoints import config_of, graph_for
 from dashboard.models import Interrupt, Run, RunEvent, Thread
 from dashboard.runs.jsonsafe import to_jsonable
-from planner.registry import GraphSpec
+from planner.questions import review_request
+from planner.registry import GraphSpec, get_graph
 
 STARTED_AT = datetime.now(UTC)
 """When this process registered its graphs: an assistant's created_at."""
@@ -136,16 +138,30 @@ def checkpoint_ref(thread_id: str, config: RunnableConfig | None) -> dict[str, A
             "checkpoint_id": conf.get("checkpoint_id"), "checkpoint_map": None}
 
 
-def interrupt(item: Any) -> dict[str, Any]:
-    """A LangGraph ``Interrupt`` as JSON."""
-    return {"value": to_jsonable(getattr(item, "value", None)), "id": getattr(item, "id", "")}
+def offered(graph: str, value: Any) -> Any:
+    """A question as LangGraph's clients are offered it: a graph that declares
+    ``review_questions`` offers its questions in the standard interrupt shapes too
+    (:func:`planner.questions.review_request`), beside their own keys."""
+    try:
+        spec = get_graph(graph)
+    except KeyError:
+        return value
+    if spec.review_questions and isinstance(value, Mapping) and "prompt" in value:
+        return {**value, **review_request(value)}
+    return value
 
 
-def state(thread_id: str, snap: StateSnapshot) -> dict[str, Any]:
+def interrupt(item: Any, graph: str = "") -> dict[str, Any]:
+    """A LangGraph ``Interrupt`` as JSON (offered as ``graph`` offers its questions)."""
+    value = to_jsonable(getattr(item, "value", None))
+    return {"value": offered(graph, value) if graph else value, "id": getattr(item, "id", "")}
+
+
+def state(thread_id: str, snap: StateSnapshot, graph: str = "") -> dict[str, Any]:
     """A ``StateSnapshot`` as LangGraph's server shapes a thread state."""
     tasks = [
         {"id": t.id, "name": t.name, "error": str(t.error) if t.error else None,
-         "interrupts": [interrupt(i) for i in t.interrupts], "checkpoint": None,
+         "interrupts": [interrupt(i, graph) for i in t.interrupts], "checkpoint": None,
          "state": None, "result": to_jsonable(t.result) if t.result is not None else None}
         for t in snap.tasks
     ]
@@ -156,7 +172,7 @@ def state(thread_id: str, snap: StateSnapshot) -> dict[str, Any]:
         "created_at": snap.created_at,
         "parent_checkpoint": checkpoint_ref(thread_id, snap.parent_config),
         "tasks": tasks,
-        "interrupts": [interrupt(i) for i in snap.interrupts],
+        "interrupts": [interrupt(i, graph) for i in snap.interrupts],
     }
 
 
@@ -173,9 +189,36 @@ def run_state(run: Run | None, thread_id: str, checkpoint_id: str | None = None
         return empty_state(thread_id)
     with graph_for(run.graph) as graph:
         snap = graph.get_state(config_of(run, checkpoint_id))
+        if snap.config and _copied_from(snap) is not None:
+            threads = set(Run.objects.filter(conversation_id=run.conversation_id)
+                          .values_list("thread_id", flat=True))
+            for _ in range(100):  # a fork of a fork that wrote nothing: the first original
+                source = _copied_from(snap, threads)
+                if source is None:
+                    break
+                snap = graph.get_state({"configurable": {**source, "checkpoint_ns": ""}})
     if not snap.config:
         return empty_state(thread_id)
-    return state(thread_id, snap)
+    return state(thread_id, snap, run.graph)
+
+
+def _copied_from(snap: StateSnapshot, threads: set[str] | None = None
+                 ) -> dict[str, str] | None:
+    """Where a checkpoint was copied from, when it is a run's copy of the checkpoint it
+    went on from (on ``threads``, if given); None for any other checkpoint.
+
+    A thread's next run goes on from a copy of the last checkpoint in its own checkpoint
+    thread, with the same id but no parent; LangGraph's clients see the original instead,
+    so the thread's history is one chain (each checkpoint's parent the one before it).
+    """
+    meta = snap.metadata or {}
+    source = meta.get("forked_from")
+    if meta.get("source") != "fork" or not isinstance(source, dict):
+        return None
+    if threads is not None and source.get("thread_id") not in threads:
+        return None  # copied from a run of another thread (a page's fork): its own root
+    return {"thread_id": str(source.get("thread_id")),
+            "checkpoint_id": str(source.get("checkpoint_id"))}
 
 
 def thread(thread: Thread, *, latest: Run | None = None, values: bool = True
@@ -202,15 +245,23 @@ def thread(thread: Thread, *, latest: Run | None = None, values: bool = True
 
 def history(thread_obj: Thread, *, limit: int, before: str | None = None,
             checkpoint_id: str | None = None) -> list[dict[str, Any]]:
-    """The thread's states, newest first, across its runs (a fork's copy counted once)."""
+    """The thread's states, newest first, across its runs: one chain, each checkpoint's
+    parent the one before it (a run's copy of the checkpoint it went on from is left out:
+    the original, in the earlier run's checkpoint thread, is the one listed)."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     skipping = bool(before or checkpoint_id)
-    for held in thread_obj.runs.order_by("-created_at"):
+    runs = list(thread_obj.runs.order_by("-created_at"))
+    threads = {held.thread_id for held in runs}
+    done: set[str] = set()
+    for held in runs:
+        if held.thread_id in done:
+            continue
+        done.add(held.thread_id)
         with graph_for(held.graph) as graph:
             for snap in graph.get_state_history(config_of(held)):
                 cid = (snap.config.get("configurable") or {}).get("checkpoint_id", "")
-                if cid in seen:
+                if cid in seen or _copied_from(snap, threads) is not None:
                     continue
                 seen.add(cid)
                 if skipping:
@@ -221,7 +272,7 @@ def history(thread_obj: Thread, *, limit: int, before: str | None = None,
                         continue
                     else:
                         continue
-                out.append(state(str(thread_obj.id), snap))
+                out.append(state(str(thread_obj.id), snap, held.graph))
                 if len(out) >= limit:
                     return out
     return out

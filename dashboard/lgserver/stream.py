@@ -46,9 +46,10 @@ def _name(mode: str, namespace: str, subgraphs: bool) -> str:
     return f"{mode}|{namespace}" if subgraphs and namespace else mode
 
 
-def _interrupts(event: dict[str, Any]) -> list[dict[str, Any]]:
+def _interrupts(event: dict[str, Any], graph: str) -> list[dict[str, Any]]:
     payload = event["payload"]
-    return [{"value": payload.get("value"), "id": payload.get("interrupt_id", "")}]
+    return [{"value": shapes.offered(graph, payload.get("value")),
+             "id": payload.get("interrupt_id", "")}]
 
 
 class PartMaker:
@@ -108,7 +109,7 @@ class PartMaker:
                             self._debug("task_result", event, result)))
             out.extend(self._messages(event, update))
         elif kind == Kind.INTERRUPT_RAISED:
-            interrupts = _interrupts(event)
+            interrupts = _interrupts(event, self.run.graph)
             for mode in ("values", "updates"):
                 if mode in modes:
                     out.append((_name(mode, ns, self.subgraphs), {"__interrupt__": interrupts}))
@@ -148,7 +149,9 @@ class PartMaker:
                 "langgraph_checkpoint_ns": event["namespace"],
                 "thread_id": self.thread_id, "run_id": str(self.run.id)}
         out: list[tuple[str, Any]] = []
-        for message in messages:
+        for index, message in enumerate(messages):
+            if not message.get("id"):  # recorded before messages were given ids: a stable one
+                message = {**message, "id": f"run-{self.run.id}-{event['seq']}-{index}"}
             if "messages-tuple" in self.modes:
                 out.append(("messages", [message, meta]))
             if "messages" in self.modes:

@@ -4,7 +4,9 @@ A thread's next run is decided here, and only here:
 
 - no run yet: a new run with the input (``services.run_create``);
 - ``command={"resume": …}``: the thread's interrupted run is answered (one answer, or a
-  map by interrupt id) and goes on; the LangGraph run is that same run;
+  map by interrupt id) and goes on; the LangGraph run is that same run, with the request's
+  breakpoints; a graph that declares ``review_questions`` takes the standard decisions
+  (``planner.questions.review_of``): an answer, or a declined question, which stops the run;
 - ``input=None`` on a run paused at a breakpoint: it continues (``services.run_continue``);
 - otherwise (new input on an ended run, or ``checkpoint_id``): a fork of the run holding
   the checkpoint, from there, with the input (``services.run_fork``);
@@ -19,10 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph.constants import END
+
 from dashboard import services
 from dashboard.lgserver.shapes import busy, has_queue
 from dashboard.models import Interrupt, Run, RunEvent, Thread
 from dashboard.services import RunInputError, RunStateError, ServiceError, User
+from planner.questions import review_of
+from planner.registry import get_graph
 
 STRATEGIES = ("reject", "interrupt", "rollback", "enqueue")
 
@@ -101,6 +107,7 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> R
                           "Planwatch takes Command(resume=…) only (edit state with "
                           "POST /threads/<id>/state)", errors={"command": "only resume"})
     if "resume" in command:
+        _scope_breakpoints(current, req, user)
         return _resume(thread, current, command["resume"], user)
     if current is None:
         if req.checkpoint_id:
@@ -119,6 +126,7 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> R
     if thread_busy:
         base, checkpoint = _make_room(thread, current, req, user, base, checkpoint)
     elif current.status == Run.Status.PAUSED and req.input is None and not checkpoint:
+        _scope_breakpoints(current, req, user)
         return services.run_continue(run=current, user=user)
     elif current.status in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
         services.run_cancel(run=current, user=user)  # the thread moves on without answering
@@ -164,15 +172,65 @@ def _resume(thread: Thread, current: Run | None, value: Any, user: User) -> Run:
         state = current.status if current else "empty"
         raise RunStateError(f"thread {thread.id} is {state}, not waiting for an answer; "
                             "resume only an interrupted thread")
-    pending = list(current.interrupts.filter(status=Interrupt.Status.PENDING))
-    ids = {i.interrupt_id for i in pending}
-    if isinstance(value, dict) and value and set(value) <= ids:
-        services.run_resume(run=current, answers=value, user=user)
-    elif len(pending) == 1:
-        services.interrupt_answer(interrupt=pending[0], answer=value, user=user)
-    else:
+    pending = {i.interrupt_id: i for i in current.interrupts.filter(
+        status=Interrupt.Status.PENDING)}
+    by_id = isinstance(value, dict) and bool(value) and set(value) <= set(pending)
+    if not by_id and len(pending) != 1:
         raise RunInputError(
-            f"run {current.id} waits on {len(pending)} questions ({', '.join(sorted(ids))}); "
-            "resume with a map {interrupt_id: answer}", errors={"command": "ambiguous resume"})
+            f"run {current.id} waits on {len(pending)} questions "
+            f"({', '.join(sorted(pending))}); resume with a map {{interrupt_id: answer}}",
+            errors={"command": "ambiguous resume"})
+    answers = dict(value) if by_id else {next(iter(pending)): value}
+    if get_graph(current.graph).review_questions:
+        for interrupt_id, raw in answers.items():
+            review = review_of(raw)
+            if review is not None and review.declined:
+                return services.run_cancel(run=current, user=user, reason=_declined(
+                    pending[interrupt_id], review.note))
+            if review is not None:
+                answers[interrupt_id] = review.answer
+    if by_id:
+        services.run_resume(run=current, answers=answers, user=user)
+    else:
+        (interrupt_id, answer), = answers.items()
+        services.interrupt_answer(interrupt=pending[interrupt_id], answer=answer, user=user)
     current.refresh_from_db()
     return current
+
+
+def _declined(question: Interrupt, note: str) -> str:
+    """Why a run stopped when its question was declined (an inbox's ignore, a chat
+    client's reject): the planners have no answer meaning "skip", so the run ends here."""
+    field = question.payload.get("field") if isinstance(question.payload, dict) else None
+    said = f": {note}" if note else ""
+    return (f"question {field or question.interrupt_id!r} was declined from a LangGraph "
+            f"client (ignore / reject){said}; the run stopped unanswered")
+
+
+def _scope_breakpoints(current: Run | None, req: RunRequest, user: User) -> None:
+    """Give the run that goes on the request's breakpoints: on LangGraph's server a resume
+    or a continue is a run of its own, and breakpoints belong to the run that asked for them
+    (so one asked before does not stop it again, unless asked again)."""
+    if current is None or current.status not in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
+        return
+    if (list(current.interrupt_before or ()), list(current.interrupt_after or ())) == (
+            req.interrupt_before, req.interrupt_after):
+        return
+    services.run_breakpoints_set(run=current, interrupt_before=req.interrupt_before,
+                                 interrupt_after=req.interrupt_after, user=user)
+
+
+def update_state(thread: Thread, latest: Run, *, values: Any, as_node: str, user: User,
+                 checkpoint_id: str) -> str:
+    """Write ``values`` into the thread's state as ``as_node`` (LangGraph's update_state);
+    the new checkpoint's id. As ``__end__`` on a run waiting for an answer or at a
+    breakpoint (Agent Inbox's "mark as resolved"), the graph ends there and the run stops:
+    its question is withdrawn and the run is cancelled, saying why."""
+    new_id = services.run_update_state(run=latest, values=values, as_node=as_node, user=user,
+                                       checkpoint_id=checkpoint_id)
+    latest.refresh_from_db()
+    if as_node == END and latest.status in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
+        services.run_cancel(run=latest, user=user, reason=(
+            f"thread {thread.id} was ended with update_state(as_node='__end__') by a "
+            "LangGraph client; the question was withdrawn unanswered"))
+    return new_id

@@ -33,11 +33,12 @@ from dashboard.api.exceptions import exception_handler as api_exception_handler
 from dashboard.checkpoints import compiled
 from dashboard.lgserver import shapes, stream
 from dashboard.lgserver.auth import ApiKeyAuthentication
-from dashboard.lgserver.threads import RunRequest, holder_of, start
+from dashboard.lgserver.threads import RunRequest, holder_of, start, update_state
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import Run, Thread
 from dashboard.services import RunInputError, RunStateError, ServiceError
 from planner.registry import GraphSpec
+from planner.spec import InputError
 
 VERSION = "0.1"
 
@@ -332,9 +333,8 @@ class ThreadStateView(LangGraphView):
         as_node = data.get("as_node") or ""
         if not isinstance(as_node, str):
             raise exceptions.ValidationError({"as_node": "a node name"})
-        new_id = services.run_update_state(run=latest, values=data.get("values"),
-                                           as_node=as_node, user=request.user,
-                                           checkpoint_id=str(checkpoint or ""))
+        new_id = update_state(thread, latest, values=data.get("values"), as_node=as_node,
+                              user=request.user, checkpoint_id=str(checkpoint or ""))
         return Response({"checkpoint": {"thread_id": str(thread.id), "checkpoint_ns": "",
                                         "checkpoint_id": new_id, "checkpoint_map": None}})
 
@@ -371,8 +371,9 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     command = data.get("command")
     if command is not None and not isinstance(command, dict):
         raise exceptions.ValidationError({"command": "an object such as {\"resume\": …}"})
-    if command and data.get("input") is not None:
-        raise exceptions.ValidationError({"command": "send input or command, not both"})
+    # with both, the command wins, as on LangGraph's server (Agent Chat UI answers an
+    # interrupt with input {} beside command.resume)
+    run_input = None if command else data.get("input")
     checkpoint = data.get("checkpoint")
     checkpoint_id = data.get("checkpoint_id") or (
         checkpoint.get("checkpoint_id") if isinstance(checkpoint, dict) else None) or ""
@@ -391,10 +392,15 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
         raise exceptions.ValidationError({"config.configurable": (
             f"{', '.join(reserved)} are Planwatch's to set; pass the thread in the URL and "
             "a past checkpoint as checkpoint_id")})
+    if isinstance(run_input, dict):
+        try:
+            run_input = dict(spec.chat_input(run_input))
+        except InputError as exc:
+            raise exceptions.ValidationError(exc.errors) from None
     req = RunRequest(
         assistant_id=spec.name, configurable=configurable, context=context,
         **lgapi.run_assistant_fields(resolved),
-        input=data.get("input"), command=command,
+        input=run_input, command=command,
         checkpoint_id=str(checkpoint_id), metadata=_dict(data, "metadata"),
         interrupt_before=_str_list(data, "interrupt_before"),
         interrupt_after=_str_list(data, "interrupt_after"),

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import StateGraph
+from langgraph.graph import END, StateGraph
 from pydantic import TypeAdapter, ValidationError
 
 from dashboard.runs.savers import aopen_saver
@@ -64,6 +64,15 @@ def check_edit(builder: StateGraph[Any], values: Any, *, as_node: str = "") -> N
         raise EditError(errors)
 
 
+def check_as_node(builder: StateGraph[Any], as_node: str) -> None:
+    """Raise :class:`EditError` unless ``as_node`` is one of the graph's nodes, ``__end__``
+    (the graph ends there: LangGraph's way to close a thread) or empty."""
+    nodes = set(builder.nodes)
+    if as_node and as_node not in nodes | {END}:
+        raise EditError({"as_node": f"the graph has no node {as_node!r}; its nodes: "
+                                    f"{', '.join(sorted(nodes | {END}))}"})
+
+
 def check_breakpoints(builder: StateGraph[Any], *, before: Any, after: Any) -> None:
     """Raise :class:`EditError` unless both are lists of the graph's node names (or ``*``)."""
     nodes = set(builder.nodes)
@@ -105,10 +114,13 @@ async def acopy_checkpoint(saver: Any, *, source_thread: str, checkpoint_id: str
     return saved
 
 
-async def aapply_edit(graph: Any, config: RunnableConfig, values: Mapping[str, Any], *,
+async def aapply_edit(graph: Any, config: RunnableConfig, values: Mapping[str, Any] | None, *,
                       as_node: str, spec: GraphSpec) -> RunnableConfig:
     """Write an operator's (checked) edit with LangGraph's ``update_state``, together with
     what the graph's ``on_state_edit`` adds to keep its own record true."""
+    if values is None:  # as_node ran and wrote nothing (Agent Inbox ends a thread so)
+        ended: RunnableConfig = await graph.aupdate_state(config, None, as_node=as_node or None)
+        return ended
     before = await graph.aget_state(config)
     extra = spec.on_state_edit(before.values or {}, values)
     saved: RunnableConfig = await graph.aupdate_state(config, {**values, **extra},
@@ -116,8 +128,8 @@ async def aapply_edit(graph: Any, config: RunnableConfig, values: Mapping[str, A
     return saved
 
 
-async def aupdate_state(graph: Any, config: RunnableConfig, values: Mapping[str, Any], *,
-                        as_node: str, spec: GraphSpec) -> tuple[RunnableConfig, Any]:
+async def aupdate_state(graph: Any, config: RunnableConfig, values: Mapping[str, Any] | None,
+                        *, as_node: str, spec: GraphSpec) -> tuple[RunnableConfig, Any]:
     """:func:`aapply_edit` on ``graph`` (compiled, without a checkpointer) with a saver of
     its own, opened and closed here: async, as graphs with async routes need.
 

@@ -1,12 +1,15 @@
-"""Turn LangGraph stream parts into RunEvent field dicts (pure: no I/O)."""
+"""Turn LangGraph stream parts into RunEvent field dicts (no I/O; the one change made to
+a part is the ids given to its messages, see :func:`name_messages`)."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import BaseMessage
 from langgraph.types import StreamMode
 
 from dashboard.models import RunEvent
@@ -22,6 +25,22 @@ Kind = RunEvent.Kind
 def namespace_path(ns: Iterable[str]) -> str:
     """``("worker:abc", "inner:def")`` → ``"worker:abc|inner:def"`` ("" at the root)."""
     return "|".join(ns)
+
+
+def name_messages(update: Any) -> None:
+    """Give each message a node returns without an id the id the state will keep.
+
+    LangGraph's ``add_messages`` gives such a message an id only when it applies the
+    step's writes, after the task's result was streamed; the result holds the very objects
+    it will apply, so an id set here is the one the state keeps (one set there first is
+    the one read here), and every message a client is streamed has its state's id.
+    """
+    found = update.get("messages") if isinstance(update, Mapping) else None
+    for message in found if isinstance(found, list) else [found]:
+        if isinstance(message, BaseMessage) and message.id is None:
+            message.id = str(uuid.uuid4())
+        elif isinstance(message, dict) and "content" in message and not message.get("id"):
+            message["id"] = str(uuid.uuid4())
 
 
 @dataclass
@@ -98,10 +117,12 @@ class StreamTranslator:
             ]
         if data.get("interrupts"):
             return self._interrupts(path, name, task_id, data["interrupts"])
+        result = data.get("result")
+        name_messages(result)
         return [
             self._event(
                 Kind.NODE_FINISHED, path, node=name, task_id=task_id, duration_ms=duration,
-                payload={"update": to_jsonable(data.get("result"))},
+                payload={"update": to_jsonable(result)},
             )
         ]
 

@@ -31,6 +31,8 @@ SPEC = GraphSpec(
     decisions_channel="decisions",
     tool_nodes=("search",),
     questions=QUESTIONS,
+    chat_goal_field="goal",
+    review_questions=True,
     on_state_edit=sources_after_edit,
 )
 """What this graph declares to its host (the registry loads it by module name)."""

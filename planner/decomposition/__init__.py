@@ -47,6 +47,8 @@ SPEC = (
         present_result=present_result,
         task_view=TaskView(channel="tasks", merge=merge_tasks, statuses=STATUSES),
         tool_nodes=("work",),  # a worker searches, computes or writes one task
+        chat_goal_field="goal",
+        review_questions=True,
     )
 )
 

@@ -243,9 +243,11 @@ def finish(sdk, tid: str, values: dict) -> tuple[dict, int]:
         if run.status == Run.Status.PAUSED:
             assert sdk.threads.get_state(tid)["next"] == ["decide"]
             pauses += 1
-            values = sdk.runs.wait(tid, "acquisition", input=None)  # continue
+            # continue; breakpoints belong to the run that asks for them: ask again
+            values = sdk.runs.wait(tid, "acquisition", input=None, interrupt_before=["decide"])
         else:
-            values = sdk.runs.wait(tid, "acquisition", command={"resume": "47.88"})
+            values = sdk.runs.wait(tid, "acquisition", command={"resume": "47.88"},
+                                   interrupt_before=["decide"])
 
 
 def test_breakpoints_edit_and_a_run_from_a_past_checkpoint(sdk):
