@@ -32,7 +32,7 @@ from dashboard.api.exceptions import exception_handler as api_exception_handler
 from dashboard.checkpoints import compiled
 from dashboard.lgserver import shapes, stream
 from dashboard.lgserver.auth import ApiKeyAuthentication
-from dashboard.lgserver.threads import RunRequest, holder_of, start
+from dashboard.lgserver.threads import RunRequest, holder_of, locked, start
 from dashboard.models import Run, Thread
 from dashboard.services import RunInputError, RunStateError, ServiceError
 from planner.registry import GraphSpec, all_graphs, get_graph
@@ -454,8 +454,9 @@ def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[
     data = body(request)
     req = run_request(request, data)
     thread = _thread_for_run(request, thread_id, data)
-    before = shapes.latest_run(thread)
-    run = start(thread, req, request.user, before)
+    with locked(thread):  # concurrent requests on one thread decide one after another
+        before = shapes.latest_run(thread)
+        run = start(thread, req, request.user, before)
     # a resumed or continued run streams what comes after what it had written
     after = run.last_seq if before is not None and before.id == run.id else 0
     return run, after, data
