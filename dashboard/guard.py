@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.html import escape
 
@@ -121,6 +122,15 @@ def _json_problem(body: bytes) -> str:
     return ""
 
 
+def too_large() -> JsonResponse:
+    """The API's 413, naming the limit and the setting."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return JsonResponse({
+        "detail": f"the request body is larger than {limit:,} bytes "
+                  "(DATA_UPLOAD_MAX_MEMORY_SIZE); send less data",
+        "code": "too_large", "errors": {}}, status=413)
+
+
 class CraftedInputMiddleware:
     """Answer a request carrying crafted characters or nesting with a 400 that says why."""
 
@@ -129,7 +139,12 @@ class CraftedInputMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         """Refuse or pass on."""
-        problem = request_problem(request)
+        try:
+            problem = request_problem(request)
+        except RequestDataTooBig:  # a body sent with no length (chunked) that is too large
+            if request.path.startswith(_JSON_PATHS):
+                return too_large()
+            raise
         if not problem:
             return self.get_response(request)
         if request.path.startswith(_JSON_PATHS):
