@@ -7,7 +7,14 @@ from typing import Any
 from daphne.cli import CommandLineInterface
 from django.core.management.base import BaseCommand
 
+from dashboard.accesslog import RedactingServer
 from dashboard.runs import dispatch
+
+
+class RedactingCommandLine(CommandLineInterface):  # type: ignore[misc]  # daphne is untyped
+    """daphne's command line, with a server whose access log carries no secrets."""
+
+    server_class = RedactingServer
 
 
 class Command(BaseCommand):
@@ -25,4 +32,4 @@ class Command(BaseCommand):
         if dispatch.in_process():
             dispatch.start_reaper()
         self.stdout.write(f"Planwatch on http://{host}:{port}/ (Ctrl-C stops it)")
-        CommandLineInterface().run(["-b", host, "-p", str(port), "config.asgi:application"])
+        RedactingCommandLine().run(["-b", host, "-p", str(port), "config.asgi:application"])
