@@ -5,7 +5,8 @@ a JSON body, or JSON nested deeper than :data:`MAX_JSON_DEPTH`, is answered with
 names the problem (JSON under ``/api/`` and ``/langgraph/``), never a 500 from a database
 that cannot store it or a parser that runs out of stack.
 
-Websockets: the ``Origin`` must match the page's own scheme, host *and port* (or a trusted
+Websockets: the ``Host`` (and the ``Origin``'s host) must be one of ``ALLOWED_HOSTS``, as
+for HTTP requests; the ``Origin`` must match the page's own scheme, host *and port* (or a trusted
 origin); a path no route knows is accepted and closed at once with code 4404, so clients
 get a reason instead of a server error.
 """
@@ -19,7 +20,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.request import split_domain_port, validate_host
 from django.utils.html import escape
 
 MAX_JSON_DEPTH = 100
@@ -121,6 +124,15 @@ def _json_problem(body: bytes) -> str:
     return ""
 
 
+def too_large() -> JsonResponse:
+    """The API's 413, naming the limit and the setting."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return JsonResponse({
+        "detail": f"the request body is larger than {limit:,} bytes "
+                  "(DATA_UPLOAD_MAX_MEMORY_SIZE); send less data",
+        "code": "too_large", "errors": {}}, status=413)
+
+
 class CraftedInputMiddleware:
     """Answer a request carrying crafted characters or nesting with a 400 that says why."""
 
@@ -129,7 +141,12 @@ class CraftedInputMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         """Refuse or pass on."""
-        problem = request_problem(request)
+        try:
+            problem = request_problem(request)
+        except RequestDataTooBig:  # a body sent with no length (chunked) that is too large
+            if request.path.startswith(_JSON_PATHS):
+                return too_large()
+            raise
         if not problem:
             return self.get_response(request)
         if request.path.startswith(_JSON_PATHS):
@@ -157,6 +174,22 @@ def _origin_of(url: str) -> tuple[str, str, int] | None:
     return scheme, parts.hostname.lower(), port
 
 
+def host_allowed(scope: dict[str, Any]) -> bool:
+    """Whether the socket's ``Host`` is one of ``ALLOWED_HOSTS`` (as Django checks a
+    request's), and so is its ``Origin``'s host."""
+    headers = dict(scope.get("headers") or ())
+    host = headers.get(b"host", b"").decode("latin-1")
+    allowed = list(settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    domain, _port = split_domain_port(host)
+    if not domain or not validate_host(domain, allowed):
+        return False
+    origin = _origin_of(headers.get(b"origin", b"").decode("latin-1"))
+    trusted = [_origin_of(o) for o in getattr(settings, "CSRF_TRUSTED_ORIGINS", [])]
+    return origin is not None and (origin in trusted or validate_host(origin[1], allowed))
+
+
 def origin_allowed(scope: dict[str, Any]) -> bool:
     """Whether the socket's ``Origin`` is the page's own (scheme, host, port) or trusted."""
     headers = dict(scope.get("headers") or ())
@@ -174,14 +207,16 @@ def origin_allowed(scope: dict[str, Any]) -> bool:
 
 
 class WebsocketGate:
-    """ASGI middleware for websockets: origin checked with its port; unknown paths closed."""
+    """ASGI middleware for websockets: host and origin checked (with its port); unknown
+    paths closed."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """Close sockets from another origin (4403) or to no route (4404); pass the rest."""
-        if not origin_allowed(scope):
+        """Close sockets to a host not served or from another origin (4403) or to no
+        route (4404); pass the rest."""
+        if not (host_allowed(scope) and origin_allowed(scope)):
             await self._close(receive, send, CLOSE_BAD_ORIGIN)
             return
         try:

@@ -6,7 +6,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 
 class Thread(models.Model):
@@ -32,10 +32,47 @@ class Thread(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["-updated_at"], name="thread_updated")]
+        indexes = [models.Index(fields=["-updated_at"], name="thread_updated"),
+                   models.Index(fields=["created_by", "-created_at"],
+                                name="thread_owner_created")]
+        permissions = [("view_all_threads",
+                        "Can see and act on every thread through the LangGraph API")]
 
     def __str__(self) -> str:
         return f"thread {str(self.id)[:8]}"
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    """The questions about a run's state, asked in SQL (one place for each rule)."""
+
+    ACTIVE = ("queued", "running")
+
+    def running(self) -> RunQuerySet:
+        """Runs an executor holds now (at most one per thread: a database constraint)."""
+        return self.filter(status=Run.Status.RUNNING)
+
+    def with_unsettled(self) -> RunQuerySet:
+        """With ``answer_waiting`` and ``continue_waiting``: an answer or a continue was
+        recorded but no executor took the run up yet, read in the same statement as the
+        status (read apart, a claim committed in between makes a resuming run look stopped)."""
+        return self.annotate(
+            answer_waiting=Exists(Interrupt.objects.unconsumed().filter(run=OuterRef("pk"))),
+            continue_waiting=Exists(RunEvent.objects.filter(
+                run=OuterRef("pk"), seq=OuterRef("last_seq"),
+                kind=RunEvent.Kind.RUN_CONTINUED)),
+        )
+
+    def busy(self) -> RunQuerySet:
+        """Runs that execute, wait to, or are about to resume (an answer or a continue
+        recorded and not yet taken up)."""
+        return self.with_unsettled().filter(
+            Q(status__in=self.ACTIVE)
+            | Q(status=Run.Status.INTERRUPTED, answer_waiting=True)
+            | Q(status=Run.Status.PAUSED, continue_waiting=True))
+
+    def waiting_turn(self) -> RunQuerySet:
+        """Runs enqueued behind another run of their thread, not started yet."""
+        return self.filter(status=Run.Status.QUEUED, waits_for__isnull=False)
 
 
 class Run(models.Model):
@@ -115,14 +152,20 @@ class Run(models.Model):
     assistant_version = models.PositiveIntegerField(
         null=True, blank=True, help_text="The assistant's version that started it.")
 
+    objects = RunQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["status", "-created_at"], name="run_status_created"),
             models.Index(fields=["graph", "-created_at"], name="run_graph_created"),
             models.Index(fields=["-created_at"], name="run_created"),
+            models.Index(fields=["conversation", "-created_at"], name="run_thread_created"),
         ]
         constraints = [
+            # one executing run per thread, whatever the race (multitask strategies included)
+            models.UniqueConstraint(fields=["conversation"], condition=Q(status="running"),
+                                    name="run_one_running_per_thread"),
             models.CheckConstraint(
                 condition=Q(
                     status__in=["queued", "running", "interrupted", "paused", "succeeded",
@@ -140,6 +183,12 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"{self.graph} {str(self.id)[:8]} ({self.status})"
+
+    def last_root_checkpoint(self) -> str:
+        """The run's newest root checkpoint ("" before it wrote one)."""
+        found = (self.events.filter(kind=RunEvent.Kind.CHECKPOINT, namespace="")
+                 .order_by("-seq").values_list("checkpoint_id", flat=True).first())
+        return found or ""
 
     @property
     def is_finished(self) -> bool:
@@ -201,6 +250,15 @@ class RunEvent(models.Model):
         return f"#{self.seq} {self.kind} {self.node}".strip()
 
 
+class InterruptQuerySet(models.QuerySet["Interrupt"]):
+    """Questions about interrupts, asked in SQL."""
+
+    def unconsumed(self) -> InterruptQuerySet:
+        """Answered, but the answer not yet taken up by an executor (it marks the
+        checkpoint it resumed from when it takes it; "-" when there was none)."""
+        return self.filter(status=Interrupt.Status.ANSWERED, checkpoint_id="")
+
+
 class Interrupt(models.Model):
     """A question a run asked through LangGraph's ``interrupt()``, and its answer."""
 
@@ -226,6 +284,8 @@ class Interrupt(models.Model):
         max_length=100, blank=True, help_text="The checkpoint the answer resumed from."
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = InterruptQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at"]

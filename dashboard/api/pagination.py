@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rest_framework.exceptions import ValidationError
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 
@@ -13,6 +14,16 @@ class StrictCursorPagination(CursorPagination):
     """Cursor pages whose ``page_size`` is checked (DRF silently ignores a bad one)."""
 
     page_size_query_param = "page_size"
+
+    def paginate_queryset(self, queryset: Any, request: Request,
+                          view: Any = None) -> list[Any] | None:
+        """A page; 404 for a cursor whose position is not a value of the ordering's field
+        (a crafted one, such as ``p=2026-99-99``), as DRF answers a garbled cursor."""
+        try:
+            return super().paginate_queryset(queryset, request, view)
+        except (DjangoValidationError, ValueError, TypeError, OverflowError):
+            raise NotFound(f"{self.invalid_cursor_message} (its position is not a value "
+                           "of the list's order); start again from the first page") from None
 
     def get_page_size(self, request: Request) -> int:
         """The requested page size, or a 400 naming ``page_size`` and the allowed range."""

@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import QuerySet
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
 from dashboard.checkpoints import config_of, graph_for
-from dashboard.models import Interrupt, Run, RunEvent, Thread
+from dashboard.models import Interrupt, Run, RunEvent, RunQuerySet, Thread
 from dashboard.runs.jsonsafe import to_jsonable
 from planner.questions import review_request
 from planner.registry import GraphSpec, get_graph
@@ -54,14 +54,9 @@ def assistant(spec: GraphSpec) -> dict[str, Any]:
 
 def with_unsettled(runs: QuerySet[Run]) -> QuerySet[Run]:
     """``runs`` with whether an answer or a continue waits for an executor, read in the
-    same statement as their status: read apart, a claim committed in between makes a
-    resuming run look stopped (its status read before, its answer read as taken after)."""
-    return runs.annotate(
-        answer_waiting=Exists(Interrupt.objects.filter(
-            run=OuterRef("pk"), status=Interrupt.Status.ANSWERED, checkpoint_id="")),
-        continue_waiting=Exists(RunEvent.objects.filter(
-            run=OuterRef("pk"), seq=OuterRef("last_seq"), kind=RunEvent.Kind.RUN_CONTINUED)),
-    )
+    same statement as their status (:meth:`~dashboard.models.RunQuerySet.with_unsettled`)."""
+    assert isinstance(runs, RunQuerySet), runs
+    return runs.with_unsettled()
 
 
 def unsettled(run: Run) -> bool:
@@ -70,7 +65,7 @@ def unsettled(run: Run) -> bool:
     if run.status == Run.Status.INTERRUPTED:
         if (read := getattr(run, "answer_waiting", None)) is not None:
             return bool(read)
-        return run.interrupts.filter(status=Interrupt.Status.ANSWERED, checkpoint_id="").exists()
+        return Interrupt.objects.unconsumed().filter(run=run).exists()
     if run.status == Run.Status.PAUSED:
         if (read := getattr(run, "continue_waiting", None)) is not None:
             return bool(read)
@@ -104,13 +99,14 @@ def thread_status(run: Run | None, *, queued: bool = False) -> str:
 
 def latest_run(thread: Thread) -> Run | None:
     """The thread's newest run that is not waiting its turn (its state is the thread's)."""
-    return (with_unsettled(thread.runs.exclude(status=Run.Status.QUEUED, waits_for__isnull=False))
+    return (thread.runs.with_unsettled()
+            .exclude(status=Run.Status.QUEUED, waits_for__isnull=False)
             .order_by("-created_at").first())
 
 
 def has_queue(thread: Thread) -> bool:
     """Whether runs are enqueued on the thread, waiting for their turn."""
-    return thread.runs.filter(status=Run.Status.QUEUED, waits_for__isnull=False).exists()
+    return thread.runs.waiting_turn().exists()
 
 
 def run(run: Run) -> dict[str, Any]:

@@ -18,9 +18,13 @@ A thread's next run is decided here, and only here:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import transaction
+from django.utils import timezone
 from langgraph.constants import END
 
 from dashboard import services
@@ -71,11 +75,19 @@ class RunRequest:
                 "assistant": self.assistant, "assistant_version": self.assistant_version}
 
 
-def last_checkpoint(run: Run) -> str:
-    """The run's newest root checkpoint ("" before it wrote one)."""
-    found = (run.events.filter(kind=RunEvent.Kind.CHECKPOINT, namespace="").order_by("-seq")
-             .values_list("checkpoint_id", flat=True).first())
-    return found or ""
+@contextmanager
+def locked(thread: Thread) -> Iterator[None]:
+    """Hold the thread's row for the decision about its next run, until it is committed.
+
+    A conditional UPDATE takes the row's lock on PostgreSQL (SQLite's IMMEDIATE
+    transaction takes the database's), so concurrent run requests on one thread decide
+    one after another, each seeing what the one before it did. What may execute is the
+    constraint ``run_one_running_per_thread``'s to guarantee; this keeps the requests'
+    answers and queues consistent.
+    """
+    with transaction.atomic():
+        Thread.objects.filter(pk=thread.pk).update(updated_at=timezone.now())
+        yield
 
 
 def holder_of(thread: Thread, checkpoint_id: str) -> Run:
@@ -131,7 +143,7 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> R
     elif current.status in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
         services.run_cancel(run=current, user=user)  # the thread moves on without answering
     if base is not None and not checkpoint:
-        checkpoint = last_checkpoint(base)
+        checkpoint = base.last_root_checkpoint()
     if base is None or not checkpoint:  # nothing to go on from: a fresh run
         return services.run_create(graph=req.assistant_id, input=req.input or {}, user=user,
                                    thread=thread, **req.run_options())
@@ -144,7 +156,7 @@ def _last_queued(current: Run) -> Run:
     """The run a new enqueued run waits for: the last one already queued behind
     ``current``, or ``current`` itself (so several enqueued runs go one after another)."""
     run = current
-    while (nxt := Run.objects.filter(waits_for=run, status=Run.Status.QUEUED)
+    while (nxt := Run.objects.waiting_turn().filter(waits_for=run)
            .order_by("-created_at").first()) is not None:
         run = nxt
     return run

@@ -31,9 +31,9 @@ from rest_framework.views import APIView
 from dashboard import lgapi, services
 from dashboard.api.exceptions import exception_handler as api_exception_handler
 from dashboard.checkpoints import compiled
-from dashboard.lgserver import shapes, stream
+from dashboard.lgserver import refusals, search, shapes, stream
 from dashboard.lgserver.auth import ApiKeyAuthentication
-from dashboard.lgserver.threads import RunRequest, holder_of, start, update_state
+from dashboard.lgserver.threads import RunRequest, holder_of, locked, start, update_state
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import Run, Thread
 from dashboard.services import RunInputError, RunStateError, ServiceError
@@ -72,6 +72,19 @@ class LangGraphView(APIView):
     def get_exception_handler(self) -> Callable[..., Response | None]:
         return lg_exception_handler
 
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """Authenticate, then refuse a thread the user may not see with the 404 of an
+        unknown one (a user sees their own threads, or all with ``view_all_threads``)."""
+        super().initial(request, *args, **kwargs)
+        if "thread_id" in kwargs and not search.sees_all(request.user):
+            try:
+                wanted = uuid.UUID(str(kwargs["thread_id"]))
+            except ValueError:
+                return  # the view answers an id that is not a UUID
+            theirs = Thread.objects.filter(id=wanted).exclude(created_by_id=request.user.pk)
+            if theirs.exists():
+                raise exceptions.NotFound(f"no thread {wanted}; create it with POST /threads")
+
 
 def require(request: Request, perm: str, what: str) -> None:
     """403 naming the permission unless the user holds it."""
@@ -81,10 +94,19 @@ def require(request: Request, perm: str, what: str) -> None:
 
 
 def body(request: Request) -> dict[str, Any]:
-    """The JSON object sent (``{}`` for none); 422 for anything else."""
+    """The JSON object sent (``{}`` for none); 422 for anything else, or for a number
+    the checkpointer cannot store."""
     data = request.data if request.data not in (None, "") else {}
     if not isinstance(data, dict):
         raise exceptions.ValidationError({"body": "send a JSON object"})
+    if where := refusals.oversized_int(data):
+        raise exceptions.ValidationError({where: (
+            f"{where} holds an integer beyond 64 bits, which checkpoints cannot store; "
+            "send it as a string")})
+    if "webhook" in data and data["webhook"] is not None:
+        raise exceptions.ValidationError({"webhook": (
+            "webhooks are not served by Planwatch; follow the run with runs.join or "
+            "runs.join_stream instead")})
     return data
 
 
@@ -153,10 +175,16 @@ def _limit(data: Any, default: int = 10) -> int:
 
 
 def _offset(data: Any) -> int:
+    deepest = search.max_offset()
     try:
-        return max(0, int(data.get("offset") or 0))
-    except (TypeError, ValueError):
+        offset = max(0, int(data.get("offset") or 0))
+    except (TypeError, ValueError, OverflowError):
         raise exceptions.ValidationError({"offset": "a whole number"}) from None
+    if offset > deepest:
+        raise exceptions.ValidationError({"offset": (
+            f"{offset} is past the deepest page ({deepest}, PLANWATCH_MAX_SEARCH_OFFSET); "
+            "narrow the search with metadata or status instead")})
+    return offset
 
 
 # -- info, assistants -----------------------------------------------------------------
@@ -236,7 +264,8 @@ class ThreadsView(LangGraphView):
                 raise exceptions.ValidationError({"thread_id": "a UUID"}) from None
             existing = Thread.objects.filter(id=thread_id).first()
             if existing is not None:
-                if data.get("if_exists") == "do_nothing":
+                mine = search.visible_threads(request.user).filter(id=thread_id).exists()
+                if data.get("if_exists") == "do_nothing" and mine:
                     return Response(shapes.thread(existing))
                 return Response({"detail": f"thread {thread_id} exists; send "
                                  "if_exists='do_nothing' to get it"}, status=409)
@@ -249,40 +278,30 @@ class ThreadsView(LangGraphView):
 
 
 class ThreadSearchView(LangGraphView):
-    """``POST /threads/search``: by metadata, status, ids; newest first."""
+    """``POST /threads/search``: by metadata, status, ids; newest first; paged in SQL."""
 
     def post(self, request: Request) -> Response:
         data = body(request)
-        threads = Thread.objects.all()
-        for key, value in _dict(data, "metadata").items():
-            if key in ("graph_id", "assistant_id"):
-                threads = threads.filter(graph=value)
-            else:
-                threads = threads.filter(**{f"metadata__{key}": value})
+        threads = search.metadata_match(search.visible_threads(request.user),
+                                        _dict(data, "metadata"))
         if data.get("ids"):
             ids = data["ids"] if isinstance(data["ids"], list) else []
             try:
                 threads = threads.filter(id__in=[uuid.UUID(str(i)) for i in ids])
             except ValueError:
                 raise exceptions.ValidationError({"ids": "a list of thread UUIDs"}) from None
+        status = data.get("status")
+        if status:
+            if status not in search.THREAD_STATUSES:
+                raise exceptions.ValidationError({"status": (
+                    f"{status!r} is not one of {', '.join(search.THREAD_STATUSES)}")})
+            threads = search.with_status(threads).filter(
+                lg_status=status)  # type: ignore[misc]  # an annotation
         order = "updated_at" if data.get("sort_by") == "updated_at" else "created_at"
         prefix = "" if str(data.get("sort_order")).lower() == "asc" else "-"
-        threads = threads.order_by(f"{prefix}{order}")
-        status = data.get("status")
         offset, limit = _offset(data), _limit(data)
-        out = []
-        for thread in threads.iterator():
-            shaped = shapes.thread(thread, values=False)
-            if status and shaped["status"] != status:
-                continue
-            out.append(shaped)
-            if len(out) >= offset + limit:
-                break
-        picked = out[offset:]
-        for shaped in picked:  # the values of those returned only
-            thread = Thread.objects.get(id=shaped["thread_id"])
-            shaped.update(shapes.thread(thread))
-        return Response(picked)
+        page = threads.order_by(f"{prefix}{order}", f"{prefix}id")[offset: offset + limit]
+        return Response([shapes.thread(thread) for thread in page])
 
 
 class ThreadView(LangGraphView):
@@ -387,11 +406,11 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     # the assistant's config and context, with the request's values winning
     configurable = {**(resolved.config.get("configurable") or {}), **configurable}
     context = {**resolved.context, **(context or {})}  # {}: the context schema's defaults
-    reserved = sorted(set(configurable) & {"thread_id", "checkpoint_id", "checkpoint_ns"})
+    reserved = refusals.reserved_keys(configurable)
     if reserved:
         raise exceptions.ValidationError({"config.configurable": (
-            f"{', '.join(reserved)} are Planwatch's to set; pass the thread in the URL and "
-            "a past checkpoint as checkpoint_id")})
+            f"{', '.join(reserved)} are Planwatch's (LangGraph's) to set; pass the thread in "
+            "the URL and a past checkpoint as checkpoint_id")})
     if isinstance(run_input, dict):
         try:
             run_input = dict(spec.chat_input(run_input))
@@ -448,8 +467,9 @@ def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[
     data = body(request)
     req = run_request(request, data)
     thread = _thread_for_run(request, thread_id, data)
-    before = shapes.latest_run(thread)
-    run = start(thread, req, request.user, before)
+    with locked(thread):  # concurrent requests on one thread decide one after another
+        before = shapes.latest_run(thread)
+        run = start(thread, req, request.user, before)
     # a resumed or continued run streams what comes after what it had written
     after = run.last_seq if before is not None and before.id == run.id else 0
     return run, after, data
@@ -464,11 +484,15 @@ class RunsView(LangGraphView):
 
     def get(self, request: Request, thread_id: str) -> Response:
         thread = thread_of(thread_id)
-        runs = thread.runs.order_by("-created_at")
-        offset, limit = _offset(request.query_params), _limit(request.query_params)
-        shaped = [shapes.run(r) for r in runs[offset: offset + limit]]
+        runs = thread.runs.with_unsettled().order_by("-created_at", "-id")
         status = request.query_params.get("status")
-        return Response([r for r in shaped if not status or r["status"] == status])
+        if status:
+            if status not in search.RUN_STATUSES:
+                raise exceptions.ValidationError({"status": (
+                    f"{status!r} is not one of {', '.join(search.RUN_STATUSES)}")})
+            runs = search.runs_with_status(runs, status)  # type: ignore[assignment]
+        offset, limit = _offset(request.query_params), _limit(request.query_params)
+        return Response([shapes.run(r) for r in runs[offset: offset + limit]])
 
     def post(self, request: Request, thread_id: str) -> Response:
         run, _, _ = create_run(request, thread_id)

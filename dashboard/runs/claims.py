@@ -9,12 +9,14 @@ which fields a claim sets are :mod:`dashboard.runs.transitions`' to say.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -130,11 +132,36 @@ async def aclaim(run_id: uuid.UUID, *, owner: str, mode: str, sink: EventSink) -
     """Take the run for ``owner``, or return None if it is not ``owner``'s to run now."""
     if mode == "start":  # the common case: one UPDATE on the sink's connection
         now = timezone.now()
-        run = await sink.aclaim_queued(run_id, owner=owner, now=now,
-                                       stale=transitions.stale_before(now))
+        try:
+            run = await sink.aclaim_queued(run_id, owner=owner, now=now,
+                                           stale=transitions.stale_before(now))
+        except DRIVER_INTEGRITY_ERRORS:  # another run of its thread was claimed meanwhile
+            return None
         if run is not None:
             return Claim(run, Kind.RUN_STARTED, transitions.next_seq(run), [], [])
-    return await _aclaim_orm(run_id, owner, mode)
+    try:
+        return await _aclaim_orm(run_id, owner, mode)
+    except IntegrityError:  # another run of its thread was claimed meanwhile: it waits
+        return None
+
+
+def _driver_integrity_errors() -> tuple[type[Exception], ...]:
+    """The drivers' own integrity errors (the sink's connections are not Django's)."""
+    errors: list[type[Exception]] = [sqlite3.IntegrityError]
+    with contextlib.suppress(ImportError):
+        import psycopg
+
+        errors.append(psycopg.IntegrityError)
+    return tuple(errors)
+
+
+DRIVER_INTEGRITY_ERRORS = _driver_integrity_errors()
+
+
+def sibling_running(run: Run) -> bool:
+    """Whether another run of the run's thread executes (the run then waits its turn)."""
+    return run.conversation_id is not None and Run.objects.running().filter(
+        conversation_id=run.conversation_id).exclude(id=run.id).exists()
 
 
 @sync_to_async
@@ -150,6 +177,8 @@ def _aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
         if run is None:
             return None
         answers: list[Answer] = []
+        if run.status != Run.Status.RUNNING and sibling_running(run):
+            return None  # dispatched again when that run stops
         if run.status == Run.Status.QUEUED and mode == "start":
             if run.waits_for_id is not None and not _take_turn(run):
                 return None  # enqueued behind a run of its thread that has not stopped
@@ -182,12 +211,9 @@ def _take_turn(run: Run) -> bool:
     goes on from that run's last checkpoint, as read now."""
     ahead = run.waits_for
     if ahead is not None:
-        if ahead.status in (Run.Status.QUEUED, Run.Status.RUNNING) or (
-                ahead.status == Run.Status.INTERRUPTED and ahead.interrupts.filter(
-                    status=Interrupt.Status.ANSWERED, checkpoint_id="").exists()):
+        if Run.objects.busy().filter(id=ahead.id).exists():
             return False
-        last = (ahead.events.filter(kind=Kind.CHECKPOINT, namespace="").order_by("-seq")
-                .values_list("checkpoint_id", flat=True).first())
+        last = ahead.last_root_checkpoint()
         if last and not run.forked_from_checkpoint:
             run.forked_from_checkpoint = last
             Run.objects.filter(id=run.id).update(forked_from_checkpoint=last)
@@ -199,14 +225,8 @@ def _take_turn(run: Run) -> bool:
 
 def _take_answers(run: Run) -> list[Answer]:
     """Answered interrupts not yet fed to the graph; mark them consumed."""
-    rows = list(
-        run.interrupts.filter(status=Interrupt.Status.ANSWERED, checkpoint_id="")
-        .select_related("answered_by")
-    )
-    last_cp = (
-        run.events.filter(kind=Kind.CHECKPOINT, namespace="").order_by("-seq")
-        .values_list("checkpoint_id", flat=True).first()
-    ) or "-"
+    rows = list(Interrupt.objects.unconsumed().filter(run=run).select_related("answered_by"))
+    last_cp = run.last_root_checkpoint() or "-"
     Interrupt.objects.filter(pk__in=[r.pk for r in rows]).update(checkpoint_id=last_cp)
     return [
         Answer(r.interrupt_id, r.answer, r.answerer_name, r.node, r.namespace)

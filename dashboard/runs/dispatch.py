@@ -14,6 +14,7 @@ import logging
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
+from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.models import Run
@@ -62,11 +63,20 @@ def request_breakpoints(run_id: UUID) -> None:
 
 
 def dispatch_queued_after(run_id: UUID) -> None:
-    """Hand the runs enqueued behind ``run_id`` (LangGraph's multitask "enqueue") to an
-    executor; each claim checks again that the run ahead has stopped."""
-    for queued in Run.objects.filter(waits_for_id=run_id, status=Run.Status.QUEUED
-                                     ).values_list("id", flat=True):
+    """Hand the runs waiting on ``run_id``'s thread to an executor: those enqueued behind
+    it (LangGraph's multitask "enqueue") and those whose claim found it running (one run
+    of a thread executes at a time); each claim checks again."""
+    thread = Run.objects.filter(id=run_id).values_list("conversation_id", flat=True).first()
+    waiting = Q(waits_for_id=run_id, status=Run.Status.QUEUED)
+    if thread is not None:
+        waiting |= Q(conversation_id=thread, status=Run.Status.QUEUED)
+    for queued in Run.objects.filter(waiting).order_by("created_at").values_list(
+            "id", flat=True):
         dispatch(queued, "start")
+    if thread is not None:  # an answer recorded while another run of the thread executed
+        for answered in Run.objects.filter(conversation_id=thread).busy().filter(
+                status=Run.Status.INTERRUPTED).values_list("id", flat=True):
+            dispatch(answered, "resume")
 
 
 execute.RUN_STOPPED.append(dispatch_queued_after)

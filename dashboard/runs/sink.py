@@ -82,6 +82,11 @@ class EventSink:
             f"UPDATE {run} SET {self.set_clause(claim)} WHERE id = {mark} "
             f"AND status = {mark} AND {transitions.FREE_SQL.format(mark=mark)} "
             f"AND parent_id IS NULL "  # a fork copies its parent's state first: the ORM path
+            # another run of its thread executes: it waits (and is dispatched when that
+            # one stops); the constraint run_one_running_per_thread settles a race
+            f"AND NOT EXISTS (SELECT 1 FROM {run} AS sibling WHERE sibling.conversation_id "
+            f"= {run}.conversation_id AND sibling.status = 'running' "
+            f"AND sibling.id <> {run}.id) "
             f"RETURNING graph, thread_id, input, current_node, last_seq, started_at, "
             f"interrupt_before, interrupt_after, step_once, configurable, context"
         )

@@ -7,10 +7,16 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponseBadRequest
 from django.utils.html import escape
 
+from dashboard.guard import too_large
+
 
 def bad_request(request: HttpRequest, exception: Exception | None = None
                 ) -> HttpResponseBadRequest:
-    """400: name the problem (a too-large form above all) instead of a bare status line."""
+    """400: name the problem (a too-large form above all) instead of a bare status line;
+    the APIs' too-large bodies get their JSON 413."""
+    if isinstance(exception, RequestDataTooBig) and request.path.startswith(
+            ("/api/", "/langgraph/")):
+        return too_large()  # type: ignore[return-value]
     if isinstance(exception, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 1024
         message = (f"The form data is larger than the {limit:,} KB limit; nothing was saved. "

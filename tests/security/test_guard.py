@@ -199,3 +199,44 @@ def test_wrong_passwords_lock_the_account_out_for_a_while(client, django_user_mo
     assert "_auth_user_id" not in client.session
     other = client.post("/accounts/login/", {"username": "nobody", "password": "x"})
     assert other.status_code == 200  # another account is not locked by these attempts
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("host", "origin"), [
+    ("evil.example", "http://evil.example"),  # a host not in ALLOWED_HOSTS (DNS rebinding)
+    ("evil.example:8000", "http://evil.example:8000"),
+    ("127.0.0.1:8000", "http://evil.example"),  # another site's page
+])
+async def test_a_socket_to_a_host_not_served_is_refused(host, origin):
+    closed = await _connect("/ws/runs/", origin, host=host)
+    assert closed.get("code") == 4403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_in_the_query_string_never_reaches_the_access_log(live_server_url):
+    import asyncio
+    from urllib.parse import urlsplit
+
+    import httpx
+    import websockets
+
+    from tests.conftest import ARTIFACTS
+
+    secret = "tok" + __import__("uuid").uuid4().hex
+    port = urlsplit(live_server_url).port
+    for path in (f"/langgraph/threads/search?api_key={secret}",
+                 f"/api/runs/?token={secret}&page_size=2", f"/ws/runs/?token={secret}"):
+        assert httpx.post(live_server_url + path, json={}).status_code < 500
+
+    async def socket() -> None:  # anonymous: refused, but the attempt is logged
+        url = live_server_url.replace("http", "ws") + f"/ws/runs/?token={secret}&x=1"
+        with pytest.raises((websockets.InvalidStatus, websockets.ConnectionClosed)):
+            async with websockets.connect(url, origin=live_server_url) as ws:
+                await asyncio.wait_for(ws.recv(), 5)
+
+    asyncio.run(socket())
+    log = (ARTIFACTS / f"daphne-{port}.log").read_text()
+    assert "WSREJECT /ws/runs/" in log  # the socket's attempt (daphne logs no query)
+    assert "/api/runs/?token=[redacted]&page_size=2" in log  # logged, redacted
+    assert "/langgraph/threads/search?api_key=[redacted]" in log
+    assert secret not in log

@@ -24,7 +24,9 @@ PUBLIC = {"accounts/login/", "accounts/logout/", "favicon.ico"}
 WRITES = {"runs/new/": "start_run", "runs/<uuid:run_id>/cancel/": "cancel_run",
           "runs/<uuid:run_id>/breakpoints/": "debug_run",
           "runs/<uuid:run_id>/continue/": "debug_run", "runs/<uuid:run_id>/fork/": "fork_run",
-          "runs/<uuid:run_id>/interrupts/": "answer_interrupt"}
+          "runs/<uuid:run_id>/interrupts/": "answer_interrupt",
+          "langgraph/threads": "start_run",
+          "langgraph/threads/<str:thread_id>/runs/<str:run_id>/cancel": "cancel_run"}
 
 pytestmark = pytest.mark.reliability
 
@@ -63,7 +65,8 @@ def world(executor, operator):
     checkpoint = run.events.filter(kind=RunEvent.Kind.CHECKPOINT).first()
     ids = {"run_id": str(run.id), "pk": str(run.id), "id": str(run.id),
            "other_id": str(run.id), "seq": "1", "checkpoint_id": checkpoint.checkpoint_id,
-           "graph": "test.echo"}
+           "graph": "test.echo", "thread_id": str(run.conversation_id),
+           "assistant_id": "test.echo"}
     return run, ids
 
 
@@ -98,6 +101,10 @@ def test_every_route_for_every_kind_of_user(world, client, django_user_model, vi
                 assert (wrote.status_code == 403) == (not allowed) or wrote.status_code in (
                     400, 404, 405, 409, 422), (url, user, wrote.status_code)
     assert checked >= 20  # the matrix really walked the routers
+    langgraph = [r for r in routes() if r.startswith("langgraph/") and not r.startswith(
+        "langgraph/^")]
+    assert langgraph and all(concrete(r, ids) for r in langgraph), [
+        r for r in langgraph if not concrete(r, ids)]  # every /langgraph/ route, real ids
 
 
 @pytest.mark.django_db(transaction=True)

@@ -8,7 +8,14 @@ from daphne.cli import CommandLineInterface
 from django.core.management.base import BaseCommand
 
 from dashboard import crons
+from dashboard.accesslog import RedactingServer
 from dashboard.runs import dispatch
+
+
+class RedactingCommandLine(CommandLineInterface):  # type: ignore[misc]  # daphne is untyped
+    """daphne's command line, with a server whose access log carries no secrets."""
+
+    server_class = RedactingServer
 
 
 class Command(BaseCommand):
@@ -27,4 +34,4 @@ class Command(BaseCommand):
             dispatch.start_reaper()
         crons.start_scheduler()  # in every web process: a due cron is claimed once
         self.stdout.write(f"Planwatch on http://{host}:{port}/ (Ctrl-C stops it)")
-        CommandLineInterface().run(["-b", host, "-p", str(port), "config.asgi:application"])
+        RedactingCommandLine().run(["-b", host, "-p", str(port), "config.asgi:application"])

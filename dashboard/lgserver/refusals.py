@@ -1,0 +1,38 @@
+"""What a LangGraph request may not carry: numbers beyond 64 bits, LangGraph's own keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+INT64 = (-(2**63), 2**63 - 1)
+"""The integers a checkpoint (msgpack) and a JSON column can hold."""
+
+RESERVED_CONFIGURABLE = frozenset({
+    "thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map", "checkpoint_during",
+    "checkpointer", "run_id", "langgraph_step", "langgraph_node", "langgraph_triggers",
+    "langgraph_path", "langgraph_checkpoint_ns", "task_id",
+})
+"""Keys of ``config.configurable`` that LangGraph (or Planwatch) sets for a run."""
+
+
+def reserved_keys(configurable: dict[str, Any]) -> list[str]:
+    """The keys of ``configurable`` a client may not set (LangGraph's ``__pregel_*`` and
+    other internal keys, and the checkpoint's own), sorted."""
+    return sorted(str(k) for k in configurable
+                  if k in RESERVED_CONFIGURABLE or str(k).startswith("__"))
+
+
+def oversized_int(value: Any) -> str:
+    """Where in ``value`` an integer beyond 64 bits is ("" if none), without recursion."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int) and not INT64[0] <= item <= INT64[1]:
+            return where or "body"
+        if isinstance(item, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+    return ""
