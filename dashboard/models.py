@@ -109,6 +109,15 @@ class Run(models.Model):
                   "Planwatch's own).")
     context = models.JSONField(null=True, blank=True,
                                help_text="A LangGraph client's runtime context for the graph.")
+    # Model calls, rolled up as they finish (dashboard/runs/modelcalls.py): tokens and cost
+    # stay null until a call reports them ("not reported", never 0).
+    model_calls = models.PositiveIntegerField(default=0, help_text="Model calls finished.")
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    total_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.FloatField(
+        null=True, blank=True,
+        help_text="USD, from PLANWATCH_MODEL_PRICES; null when no call's model is priced.")
 
     class Meta:
         ordering = ["-created_at"]
@@ -168,6 +177,8 @@ class RunEvent(models.Model):
         INTERRUPT_RAISED = "interrupt_raised", "Interrupt raised"
         INTERRUPT_ANSWERED = "interrupt_answered", "Interrupt answered"
         CUSTOM = "custom", "Custom"
+        MODEL_STARTED = "model_started", "Model call started"  # a chat model or LLM call
+        MODEL_FINISHED = "model_finished", "Model call finished"  # its answer, tokens, cost
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveIntegerField()
