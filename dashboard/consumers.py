@@ -332,6 +332,7 @@ class RunConsumer(PlanwatchConsumer):
             # only the node moved (every step): the doorbell carries it, no query needed
             self.run.current_node = summary["current_node"]
             self.run.last_seq = summary["last_seq"]
+            _take_rollups(self.run, summary)
             await self._send_header()
             return
         if summary:  # the doorbell carries what the header shows of a new status too
@@ -340,6 +341,7 @@ class RunConsumer(PlanwatchConsumer):
             run.last_seq, run.error_message = summary["last_seq"], summary["error_message"]
             run.started_at = parse_datetime(summary["started_at"] or "")
             run.finished_at = parse_datetime(summary["finished_at"] or "")
+            _take_rollups(run, summary)
         else:  # the log check saw the status move: read the run
             run = await _arun(self.run_key)
             if run is None or run.last_seq < self.run.last_seq:
@@ -456,3 +458,10 @@ class InboxConsumer(PlanwatchConsumer):
             return
         html, self.known = await _ainbox_update(self.scope["user"], self.graph, self.known)
         await self.send(text_data=html)
+
+
+def _take_rollups(run: Run, summary: dict[str, Any]) -> None:
+    """Copy a doorbell's model-call rollups (calls, tokens, cost) onto the header's run."""
+    for name in header.ROLLUPS:
+        if name in summary:
+            setattr(run, name, summary[name])

@@ -273,6 +273,7 @@ class EventSink:
                 "current_node": moved["current_node"], "last_seq": moved["last_seq"],
                 "started_at": run.started_at, "finished_at": None,
                 "error_message": run.error_message,
+                **{name: moved[name] for name in transitions.ROLLUPS},
             })
             for (run, _, _), moved in zip(batches, progress, strict=True)
         ]

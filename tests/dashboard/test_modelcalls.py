@@ -181,3 +181,84 @@ def test_a_failed_call_is_recorded_with_its_error(on_test_model, operator, opena
     assert finished and finished[0].payload["error"]
     assert finished[0].payload["usage"] is None and run.model_calls == len(finished)
     assert run.events.filter(kind=Kind.NODE_FINISHED, node="decide").exists()
+
+
+@pytest.fixture
+def priced_run(on_test_model, operator):
+    """An acquisition run on ChatOpenAI (one priced call), paused on the price question."""
+    return wait_run(services.run_create(graph="acquisition", input={
+        "region": "Germany", "currency": "EUR"}, user=operator).id)
+
+
+def test_the_api_run_detail_gives_tokens_and_cost_per_run_and_node(priced_run, operator,
+                                                                    client):
+    client.force_login(operator)
+    body = client.get(f"/api/runs/{priced_run.id}/").json()
+    assert (body["model_calls"], body["input_tokens"], body["output_tokens"],
+            body["total_tokens"]) == (1, 120, 30, 150)
+    assert body["cost_usd"] == pytest.approx(CALL_COST)
+    (decide,) = body["model_usage"]
+    assert (decide["node"], decide["model_calls"], decide["total_tokens"]) == ("decide", 1, 150)
+    assert decide["cost_usd"] == pytest.approx(CALL_COST)
+
+
+def test_the_export_holds_every_event_and_every_model_call(priced_run, operator, client):
+    client.force_login(operator)
+    doc = client.get(f"/api/runs/{priced_run.id}/export/").json()
+    assert doc["planwatch_export"] == 1
+    assert [e["seq"] for e in doc["events"]] == list(range(1, priced_run.last_seq + 1))
+    (call,) = doc["model_calls"]
+    assert call["node"] == "decide" and call["finished"] is True
+    assert call["usage"]["total_tokens"] == 150 and call["messages"][0]["role"] == "human"
+    assert doc["header"]["total_tokens"] == 150 and doc["header"]["status"] == "interrupted"
+    assert doc["inputs"]["input"] == priced_run.input  # as the graph took it
+    assert doc["interrupts"][0]["status"] == "pending"
+    assert {c["checkpoint_id"] for c in doc["checkpoints"]} == {
+        e["checkpoint_id"] for e in doc["events"] if e["kind"] == "checkpoint"}
+
+
+def test_the_trace_header_and_the_runs_list_show_tokens_and_cost(priced_run, operator,
+                                                                  client):
+    client.force_login(operator)
+    page = client.get(f"/runs/{priced_run.id}/").content.decode()
+    assert 'id="trace-tokens"' in page and "<b>150</b>" in page and "(120 in · 30 out)" in page
+    assert f"${CALL_COST:.4f}".rstrip("0") in page
+    assert f'/api/runs/{priced_run.id}/export/' in page
+    listed = client.get("/?sort=-cost_usd").content.decode()
+    row = listed.split(f'id="run-{priced_run.id}"')[1].split("</tr>")[0]
+    assert ">150<" in row and f"${CALL_COST:.4f}".rstrip("0") in row
+    assert 'aria-sort="descending"' in listed
+
+
+def test_the_runs_list_sorts_by_cost_with_unknown_cost_last(priced_run, operator, client):
+    scripted = Run.objects.create(graph="acquisition", thread_id="unpriced:planner",
+                                  model_calls=3)
+    cheap = Run.objects.create(graph="acquisition", thread_id="cheap:planner",
+                               model_calls=1, total_tokens=10, cost_usd=0.000001)
+    client.force_login(operator)
+    html = client.get("/?sort=-cost_usd").content.decode()
+    order = [html.index(f'id="run-{r.id}"') for r in (priced_run, cheap, scripted)]
+    assert order == sorted(order)
+    html = client.get("/?sort=cost_usd").content.decode()
+    order = [html.index(f'id="run-{r.id}"') for r in (cheap, priced_run, scripted)]
+    assert order == sorted(order)
+    assert "unknown" in html.split(f'id="run-{scripted.id}"')[1].split("</tr>")[0]
+
+
+def test_usage_sums_by_graph_and_by_day(priced_run):
+    from dashboard import selectors
+
+    Run.objects.create(graph="acquisition", thread_id="other:planner", model_calls=2)
+    (acq,) = [g for g in selectors.model_usage_by_graph() if g["graph"] == "acquisition"]
+    assert (acq["runs"], acq["model_calls"], acq["total_tokens"]) == (2, 3, 150)
+    assert acq["cost_usd"] == pytest.approx(CALL_COST)
+    (today,) = selectors.model_usage_by_day(graph="acquisition")
+    assert today["model_calls"] == 3 and today["day"] == priced_run.created_at.date()
+
+
+def test_the_admin_lists_calls_tokens_and_cost(priced_run, client, django_user_model):
+    admin = django_user_model.objects.create_superuser("root", password="x")
+    client.force_login(admin)
+    html = client.get("/admin/dashboard/run/").content.decode()
+    assert "column-total_tokens" in html and "column-cost_usd" in html
+    assert ">150<" in html
