@@ -30,7 +30,7 @@ from django.db import connections
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from dashboard.runs import debugging, doorbells, finish
+from dashboard.runs import debugging, doorbells, finish, otel
 from dashboard.runs.claims import Breakpoints, Claim, aclaim, aheartbeat, aparent_thread
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.modelcalls import ContentPolicy, ModelCallRecorder
@@ -225,7 +225,10 @@ class Executor:
                 self._active[run_id] = task
                 try:
                     while claim is not None:
+                        run, first = claim.run, claim.next_seq
                         claim = await self._aexecute_claimed(claim)
+                        # the execution's spans, built and sent on threads of their own
+                        otel.export_soon(run.id, after=first - 1, upto=run.last_seq)
                 finally:
                     self._active.pop(run_id, None)
                     self._cancel.discard(run_id)
