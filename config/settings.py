@@ -246,6 +246,8 @@ PLANWATCH = {
     # Model calls: record prompts and answers (false keeps only metadata: model, tokens,
     # latency), each text cut at TRACE_CONTENT_LIMIT characters.
     "TRACE_CONTENT": env_bool("PLANWATCH_TRACE_CONTENT", True),
+    # false: no model-call events at all (the bench measures the capture's cost with it)
+    "MODEL_CALLS": env_bool("PLANWATCH_MODEL_CALLS", True),
     "TRACE_CONTENT_LIMIT": int(os.environ.get("PLANWATCH_TRACE_CONTENT_LIMIT", "20000")),
     # model -> {"input": USD per million tokens, "output": USD per million tokens}
     "MODEL_PRICES": model_prices(os.environ.get("PLANWATCH_MODEL_PRICES", "")),

@@ -255,7 +255,8 @@ class Executor:
         # a client's configurable values reach the graph; the thread is Planwatch's to set
         config: RunnableConfig = {
             "configurable": {**(run.configurable or {}), "thread_id": run.thread_id},
-            "recursion_limit": 10_000, "callbacks": [calls]}
+            "recursion_limit": 10_000,
+            "callbacks": [calls] if planwatch_setting("MODEL_CALLS") else []}
         try:
             spec = get_graph(run.graph)
             graph = await self._compiled(run.graph)
