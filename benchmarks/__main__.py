@@ -153,6 +153,14 @@ def targets(raw: dict[str, Any]) -> list[dict[str, Any]]:
             add(f"tracing overhead, {label}",
                 f"{ratio:.2f}x ({o['traced_ms_p50']:.1f} ms traced vs {o['bare_ms_p50']:.1f} ms "
                 f"bare, median of {o['pairs']} pairs{_gap(o)})", "≤ 1.10x", ratio <= 1.10)
+        capture = _get(raw, "engine", db, "overhead", "capture_ratio")
+        if capture is not None:
+            o = raw["engine"][db]["overhead"]
+            add(f"model-call capture, {label}",
+                f"+{(capture - 1) * 100:.1f} % ({o['traced_ms_p50']:.1f} ms traced with it vs "
+                f"{o['uncaptured_ms_p50']:.1f} ms without, {o['model_calls_per_run']} model "
+                f"calls a run, median of {o['pairs']} pairs)", "≤ +5 % of traced",
+                capture <= 1.05)
         large = _get(raw, "engine", db, "large", "overhead")
         if large is not None:
             add(f"tracing overhead, {label}, a plan of 215 tasks",

@@ -120,11 +120,19 @@ def _overhead(executor: Any, *, pairs: int) -> dict[str, Any]:
         _on_loop(executor, _abare(executor))
         _on_loop(executor, _atraced(executor))
     traced, rows, bare, bare_sync, streamed, translated = [], [], [], [], [], []
+    uncaptured: list[float] = []  # traced with no model-call capture (PLANWATCH_MODEL_CALLS)
 
     def one_traced() -> None:
         total, row = _on_loop(executor, _atraced(executor))
         traced.append(total)
         rows.append(row)
+
+    def one_uncaptured() -> None:
+        settings.PLANWATCH = {**settings.PLANWATCH, "MODEL_CALLS": False}
+        try:
+            uncaptured.append(_on_loop(executor, _atraced(executor))[0])
+        finally:
+            settings.PLANWATCH = {**settings.PLANWATCH, "MODEL_CALLS": True}
 
     for i in range(pairs):  # alternate (and swap the order) so drift hits both sides
         if i % 2:
@@ -134,6 +142,7 @@ def _overhead(executor: Any, *, pairs: int) -> dict[str, Any]:
             bare.append(_on_loop(executor, _abare(executor)))
             one_traced()
         bare_sync.append(_on_loop(executor, _abare(executor, "sync")))
+        one_uncaptured()
         # where the gap goes: LangGraph streaming the parts the executor records, and
         # translating them, each measured alone
         streamed.append(_on_loop(executor, _abare(executor, parts="streamed")))
@@ -141,7 +150,10 @@ def _overhead(executor: Any, *, pairs: int) -> dict[str, Any]:
     last = Run.objects.order_by("-created_at").first()
     assert last is not None and last.status == Run.Status.SUCCEEDED, last and last.error_message
     events = RunEvent.objects.filter(run=last).count()
+    captured = Run.objects.filter(model_calls__gt=0).order_by("-created_at").first()
+    calls = captured.model_calls if captured else 0
     med_t, med_b = statistics.median(traced), statistics.median(bare)
+    med_u = statistics.median(uncaptured)
     return {
         "overhead": {
             "pairs": pairs,
@@ -155,6 +167,10 @@ def _overhead(executor: Any, *, pairs: int) -> dict[str, Any]:
             "run_row_ms_p50": statistics.median(rows) * 1000,
             "ratio": med_t / med_b,
             "traced_ms_iqr": _iqr(traced) * 1000,
+            # what recording the model calls adds to a traced run
+            "model_calls_per_run": calls,
+            "uncaptured_ms_p50": med_u * 1000,
+            "capture_ratio": med_t / med_u,
             "bare_ms_iqr": _iqr(bare) * 1000,
         }
     }

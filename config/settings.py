@@ -7,6 +7,7 @@ runs executed inside the ASGI server. Scale-out: ``DATABASE_URL=postgres://…``
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sys
@@ -34,6 +35,30 @@ def env_bool(name: str, default: bool) -> bool:
 def env_list(name: str, default: str) -> list[str]:
     """Read a comma-separated list variable."""
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def model_prices(raw: str) -> dict[str, dict[str, float]]:
+    """Parse ``PLANWATCH_MODEL_PRICES``: JSON, model -> {"input": $/Mtok, "output": $/Mtok}."""
+    if not raw.strip():
+        return {}
+    example = '{"gpt-4o-mini": {"input": 0.15, "output": 0.6}}'
+    try:
+        table = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(
+            f"PLANWATCH_MODEL_PRICES is not JSON ({exc}); write it as {example}") from None
+    if not isinstance(table, dict):
+        raise ImproperlyConfigured(
+            f"PLANWATCH_MODEL_PRICES must be a JSON object, not {raw!r}; e.g. {example}")
+    prices: dict[str, dict[str, float]] = {}
+    for model, price in table.items():
+        if not (isinstance(price, dict) and set(price) == {"input", "output"}
+                and all(isinstance(v, int | float) and v >= 0 for v in price.values())):
+            raise ImproperlyConfigured(
+                f"PLANWATCH_MODEL_PRICES[{model!r}] is {price!r}; give "
+                '{"input": <USD per million tokens>, "output": <USD per million tokens>}')
+        prices[str(model)] = {k: float(v) for k, v in price.items()}
+    return prices
 
 
 def _secret_key() -> str:
@@ -254,6 +279,16 @@ PLANWATCH = {
     "EVENT_WRITE_INTERVAL": float(os.environ.get("PLANWATCH_EVENT_WRITE_INTERVAL", "0.005")),
     # Seconds between two looks for due crons (LangGraph's scheduled runs).
     "CRON_POLL_SECONDS": float(os.environ.get("PLANWATCH_CRON_POLL_SECONDS", "5")),
+    # Model calls: record prompts and answers (false keeps only metadata: model, tokens,
+    # latency), each text cut at TRACE_CONTENT_LIMIT characters.
+    "TRACE_CONTENT": env_bool("PLANWATCH_TRACE_CONTENT", True),
+    # false: no model-call events at all (the bench measures the capture's cost with it)
+    "MODEL_CALLS": env_bool("PLANWATCH_MODEL_CALLS", True),
+    "TRACE_CONTENT_LIMIT": int(os.environ.get("PLANWATCH_TRACE_CONTENT_LIMIT", "20000")),
+    # model -> {"input": USD per million tokens, "output": USD per million tokens}
+    "MODEL_PRICES": model_prices(os.environ.get("PLANWATCH_MODEL_PRICES", "")),
+    # an OTLP/HTTP traces endpoint (http://host:6006/v1/traces): each run becomes a trace
+    "OTLP_ENDPOINT": os.environ.get("PLANWATCH_OTLP_ENDPOINT", ""),
 }
 if PLANWATCH["DURABILITY"] not in {"async", "sync", "exit"}:
     raise ImproperlyConfigured(

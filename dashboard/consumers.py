@@ -296,6 +296,7 @@ class RunConsumer(PlanwatchConsumer):
         run.last_seq, run.error_message = summary["last_seq"], summary["error_message"]
         run.started_at = parse_datetime(summary["started_at"] or "")
         run.finished_at = parse_datetime(summary["finished_at"] or "")
+        _take_rollups(run, summary)
         await self._show_run(run)
 
     async def _show_run(self, run: Run) -> None:
@@ -406,3 +407,10 @@ class InboxConsumer(PlanwatchConsumer):
             return
         html, self.known = await _ainbox_update(self.scope["user"], self.graph, self.known)
         await self.send(text_data=html)
+
+
+def _take_rollups(run: Run, summary: dict[str, Any]) -> None:
+    """Copy a doorbell's model-call rollups (calls, tokens, cost) onto the header's run."""
+    for name in header.ROLLUPS:
+        if name in summary:
+            setattr(run, name, summary[name])

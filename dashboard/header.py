@@ -13,6 +13,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Run, RunEvent
+from dashboard.runs.transitions import ROLLUPS, model_call
 from dashboard.trace import run_duration
 
 Kind = RunEvent.Kind
@@ -35,6 +36,13 @@ class Head:
     duration: str
     started_at: str = ""
     """ISO time the run started, while it is active (the page ticks the duration from it)."""
+    model_calls: int = 0
+    input_tokens: int | None = None
+    """Tokens as the models reported them (None: not reported)."""
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    cost_usd: float | None = None
+    """USD from PLANWATCH_MODEL_PRICES (None: no call's model is priced)."""
 
     @property
     def status_label(self) -> str:
@@ -52,17 +60,25 @@ def run_head(run: Run) -> Head:
     """The header of a run as it stands now."""
     active = run.started_at is not None and not run.is_finished
     return Head(status=run.status, node=run.current_node, duration=run_duration(run),
-                started_at=run.started_at.isoformat() if active and run.started_at else "")
+                started_at=run.started_at.isoformat() if active and run.started_at else "",
+                **{name: getattr(run, name) for name in ROLLUPS})
 
 
 def replay_head(events: list[dict[str, Any]], *, current: str) -> Head:
     """The header as it stood after the last of ``events`` (``event_dict`` form, in order)."""
     status = Run.Status.QUEUED.value
     started = None
+    calls = Run()  # the rollups as they stood: counted from the calls finished so far
     for event in events:
         status = STATUS_AFTER.get(event["kind"], status)
+        if event["kind"] == Kind.MODEL_FINISHED:
+            cost = event["payload"].get("cost")
+            for name, value in model_call(calls, usage=event["payload"].get("usage"),
+                                          cost=cost["total"] if cost else None).items():
+                setattr(calls, name, value)
         if started is None and event["kind"] in (Kind.RUN_STARTED, Kind.RUN_RESUMED):
             started = parse_datetime(event["created_at"] or "")
     at = parse_datetime(events[-1]["created_at"] or "") if events else None
     duration = f"{(at - started).total_seconds():.1f} s" if started and at else "—"
-    return Head(status=str(status), node=current, duration=duration)
+    return Head(status=str(status), node=current, duration=duration,
+                **{name: getattr(calls, name) for name in ROLLUPS})

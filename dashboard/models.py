@@ -151,6 +151,15 @@ class Run(models.Model):
         related_name="runs", help_text="The assistant that started it (none: its graph's own).")
     assistant_version = models.PositiveIntegerField(
         null=True, blank=True, help_text="The assistant's version that started it.")
+    # Model calls, rolled up as they finish (dashboard/runs/modelcalls.py): tokens and cost
+    # stay null until a call reports them ("not reported", never 0).
+    model_calls = models.PositiveIntegerField(default=0, help_text="Model calls finished.")
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    total_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.FloatField(
+        null=True, blank=True,
+        help_text="USD, from PLANWATCH_MODEL_PRICES; null when no call's model is priced.")
 
     objects = RunQuerySet.as_manager()
 
@@ -222,6 +231,8 @@ class RunEvent(models.Model):
         INTERRUPT_RAISED = "interrupt_raised", "Interrupt raised"
         INTERRUPT_ANSWERED = "interrupt_answered", "Interrupt answered"
         CUSTOM = "custom", "Custom"
+        MODEL_STARTED = "model_started", "Model call started"  # a chat model or LLM call
+        MODEL_FINISHED = "model_finished", "Model call finished"  # its answer, tokens, cost
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveIntegerField()

@@ -8,18 +8,33 @@ from typing import Any
 from uuid import UUID
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import F, QuerySet
+from django.db.models import Count, F, QuerySet, Sum
+from django.db.models.functions import TruncDate
 
 from dashboard.models import Cron, Interrupt, Run, RunEvent
 from dashboard.runs import debugging
+from dashboard.runs.modelcalls import messages_of
+from dashboard.runs.record import event_dict
 from planner.registry import get_graph
 
 User = AbstractBaseUser | AnonymousUser
 
 
-def run_list(*, graph: str = "", status: str = "", created_by: str = "") -> QuerySet[Run]:
-    """Runs, newest first, optionally filtered by graph, status and creator's username."""
-    runs = Run.objects.select_related("created_by").order_by("-created_at", "-id")
+RUN_SORTS = ("-created_at", "created_at", "-model_calls", "model_calls", "-total_tokens",
+             "total_tokens", "-cost_usd", "cost_usd")
+"""The orders the runs list offers (``-``: descending); unknown tokens and cost go last."""
+
+
+def run_list(*, graph: str = "", status: str = "", created_by: str = "",
+             sort: str = "-created_at") -> QuerySet[Run]:
+    """Runs, newest first (or in a :data:`RUN_SORTS` order), filtered by graph, status and
+    creator's username."""
+    if sort not in RUN_SORTS:
+        raise ValueError(f"unknown sort {sort!r}; use one of: {', '.join(RUN_SORTS)}")
+    name = sort.lstrip("-")
+    first = F(name).desc(nulls_last=True) if sort.startswith("-") else F(name).asc(
+        nulls_last=True)
+    runs = Run.objects.select_related("created_by").order_by(first, "-created_at", "-id")
     if graph:
         runs = runs.filter(graph=graph)
     if status:
@@ -111,3 +126,58 @@ def crons_listed(limit: int = 200) -> QuerySet[Cron]:
     """Scheduled runs for the crons page: enabled first, soonest next run first."""
     return (Cron.objects.select_related("last_run", "thread")
             .order_by("-enabled", F("next_run_date").asc(nulls_last=True))[:limit])
+
+
+# -- model calls, tokens and cost ------------------------------------------------------
+
+MODEL_EVENTS = (RunEvent.Kind.MODEL_STARTED, RunEvent.Kind.MODEL_FINISHED)
+
+
+def model_calls_of(*, run_id: UUID | str) -> list[dict[str, Any]]:
+    """A run's model calls, in the order they started (see ``modelcalls.messages_of``)."""
+    events = RunEvent.objects.filter(run_id=run_id, kind__in=MODEL_EVENTS).order_by("seq")
+    return messages_of([event_dict(e) for e in events])
+
+
+def model_usage_by_node(*, run_id: UUID | str) -> list[dict[str, Any]]:
+    """Calls, tokens (None: not reported), cost (None: unknown) and model time per node."""
+    nodes: dict[tuple[str, str], dict[str, Any]] = {}
+    for call in model_calls_of(run_id=run_id):
+        row = nodes.setdefault((call["namespace"], call["node"]), {
+            "node": call["node"], "namespace": call["namespace"], "model_calls": 0,
+            "input_tokens": None, "output_tokens": None, "total_tokens": None,
+            "cost_usd": None, "latency_ms": 0.0})
+        row["model_calls"] += 1
+        row["latency_ms"] += call.get("latency_ms") or 0.0
+        usage, cost = call.get("usage") or {}, call.get("cost")
+        for name in ("input_tokens", "output_tokens", "total_tokens"):
+            if usage.get(name) is not None:
+                row[name] = (row[name] or 0) + usage[name]
+        if cost:
+            row["cost_usd"] = (row["cost_usd"] or 0.0) + cost["total"]
+    return list(nodes.values())
+
+
+def _usage(runs: QuerySet[Any, Any]) -> QuerySet[Any, dict[str, Any]]:
+    return runs.annotate(runs=Count("id"), calls=Sum("model_calls"),
+                         input=Sum("input_tokens"), output=Sum("output_tokens"),
+                         total=Sum("total_tokens"), cost=Sum("cost_usd"))
+
+
+def model_usage_by_graph() -> list[dict[str, Any]]:
+    """Runs, model calls, tokens and cost of each graph (sums; None where none reported)."""
+    rows = _usage(Run.objects.order_by().values("graph")).order_by("graph")
+    return [{"graph": r["graph"], "runs": r["runs"], "model_calls": r["calls"] or 0,
+             "input_tokens": r["input"], "output_tokens": r["output"],
+             "total_tokens": r["total"], "cost_usd": r["cost"]} for r in rows]
+
+
+def model_usage_by_day(*, graph: str = "") -> list[dict[str, Any]]:
+    """The same sums per day the runs were created (UTC), newest first."""
+    runs = Run.objects.order_by()
+    if graph:
+        runs = runs.filter(graph=graph)
+    rows = _usage(runs.annotate(day=TruncDate("created_at")).values("day")).order_by("-day")
+    return [{"day": r["day"], "runs": r["runs"], "model_calls": r["calls"] or 0,
+             "input_tokens": r["input"], "output_tokens": r["output"],
+             "total_tokens": r["total"], "cost_usd": r["cost"]} for r in rows]

@@ -14,7 +14,13 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.base import LangSmithParams
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableConfig
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -22,6 +28,15 @@ Responder = Callable[[Mapping[str, Any]], Any]
 """A scripted answer: context -> dict (structured calls) or str (text calls)."""
 
 _RESPONDERS: dict[str, Responder] = {}
+
+PURPOSE_METADATA = "planwatch_purpose"
+"""The metadata key naming a model call's purpose (``"acquisition.decide"``) for whoever
+listens to LangChain's callbacks (Planwatch's trace records it with the call)."""
+
+
+def purpose_config(purpose: str) -> RunnableConfig:
+    """The config a port's call is made with: its purpose in the callbacks' metadata."""
+    return {"metadata": {PURPOSE_METADATA: purpose}}
 
 
 class LLMError(Exception):
@@ -73,6 +88,8 @@ class ScriptedLLM:
         self.malformed = frozenset(malformed)
         self.overrides = dict(overrides or {})
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.chat = ScriptedChatModel(script=self)
+        """The same model as a LangChain chat model, which every call goes through."""
 
     async def _answer(self, purpose: str, context: Mapping[str, Any]) -> Any:
         self.calls.append((purpose, dict(context)))
@@ -88,11 +105,17 @@ class ScriptedLLM:
             raise LLMError(f"no scripted answer for {purpose!r}; scripted purposes: {known}")
         return responder(context) if callable(responder) else responder
 
+    async def _acall(self, purpose: str, prompt: str, context: Mapping[str, Any]) -> Any:
+        """Answer through :class:`ScriptedChatModel`, so callbacks see the call as any other."""
+        message = await self.chat.ainvoke(
+            prompt, config=purpose_config(purpose), purpose=purpose, context=context)
+        return message.additional_kwargs.get("parsed", message.content)
+
     async def astructured(
         self, *, purpose: str, prompt: str, schema: type[M], context: Mapping[str, Any]
     ) -> M:
         """Validate the scripted answer for ``purpose`` against ``schema``."""
-        raw = await self._answer(purpose, context)
+        raw = await self._acall(purpose, prompt, context)
         try:
             if isinstance(raw, str):
                 return schema.model_validate_json(raw)
@@ -102,8 +125,40 @@ class ScriptedLLM:
 
     async def atext(self, *, purpose: str, prompt: str, context: Mapping[str, Any]) -> str:
         """Return the scripted text for ``purpose`` (dicts are serialised as JSON)."""
-        raw = await self._answer(purpose, context)
+        raw = await self._acall(purpose, prompt, context)
         return raw if isinstance(raw, str) else json.dumps(raw)
+
+
+class ScriptedChatModel(BaseChatModel):
+    """The scripted model as a LangChain chat model (async only): the prompt goes in, the
+    scripted answer for the call's ``purpose`` and ``context`` comes out as the message
+    text (a structured answer also as ``additional_kwargs["parsed"]``); no usage."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    script: ScriptedLLM
+
+    @property
+    def _llm_type(self) -> str:
+        return "planwatch-scripted"
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        return LangSmithParams(ls_provider="planwatch", ls_model_name="scripted",
+                               ls_model_type="chat")
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None,
+                  **kwargs: Any) -> ChatResult:
+        raise NotImplementedError("the scripted model answers async calls only (ainvoke)")
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                         run_manager: AsyncCallbackManagerForLLMRun | None = None,
+                         **kwargs: Any) -> ChatResult:
+        raw = await self.script._answer(kwargs["purpose"], kwargs["context"])
+        message = AIMessage(
+            content=raw if isinstance(raw, str) else json.dumps(raw),
+            additional_kwargs={} if isinstance(raw, str) else {"parsed": raw},
+            response_metadata={"model_name": "scripted"})
+        return ChatResult(generations=[ChatGeneration(message=message)])
 
 
 class LangChainLLM:
@@ -136,7 +191,8 @@ class LangChainLLM:
             structured = self.model.with_structured_output(schema)
         except NotImplementedError:
             return await self._ajson(purpose=purpose, prompt=prompt, schema=schema)
-        result = await self._call(purpose, structured.ainvoke(prompt))
+        result = await self._call(purpose, structured.ainvoke(prompt,
+                                                              config=purpose_config(purpose)))
         if isinstance(result, schema):
             return result
         try:
@@ -161,7 +217,8 @@ class LangChainLLM:
 
     async def atext(self, *, purpose: str, prompt: str, context: Mapping[str, Any]) -> str:
         """One plain call returning the message text."""
-        message = await self._call(purpose, self.model.ainvoke(prompt))
+        message = await self._call(purpose, self.model.ainvoke(prompt,
+                                                               config=purpose_config(purpose)))
         content = message.content
         if isinstance(content, list):  # content blocks
             content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)

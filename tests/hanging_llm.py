@@ -15,7 +15,7 @@ class HangingModel:
     def with_structured_output(self, schema: Any) -> Any:
         raise NotImplementedError
 
-    async def ainvoke(self, prompt: Any) -> Any:
+    async def ainvoke(self, prompt: Any, config: Any = None) -> Any:
         self.calls += 1
         await asyncio.Event().wait()  # forever
 

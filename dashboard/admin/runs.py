@@ -78,13 +78,15 @@ class RunAdmin(AuditAdmin):
     """Runs: filter by graph, status and date; search by run id or thread id."""
 
     list_display = ("short_id", "graph", "status", "created_by", "created_at", "finished_at",
-                    "current_node", "related")
+                    "current_node", "model_calls", "total_tokens", "cost_usd", "related")
     list_filter = ("graph", "status", "created_at")
     search_fields = ("thread_id",)
     search_help_text = "A run id or thread id (or its beginning), or a graph name."
     list_select_related = ("created_by",)
     date_hierarchy = None
-    readonly_fields = ("id", "related", "created_at", "last_seq", "owner", "heartbeat_at")
+    readonly_fields = ("id", "related", "created_at", "last_seq", "owner", "heartbeat_at",
+                       "model_calls", "input_tokens", "output_tokens", "total_tokens",
+                       "cost_usd")
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
                            ) -> tuple[QuerySet, bool]:

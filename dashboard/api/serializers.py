@@ -119,7 +119,32 @@ class RunSerializer(serializers.ModelSerializer):
         fields = ["id", "graph", "graph_version", "thread_id", "status", "input", "output",
                   "error_message", "current_node", "created_by", "created_at", "started_at",
                   "finished_at", "last_seq", "cancel_requested", "interrupt_before",
-                  "interrupt_after", "parent", "forked_from_checkpoint", "fork_edit"]
+                  "interrupt_after", "parent", "forked_from_checkpoint", "fork_edit",
+                  "model_calls", "input_tokens", "output_tokens", "total_tokens", "cost_usd"]
+        read_only_fields = fields
+
+
+class NodeUsageSerializer(serializers.Serializer):
+    """A node's model calls: how many, tokens as reported (null: not reported), cost."""
+
+    node = serializers.CharField()
+    namespace = serializers.CharField()
+    model_calls = serializers.IntegerField()
+    input_tokens = serializers.IntegerField(allow_null=True)
+    output_tokens = serializers.IntegerField(allow_null=True)
+    total_tokens = serializers.IntegerField(allow_null=True)
+    cost_usd = serializers.FloatField(allow_null=True, help_text="null: unknown (no price)")
+    latency_ms = serializers.FloatField(help_text="Time spent in the model, summed.")
+
+
+class RunDetailSerializer(RunSerializer):
+    """A run with its model usage per node."""
+
+    model_usage = NodeUsageSerializer(many=True, read_only=True,
+                                      help_text="Model calls, tokens and cost per node.")
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "model_usage"]
         read_only_fields = fields
 
 

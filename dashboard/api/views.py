@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer, Serializer
 from rest_framework.views import APIView
 
-from dashboard import selectors, services, trace
+from dashboard import exports, selectors, services, trace
 from dashboard.api import serializers as s
 from dashboard.api.pagination import (
     EventCursorPagination,
@@ -111,10 +111,18 @@ class RunViewSet(ApiViewSet):
                                   interrupt_after=data["interrupt_after"])
         return Response(s.RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(parameters=[RUN_ID])
+    @extend_schema(parameters=[RUN_ID], responses={200: s.RunDetailSerializer})
     def retrieve(self, request: Request, pk: str) -> Response:
-        """One run."""
-        return Response(s.RunSerializer(run_or_404(pk)).data)
+        """One run, with its model calls, tokens and cost per node."""
+        run = run_or_404(pk)
+        run.model_usage = selectors.model_usage_by_node(run_id=run.id)  # type: ignore[attr-defined]
+        return Response(s.RunDetailSerializer(run).data)
+
+    @extend_schema(parameters=[RUN_ID], responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def export(self, request: Request, pk: str) -> Response:
+        """The whole run as one versioned JSON document (docs/export.md)."""
+        return Response(exports.run_export(run=run_or_404(pk)))
 
     @extend_schema(parameters=[RUN_ID], request=None, responses={200: s.RunSerializer})
     @action(detail=True, methods=["post"])

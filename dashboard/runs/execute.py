@@ -30,9 +30,10 @@ from django.db import connections
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from dashboard.runs import debugging, doorbells, finish
+from dashboard.runs import debugging, doorbells, finish, otel
 from dashboard.runs.claims import Breakpoints, Claim, aclaim, aheartbeat, aparent_thread
 from dashboard.runs.conf import planwatch_setting
+from dashboard.runs.modelcalls import ContentPolicy, ModelCallRecorder
 from dashboard.runs.record import EventWriter, WriteBehind, track, usable_connection
 from dashboard.runs.savers import SaverHandle, aopen_saver, is_postgres
 from dashboard.runs.sink import EventSink
@@ -233,7 +234,10 @@ class Executor:
                 self._active[run_id] = task
                 try:
                     while claim is not None:
+                        run, first = claim.run, claim.next_seq
                         claim = await self._aexecute_claimed(claim)
+                        # the execution's spans, built and sent on threads of their own
+                        otel.export_soon(run.id, after=first - 1, upto=run.last_seq)
                 finally:
                     self._active.pop(run_id, None)
                     self._cancel.discard(run_id)
@@ -252,10 +256,16 @@ class Executor:
         writer = EventWriter(run, next_seq=claim.next_seq, behind=self._behind,
                              digest=self._digest)
         translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
+        # every model call of the graph, whoever makes it, reports to the run's log
+        calls = ModelCallRecorder(
+            writer, prices=planwatch_setting("MODEL_PRICES"),
+            policy=ContentPolicy(keep=planwatch_setting("TRACE_CONTENT"),
+                                 limit=planwatch_setting("TRACE_CONTENT_LIMIT")))
         # a client's configurable values reach the graph; the thread is Planwatch's to set
         config: RunnableConfig = {
             "configurable": {**(run.configurable or {}), "thread_id": run.thread_id},
-            "recursion_limit": 10_000}
+            "recursion_limit": 10_000,
+            "callbacks": [calls] if planwatch_setting("MODEL_CALLS") else []}
         try:
             spec = get_graph(run.graph)
             graph = await self._compiled(run.graph)

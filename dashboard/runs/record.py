@@ -124,7 +124,8 @@ class WriteBehind:
         if not batches:
             return
         if self.sink is None:  # no sink opened yet: the ORM, run by run
-            summaries = [await awrite_final(w.run.id, rows, w.current_node, {})
+            summaries = [await awrite_final(w.run.id, rows, w.current_node, {},
+                                            calls=transitions.rollups(w.run))
                          for w, rows in batches]
         else:
             try:
@@ -190,9 +191,15 @@ class EventWriter:
         self._published: tuple[str, str] = (run.status, run.current_node)
 
     def add(self, fields: dict[str, Any]) -> None:
-        """Number one event and buffer it."""
+        """Number one event and buffer it (a finished model call moves the run's rollups,
+        written with it)."""
         self.buffer.append({**EVENT_DEFAULTS, **fields, "seq": self.next_seq})
         self.next_seq += 1
+        if fields["kind"] == RunEvent.Kind.MODEL_FINISHED:
+            payload = fields["payload"]
+            cost = payload.get("cost")
+            transitions.apply_to(self.run, transitions.model_call(
+                self.run, usage=payload.get("usage"), cost=cost["total"] if cost else None))
 
     def flush_behind(self) -> None:
         """Have what is buffered written behind the graph (see :class:`WriteBehind`)."""
@@ -222,7 +229,8 @@ class EventWriter:
             # a paused run records its questions through the ORM (get-or-create)
             lock = sink.lock() if sink else contextlib.nullcontext()
             async with lock:
-                summary = await awrite_final(self.run.id, batch, self.current_node, final)
+                summary = await awrite_final(self.run.id, batch, self.current_node, final,
+                                             calls=transitions.rollups(self.run))
         elif final:
             summary = await sink.awrite(self.run, batch, current_node=self.current_node,
                                         now=now, final=final)
@@ -283,9 +291,11 @@ def event_dict(event: RunEvent | dict[str, Any]) -> dict[str, Any]:
 
 @sync_to_async
 def awrite_final(
-    run_id: uuid.UUID, batch: list[dict[str, Any]], current_node: str, final: dict[str, Any]
+    run_id: uuid.UUID, batch: list[dict[str, Any]], current_node: str, final: dict[str, Any],
+    *, calls: transitions.Fields | None = None,
 ) -> dict[str, Any]:
-    """Insert the last events and the run's final (or paused) status in one transaction."""
+    """Insert the last events and the run's final (or paused) status in one transaction
+    (with the run's model-call rollups, ``calls``, when given)."""
     usable_connection()
     now = batch[0]["created_at"] if batch else timezone.now()
     last_seq = batch[-1]["seq"] if batch else None
@@ -293,9 +303,10 @@ def awrite_final(
     if status:
         fields = transitions.stop(status=status, now=now, last_seq=last_seq,
                                   current_node=current_node, output=final.get("output"),
-                                  error=final.get("error"))
+                                  error=final.get("error"), calls=calls)
     else:
-        fields = transitions.progress(now=now, last_seq=last_seq, current_node=current_node)
+        fields = transitions.progress(now=now, last_seq=last_seq, current_node=current_node,
+                                      calls=calls)
     with transaction.atomic():
         relax_commit()
         RunEvent.objects.bulk_create([RunEvent(run_id=run_id, **row) for row in batch])

@@ -43,7 +43,12 @@ BATCH_COLUMNS = (("run_id", "uuid"), ("seq", "integer"), ("kind", "text"), ("nod
                  ("namespace", "text"), ("step", "integer"), ("task_id", "text"),
                  ("checkpoint_id", "text"), ("payload", "jsonb"),
                  ("duration_ms", "double precision"))
-PROGRESS_COLUMNS = (("id", "uuid"), ("last_seq", "integer"), ("current_node", "text"))
+PROGRESS_COLUMNS = (("id", "uuid"), ("last_seq", "integer"), ("current_node", "text"),
+                    ("model_calls", "integer"), ("input_tokens", "integer"),
+                    ("output_tokens", "integer"), ("total_tokens", "integer"),
+                    ("cost_usd", "double precision"))
+# the model-call rollups (transitions.ROLLUPS) a write sets with the events that moved them
+ROLLUP_SET = ", ".join(f"{name} = p.{name}" for name, _ in PROGRESS_COLUMNS[3:])
 
 Batch = tuple[Run, list[dict[str, Any]], str]
 """One run's share of a write: the run, its new event rows (numbered) and its node now."""
@@ -71,7 +76,8 @@ class EventSink:
         # every run of a write moves on: its last seq, its node, its heartbeat
         self.progress_sql = (
             f"UPDATE {run} SET last_seq = p.last_seq, current_node = p.current_node, "
-            f"heartbeat_at = {mark} FROM (SELECT {self._from_json(PROGRESS_COLUMNS, 'j')} "
+            f"{ROLLUP_SET}, heartbeat_at = {mark} "
+            f"FROM (SELECT {self._from_json(PROGRESS_COLUMNS, 'j')} "
             f"FROM {self._records(PROGRESS_COLUMNS, 'j')}) AS p WHERE {run}.id = p.id"
         )
         # a queued run is claimed in one conditional UPDATE; which fields it sets and which
@@ -256,10 +262,11 @@ class EventSink:
         progress = []
         for run, rows, node in batches:
             moved = transitions.progress(now=now, last_seq=rows[-1]["seq"] if rows else None,
-                                         current_node=node)
+                                         current_node=node, calls=transitions.rollups(run))
             progress.append({"id": str(self._db(run.id)),
                              "current_node": moved.get("current_node", run.current_node),
-                             "last_seq": moved.get("last_seq", run.last_seq)})
+                             "last_seq": moved.get("last_seq", run.last_seq),
+                             **{name: moved[name] for name in transitions.ROLLUPS}})
         statements: list[Statement] = []
         if any(rows for _, rows, _ in batches):
             statements.append((self.insert_sql, [stamp, self._rows_json(batches)]))
@@ -271,6 +278,7 @@ class EventSink:
                 "current_node": moved["current_node"], "last_seq": moved["last_seq"],
                 "started_at": run.started_at, "finished_at": None,
                 "error_message": run.error_message,
+                **{name: moved[name] for name in transitions.ROLLUPS},
             })
             for (run, _, _), moved in zip(batches, progress, strict=True)
         ]
@@ -285,7 +293,8 @@ class EventSink:
         """
         fields = transitions.stop(
             status=final["status"], now=now, last_seq=rows[-1]["seq"] if rows else None,
-            current_node=current_node, output=final.get("output"), error=final.get("error"))
+            current_node=current_node, output=final.get("output"), error=final.get("error"),
+            calls=transitions.rollups(run))
         statements: list[Statement] = []
         if rows:
             statements.append((self.insert_sql, [self._db(now),

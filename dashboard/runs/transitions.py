@@ -74,28 +74,61 @@ def heartbeat(*, now: datetime) -> Fields:
     return {"heartbeat_at": now}
 
 
-def progress(*, now: datetime, last_seq: int | None = None, current_node: str = "") -> Fields:
-    """Events were written: the run's last seq and the node it is in move on."""
+def progress(*, now: datetime, last_seq: int | None = None, current_node: str = "",
+             calls: Fields | None = None) -> Fields:
+    """Events were written: the run's last seq, the node it is in and its model rollups
+    (``calls``, from :func:`rollups`) move on."""
     fields: Fields = {"heartbeat_at": now}
     if last_seq is not None:
         fields["last_seq"] = last_seq
     if current_node:
         fields["current_node"] = current_node
+    if calls:
+        fields.update(calls)
     return fields
 
 
-def pause(*, now: datetime, last_seq: int | None = None, current_node: str = "") -> Fields:
+ROLLUPS = ("model_calls", "input_tokens", "output_tokens", "total_tokens", "cost_usd")
+"""The run's model-call rollups, written with the events that moved them."""
+
+
+def model_call(run: Run, *, usage: dict[str, Any] | None, cost: float | None) -> Fields:
+    """A model call finished: it counts, and its reported tokens and known cost add up.
+
+    A rollup stays null (not reported / unknown) until some call reports it.
+    """
+    def add(total: Any, part: Any) -> Any:
+        if part is None:
+            return total
+        return part if total is None else total + part
+
+    usage = usage or {}
+    return {"model_calls": run.model_calls + 1,
+            "input_tokens": add(run.input_tokens, usage.get("input_tokens")),
+            "output_tokens": add(run.output_tokens, usage.get("output_tokens")),
+            "total_tokens": add(run.total_tokens, usage.get("total_tokens")),
+            "cost_usd": add(run.cost_usd, cost)}
+
+
+def rollups(run: Run) -> Fields:
+    """The model-call rollups of an in-memory ``run``, as a write stores them."""
+    return {name: getattr(run, name) for name in ROLLUPS}
+
+
+def pause(*, now: datetime, last_seq: int | None = None, current_node: str = "",
+          calls: Fields | None = None) -> Fields:
     """The graph waits for an operator's answer: nobody holds the run meanwhile."""
-    return {**progress(now=now, last_seq=last_seq, current_node=current_node),
+    return {**progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls),
             "status": Status.INTERRUPTED, "owner": ""}
 
 
 def finish(*, status: str, now: datetime, last_seq: int | None = None, current_node: str = "",
-           output: Any = None, error: tuple[str, str] | None = None) -> Fields:
+           output: Any = None, error: tuple[str, str] | None = None,
+           calls: Fields | None = None) -> Fields:
     """The run ends (succeeded, failed or cancelled), with its output or its error."""
     if status not in Run.FINISHED:
         raise ValueError(f"{status!r} is not a final status; use one of {Run.FINISHED}")
-    fields = {**progress(now=now, last_seq=last_seq, current_node=current_node),
+    fields = {**progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls),
               "status": status, "finished_at": now, "owner": "", "cancel_requested": False}
     if output is not None:
         fields["output"] = output
@@ -104,22 +137,24 @@ def finish(*, status: str, now: datetime, last_seq: int | None = None, current_n
     return fields
 
 
-def halt(*, now: datetime, last_seq: int | None = None, current_node: str = "") -> Fields:
+def halt(*, now: datetime, last_seq: int | None = None, current_node: str = "",
+         calls: Fields | None = None) -> Fields:
     """The graph stopped at a breakpoint (or after a step): nobody holds the run meanwhile."""
-    return {**progress(now=now, last_seq=last_seq, current_node=current_node),
+    return {**progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls),
             "status": Status.PAUSED, "owner": "", "step_once": False,
             "breakpoints_changed": False}
 
 
 def stop(*, status: str, now: datetime, last_seq: int | None = None, current_node: str = "",
-         output: Any = None, error: tuple[str, str] | None = None) -> Fields:
+         output: Any = None, error: tuple[str, str] | None = None,
+         calls: Fields | None = None) -> Fields:
     """Where an execution leaves the run: paused (interrupted) or finished."""
     if status == Status.INTERRUPTED:
-        return pause(now=now, last_seq=last_seq, current_node=current_node)
+        return pause(now=now, last_seq=last_seq, current_node=current_node, calls=calls)
     if status == Status.PAUSED:
-        return halt(now=now, last_seq=last_seq, current_node=current_node)
+        return halt(now=now, last_seq=last_seq, current_node=current_node, calls=calls)
     return finish(status=status, now=now, last_seq=last_seq, current_node=current_node,
-                  output=output, error=error)
+                  output=output, error=error, calls=calls)
 
 
 def set_breakpoints(*, before: list[str], after: list[str], held: bool) -> Fields:

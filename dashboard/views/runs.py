@@ -25,16 +25,18 @@ def run_list(request: HtmxHttpRequest) -> TemplateResponse:
     status = request.GET.get("status", "")
     if status not in Run.Status.values:
         status = ""
+    sort = request.GET.get("sort", "")
+    if sort not in selectors.RUN_SORTS:
+        sort = "-created_at"
     since = timezone.now().isoformat()  # runs created later are added live
-    page = Paginator(selectors.run_list(graph=graph, status=status), RUNS_PER_PAGE).get_page(
-        request.GET.get("page")
-    )
+    page = Paginator(selectors.run_list(graph=graph, status=status, sort=sort),
+                     RUNS_PER_PAGE).get_page(request.GET.get("page"))
     template = "dashboard/_run_rows.html" if request.htmx else "dashboard/run_list.html"
     return TemplateResponse(request, template, {
-        "page": page, "graph": graph, "status": status,
+        "page": page, "graph": graph, "status": status, "sort": sort,
         "graphs": all_graphs(), "statuses": Run.Status.choices, "since": since,
         "failed_graphs": failed_graphs(),
-        "live_new": page.number == 1 and not graph and not status,
+        "live_new": page.number == 1 and not graph and not status and sort == "-created_at",
     })
 
 
