@@ -62,6 +62,7 @@ class RunFilterSerializer(serializers.Serializer):
     graph = serializers.CharField(required=False, default="", allow_blank=True,
                                   max_length=100, help_text="Only runs of this graph.")
     status = serializers.ChoiceField(choices=Run.Status.choices, required=False,
+                                     allow_blank=True,  # ?status= means every status
                                      help_text="Only runs in this status.")
     creator = serializers.CharField(required=False, default="", allow_blank=True,
                                     max_length=150, help_text="Only runs by this username.")
