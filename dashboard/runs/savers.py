@@ -108,12 +108,7 @@ async def aopen_saver(*, pool_size: int = 10) -> SaverHandle:
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    # autocommit: a statement holds SQLite's one write lock only while it runs. Python's
-    # implicit transactions held it from the INSERT until the commit, one trip to the busy
-    # event loop later (measured: up to 100 ms per write, 2-3 hops each, with 200 runs),
-    # and starved the web requests' IMMEDIATE transactions past their busy timeout. The
-    # event sink's multi-statement writes are one transaction in one hop (EventSink).
-    conn = await aiosqlite.connect(settings_dict["NAME"], timeout=30, isolation_level=None)
+    conn = await aiosqlite.connect(settings_dict["NAME"], timeout=30)
     await conn.execute("PRAGMA journal_mode=WAL")
     await conn.execute("PRAGMA synchronous=NORMAL")
     await conn.execute("PRAGMA busy_timeout=30000")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sqlite3
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -169,7 +168,7 @@ class EventSink:
 
         PostgreSQL: all but the last become data-modifying CTEs of the last (each runs
         exactly once, whether referenced or not), so the write is a single statement.
-        SQLite: one transaction in one hop to aiosqlite's thread (:func:`_sqlite_write`).
+        SQLite: each statement is one hop to aiosqlite's thread, then one for the commit.
         """
         if self.postgres:
             head = [f"w{i} AS ({sql})" for i, (sql, _) in enumerate(statements[:-1])]
@@ -180,9 +179,14 @@ class EventSink:
                 return await cur.fetchone() if returning else None
         async with self.saver.lock:
             conn = self.saver.conn
-            # one hop to aiosqlite's thread for the whole transaction: the write lock is
-            # never held while the coroutine waits for its turn on the event loop
-            return await conn._execute(_sqlite_write, conn._conn, statements)
+            try:
+                for sql, params in statements:
+                    rows = await conn.execute_fetchall(sql, params)
+            except BaseException:
+                await conn.rollback()
+                raise
+            await conn.commit()
+            return next(iter(rows), None)
 
     def _db(self, value: Any, column: str = "") -> Any:
         """A Python value as this database's driver takes it for Django's columns."""
@@ -303,21 +307,3 @@ class EventSink:
         """Apply a transition's ``fields`` to one run on the fast path (its own statement)."""
         await self._aexecute([self.update_statement(run_id, fields)])
 
-
-
-def _sqlite_write(conn: sqlite3.Connection, statements: list[Statement]) -> Any:
-    """Run ``statements`` in one IMMEDIATE transaction on an autocommit connection, in
-    aiosqlite's thread; the last one's first row. The write lock is held for the SQL only."""
-    several = len(statements) > 1
-    if several:
-        conn.execute("BEGIN IMMEDIATE")
-    try:
-        for sql, params in statements:
-            rows = conn.execute(sql, params).fetchall()
-    except BaseException:
-        if several:
-            conn.execute("ROLLBACK")
-        raise
-    if several:
-        conn.execute("COMMIT")
-    return next(iter(rows), None)
