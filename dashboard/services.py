@@ -99,7 +99,10 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
         _check(debugging.check_breakpoints, spec, before=before, after=after)
     _check_queued(user)
     run_uuid = uuid4()
-    with transaction.atomic():
+    # no savepoint inside a caller's transaction (a thread's run decision, which holds
+    # SQLite's one write lock): its error ends that transaction anyway, and every statement
+    # under the lock keeps the executor's writes and the other requests waiting
+    with transaction.atomic(savepoint=False):
         thread = _thread_for(thread, run_uuid, spec.name, user)
         run = Run.objects.create(
             id=run_uuid, graph=spec.name, graph_version=spec.version,
@@ -281,7 +284,10 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
     if before or after:
         _check(debugging.check_breakpoints, spec, before=before, after=after)
     run_uuid = uuid4()
-    with transaction.atomic():
+    # no savepoint inside a caller's transaction (a thread's run decision, which holds
+    # SQLite's one write lock): its error ends that transaction anyway, and every statement
+    # under the lock keeps the executor's writes and the other requests waiting
+    with transaction.atomic(savepoint=False):
         thread = _thread_for(thread, run_uuid, spec.name, user)
         child = Run.objects.create(
             id=run_uuid, graph=run.graph, graph_version=run.graph_version,

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
 
 from dashboard.services import InterruptClosed, LimitReached, RunStateError, ServiceError
 
@@ -23,6 +27,48 @@ class RequestTooLarge(exceptions.APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_detail = "request body too large; send less data"
     default_code = "too_large"
+
+
+RETRY_AFTER_SECONDS = 5
+"""What a 503 for a busy database tells the client to wait before it retries."""
+
+# SQLite's busy timeout ran out; PostgreSQL's lock_timeout, or the connection pool's wait
+BUSY_MESSAGES = ("database is locked", "database table is locked", "database is busy")
+BUSY_CAUSES = ("PoolTimeout", "LockNotAvailable")
+
+
+def _operational_errors() -> tuple[type[Exception], ...]:
+    """Django's and the drivers' own (the store's and the savers' connections are not
+    Django's)."""
+    errors: list[type[Exception]] = [OperationalError, sqlite3.OperationalError]
+    with contextlib.suppress(ImportError):
+        import psycopg
+
+        errors.append(psycopg.OperationalError)
+    return tuple(errors)
+
+
+DRIVER_OPERATIONAL_ERRORS = _operational_errors()
+
+
+def database_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database was busy past its timeout (not that it is broken)."""
+    if not isinstance(exc, DRIVER_OPERATIONAL_ERRORS):
+        return False
+    causes = [exc, exc.__cause__, exc.__context__]
+    return (any(type(c).__name__ in BUSY_CAUSES for c in causes if c is not None)
+            or any(m in str(exc).lower() for m in BUSY_MESSAGES))
+
+
+def busy_response() -> Response:
+    """503 with ``Retry-After``: the database, not the request, is at fault; send it again."""
+    set_rollback()
+    return Response(
+        {"detail": f"the database is busy (a write waited past its timeout); retry in "
+                   f"{RETRY_AFTER_SECONDS} seconds",
+         "code": "database_busy", "errors": {}},
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
 def flatten(detail: Any, prefix: str = "") -> dict[str, str]:
@@ -57,7 +103,10 @@ def _describe(errors: dict[str, str]) -> str:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """Map service errors to 400/409 and give every error ``detail``, ``code``, ``errors``."""
+    """Map service errors to 400/409, a busy database to 503, and give every error
+    ``detail``, ``code``, ``errors``."""
+    if database_busy(exc):
+        return busy_response()
     if isinstance(exc, RequestDataTooBig):  # DRF reads JSON through Django's checked body
         exc = RequestTooLarge(_too_large(context))
     elif isinstance(exc, Http404):  # e.g. an unknown format suffix

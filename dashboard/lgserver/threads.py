@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from langgraph.constants import END
 
@@ -79,14 +79,17 @@ class RunRequest:
 def locked(thread: Thread) -> Iterator[None]:
     """Hold the thread's row for the decision about its next run, until it is committed.
 
-    A conditional UPDATE takes the row's lock on PostgreSQL (SQLite's IMMEDIATE
-    transaction takes the database's), so concurrent run requests on one thread decide
-    one after another, each seeing what the one before it did. What may execute is the
-    constraint ``run_one_running_per_thread``'s to guarantee; this keeps the requests'
-    answers and queues consistent.
+    A conditional UPDATE takes the row's lock on PostgreSQL; on SQLite the IMMEDIATE
+    transaction already holds the database's one write lock, and every statement inside
+    it keeps every other writer (the executor's checkpoints and events) waiting, so it
+    adds none. Concurrent run requests on one thread decide one after another, each
+    seeing what the one before it did. What may execute is the constraint
+    ``run_one_running_per_thread``'s to guarantee; this keeps the requests' answers and
+    queues consistent.
     """
     with transaction.atomic():
-        Thread.objects.filter(pk=thread.pk).update(updated_at=timezone.now())
+        if connection.vendor != "sqlite":
+            Thread.objects.filter(pk=thread.pk).update(updated_at=timezone.now())
         yield
 
 
