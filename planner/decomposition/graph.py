@@ -23,7 +23,9 @@ from planner.decomposition.state import DecompositionState
 from planner.decomposition.tasks import (
     FINAL,
     ROOT_ID,
+    ROOT_TASK_TYPE,
     Tasks,
+    atomic_worker,
     diff,
     graft_plan,
     is_terminal_node,
@@ -61,7 +63,7 @@ def build_graph(
 
     async def start(state: DecompositionState) -> dict[str, Any]:
         """Create the root task from the goal."""
-        root = new_task(task_id=ROOT_ID, goal=state["goal"], task_type="plan", atomic=False,
+        root = new_task(task_id=ROOT_ID, goal=state["goal"], task_type=ROOT_TASK_TYPE, atomic=False,
                         parent=None, depth=0)
         return {"tasks": {ROOT_ID: root}, "round": 0, "status": "running", "reason": None,
                 "synthesis": None, "result": None}
@@ -265,7 +267,7 @@ def _apply_plan(
                           f"{record['error']}")
         return
     if not parsed.tasks:  # WriteHERE: an empty plan means the task is atomic after all
-        task.update(status="pending", atomic=True, worker=task["worker"] or task["task_type"])
+        task.update(status="pending", atomic=True, worker=atomic_worker(task))
         return
     try:
         work.update(graft_plan(work, tid, parsed.tasks, max_depth=max_depth))

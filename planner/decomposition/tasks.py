@@ -17,6 +17,9 @@ from planner.decomposition.errors import DuplicateTaskError
 from planner.decomposition.parsing import TERMINAL_TASK_ID, PlannedTask
 
 ROOT_ID = "root"
+ROOT_TASK_TYPE = "plan"
+ROOT_WORKER = "write"
+"""Who executes a root goal whose plan came back empty: WriteHERE's root is a writing task."""
 STATUSES: tuple[str, ...] = ("pending", "running", "ok", "err", "blocked", "skipped")
 FINAL: frozenset[str] = frozenset({"ok", "err", "blocked", "skipped"})
 ERROR_POLICIES: tuple[str, ...] = ("stop_on_first_error", "continue")
@@ -58,6 +61,13 @@ def new_task(
     }
 
 
+def atomic_worker(task: Mapping[str, Any]) -> str:
+    """The worker that executes ``task`` once it is atomic (the root's type is no worker)."""
+    if task.get("worker"):
+        return str(task["worker"])
+    return ROOT_WORKER if task["task_type"] == ROOT_TASK_TYPE else str(task["task_type"])
+
+
 def graft_plan(
     tasks: Mapping[str, Mapping[str, Any]],
     parent_id: str,
@@ -83,8 +93,9 @@ def graft_plan(
             else value
             for name, value in task.input.items()
         }
-        # The depth cap turns a task that would be planned again into one that is executed.
-        forced = not task.atomic and not task.subtasks and depth >= max_depth
+        # The depth cap turns a task that would be planned again into one that is executed,
+        # nested sub_tasks included (their plan is dropped: they would sit below the cap).
+        forced = not task.atomic and depth >= max_depth
         record = new_task(
             task_id=gid,
             goal=task.goal,
@@ -100,7 +111,7 @@ def graft_plan(
             record["forced_atomic"] = True
             record["worker"] = task.worker or task.task_type
         out[gid] = record
-        if task.subtasks:
+        if task.subtasks and not forced:
             view = {**tasks, **out}
             out.update(graft_plan(view, gid, task.subtasks, max_depth=max_depth))
     return out

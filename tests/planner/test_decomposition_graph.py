@@ -433,3 +433,43 @@ def test_importing_the_package_pulls_in_no_web_framework() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- seed bugs (issue 33) ------------------------------------------------------------------
+
+
+async def test_empty_root_plan_executes_the_goal_with_the_write_worker() -> None:
+    # WriteHERE: "if len(raw_plan) == 0: # Atomic task" holds for the root goal too.
+    llm = ScriptedLLM(overrides={"decomposition.plan": "<plan></plan>"})
+    state = await Run(llm=llm).start()
+    root = state.values["tasks"]["root"]
+    assert (root["status"], root["atomic"], root["worker"]) == ("ok", True, "write")
+    assert root["result"]["text"].startswith("Write a short briefing")
+    assert state.values["status"] == "done"
+
+
+async def test_depth_cap_holds_for_nested_json_sub_tasks() -> None:
+    state = await Run().start(plan_form="writehere_json", max_depth=1)
+    tasks = state.values["tasks"]
+    assert max(t["depth"] for t in tasks.values()) == 1
+    assert (tasks["3"]["atomic"], tasks["3"]["forced_atomic"], tasks["3"]["status"]) == (
+        True, True, "ok")
+    assert state.values["status"] == "done"
+
+
+async def test_a_search_that_finds_nothing_fails_its_task_and_stays_out_of_the_synthesis(
+) -> None:
+    class NoHits:
+        async def asearch(self, query: str, *, field: str | None = None) -> list[SearchHit]:
+            return []
+
+    builder = build_graph(llm=ScriptedLLM(), search=NoHits())
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    await graph.ainvoke(make_input({"max_retries": 0, "error_policy": "continue"}), config)
+    values = (await graph.aget_state(config)).values
+    task = values["tasks"]["1"]
+    assert (task["status"], task["error_kind"]) == ("err", "worker")
+    assert task["error"].startswith("search for 'Gather background on: Write a short")
+    assert task["error"].endswith("found nothing")
+    assert "no hits" not in values["synthesis"] and "[1]" not in values["synthesis"]
