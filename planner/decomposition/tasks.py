@@ -58,6 +58,7 @@ def new_task(
         "attempts": 0,
         "errors": [],
         "forced_atomic": False,
+        "accepted": None,
     }
 
 
@@ -126,8 +127,13 @@ def children_of(tasks: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
     return index
 
 
+def done_for_dependents(task: Mapping[str, Any]) -> bool:
+    """Whether ``task`` lets its dependents run: ``ok``, or a failure F02 accepted."""
+    return task["status"] == "ok" or (task["status"] == "err" and task.get("accepted") is True)
+
+
 def ready_ids(tasks: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Pending tasks whose every dependency is ``ok`` and whose parent is running."""
+    """Pending tasks whose every dependency is done for them and whose parent is running."""
     out = []
     for tid, task in tasks.items():
         if task["status"] != "pending":
@@ -135,7 +141,7 @@ def ready_ids(tasks: Mapping[str, Mapping[str, Any]]) -> list[str]:
         parent = task.get("parent")
         if parent is not None and tasks[parent]["status"] != "running":
             continue
-        if all(tasks[d]["status"] == "ok" for d in task["deps"]):
+        if all(done_for_dependents(tasks[d]) for d in task["deps"]):
             out.append(tid)
     return out
 
@@ -146,12 +152,15 @@ def is_terminal_node(task: Mapping[str, Any]) -> bool:
 
 
 def _close_parent(task: dict[str, Any], kids: list[dict[str, Any]]) -> None:
-    statuses = [k["status"] for k in kids]
-    if all(s == "ok" for s in statuses):
-        texts = [k["result"]["text"] for k in kids if isinstance(k["result"], dict)
-                 and isinstance(k["result"].get("text"), str)]
-        task.update(status="ok", error=None,
-                    result={"subtasks": [k["id"] for k in kids], "text": "\n\n".join(texts)})
+    if all(done_for_dependents(k) for k in kids):
+        texts = [k["result"]["text"] for k in kids if k["status"] == "ok"
+                 and isinstance(k["result"], dict) and isinstance(k["result"].get("text"), str)]
+        result: dict[str, Any] = {"subtasks": [k["id"] for k in kids],
+                                  "text": "\n\n".join(texts)}
+        accepted = [k["id"] for k in kids if k["status"] == "err"]
+        if accepted:  # partial success: F02 accepted these failures
+            result["accepted_failures"] = accepted
+        task.update(status="ok", error=None, result=result)
         return
     for status, verb in (("err", "failed"), ("blocked", "is blocked"), ("skipped", "was skipped")):
         culprit = next((k for k in kids if k["status"] == status), None)
@@ -167,20 +176,21 @@ def settle(tasks: Mapping[str, Mapping[str, Any]], *, policy: str) -> Tasks:
     ``continue``: dependents of an ``err`` or ``blocked`` task become ``blocked``; other
     branches go on. ``stop_on_first_error``: the same, and every other task that has not
     run yet becomes ``skipped``. A parent closes when all its subtasks are final: ``ok`` if
-    all are, else the worst of ``err`` > ``blocked`` > ``skipped``.
+    all are ``ok`` or accepted failures, else the worst of ``err`` > ``blocked`` >
+    ``skipped``. A failure F02 accepted (``accepted``) blocks nothing and stops nothing.
     """
     if policy not in ERROR_POLICIES:
         raise ValueError(f"error policy {policy!r} is unknown; use one of {ERROR_POLICIES}")
     out: Tasks = {tid: dict(task) for tid, task in tasks.items()}
     _propagate(out)
-    failed = next((t for t in out.values() if t["status"] == "err"), None)
+    failed = next((t for t in out.values() if _unaccepted_failure(t)), None)
     if policy == "stop_on_first_error" and failed is not None:
         reason = f"run stopped after task {failed['id']} failed (stop_on_first_error)"
         # A parent that holds a failed subtask will fail once closed, so whatever depends
         # on that parent is a descendant of the failure: blocked, not merely skipped.
         doomed: dict[str, str] = {}
         for task in out.values():
-            if task["status"] == "err":
+            if _unaccepted_failure(task):
                 parent = task["parent"]
                 while parent is not None:
                     doomed.setdefault(parent, task["id"])
@@ -198,6 +208,10 @@ def settle(tasks: Mapping[str, Mapping[str, Any]], *, policy: str) -> Tasks:
     return out
 
 
+def _unaccepted_failure(task: Mapping[str, Any]) -> bool:
+    return task["status"] == "err" and task.get("accepted") is not True
+
+
 def _propagate(out: Tasks) -> None:
     kids = children_of(out)
     changed = True
@@ -207,6 +221,8 @@ def _propagate(out: Tasks) -> None:
             if task["status"] == "pending":
                 for dep in task["deps"]:
                     dep_status = out[dep]["status"]
+                    if done_for_dependents(out[dep]):
+                        continue
                     if dep_status in ("err", "blocked", "skipped"):
                         # A skipped dependency can never produce its output either.
                         status = "skipped" if dep_status == "skipped" else "blocked"
