@@ -4,7 +4,21 @@
 down to ``max_depth``), completes ready forge-lcdl terminal nodes, then marks the ready
 atomic tasks ``running`` for this round. The ``route`` router fans them out to ``work``
 with ``Send`` (in parallel); ``join`` retries failed tasks with a new sub-goal, blocks
-dependents of failures and applies the error policy; ``synthesize`` closes the run.
+dependents of failures and applies the error policy; ``synthesize`` closes the run. F02's
+judgement calls (synthesis_inputs, partial success, tone, preconditions at planning time)
+live in :mod:`.f02`.
+
+Divergences from the seeds, kept on purpose (table in ``docs/seed-rules.md``):
+
+- ready tasks are dispatched in plan order, not forge-lcdl's "first ready, sorted by
+  node_id": a round runs all of them in parallel, so only the list's order differs;
+- a pack's ``start`` is validated but does not order execution: the dependencies do;
+- retries are decided in ``join`` (F13 feeding F02's next round), which sees the whole
+  round's failures in one checkpointed step;
+- blocking is eager (forge-lcdl's MVP is lazy), so the DAG shows at once what can never run;
+- unknown dependencies raise by default (forge-lcdl is tolerant): the model is told to fix
+  its plan; ``unknown_dependencies=drop`` is the tolerant form;
+- a failure F02 accepted unblocks its dependents (forge-lcdl: only ``ok`` does).
 """
 
 from __future__ import annotations
