@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # the first pass, on the embedded default that `make run` serves.
 SECOND_PASS ?= -m "not browser" --ignore=tests/planner
 
-.PHONY: run test lint typecheck bench migrate install install-dev install-js clean
+.PHONY: run test lint typecheck bench mutants migrate install install-dev install-js clean
 
 $(PY):
 	@python=$$(scripts/find-python) || exit 1; \
@@ -69,6 +69,14 @@ test: install-dev install-js lint typecheck
 
 bench: install-dev
 	$(PY) -m benchmarks
+
+## mutants: mutation testing (mutmut 3) of planner/ with tests/planner, then the score; slow,
+## not in CI. MUTANTS="planner.decomposition.tasks*" limits it to some modules' mutants.
+MUTANTS ?=
+mutants: install-dev
+	$(BIN)/mutmut run $(MUTANTS) || true
+	$(BIN)/mutmut export-cicd-stats
+	$(PY) scripts/mutation-score mutants/mutmut-cicd-stats.json
 
 clean:
 	rm -rf $(VENV) var/test.sqlite3* .pytest_cache $(JS)/node_modules

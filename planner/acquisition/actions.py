@@ -143,12 +143,8 @@ async def observe_user(state: AcquisitionState) -> dict[str, Any]:
     if reason is None:
         update["values"] = {**state["values"], spec.name: value}
         update["sources"] = {**state["sources"], spec.name: "user"}
-    elif spec.strategy == "bootstrap" and (
-        recipes.ask_count(state, spec.name) + 1 >= profile.bootstrap_attempts
-    ):
-        update["status"] = "aborted"
-        update["abort_reason"] = (f"no valid {spec.label.lower()} after "
-                                  f"{profile.bootstrap_attempts} attempts ({reason})")
+    # Seed 000's guard table: once the region/currency retries are used up the run passes
+    # on to prepare (the field shows as exhausted); it is not aborted here.
     return update
 
 

@@ -4,7 +4,21 @@
 down to ``max_depth``), completes ready forge-lcdl terminal nodes, then marks the ready
 atomic tasks ``running`` for this round. The ``route`` router fans them out to ``work``
 with ``Send`` (in parallel); ``join`` retries failed tasks with a new sub-goal, blocks
-dependents of failures and applies the error policy; ``synthesize`` closes the run.
+dependents of failures and applies the error policy; ``synthesize`` closes the run. F02's
+judgement calls (synthesis_inputs, partial success, tone, preconditions at planning time)
+live in :mod:`.f02`.
+
+Divergences from the seeds, kept on purpose (table in ``docs/seed-rules.md``):
+
+- ready tasks are dispatched in plan order, not forge-lcdl's "first ready, sorted by
+  node_id": a round runs all of them in parallel, so only the list's order differs;
+- a pack's ``start`` is validated but does not order execution: the dependencies do;
+- retries are decided in ``join`` (F13 feeding F02's next round), which sees the whole
+  round's failures in one checkpointed step;
+- blocking is eager (forge-lcdl's MVP is lazy), so the DAG shows at once what can never run;
+- unknown dependencies raise by default (forge-lcdl is tolerant): the model is told to fix
+  its plan; ``unknown_dependencies=drop`` is the tolerant form;
+- a failure F02 accepted unblocks its dependents (forge-lcdl: only ``ok`` does).
 """
 
 from __future__ import annotations
@@ -18,12 +32,22 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from planner.decomposition.errors import PlanError
+from planner.decomposition.f02 import (
+    UNCERTAIN,
+    aaccept_decision,
+    adone_decision,
+    dispatch_problem,
+    synthesis_results,
+    tone_of,
+)
 from planner.decomposition.planning import aplan_task, aretry_decision
 from planner.decomposition.state import DecompositionState
 from planner.decomposition.tasks import (
     FINAL,
     ROOT_ID,
+    ROOT_TASK_TYPE,
     Tasks,
+    atomic_worker,
     diff,
     graft_plan,
     is_terminal_node,
@@ -37,7 +61,6 @@ from planner.decomposition.workers import (
     WorkContext,
     Worker,
     WorkerError,
-    check_preconditions,
     default_workers,
     resolve_inputs,
 )
@@ -61,10 +84,10 @@ def build_graph(
 
     async def start(state: DecompositionState) -> dict[str, Any]:
         """Create the root task from the goal."""
-        root = new_task(task_id=ROOT_ID, goal=state["goal"], task_type="plan", atomic=False,
+        root = new_task(task_id=ROOT_ID, goal=state["goal"], task_type=ROOT_TASK_TYPE, atomic=False,
                         parent=None, depth=0)
         return {"tasks": {ROOT_ID: root}, "round": 0, "status": "running", "reason": None,
-                "synthesis": None, "result": None}
+                "synthesis": None, "synthesis_inputs": None, "result": None}
 
     async def plan(state: DecompositionState) -> dict[str, Any]:
         """Decompose ready non-atomic tasks, then mark this round's ready tasks running."""
@@ -74,12 +97,31 @@ def build_graph(
         round_no = state["round"]
         settings = {k: state.get(k) for k in _SETTINGS}
         records: list[dict[str, Any]] = []
+        unmet: list[dict[str, Any]] = []
         while True:
             ready = ready_ids(work)
             terminals = [t for t in ready if work[t]["atomic"] and is_terminal_node(work[t])]
             to_plan = [t for t in ready if not work[t]["atomic"]]
-            if not terminals and not to_plan:
+            problems = {
+                tid: problem for tid in ready
+                if work[tid]["atomic"] and not is_terminal_node(work[tid])
+                and (problem := dispatch_problem(work[tid], registry=registry, tasks=work,
+                                                 run_goal=state["goal"], llm=llm,
+                                                 search=search)) is not None
+            }
+            if not terminals and not to_plan and not problems:
                 break
+            for tid, problem in problems.items():  # F02: preconditions at planning time
+                work[tid].update(status="err", error=str(problem), error_kind=problem.kind,
+                                 round=round_no + 1)
+            verdicts = await asyncio.gather(*(
+                aaccept_decision(llm=llm, task=work[tid], run_goal=state["goal"])
+                for tid in problems
+            ))
+            for tid, verdict in zip(problems, verdicts, strict=True):
+                work[tid]["accepted"] = verdict.accept
+                unmet.append({"task": tid, "error": work[tid]["error"],
+                              "accepted": verdict.accept, "reasoning": verdict.reasoning})
             for tid in terminals:  # forge-lcdl: a terminal completes with its own input
                 work[tid].update(status="ok", result=dict(work[tid]["input"]), round=round_no)
             has_children = {t["parent"] for t in work.values()}
@@ -100,6 +142,10 @@ def build_graph(
         dispatch = [t for t in ready_ids(work) if work[t]["atomic"]]
         if work[ROOT_ID]["status"] in FINAL:
             decision = {"round": round_no, "action": "done", "dispatched": []}
+            if work[ROOT_ID]["status"] == "ok":  # F02: done names the synthesis inputs
+                done = await adone_decision(llm=llm, tasks=work, run_goal=state["goal"])
+                decision.update(done)
+                update["synthesis_inputs"] = done["synthesis_inputs"]
         elif not dispatch:
             reason = "no task can run: the remaining tasks wait on tasks that never finish"
             work = stop_all(work, reason=reason)
@@ -116,6 +162,8 @@ def build_graph(
                 work[tid].update(status="running", round=round_no,
                                  worker=work[tid]["worker"] or work[tid]["task_type"])
             decision = {"round": round_no, "action": "continue", "dispatched": dispatch}
+        if unmet:
+            decision["unmet"] = unmet
         update.update(tasks=diff(before, work), round=round_no, decisions=[decision])
         return update
 
@@ -142,17 +190,11 @@ def build_graph(
         name = task["worker"] or task["task_type"]
         attempts = int(task.get("attempts") or 0) + 1
         try:
-            worker = registry.get(name)
-            if worker is None:
-                raise WorkerError(
-                    f"unknown worker {name!r} for task {tid}; "
-                    f"registered workers: {', '.join(sorted(registry))}",
-                    kind="unknown_worker",
-                )
+            # plan checked the worker, the inputs and the preconditions before dispatching
+            worker = registry[name]
             inputs = resolve_inputs(task, payload["dep_results"])
             ctx = WorkContext(task=task, inputs=inputs, dep_results=payload["dep_results"],
                               run_goal=payload["run_goal"], llm=llm, search=search)
-            check_preconditions(worker, ctx)
             result = await worker.run(ctx)
         except GraphBubbleUp:
             raise  # interrupt() must reach LangGraph untouched
@@ -167,34 +209,50 @@ def build_graph(
                                 "error_kind": None, "attempts": attempts}}}
 
     async def join(state: DecompositionState) -> dict[str, Any]:
-        """Apply the round: retry failed tasks with a new sub-goal, block, apply the policy."""
+        """Apply the round: redo failed or uncertain tasks, accept or block failures, settle."""
         before = state["tasks"]
         round_no = state["round"]
-        failed = [
-            t for t in before.values()
-            if t["status"] == "err" and t["round"] == round_no and t["error_kind"] == "worker"
-            and int(t["attempts"]) <= state["max_retries"]
+        ran = [t for t in before.values() if t["round"] == round_no and t["atomic"]]
+        failed = [t for t in ran if t["status"] == "err" and t["error_kind"] == "worker"
+                  and int(t["attempts"]) <= state["max_retries"]]
+        # F02 reads the tone of worker outputs: an uncertain result may be redone.
+        uncertain = [t for t in ran if t["status"] == "ok" and tone_of(t["result"]) == UNCERTAIN]
+        doubtful = [
+            {**t, "error": f"its result is uncertain: {_text_of(t['result'])[:200]}"}
+            for t in uncertain if int(t["attempts"]) <= state["max_retries"]
         ]
         decisions = await asyncio.gather(*(
-            aretry_decision(llm=llm, task=t, run_goal=state["goal"]) for t in failed
+            aretry_decision(llm=llm, task=t, run_goal=state["goal"]) for t in failed + doubtful
         ))
         work: Tasks = {tid: dict(t) for tid, t in before.items()}
         retried = []
-        for task, decision in zip(failed, decisions, strict=True):
+        for task, decision in zip(failed + doubtful, decisions, strict=True):
             if decision.retry:
                 retried.append({"task": task["id"], "goal": decision.goal,
                                 "reasoning": decision.reasoning})
+                inputs = {k: v for k, v in task["input"].items() if k != "query"}
                 work[task["id"]].update(
                     status="pending", goal=decision.goal, result=None, error=None,
                     error_kind=None, round=None, errors=[*task["errors"], task["error"]],
+                    input=inputs,  # the new sub-goal is what a search looks up
                 )
+        redone = {r["task"] for r in retried}
+        final = [t for t in ran if t["status"] == "err" and t["id"] not in redone
+                 and t.get("accepted") is None]
+        verdicts = await asyncio.gather(*(
+            aaccept_decision(llm=llm, task=t, run_goal=state["goal"]) for t in final
+        ))
+        for task, verdict in zip(final, verdicts, strict=True):
+            work[task["id"]]["accepted"] = verdict.accept
         work = settle(work, policy=state["error_policy"])
-        ran = [t for t in before.values() if t["round"] == round_no and t["atomic"]]
         record = {
             "round": round_no, "action": "join",
             "ok": [t["id"] for t in ran if t["status"] == "ok"],
             "err": [t["id"] for t in ran if t["status"] == "err"],
             "retried": retried,
+            "uncertain": [t["id"] for t in uncertain],
+            "accepted": [{"task": t["id"], "reasoning": v.reasoning}
+                         for t, v in zip(final, verdicts, strict=True) if v.accept],
         }
         return {"tasks": diff(before, work), "decisions": [record]}
 
@@ -204,12 +262,10 @@ def build_graph(
         root = tasks[ROOT_ID]
         failed = state.get("status") == "failed" or root["status"] != "ok"
         reason = state.get("reason") or (root["error"] if failed else None)
-        results = [
-            {"id": t["id"], "goal": t["goal"],
-             "text": t["result"].get("text") if isinstance(t["result"], dict) else t["result"]}
-            for t in tasks.values()
-            if t["atomic"] and t["status"] == "ok" and not is_terminal_node(t)
-        ]
+        # F02: a done run synthesises the slots its done-decision named; a failed one (no
+        # done-decision) every finished atomic task, its failed tasks left out.
+        refs = None if failed else state.get("synthesis_inputs")
+        results = synthesis_results(tasks, refs)
         status = "failed" if failed else "done"
         try:
             synthesis: str | None = await llm.atext(
@@ -228,6 +284,8 @@ def build_graph(
             "tasks": len(tasks),
             "rounds": state["round"],
             "failed_tasks": [t["id"] for t in tasks.values() if t["status"] == "err"],
+            "accepted_failures": [t["id"] for t in tasks.values()
+                                  if t["status"] == "err" and t.get("accepted") is True],
             "plans": len(state.get("plans") or []),
         }
         return {"status": status, "synthesis": synthesis, "reason": reason, "result": result,
@@ -249,6 +307,10 @@ def build_graph(
     return graph
 
 
+def _text_of(result: Any) -> str:
+    return str(result.get("text") if isinstance(result, Mapping) else result)
+
+
 def _failed(tid: str, message: str, kind: str, attempts: int) -> dict[str, Any]:
     return {"tasks": {tid: {"status": "err", "result": None, "error": message,
                             "error_kind": kind, "attempts": attempts}}}
@@ -265,7 +327,7 @@ def _apply_plan(
                           f"{record['error']}")
         return
     if not parsed.tasks:  # WriteHERE: an empty plan means the task is atomic after all
-        task.update(status="pending", atomic=True, worker=task["worker"] or task["task_type"])
+        task.update(status="pending", atomic=True, worker=atomic_worker(task))
         return
     try:
         work.update(graft_plan(work, tid, parsed.tasks, max_depth=max_depth))

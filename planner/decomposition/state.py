@@ -17,7 +17,8 @@ from planner.decomposition.tasks import ERROR_POLICIES
 from planner.spec import InputField, clean_inputs
 
 DEFAULT_GOAL = "Write a short briefing on community solar power for a town council"
-FAILURE_MODES: tuple[str, ...] = ("none", "worker_error", "flaky", "unknown_worker")
+FAILURE_MODES: tuple[str, ...] = ("none", "worker_error", "flaky", "unknown_worker",
+                                  "optional_error", "uncertain")
 
 
 def merge_tasks(
@@ -50,6 +51,7 @@ class DecompositionState(TypedDict, total=False):
     status: str
     reason: str | None
     synthesis: str | None
+    synthesis_inputs: dict[str, dict[str, str]] | None
     result: dict[str, Any] | None
 
 

@@ -17,6 +17,9 @@ from planner.decomposition.errors import DuplicateTaskError
 from planner.decomposition.parsing import TERMINAL_TASK_ID, PlannedTask
 
 ROOT_ID = "root"
+ROOT_TASK_TYPE = "plan"
+ROOT_WORKER = "write"
+"""Who executes a root goal whose plan came back empty: WriteHERE's root is a writing task."""
 STATUSES: tuple[str, ...] = ("pending", "running", "ok", "err", "blocked", "skipped")
 FINAL: frozenset[str] = frozenset({"ok", "err", "blocked", "skipped"})
 ERROR_POLICIES: tuple[str, ...] = ("stop_on_first_error", "continue")
@@ -55,7 +58,15 @@ def new_task(
         "attempts": 0,
         "errors": [],
         "forced_atomic": False,
+        "accepted": None,
     }
+
+
+def atomic_worker(task: Mapping[str, Any]) -> str:
+    """The worker that executes ``task`` once it is atomic (the root's type is no worker)."""
+    if task.get("worker"):
+        return str(task["worker"])
+    return ROOT_WORKER if task["task_type"] == ROOT_TASK_TYPE else str(task["task_type"])
 
 
 def graft_plan(
@@ -83,8 +94,9 @@ def graft_plan(
             else value
             for name, value in task.input.items()
         }
-        # The depth cap turns a task that would be planned again into one that is executed.
-        forced = not task.atomic and not task.subtasks and depth >= max_depth
+        # The depth cap turns a task that would be planned again into one that is executed,
+        # nested sub_tasks included (their plan is dropped: they would sit below the cap).
+        forced = not task.atomic and depth >= max_depth
         record = new_task(
             task_id=gid,
             goal=task.goal,
@@ -100,7 +112,7 @@ def graft_plan(
             record["forced_atomic"] = True
             record["worker"] = task.worker or task.task_type
         out[gid] = record
-        if task.subtasks:
+        if task.subtasks and not forced:
             view = {**tasks, **out}
             out.update(graft_plan(view, gid, task.subtasks, max_depth=max_depth))
     return out
@@ -115,8 +127,13 @@ def children_of(tasks: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
     return index
 
 
+def done_for_dependents(task: Mapping[str, Any]) -> bool:
+    """Whether ``task`` lets its dependents run: ``ok``, or a failure F02 accepted."""
+    return task["status"] == "ok" or (task["status"] == "err" and task.get("accepted") is True)
+
+
 def ready_ids(tasks: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Pending tasks whose every dependency is ``ok`` and whose parent is running."""
+    """Pending tasks whose every dependency is done for them and whose parent is running."""
     out = []
     for tid, task in tasks.items():
         if task["status"] != "pending":
@@ -124,7 +141,7 @@ def ready_ids(tasks: Mapping[str, Mapping[str, Any]]) -> list[str]:
         parent = task.get("parent")
         if parent is not None and tasks[parent]["status"] != "running":
             continue
-        if all(tasks[d]["status"] == "ok" for d in task["deps"]):
+        if all(done_for_dependents(tasks[d]) for d in task["deps"]):
             out.append(tid)
     return out
 
@@ -135,12 +152,15 @@ def is_terminal_node(task: Mapping[str, Any]) -> bool:
 
 
 def _close_parent(task: dict[str, Any], kids: list[dict[str, Any]]) -> None:
-    statuses = [k["status"] for k in kids]
-    if all(s == "ok" for s in statuses):
-        texts = [k["result"]["text"] for k in kids if isinstance(k["result"], dict)
-                 and isinstance(k["result"].get("text"), str)]
-        task.update(status="ok", error=None,
-                    result={"subtasks": [k["id"] for k in kids], "text": "\n\n".join(texts)})
+    if all(done_for_dependents(k) for k in kids):
+        texts = [k["result"]["text"] for k in kids if k["status"] == "ok"
+                 and isinstance(k["result"], dict) and isinstance(k["result"].get("text"), str)]
+        result: dict[str, Any] = {"subtasks": [k["id"] for k in kids],
+                                  "text": "\n\n".join(texts)}
+        accepted = [k["id"] for k in kids if k["status"] == "err"]
+        if accepted:  # partial success: F02 accepted these failures
+            result["accepted_failures"] = accepted
+        task.update(status="ok", error=None, result=result)
         return
     for status, verb in (("err", "failed"), ("blocked", "is blocked"), ("skipped", "was skipped")):
         culprit = next((k for k in kids if k["status"] == status), None)
@@ -156,20 +176,21 @@ def settle(tasks: Mapping[str, Mapping[str, Any]], *, policy: str) -> Tasks:
     ``continue``: dependents of an ``err`` or ``blocked`` task become ``blocked``; other
     branches go on. ``stop_on_first_error``: the same, and every other task that has not
     run yet becomes ``skipped``. A parent closes when all its subtasks are final: ``ok`` if
-    all are, else the worst of ``err`` > ``blocked`` > ``skipped``.
+    all are ``ok`` or accepted failures, else the worst of ``err`` > ``blocked`` >
+    ``skipped``. A failure F02 accepted (``accepted``) blocks nothing and stops nothing.
     """
     if policy not in ERROR_POLICIES:
         raise ValueError(f"error policy {policy!r} is unknown; use one of {ERROR_POLICIES}")
     out: Tasks = {tid: dict(task) for tid, task in tasks.items()}
     _propagate(out)
-    failed = next((t for t in out.values() if t["status"] == "err"), None)
+    failed = next((t for t in out.values() if _unaccepted_failure(t)), None)
     if policy == "stop_on_first_error" and failed is not None:
         reason = f"run stopped after task {failed['id']} failed (stop_on_first_error)"
         # A parent that holds a failed subtask will fail once closed, so whatever depends
         # on that parent is a descendant of the failure: blocked, not merely skipped.
         doomed: dict[str, str] = {}
         for task in out.values():
-            if task["status"] == "err":
+            if _unaccepted_failure(task):
                 parent = task["parent"]
                 while parent is not None:
                     doomed.setdefault(parent, task["id"])
@@ -187,6 +208,10 @@ def settle(tasks: Mapping[str, Mapping[str, Any]], *, policy: str) -> Tasks:
     return out
 
 
+def _unaccepted_failure(task: Mapping[str, Any]) -> bool:
+    return task["status"] == "err" and task.get("accepted") is not True
+
+
 def _propagate(out: Tasks) -> None:
     kids = children_of(out)
     changed = True
@@ -196,6 +221,8 @@ def _propagate(out: Tasks) -> None:
             if task["status"] == "pending":
                 for dep in task["deps"]:
                     dep_status = out[dep]["status"]
+                    if done_for_dependents(out[dep]):
+                        continue
                     if dep_status in ("err", "blocked", "skipped"):
                         # A skipped dependency can never produce its output either.
                         status = "skipped" if dep_status == "skipped" else "blocked"

@@ -109,9 +109,12 @@ def _query(ctx: WorkContext) -> str:
 
 async def _search(ctx: WorkContext) -> dict[str, Any]:
     assert ctx.search is not None  # guaranteed by the precondition
-    hits = await ctx.search.asearch(_query(ctx))
+    query = _query(ctx)
+    hits = await ctx.search.asearch(query)
+    if not hits:  # nothing found is a failed search, not a result to synthesise
+        raise WorkerError(f"search for {query!r} found nothing", kind="worker")
     found = [asdict(h) for h in hits[:5]]
-    text = "; ".join(f"{h['title']}: {h['snippet']}" for h in found) or "no hits"
+    text = "; ".join(f"{h['title']}: {h['snippet']}" for h in found)
     return {"hits": found, "text": text}
 
 

@@ -72,18 +72,21 @@ async def test_bootstrap_asks_only_what_is_missing() -> None:
     assert "core.currency" not in [q["field"] for q in trace.questions]
 
 
-async def test_three_invalid_regions_abort_the_run_with_reasons() -> None:
-    trace = await drive(compile_graph(), start(), ["Atlantis", "", "Narnia"])
-    regions = trace.questions
+async def test_three_invalid_regions_are_asked_with_reasons_then_passed_on() -> None:
+    # Seed 000's guard table: "Region missing, retries < 3 -> ask_user"; once the retries
+    # are used up, "none of the above -> prepare" (the run goes on, it is not aborted).
+    trace = await drive(compile_graph(), start(), ["Atlantis", "", "Narnia", "EUR"])
+    regions = [q for q in trace.questions if q["field"] == "core.region"]
     assert [q["attempt"] for q in regions] == [1, 2, 3]
     assert regions[0]["reason"] is None
     assert "unknown region 'Atlantis'" in regions[1]["reason"]
     assert "Germany" in regions[1]["reason"]  # the way out: the known regions
     assert "empty" in regions[2]["reason"]
-    assert trace.values["status"] == "aborted"
-    assert trace.values["result"]["status"] == "aborted"
-    assert "no valid region after 3 attempts" in trace.values["abort_reason"]
-    assert "prepare" not in trace.nodes
+    assert trace.questions[3]["field"] == "core.currency"
+    assert trace.values["status"] == "running" and trace.values["abort_reason"] is None
+    assert "prepare" in trace.nodes
+    assert trace.values["schema"]["core.region"]["status"] == "exhausted"
+    assert trace.values["values"]["core.currency"] == "EUR"
 
 
 async def test_invalid_currency_is_reasked_with_the_reason() -> None:

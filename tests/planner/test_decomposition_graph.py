@@ -36,8 +36,10 @@ class FakeSearch:
 class Run:
     """A compiled graph on one thread, driven the way the dashboard drives it."""
 
-    def __init__(self, *, llm: Any = None, workers: Mapping[str, Worker] | None = None) -> None:
-        builder = build_graph(llm=llm or ScriptedLLM(), search=FakeSearch(), workers=workers)
+    def __init__(self, *, llm: Any = None, workers: Mapping[str, Worker] | None = None,
+                 search: Any = None) -> None:
+        builder = build_graph(llm=llm or ScriptedLLM(), search=search or FakeSearch(),
+                              workers=workers)
         self.graph = builder.compile(checkpointer=InMemorySaver())
         self.config = {"configurable": {"thread_id": "test:planner"}}
         self.parts: list[Any] = []
@@ -83,7 +85,14 @@ async def _assert_done(form: str) -> Any:
     assert 5 <= len(values["tasks"]) <= 15
     assert values["round"] == 3
     assert values["synthesis"].startswith("Synthesis for: Write a short briefing")
-    assert "[3.1] Section 1: costs and savings" in values["synthesis"]
+    # the done-decision named the written parts (3 and 4): the groundwork stays out
+    assert values["synthesis_inputs"] == {
+        "part_3": {"from_sub_goal": "3", "slot": "text"},
+        "part_4": {"from_sub_goal": "4", "slot": "text"},
+    }
+    assert "[3] Section 1: costs and savings" in values["synthesis"]
+    assert "[4] Write the closing summary" in values["synthesis"]
+    assert "[1]" not in values["synthesis"] and "[2]" not in values["synthesis"]
     result = values["result"]
     assert result["status"] == "done" and result["synthesis"] == values["synthesis"]
     assert result["counts"]["ok"] == len(values["tasks"]) and result["rounds"] == 3
@@ -185,7 +194,8 @@ async def test_unknown_worker_fails_that_task_naming_the_registered_ones() -> No
     state = await Run().start(inject_failure="unknown_worker", error_policy="continue")
     task = state.values["tasks"]["7"]
     assert task["status"] == "err" and task["error_kind"] == "unknown_worker"
-    assert task["attempts"] == 1  # a missing worker is not retried
+    assert task["attempts"] == 0  # found at planning time: never dispatched, never retried
+    assert not any("7" in d.get("dispatched", []) for d in state.values["decisions"])
     assert "unknown worker 'translate'" in task["error"] and "write" in task["error"]
 
 
@@ -433,3 +443,43 @@ def test_importing_the_package_pulls_in_no_web_framework() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- seed bugs (issue 33) ------------------------------------------------------------------
+
+
+async def test_empty_root_plan_executes_the_goal_with_the_write_worker() -> None:
+    # WriteHERE: "if len(raw_plan) == 0: # Atomic task" holds for the root goal too.
+    llm = ScriptedLLM(overrides={"decomposition.plan": "<plan></plan>"})
+    state = await Run(llm=llm).start()
+    root = state.values["tasks"]["root"]
+    assert (root["status"], root["atomic"], root["worker"]) == ("ok", True, "write")
+    assert root["result"]["text"].startswith("Write a short briefing")
+    assert state.values["status"] == "done"
+
+
+async def test_depth_cap_holds_for_nested_json_sub_tasks() -> None:
+    state = await Run().start(plan_form="writehere_json", max_depth=1)
+    tasks = state.values["tasks"]
+    assert max(t["depth"] for t in tasks.values()) == 1
+    assert (tasks["3"]["atomic"], tasks["3"]["forced_atomic"], tasks["3"]["status"]) == (
+        True, True, "ok")
+    assert state.values["status"] == "done"
+
+
+async def test_a_search_that_finds_nothing_fails_its_task_and_stays_out_of_the_synthesis(
+) -> None:
+    class NoHits:
+        async def asearch(self, query: str, *, field: str | None = None) -> list[SearchHit]:
+            return []
+
+    builder = build_graph(llm=ScriptedLLM(), search=NoHits())
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    await graph.ainvoke(make_input({"max_retries": 0, "error_policy": "continue"}), config)
+    values = (await graph.aget_state(config)).values
+    task = values["tasks"]["1"]
+    assert (task["status"], task["error_kind"]) == ("err", "worker")
+    assert task["error"].startswith("search for 'Gather background on: Write a short")
+    assert task["error"].endswith("found nothing")
+    assert "no hits" not in values["synthesis"] and "[1]" not in values["synthesis"]
