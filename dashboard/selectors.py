@@ -18,8 +18,10 @@ User = AbstractBaseUser | AnonymousUser
 
 
 def run_list(*, graph: str = "", status: str = "", created_by: str = "") -> QuerySet[Run]:
-    """Runs, newest first, optionally filtered by graph, status and creator's username."""
-    runs = Run.objects.select_related("created_by").order_by("-created_at", "-id")
+    """Runs, newest first, optionally filtered by graph, status and creator's username;
+    a queued run with its ``queue_position``."""
+    runs = Run.objects.select_related("created_by").with_queue_position().order_by(
+        "-created_at", "-id")
     if graph:
         runs = runs.filter(graph=graph)
     if status:
@@ -30,8 +32,8 @@ def run_list(*, graph: str = "", status: str = "", created_by: str = "") -> Quer
 
 
 def run_get(*, run_id: UUID | str) -> Run:
-    """One run (raises ``Run.DoesNotExist``)."""
-    return Run.objects.select_related("created_by").get(id=run_id)
+    """One run, with its ``queue_position`` if it is queued (raises ``Run.DoesNotExist``)."""
+    return Run.objects.select_related("created_by").with_queue_position().get(id=run_id)
 
 
 def run_cursor(*, run_id: UUID | str) -> tuple[int, str] | None:
