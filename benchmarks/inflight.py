@@ -22,15 +22,16 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchmarks import loop_graph, peers
-from benchmarks.common import VAR, free_port, percentile, process
+from benchmarks.common import VAR, cpu_seconds, free_port, percentile, process, rss_mib
 from benchmarks.peers_planwatch import Starter
 
 CONFIG_DIR = Path(__file__).resolve().parent / "inflight"
@@ -231,6 +232,217 @@ def measure_start(*, modes: tuple[str, ...], probes: int, load: int, gap: float
     return out
 
 
+# -- the figure -------------------------------------------------------------------------------
+
+SERVERS = ("planwatch", "langgraph-api", "aegra")
+SCENARIOS = {
+    # name: (runs in flight, runs, seconds a node)
+    "50_in_flight": (50, 100, 0.5),
+    "200_in_flight": (200, 400, 2.0),
+}
+QUICK = {"quick_10_in_flight": (10, 20, 0.1)}
+WARMUP = 2
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (a server's workers, if it forks any)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, ()))
+    return found
+
+
+def rss(pid: int) -> float:
+    """Resident memory of ``pid`` and its children (MiB)."""
+    total = 0.0
+    for each in tree(pid):
+        with suppress(OSError):
+            total += rss_mib(each)
+    return total
+
+
+def cpu(pid: int) -> float:
+    """CPU seconds used so far by ``pid`` and its children."""
+    total = 0.0
+    for each in tree(pid):
+        with suppress(OSError):
+            total += cpu_seconds(each)
+    return total
+
+
+class PeakRss:
+    """Samples the processes' resident memory every quarter second; keeps the peak."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.peak = {name: rss(pid) for name, pid in pids.items()}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.25):
+            for name, pid in self.pids.items():
+                self.peak[name] = max(self.peak[name], rss(pid))
+
+    def stop(self) -> dict[str, float]:
+        """Stop sampling; the peak of each process (MiB)."""
+        self._stop.set()
+        self._thread.join()
+        return {name: round(value, 1) for name, value in self.peak.items()}
+
+
+async def ameasure(served: Served, *, in_flight: int, runs: int, node_seconds: float
+                   ) -> dict[str, Any]:
+    """``runs`` runs streamed, ``in_flight`` at once, on one server."""
+    client = sdk_client(served.url, served.api_key)
+    try:
+        await peers.aphase(lambda: astream_run(client), runs=WARMUP, concurrency=1)
+        baseline = {name: round(rss(pid), 1) for name, pid in served.pids.items()}
+        used = {name: cpu(pid) for name, pid in served.pids.items()}
+        peak = PeakRss(served.pids)
+        results, rate = await peers.aphase(lambda: astream_run(client), runs=runs,
+                                           concurrency=in_flight)
+        peaks = peak.stop()
+        used = {name: cpu(pid) - used[name] for name, pid in served.pids.items()}
+    finally:
+        await client.http.client.aclose()
+    await asyncio.sleep(2)  # the streams closed: what the server gives back
+    after = {name: round(rss(pid), 1) for name, pid in served.pids.items()}
+    ok = [r for r in results if not r.error]
+    latencies = [lat for r in ok for lat in r.latencies]
+    nodes = len(loop_graph.NODES) * loop_graph.ITERATIONS
+    ideal = in_flight / (nodes * node_seconds)
+    return {
+        "runs": runs, "in_flight": in_flight, "node_seconds": node_seconds,
+        "runs_ok": len(ok), "errors": sorted({r.error for r in results if r.error})[:5],
+        "runs_per_s": round(rate, 3), "ideal_runs_per_s": round(ideal, 3),
+        "of_ideal": round(rate / ideal, 3),
+        "latency_p50_ms": round(percentile(latencies, 50), 2),
+        "latency_p99_ms": round(percentile(latencies, 99), 2),
+        "first_event_p50_ms": round(percentile([r.first_event_ms for r in ok], 50), 1),
+        "first_event_p99_ms": round(percentile([r.first_event_ms for r in ok], 99), 1),
+        "rss_baseline_mib": baseline, "rss_peak_mib": peaks, "rss_after_mib": after,
+        "cpu_ms_per_run": {name: round(seconds / runs * 1000, 1)
+                           for name, seconds in used.items()},
+    }
+
+
+@contextmanager
+def server(name: str, *, in_flight: int, node_seconds: float) -> Iterator[Served]:
+    """One of :data:`SERVERS`, with its default settings, serving the loop."""
+    env = {"BENCH_NODE_SECONDS": str(node_seconds)}
+    if name == "planwatch":
+        os.environ["BENCH_NODE_SECONDS"] = str(node_seconds)  # Planwatch's processes
+        with planwatch_server("scaleout") as served:
+            yield served
+        return
+    pids: dict[str, int] = {}
+    if name == "langgraph-api":
+        with peers.langgraph_api_server(config_dir=CONFIG_DIR, jobs=in_flight, env=env,
+                                        pids=pids) as url:
+            yield Served(url, None, pids)
+    elif name == "aegra":
+        with peers.aegra_server(config_dir=CONFIG_DIR, env=env, pids=pids) as url:
+            yield Served(url, None, pids)
+    else:
+        raise ValueError(f"unknown server {name!r}; use one of {', '.join(SERVERS)}")
+
+
+def measure(*, quick: bool = False, only: tuple[str, ...] = SERVERS) -> dict[str, Any]:
+    """Every scenario on every server (peers first), and the targets of each scenario."""
+    out: dict[str, Any] = {"graph": f"{len(loop_graph.NODES)}-node loop, "
+                                    f"{loop_graph.ITERATIONS} iterations"}
+    if set(only) & set(SERVERS[1:]):
+        peers.ensure_peers_venv()
+        out["versions"] = peers.peer_versions()
+    for scenario, (in_flight, runs, node_seconds) in (QUICK if quick else SCENARIOS).items():
+        cells: dict[str, Any] = {}
+        for name in reversed(SERVERS):
+            if name not in only:
+                continue
+            try:
+                with server(name, in_flight=in_flight, node_seconds=node_seconds) as served:
+                    cells[name] = asyncio.run(ameasure(
+                        served, in_flight=in_flight, runs=runs, node_seconds=node_seconds))
+            except Exception as exc:  # one server that fails must not hide the others
+                cells[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        cells["targets"] = targets(cells)
+        out[scenario] = cells
+    return out
+
+
+def targets(cells: dict[str, Any]) -> dict[str, Any]:
+    """Issue 31's terms for one scenario: Planwatch with 0 errors; runs/s ≥ 95 % of the
+    ideal and ≥ the best peer's; event latency p99 ≤ the best peer's; first event p99 ≤
+    the first node + 100 ms."""
+    ours = cells.get("planwatch") or {}
+    if "runs_ok" not in ours:
+        return {}
+    measured = [n for n in SERVERS[1:] if "runs_per_s" in (cells.get(n) or {})]
+    best = max(measured, key=lambda n: cells[n]["runs_per_s"]) if measured else None
+    low = min(measured, key=lambda n: cells[n]["latency_p99_ms"]) if measured else None
+    first_node_ms = ours["node_seconds"] * 1000
+    return {
+        "errors": {"runs_ok": ours["runs_ok"], "runs": ours["runs"],
+                   "met": ours["runs_ok"] == ours["runs"]},
+        "runs_per_s": {"planwatch": ours["runs_per_s"], "of_ideal": ours["of_ideal"],
+                       "best_peer": best,
+                       "best_peer_runs_per_s": cells[best]["runs_per_s"] if best else None,
+                       "met": ours["of_ideal"] >= 0.95 and (
+                           best is None or ours["runs_per_s"] >= cells[best]["runs_per_s"])},
+        "latency_p99": {"planwatch_ms": ours["latency_p99_ms"], "best_peer": low,
+                        "best_peer_ms": cells[low]["latency_p99_ms"] if low else None,
+                        "met": low is None
+                        or ours["latency_p99_ms"] <= cells[low]["latency_p99_ms"]},
+        "first_event_p99": {"planwatch_ms": ours["first_event_p99_ms"],
+                            "target_ms": first_node_ms + 100,
+                            "met": ours["first_event_p99_ms"] <= first_node_ms + 100},
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    """The figure as a Markdown table per scenario."""
+    lines = []
+    for scenario, cells in result.items():
+        if not isinstance(cells, dict) or "targets" not in cells:
+            continue
+        lines += ["", f"### {scenario.replace('_', ' ')}", "",
+                  "| server | runs ok | runs/s (of ideal) | event latency p50 / p99 ms | "
+                  "first event p99 ms | peak RSS MiB | RSS after MiB | CPU ms a run |",
+                  "| --- | ---: | ---: | ---: | ---: | --- | --- | --- |"]
+        for name in SERVERS:
+            cell = cells.get(name)
+            if not cell:
+                continue
+            if "error" in cell:
+                lines.append(f"| {name} | {cell['error']} | | | | | | |")
+                continue
+            lines.append(
+                f"| {name} | {cell['runs_ok']}/{cell['runs']} | {cell['runs_per_s']:.2f} "
+                f"({cell['of_ideal']:.0%} of {cell['ideal_runs_per_s']:.2f}) | "
+                f"{cell['latency_p50_ms']:.1f} / {cell['latency_p99_ms']:.1f} | "
+                f"{cell['first_event_p99_ms']:.0f} | {_by_process(cell['rss_peak_mib'])} | "
+                f"{_by_process(cell['rss_after_mib'])} (baseline "
+                f"{_by_process(cell['rss_baseline_mib'])}) | "
+                f"{_by_process(cell['cpu_ms_per_run'])} |")
+    return "\n".join(lines)
+
+
+def _by_process(values: dict[str, float]) -> str:
+    return ", ".join(f"{name} {value:.0f}" for name, value in values.items())
+
+
 def main() -> None:
     """Parse arguments, measure, print JSON (the last line)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -240,8 +452,15 @@ def main() -> None:
     start.add_argument("--probes", type=int, default=40)
     start.add_argument("--load", type=int, default=20)
     start.add_argument("--gap", type=float, default=0.25)
+    fig = sub.add_parser("figure", help="the 'many runs in flight' figure")
+    fig.add_argument("--quick", action="store_true",
+                     help="10 in flight, 20 runs, 100 ms nodes (a smoke run)")
+    fig.add_argument("--only", action="append", choices=SERVERS)
     args = parser.parse_args()
-    if args.what == "start":
+    if args.what == "figure":
+        result = measure(quick=args.quick, only=tuple(args.only or SERVERS))
+        print(table(result))
+    elif args.what == "start":
         result = measure_start(modes=tuple(args.mode or ("inprocess", "scaleout")),
                                probes=args.probes, load=args.load, gap=args.gap)
     print(json.dumps(result))
