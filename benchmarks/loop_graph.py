@@ -59,7 +59,7 @@ def build() -> StateGraph:
     """The uncompiled loop (servers compile it with their own checkpointer)."""
     g = StateGraph(LoopState)
     for name in NODES:
-        g.add_node(name, _node(name))
+        g.add_node(name, _node(name))  # type: ignore[call-overload]
     g.add_edge(START, NODES[0])
     for before, after in itertools.pairwise(NODES):
         g.add_edge(before, after)
