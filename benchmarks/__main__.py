@@ -23,7 +23,7 @@ from benchmarks.common import REDIS_URL, bench_env, machine, reset_database, run
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
 RAW = HERE / "results.json"
-FIGURES = ("engine", "stream", "admin", "peers", "waterfall", "threads")
+FIGURES = ("engine", "stream", "admin", "peers", "waterfall", "threads", "inflight")
 
 
 def main() -> None:
@@ -50,6 +50,9 @@ def main() -> None:
         "waterfall": lambda: run_module("benchmarks.waterfall", "--repeats",
                                         "3" if quick else "10", env=dict(os.environ)),
         "threads": lambda: _threads(quick),
+        "inflight": lambda: run_module("benchmarks.inflight", "figure",
+                                       *(["--quick"] if quick else []),
+                                       env=dict(os.environ), timeout=3600),
     }
     for name in args.only or FIGURES:
         began = time.monotonic()
@@ -270,6 +273,31 @@ def targets(raw: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{t['system']} {t['planwatch_runs_per_s']:.1f} runs/s vs {t['best_peer']} "
                 f"{t['best_peer_runs_per_s']:.1f} ({t['ratio']}x)", "≥ 2x the best peer",
                 t["met"])
+    for scenario, cells in (raw.get("inflight") or {}).items():
+        t = cells.get("targets") if isinstance(cells, dict) else None
+        if not t:
+            continue
+        label = f"many runs in flight, {scenario.replace('_', ' ')}"
+        ours = cells["planwatch"]
+        add(f"{label}: errors", f"{ours['runs_ok']}/{ours['runs']} runs ok"
+            + (f" ({'; '.join(ours['errors'])})" if ours["errors"] else ""),
+            "0 errors, every run finished", t["errors"]["met"])
+        r = t["runs_per_s"]
+        add(f"{label}: runs/s", f"{r['planwatch']:.2f} runs/s, {r['of_ideal']:.0%} of the "
+            f"ideal {ours['ideal_runs_per_s']:.2f}" + (
+                f"; best peer {r['best_peer']} {r['best_peer_runs_per_s']:.2f}"
+                if r["best_peer"] else ""), "≥ 95 % of ideal and ≥ the best peer", r["met"])
+        lat = t["latency_p99"]
+        add(f"{label}: event latency p99", f"{lat['planwatch_ms']:.1f} ms (p50 "
+            f"{ours['latency_p50_ms']:.1f})" + (
+                f"; best peer {lat['best_peer']} {lat['best_peer_ms']:.1f} ms"
+                if lat["best_peer"] else ""), "≤ the best peer's", lat["met"])
+        first = t["first_event_p99"]
+        add(f"{label}: first event p99", f"{first['planwatch_ms']:.0f} ms (web peak RSS "
+            f"{ours['rss_peak_mib'].get('web', 0):.0f} MiB, worker "
+            f"{ours['rss_peak_mib'].get('worker', 0):.0f} MiB; CPU a run "
+            + ", ".join(f"{k} {v:.0f} ms" for k, v in ours["cpu_ms_per_run"].items()) + ")",
+            f"≤ first node + 100 ms ({first['target_ms']:.0f} ms)", first["met"])
     for name in FIGURES:
         if isinstance(raw.get(name), dict) and "error" in raw[name]:
             add(name, raw[name]["error"], "runs", False)
@@ -328,6 +356,15 @@ def render(raw: dict[str, Any], rows: list[dict[str, Any]]) -> str:
 
         lines += ["", "## Against the peers", "", f"Versions: {peers.get('versions')}", "",
                   table(peers)]
+    inflight = raw.get("inflight") or {}
+    if any(isinstance(v, dict) and "targets" in v for v in inflight.values()):
+        from benchmarks.inflight import table as inflight_table
+
+        lines += ["", "## Many runs in flight", "",
+                  f"The {inflight.get('graph', '4-node loop')} (20 nodes, each awaiting a "
+                  "model call) on every server with its defaults, official langgraph-sdk "
+                  "(runs.stream, custom + updates). Versions: "
+                  f"{inflight.get('versions')}", inflight_table(inflight)]
     seconds = sum(v for k, v in raw.items() if k.endswith("_seconds"))
     lines += ["", f"Time taken by the figures: {seconds:.0f} s.", ""]
     analysis = HERE / "ANALYSIS.md"

@@ -122,40 +122,52 @@ def peer_versions() -> dict[str, str]:
 
 
 @contextmanager
-def langgraph_api_server() -> Iterator[str]:
-    """``langgraph dev`` (in-memory runtime) serving the chain as assistant ``chain80``."""
+def langgraph_api_server(*, config_dir: Path = CONFIG_DIR, jobs: int = CONCURRENCY,
+                         env: dict[str, str] | None = None,
+                         pids: dict[str, int] | None = None) -> Iterator[str]:
+    """``langgraph dev`` (in-memory runtime) serving ``config_dir``'s langgraph.json (the
+    chain as assistant ``chain80`` by default), ``jobs`` runs at once; its pid goes into
+    ``pids["web"]``."""
     port = free_port()
     # it resolves the graph's path from its working directory and persists its in-memory
     # runtime under .langgraph_api/ there (ignored by git): start each time from nothing
-    shutil.rmtree(CONFIG_DIR / ".langgraph_api", ignore_errors=True)
+    shutil.rmtree(config_dir / ".langgraph_api", ignore_errors=True)
     args = [str(VENV / "bin" / "langgraph"), "dev", "--no-browser", "--no-reload",
             "--host", "127.0.0.1", "--port", str(port),
-            "--n-jobs-per-worker", str(CONCURRENCY), "--server-log-level", "WARNING",
-            "--config", str(CONFIG_DIR / "langgraph.json")]
+            "--n-jobs-per-worker", str(jobs), "--server-log-level", "WARNING",
+            "--config", str(config_dir / "langgraph.json")]
     url = f"http://127.0.0.1:{port}"
-    with process(args, env={**os.environ, **OFFLINE}, log="peers/langgraph-api.log", cwd=CONFIG_DIR,
-                 ready=http_ok(f"{url}/ok")):
+    with process(args, env={**os.environ, **OFFLINE, **(env or {})},
+                 log="peers/langgraph-api.log", cwd=config_dir,
+                 ready=http_ok(f"{url}/ok")) as proc:
+        if pids is not None:
+            pids["web"] = proc.pid
         yield url
 
 
 @contextmanager
-def aegra_server() -> Iterator[str]:
-    """Aegra under uvicorn on PostgreSQL database ``aegra_bench`` (migrated at start-up)."""
+def aegra_server(*, config_dir: Path = CONFIG_DIR, env: dict[str, str] | None = None,
+                 pids: dict[str, int] | None = None) -> Iterator[str]:
+    """Aegra under uvicorn on PostgreSQL database ``aegra_bench`` (migrated at start-up),
+    serving ``config_dir``'s aegra.json; its pid goes into ``pids["web"]``."""
     recreate_database("aegra_bench")
     port = free_port()
-    env = {
+    environ = {
         **os.environ, **OFFLINE,
         "DATABASE_URL": f"{PG_SERVER}/aegra_bench",
-        "AEGRA_CONFIG": str(CONFIG_DIR / "aegra.json"),
+        "AEGRA_CONFIG": str(config_dir / "aegra.json"),
         "AUTH_TYPE": "noop",
         "REDIS_BROKER_ENABLED": "false",
         "OTEL_TARGETS": "",
+        **(env or {}),
     }
     args = [str(VENV / "bin" / "uvicorn"), "aegra_api.main:app", "--host", "127.0.0.1",
             "--port", str(port), "--log-level", "warning", "--no-access-log"]
     url = f"http://127.0.0.1:{port}"
-    with process(args, env=env, log="peers/aegra.log", cwd=CONFIG_DIR,
-                 ready=http_ok(f"{url}/health")):
+    with process(args, env=environ, log="peers/aegra.log", cwd=config_dir,
+                 ready=http_ok(f"{url}/health")) as proc:
+        if pids is not None:
+            pids["web"] = proc.pid
         yield url
 
 

@@ -82,16 +82,19 @@ for line in sys.stdin:
 
 
 def run_moments(run_ids: list[str]) -> dict[str, list[float | None]]:
-    """When each run's row was stored, when an executor claimed it, and when its first
-    ``node_finished`` row was written (epoch seconds; None for what has not happened)."""
+    """When each run's row was stored, when an executor claimed it, when its first
+    ``node_finished`` row was written, and when its first ``node_started`` row was (epoch
+    seconds; None for what has not happened)."""
     from django.db.models import Min, Q
 
     from dashboard.models import Run
 
     runs = Run.objects.filter(id__in=run_ids).only("id", "created_at", "started_at").annotate(
-        first_node=Min("events__created_at", filter=Q(events__kind="node_finished")))
+        first_node=Min("events__created_at", filter=Q(events__kind="node_finished")),
+        first_start=Min("events__created_at", filter=Q(events__kind="node_started")))
     return {str(run.id): [moment.timestamp() if moment else None for moment in
-                          (run.created_at, run.started_at, run.first_node)] for run in runs}
+                          (run.created_at, run.started_at, run.first_node, run.first_start)]
+            for run in runs}
 
 
 def start_phases(starts: list[peers.Start], moments: dict[str, list[float | None]]
@@ -103,7 +106,7 @@ def start_phases(starts: list[peers.Start], moments: dict[str, list[float | None
     for run_id, asked in starts:
         if run_id not in moments:
             continue  # its server named no run (or another server's run)
-        for name, moment in zip(phases, moments[run_id], strict=True):
+        for name, moment in zip(phases, moments[run_id][:3], strict=True):
             if moment is not None:
                 phases[name].append((moment - asked) * 1000)
     return {f"start_{name}_p50_ms": round(peers.percentile(values, 50), 2)

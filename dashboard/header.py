@@ -27,6 +27,21 @@ STATUS_AFTER = {
 }
 
 
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th`` … ``11th``, ``12th``, ``21st``."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def status_label(status: str, queue_position: int | None = None) -> str:
+    """A status as people read it: ``Interrupted``; a queued run's place in the line for
+    a slot, ``Queued, 3rd in line``."""
+    label = Run.Status(status).label if status in Run.Status.values else status
+    if status == Run.Status.QUEUED and queue_position:
+        return f"{label}, {ordinal(queue_position)} in line"
+    return str(label)
+
+
 @dataclass(frozen=True)
 class Head:
     """The header's facts: status (value and label), current node, elapsed, since when."""
@@ -43,12 +58,13 @@ class Head:
     total_tokens: int | None = None
     cost_usd: float | None = None
     """USD from PLANWATCH_MODEL_PRICES (None: no call's model is priced)."""
+    queue_position: int | None = None
+    """A queued run's place in the line for a slot (1: next), as the page was read."""
 
     @property
     def status_label(self) -> str:
-        """The status as people read it (``Interrupted``)."""
-        return Run.Status(self.status).label if self.status in Run.Status.values \
-            else self.status
+        """The status as people read it (``Interrupted``, ``Queued, 3rd in line``)."""
+        return status_label(self.status, self.queue_position)
 
     @property
     def is_finished(self) -> bool:
@@ -57,10 +73,12 @@ class Head:
 
 
 def run_head(run: Run) -> Head:
-    """The header of a run as it stands now."""
+    """The header of a run as it stands now (its place in the line if it was read with
+    ``Run.objects.with_queue_position()``)."""
     active = run.started_at is not None and not run.is_finished
     return Head(status=run.status, node=run.current_node, duration=run_duration(run),
                 started_at=run.started_at.isoformat() if active and run.started_at else "",
+                queue_position=getattr(run, "queue_position", None),
                 **{name: getattr(run, name) for name in ROLLUPS})
 
 

@@ -6,7 +6,8 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Case, Count, Exists, IntegerField, OuterRef, Q, Subquery, When
+from django.db.models.functions import Coalesce
 
 
 class Thread(models.Model):
@@ -73,6 +74,21 @@ class RunQuerySet(models.QuerySet["Run"]):
     def waiting_turn(self) -> RunQuerySet:
         """Runs enqueued behind another run of their thread, not started yet."""
         return self.filter(status=Run.Status.QUEUED, waits_for__isnull=False)
+
+    def with_queue_position(self) -> RunQuerySet:
+        """With ``queue_position``: for a run queued for a slot, 1 + the runs queued for
+        one before it (they take a free slot first: executors and procrastinate's queue go
+        by age); None for any other run, and for one enqueued behind a run of its thread
+        (it waits for that run, not for a slot). One correlated count on the status index."""
+        ahead = Run.objects.filter(
+            Q(created_at__lt=OuterRef("created_at"))
+            | Q(created_at=OuterRef("created_at"), id__lt=OuterRef("id")),
+            status=Run.Status.QUEUED, waits_for__isnull=True,
+        ).order_by().values("status").annotate(n=Count("id")).values("n")
+        return self.annotate(queue_position=Case(
+            When(status=Run.Status.QUEUED, waits_for__isnull=True,
+                 then=Coalesce(Subquery(ahead, output_field=IntegerField()), 0) + 1),
+            default=None, output_field=IntegerField()))
 
 
 class Run(models.Model):

@@ -28,13 +28,14 @@ RUN_SORTS = ("-created_at", "created_at", "-model_calls", "model_calls", "-total
 def run_list(*, graph: str = "", status: str = "", created_by: str = "",
              sort: str = "-created_at") -> QuerySet[Run]:
     """Runs, newest first (or in a :data:`RUN_SORTS` order), filtered by graph, status and
-    creator's username."""
+    creator's username; a queued run with its ``queue_position``."""
     if sort not in RUN_SORTS:
         raise ValueError(f"unknown sort {sort!r}; use one of: {', '.join(RUN_SORTS)}")
     name = sort.lstrip("-")
     first = F(name).desc(nulls_last=True) if sort.startswith("-") else F(name).asc(
         nulls_last=True)
-    runs = Run.objects.select_related("created_by").order_by(first, "-created_at", "-id")
+    runs = Run.objects.select_related("created_by").with_queue_position().order_by(
+        first, "-created_at", "-id")
     if graph:
         runs = runs.filter(graph=graph)
     if status:
@@ -45,8 +46,8 @@ def run_list(*, graph: str = "", status: str = "", created_by: str = "",
 
 
 def run_get(*, run_id: UUID | str) -> Run:
-    """One run (raises ``Run.DoesNotExist``)."""
-    return Run.objects.select_related("created_by").get(id=run_id)
+    """One run, with its ``queue_position`` if it is queued (raises ``Run.DoesNotExist``)."""
+    return Run.objects.select_related("created_by").with_queue_position().get(id=run_id)
 
 
 def run_cursor(*, run_id: UUID | str) -> tuple[int, str] | None:

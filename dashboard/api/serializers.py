@@ -114,10 +114,15 @@ class RunSerializer(serializers.ModelSerializer):
 
     created_by = serializers.CharField(source="creator_name", read_only=True,
                                        allow_null=True)
+    queue_position = serializers.IntegerField(
+        read_only=True, allow_null=True, default=None,
+        help_text="A queued run's place in the line for a free slot (1: next); null for "
+                  "any other run.")
 
     class Meta:
         model = Run
-        fields = ["id", "graph", "graph_version", "thread_id", "status", "input", "output",
+        fields = ["id", "graph", "graph_version", "thread_id", "status", "queue_position",
+                  "input", "output",
                   "error_message", "current_node", "created_by", "created_at", "started_at",
                   "finished_at", "last_seq", "cancel_requested", "interrupt_before",
                   "interrupt_after", "parent", "forked_from_checkpoint", "fork_edit",

@@ -16,6 +16,7 @@ from uuid import UUID
 
 from asgiref.sync import sync_to_async
 from procrastinate.contrib.django import app
+from procrastinate.worker import Worker
 
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.dispatch import EXECUTE_RUN, QUEUE, recover_stale
@@ -46,3 +47,42 @@ async def recover_runs(context: Any, timestamp: int) -> None:
         await manager.retry_job(job)
     await manager.prune_stalled_workers(seconds_since_heartbeat=stale_after)
     await sync_to_async(recover_stale)()
+
+
+class PromptWorker(Worker):
+    """procrastinate's worker, woken by every job's notification, however late it comes.
+
+    procrastinate's worker fetches jobs until none is left, then waits for a notification
+    (LISTEN/NOTIFY) or its polling interval (5 s). It clears its "new job" flag after each
+    fetch, so a notification that arrives while the last (empty) fetch runs is forgotten,
+    and its job waits for the next poll. This worker counts notifications and fetches
+    again while any arrived during a round: a new run starts when it is asked for, not
+    up to five seconds later.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._notified = 0
+
+    async def _handle_notification(self, *, channel: str, notification: Any) -> None:
+        if notification.get("type") == "job_inserted":
+            self._notified += 1
+        await super()._handle_notification(channel=channel, notification=notification)
+
+    async def _fetch_and_process_jobs(self) -> None:
+        while True:
+            seen = self._notified
+            await super()._fetch_and_process_jobs()  # type: ignore[no-untyped-call]
+            if self._notified == seen or self._stop_event.is_set():
+                return
+
+
+async def arun_worker(*, concurrency: int) -> None:
+    """Run a :class:`PromptWorker` on Planwatch's queue until it is stopped (a signal)."""
+    django_connector = app.connector
+    with app.replace_connector(django_connector.get_worker_connector()):  # type: ignore[attr-defined]
+        async with app.open_async():
+            app.perform_import_paths()  # type: ignore[no-untyped-call]
+            worker = PromptWorker(app=app, **{**app.worker_defaults, "queues": [QUEUE],
+                                              "concurrency": concurrency})
+            await worker.run()  # type: ignore[no-untyped-call]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 
-from dashboard import results
+from dashboard import header, results
 from dashboard.models import Run
 
 register = template.Library()
@@ -14,3 +14,9 @@ register = template.Library()
 def run_goal(run: Run) -> str:
     """The goal ``run`` was started with (see :func:`dashboard.results.run_goal`)."""
     return results.run_goal(run=run)
+
+
+@register.filter
+def run_status_label(run: Run) -> str:
+    """The run's status as people read it (see :func:`dashboard.header.status_label`)."""
+    return header.status_label(run.status, getattr(run, "queue_position", None))

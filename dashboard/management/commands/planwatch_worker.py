@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from typing import Any
 
 from django.conf import settings
-from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 
@@ -18,14 +19,17 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        """Check the configuration, then hand over to ``manage.py procrastinate worker``."""
+        """Check the configuration, then run procrastinate's worker (woken by every
+        job's notification: see :class:`dashboard.runs.jobs.PromptWorker`)."""
         if settings.PLANWATCH["EXECUTOR"] != "procrastinate":
             raise CommandError(
                 "PLANWATCH_EXECUTOR is not 'procrastinate': runs execute inside the web "
                 "server. Set PLANWATCH_EXECUTOR=procrastinate (and a PostgreSQL DATABASE_URL) "
                 "on the web servers and the workers."
             )
-        call_command(
-            "procrastinate", "worker", "--queues", "planwatch",
-            "--concurrency", str(settings.PLANWATCH["MAX_CONCURRENT_RUNS"]),
-        )
+        from dashboard.runs.jobs import arun_worker
+
+        concurrency: int = settings.PLANWATCH["MAX_CONCURRENT_RUNS"]  # type: ignore[assignment]
+        print(f"Launching a worker on planwatch ({concurrency} runs at once)",
+              file=sys.stderr, flush=True)
+        asyncio.run(arun_worker(concurrency=concurrency))
