@@ -7,6 +7,7 @@ from django.urls import path, re_path
 from dashboard.lgserver import assistants as a
 from dashboard.lgserver import crons as c
 from dashboard.lgserver import store as st
+from dashboard.lgserver import subgraphs as sg
 from dashboard.lgserver import views as v
 
 app_name = "langgraph"
@@ -28,8 +29,10 @@ urlpatterns = [
          name="assistant-graph"),
     path("assistants/<str:assistant_id>/schemas", v.AssistantSchemasView.as_view(),
          name="assistant-schemas"),
-    path("assistants/<str:assistant_id>/subgraphs", v.AssistantSubgraphsView.as_view(),
+    path("assistants/<str:assistant_id>/subgraphs", sg.AssistantSubgraphsView.as_view(),
          name="assistant-subgraphs"),
+    path("assistants/<str:assistant_id>/subgraphs/<str:namespace>",
+         sg.AssistantSubgraphsView.as_view(), name="assistant-subgraphs-at"),
     path("threads", v.ThreadsView.as_view(), name="threads"),
     path("threads/search", v.ThreadSearchView.as_view(), name="thread-search"),
     path(T, v.ThreadView.as_view(), name="thread"),

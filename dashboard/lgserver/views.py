@@ -238,14 +238,6 @@ def _schema(make: Callable[[], Any]) -> Any:
         return None
 
 
-class AssistantSubgraphsView(LangGraphView):
-    """``GET /assistants/<id>/subgraphs``: none are described separately."""
-
-    def get(self, request: Request, assistant_id: str, namespace: str = "") -> Response:
-        spec_of(assistant_id)
-        return Response({})
-
-
 # -- threads ----------------------------------------------------------------------------
 
 

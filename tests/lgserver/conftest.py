@@ -91,6 +91,10 @@ nested = StateGraph(Counter)
 nested.add_node("child", inner.compile())  # a subgraph: its events carry a namespace
 nested.add_edge(START, "child")
 nested.add_edge("child", END)
+deep = StateGraph(Counter)
+deep.add_node("middle", nested.compile())  # a subgraph with a subgraph of its own
+deep.add_edge(START, "middle")
+deep.add_edge("middle", END)
 
 
 def reply(state: MessagesState) -> dict:
@@ -168,6 +172,7 @@ def langgraph_json(tmp_path_factory) -> Path:
         "dependencies": ["."],
         "graphs": {"orders": "./graphs.py:graph", "slow": "graphs:make_slow",
                    "chat": "./graphs.py:make_chat", "nested": "./graphs.py:nested",
+                   "deep": "./graphs.py:deep",
                    "agent": "./graphs.py:make_agent", "bare": "./graphs.py:make_bare",
                    "broken": "./missing.py:graph"},
     }))
