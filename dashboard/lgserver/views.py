@@ -547,7 +547,7 @@ def _final(run_id: uuid.UUID) -> dict[str, Any]:
     if current["interrupts"]:
         values = {**values, "__interrupt__": current["interrupts"]}
     if run.status == Run.Status.FAILED:
-        values = {**values, "__error__": {"error": "RunFailed", "message": run.error_message}}
+        values = {**values, "__error__": stream.run_error(run.error_message)}
     return values
 
 
@@ -617,7 +617,8 @@ class RunJoinStreamView(LangGraphView):
             raise exceptions.ValidationError(
                 {"Last-Event-ID": "the id of the last event received (a whole number)"}
             ) from None
-        modes = request.query_params.getlist("stream_mode") or ["values"]
+        # the SDK sends an empty stream_mode when none is given
+        modes = [m for m in request.query_params.getlist("stream_mode") if m] or ["values"]
         events = stream.aevents(run.id, modes=_modes(modes), subgraphs=request.query_params.get(
             "stream_subgraphs") in ("true", "1"), after=after)
         slot = stream_slot_take(user=request.user)  # last: nothing after it can fail
