@@ -6,6 +6,7 @@ from django.urls import path, re_path
 
 from dashboard.lgserver import assistants as a
 from dashboard.lgserver import crons as c
+from dashboard.lgserver import state
 from dashboard.lgserver import store as st
 from dashboard.lgserver import subgraphs as sg
 from dashboard.lgserver import views as v
@@ -36,8 +37,10 @@ urlpatterns = [
     path("threads", v.ThreadsView.as_view(), name="threads"),
     path("threads/search", v.ThreadSearchView.as_view(), name="thread-search"),
     path(T, v.ThreadView.as_view(), name="thread"),
-    path(f"{T}/state", v.ThreadStateView.as_view(), name="thread-state"),
-    path(f"{T}/state/<str:checkpoint_id>", v.ThreadStateView.as_view(),
+    path(f"{T}/state", state.ThreadStateView.as_view(), name="thread-state"),
+    path(f"{T}/state/checkpoint", state.ThreadStateCheckpointView.as_view(),
+         name="thread-state-checkpoint"),
+    path(f"{T}/state/<str:checkpoint_id>", state.ThreadStateAtView.as_view(),
          name="thread-state-at"),
     path(f"{T}/history", v.ThreadHistoryView.as_view(), name="thread-history"),
     path(f"{T}/runs", v.RunsView.as_view(), name="runs"),

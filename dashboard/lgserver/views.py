@@ -33,10 +33,10 @@ from dashboard.api.exceptions import exception_handler as api_exception_handler
 from dashboard.checkpoints import compiled
 from dashboard.lgserver import refusals, search, shapes, stream
 from dashboard.lgserver.auth import ApiKeyAuthentication
-from dashboard.lgserver.threads import RunRequest, holder_of, locked, start, update_state
+from dashboard.lgserver.threads import RunRequest, locked, start
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import Run, Thread
-from dashboard.services import RunInputError, RunStateError, ServiceError
+from dashboard.services import RunStateError, ServiceError
 from planner.registry import GraphSpec
 from planner.spec import InputError
 
@@ -316,38 +316,6 @@ class ThreadView(LangGraphView):
             raise RunStateError(f"thread {thread.id} is busy; cancel its run first")
         thread.delete()
         return Response(status=204)
-
-
-class ThreadStateView(LangGraphView):
-    """``GET /threads/<id>/state[/<checkpoint_id>]``; ``POST`` updates it (as a node)."""
-
-    def get(self, request: Request, thread_id: str, checkpoint_id: str = "") -> Response:
-        thread = thread_of(thread_id)
-        if checkpoint_id:
-            return Response(shapes.run_state(holder_of(thread, checkpoint_id), str(thread.id),
-                                             checkpoint_id))
-        return Response(shapes.run_state(shapes.latest_run(thread), str(thread.id)))
-
-    def post(self, request: Request, thread_id: str) -> Response:
-        require(request, "fork_run", "editing a thread's state")
-        thread = thread_of(thread_id)
-        data = body(request)
-        checkpoint = _dict(data, "checkpoint").get("checkpoint_id") or data.get("checkpoint_id")
-        latest = shapes.latest_run(thread)
-        if latest is None:
-            raise RunStateError(f"thread {thread.id} has no run yet; start one first")
-        if checkpoint and holder_of(thread, str(checkpoint)).id != latest.id:
-            raise RunInputError(
-                f"checkpoint {checkpoint} belongs to an earlier run of the thread; start "
-                "a run from it (runs.create(checkpoint_id=…)) and edit that one",
-                errors={"checkpoint_id": "not of the thread's latest run"})
-        as_node = data.get("as_node") or ""
-        if not isinstance(as_node, str):
-            raise exceptions.ValidationError({"as_node": "a node name"})
-        new_id = update_state(thread, latest, values=data.get("values"), as_node=as_node,
-                              user=request.user, checkpoint_id=str(checkpoint or ""))
-        return Response({"checkpoint": {"thread_id": str(thread.id), "checkpoint_ns": "",
-                                        "checkpoint_id": new_id, "checkpoint_map": None}})
 
 
 class ThreadHistoryView(LangGraphView):

@@ -91,8 +91,23 @@ nested = StateGraph(Counter)
 nested.add_node("child", inner.compile())  # a subgraph: its events carry a namespace
 nested.add_edge(START, "child")
 nested.add_edge("child", END)
+
+
+def ask_inside(state: Counter) -> Counter:
+    more = interrupt({"question": "How many more?"})
+    return {"count": state.get("count", 0) + int(more)}
+
+
+asking = StateGraph(Counter)
+asking.add_node("ask_inside", ask_inside)
+asking.add_edge(START, "ask_inside")
+asking.add_edge("ask_inside", END)
+middle = StateGraph(Counter)
+middle.add_node("child", asking.compile())
+middle.add_edge(START, "child")
+middle.add_edge("child", END)
 deep = StateGraph(Counter)
-deep.add_node("middle", nested.compile())  # a subgraph with a subgraph of its own
+deep.add_node("middle", middle.compile())  # a subgraph with a subgraph of its own, asking
 deep.add_edge(START, "middle")
 deep.add_edge("middle", END)
 
