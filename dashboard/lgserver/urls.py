@@ -7,6 +7,7 @@ from django.urls import path, re_path
 from dashboard.lgserver import assistants as a
 from dashboard.lgserver import crons as c
 from dashboard.lgserver import state
+from dashboard.lgserver import stateless as sl
 from dashboard.lgserver import store as st
 from dashboard.lgserver import subgraphs as sg
 from dashboard.lgserver import views as v
@@ -51,14 +52,14 @@ urlpatterns = [
     path(f"{R}/join", v.RunJoinView.as_view(), name="run-join"),
     path(f"{R}/stream", v.RunJoinStreamView.as_view(), name="run-join-stream"),
     path(f"{R}/cancel", v.RunCancelView.as_view(), name="run-cancel"),
-    # stateless runs: each gets a thread of its own (kept, for the audit trail)
     path("runs/crons", c.CronsView.as_view(), name="crons"),
     path("runs/crons/search", c.CronSearchView.as_view(), name="cron-search"),
     path("runs/crons/count", c.CronCountView.as_view(), name="cron-count"),
     path("runs/crons/<str:cron_id>", c.CronView.as_view(), name="cron"),
-    path("runs", v.StatelessRunsView.as_view(), name="stateless-runs"),
-    path("runs/stream", v.RunStreamView.as_view(), name="stateless-run-stream"),
-    path("runs/wait", v.RunWaitView.as_view(), name="stateless-run-wait"),
+    # stateless runs: each on a temporary thread, deleted once it stops (unless kept)
+    path("runs", sl.StatelessRunsView.as_view(), name="stateless-runs"),
+    path("runs/stream", sl.StatelessRunStreamView.as_view(), name="stateless-run-stream"),
+    path("runs/wait", sl.StatelessRunWaitView.as_view(), name="stateless-run-wait"),
     path("store/items", st.StoreItemsView.as_view(), name="store-items"),
     path("store/items/search", st.StoreSearchView.as_view(), name="store-search"),
     path("store/namespaces", st.StoreNamespacesView.as_view(), name="store-namespaces"),

@@ -435,7 +435,8 @@ def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[
     return run, after, data
 
 
-def _location(run: Run) -> dict[str, str]:
+def location_of(run: Run) -> dict[str, str]:
+    """The ``Content-Location`` header of a run's response."""
     return {"Content-Location": f"/threads/{run.conversation_id}/runs/{run.id}"}
 
 
@@ -456,15 +457,7 @@ class RunsView(LangGraphView):
 
     def post(self, request: Request, thread_id: str) -> Response:
         run, _, _ = create_run(request, thread_id)
-        return Response(shapes.run(run), headers=_location(run))
-
-
-class StatelessRunsView(LangGraphView):
-    """``POST /runs``: a background run on a thread of its own."""
-
-    def post(self, request: Request) -> Response:
-        run, _, _ = create_run(request, None)
-        return Response(shapes.run(run), headers=_location(run))
+        return Response(shapes.run(run), headers=location_of(run))
 
 
 class RunStreamView(LangGraphView):
@@ -495,7 +488,7 @@ def sse_response(events: AsyncIterable[bytes], run: Run) -> StreamingHttpRespons
     response = StreamingHttpResponse(events, content_type="text/event-stream")
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"
-    for key, value in _location(run).items():
+    for key, value in location_of(run).items():
         response[key] = value
     return response
 
@@ -542,7 +535,7 @@ class RunWaitView(LangGraphView):
             run, _, _ = create_run(request, thread_id)
         response = StreamingHttpResponse(SlottedStream(_json_when_stopped(run.id), slot),
                                          content_type="application/json")
-        for key, value in _location(run).items():
+        for key, value in location_of(run).items():
             response[key] = value
         return response
 
