@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.urls import path, re_path
 
 from dashboard.lgserver import assistants as a
+from dashboard.lgserver import cancel, state
 from dashboard.lgserver import crons as c
-from dashboard.lgserver import state
 from dashboard.lgserver import stateless as sl
 from dashboard.lgserver import store as st
 from dashboard.lgserver import subgraphs as sg
@@ -51,7 +51,7 @@ urlpatterns = [
     path(R, v.RunView.as_view(), name="run"),
     path(f"{R}/join", v.RunJoinView.as_view(), name="run-join"),
     path(f"{R}/stream", v.RunJoinStreamView.as_view(), name="run-join-stream"),
-    path(f"{R}/cancel", v.RunCancelView.as_view(), name="run-cancel"),
+    path(f"{R}/cancel", cancel.run_cancel, name="run-cancel"),
     path("runs/crons", c.CronsView.as_view(), name="crons"),
     path("runs/crons/search", c.CronSearchView.as_view(), name="cron-search"),
     path("runs/crons/count", c.CronCountView.as_view(), name="cron-count"),

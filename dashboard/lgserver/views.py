@@ -586,16 +586,6 @@ class RunJoinStreamView(LangGraphView):
         return sse_response(SlottedStream(events, slot), run)
 
 
-class RunCancelView(LangGraphView):
-    """``POST /threads/<id>/runs/<run_id>/cancel`` (``wait=1`` answers once it stopped)."""
-
-    def post(self, request: Request, thread_id: str, run_id: str) -> Response:
-        require(request, "cancel_run", "cancelling a run")
-        run = run_of(thread_of(thread_id), run_id)
-        services.run_cancel(run=run, user=request.user)
-        return Response(status=202)
-
-
 class NotServedView(LangGraphView):
     """Anything else under ``/langgraph/``: 404 saying what is served."""
 
