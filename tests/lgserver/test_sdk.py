@@ -160,7 +160,7 @@ def test_a_langgraph_json_graph_streams_custom_events_and_takes_its_answer(sdk, 
     # the client's configurable values reach the graph
     assert {"progress": "pricing lamp at east"} in [p.data for p in parts
                                                      if p.event == "custom"]
-    with pytest.raises(UnprocessableEntityError, match="thread_id are Planwatch's to set"):
+    with pytest.raises(UnprocessableEntityError, match="thread_id are Planwatch's"):
         sdk.runs.create(None, "orders", input={"item": "x"},
                         config={"configurable": {"thread_id": "mine"}})
     question = next(p.data["__interrupt__"][0] for p in parts
