@@ -435,6 +435,16 @@ def _announce(run_id: UUID, *, summary: dict[str, Any] | None = None) -> None:
         logger.debug("announce skipped for %s (inside an event loop)", run_id)
 
 
+def run_state_edit_check(*, run: Run, values: Any, as_node: str) -> None:
+    """Check an edit of ``run``'s state as :func:`run_update_state` does, writing nothing
+    (``DebugInputError`` naming each bad channel, or ``as_node``)."""
+    spec = get_graph(run.graph)
+    if values is None:  # no values: the node ran and wrote nothing (``__end__``: it ended)
+        _check(debugging.check_as_node, spec, as_node)
+    else:
+        _check(debugging.check_edit, spec, values, as_node=as_node)
+
+
 def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
                      checkpoint_id: str = "") -> str:
     """Write ``values`` into a run's state as ``as_node`` would (LangGraph's update_state).
@@ -443,11 +453,7 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     state schema first, and recorded in the run's log as a checkpoint with who and what.
     Returns the new checkpoint's id.
     """
-    spec = get_graph(run.graph)
-    if values is None:  # no values: the node ran and wrote nothing (``__end__``: it ended)
-        _check(debugging.check_as_node, spec, as_node)
-    else:
-        _check(debugging.check_edit, spec, values, as_node=as_node)
+    run_state_edit_check(run=run, values=values, as_node=as_node)
 
     def refuse_if_held(current: Run) -> None:
         if current.owner or current.status in (Run.Status.QUEUED, Run.Status.RUNNING):
@@ -459,7 +465,7 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     # API), before the event is recorded: a checkpoint without its event is harmless
     config, snap = async_to_sync(debugging.aupdate_state)(
         compiled(run.graph), config_of(run, checkpoint_id or None), values,
-        as_node=as_node, spec=spec)
+        as_node=as_node, spec=get_graph(run.graph))
     new_id = str(config["configurable"]["checkpoint_id"])
     parent = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     with transaction.atomic():

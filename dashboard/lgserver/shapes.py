@@ -157,8 +157,13 @@ def state(thread_id: str, snap: StateSnapshot, graph: str = "") -> dict[str, Any
     """A ``StateSnapshot`` as LangGraph's server shapes a thread state."""
     tasks = [
         {"id": t.id, "name": t.name, "error": str(t.error) if t.error else None,
-         "interrupts": [interrupt(i, graph) for i in t.interrupts], "checkpoint": None,
-         "state": None, "result": to_jsonable(t.result) if t.result is not None else None}
+         "interrupts": [interrupt(i, graph) for i in t.interrupts],
+         # a subgraph's task: its checkpoint, or (``subgraphs=true``) its whole state
+         "checkpoint": checkpoint_ref(thread_id, t.state) if isinstance(t.state, dict)
+         else None,
+         "state": state(thread_id, t.state, graph) if isinstance(t.state, StateSnapshot)
+         else None,
+         "result": to_jsonable(t.result) if t.result is not None else None}
         for t in snap.tasks
     ]
     return {
@@ -178,13 +183,14 @@ def empty_state(thread_id: str) -> dict[str, Any]:
             "parent_checkpoint": None, "tasks": [], "interrupts": []}
 
 
-def run_state(run: Run | None, thread_id: str, checkpoint_id: str | None = None
-              ) -> dict[str, Any]:
-    """The state of a run's checkpoint thread (its latest, or at ``checkpoint_id``)."""
+def run_state(run: Run | None, thread_id: str, checkpoint_id: str | None = None, *,
+              subgraphs: bool = False) -> dict[str, Any]:
+    """The state of a run's checkpoint thread (its latest, or at ``checkpoint_id``); with
+    ``subgraphs``, each subgraph task's own state too."""
     if run is None:
         return empty_state(thread_id)
     with graph_for(run.graph) as graph:
-        snap = graph.get_state(config_of(run, checkpoint_id))
+        snap = graph.get_state(config_of(run, checkpoint_id), subgraphs=subgraphs)
         if snap.config and _copied_from(snap) is not None:
             threads = set(Run.objects.filter(conversation_id=run.conversation_id)
                           .values_list("thread_id", flat=True))

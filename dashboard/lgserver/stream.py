@@ -9,8 +9,11 @@ of that event only, so a client resuming after id N has seen all of N and nothin
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +24,7 @@ from channels.db import database_sync_to_async
 from dashboard.checkpoints import checkpoint_get
 from dashboard.lgserver import shapes
 from dashboard.models import Run, RunEvent
+from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.follow import follow
 from dashboard.runs.jsonsafe import to_jsonable
 
@@ -32,6 +36,10 @@ MODES = ("values", "updates", "custom", "messages", "messages-tuple", "debug", "
 """The stream modes a request may name (``events`` gives nothing: Planwatch has no
 LangChain callback events)."""
 
+
+
+HEARTBEAT = b": heartbeat\n\n"
+"""An SSE comment: clients skip it; proxies see the stream is alive (LangGraph's bytes)."""
 
 
 def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
@@ -164,10 +172,72 @@ def _stopped(run: Run) -> bool:
     return not shapes.busy(run)
 
 
-async def aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
-                  metadata: bool = True) -> AsyncIterator[bytes]:
-    """The run's events after seq ``after`` as SSE, until it stops and all were sent
-    (see :func:`~dashboard.runs.follow.follow`)."""
+def run_error(message: str) -> dict[str, str]:
+    """A failed run's error as LangGraph's server sends it: the exception's class name and
+    its message (Planwatch records ``"ValueError: boom"``)."""
+    found = re.match(r"^([A-Za-z_][\w.]*): (.*)$", message or "", re.DOTALL)
+    if found:
+        return {"error": found[1].rsplit(".", 1)[-1], "message": found[2]}
+    return {"error": "RunFailed", "message": message or "the run failed"}
+
+
+def keepalive_seconds() -> float:
+    """``PLANWATCH_STREAM_KEEPALIVE_SECONDS`` (0 or less: no heartbeats)."""
+    return float(planwatch_setting("STREAM_KEEPALIVE_SECONDS"))
+
+
+async def with_heartbeats(source: AsyncIterator[bytes], every: float) -> AsyncIterator[bytes]:
+    """``source``'s parts, and :data:`HEARTBEAT` after each ``every`` seconds without one.
+
+    ``source`` runs in a task of its own that hands each part over (one at a time), so
+    waiting for a part with a timeout never cancels ``source`` midway; closing this
+    iterator cancels that task and closes ``source``.
+    """
+    parts: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue(maxsize=1)
+
+    async def pump() -> None:
+        try:
+            async for part in source:
+                await parts.put((True, part))
+            await parts.put((False, None))
+        except Exception as exc:  # the stream's own failure reaches its reader
+            await parts.put((False, exc))
+
+    task = asyncio.ensure_future(pump())
+    try:
+        while True:
+            try:
+                more, part = await asyncio.wait_for(parts.get(), timeout=every)
+            except TimeoutError:
+                yield HEARTBEAT
+                continue
+            if not more:
+                if isinstance(part, Exception):
+                    raise part
+                return
+            yield part
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        with contextlib.suppress(Exception):
+            await source.aclose()  # type: ignore[attr-defined]
+
+
+def aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
+            metadata: bool = True, keepalive: float | None = None) -> AsyncIterator[bytes]:
+    """The run's events after seq ``after`` as SSE, until it stops and all were sent (see
+    :func:`~dashboard.runs.follow.follow`); a failed run's last event is ``error``; a
+    ``: heartbeat`` comment after each ``keepalive`` seconds of silence (default
+    :func:`keepalive_seconds`)."""
+    events = _aevents(run_id, modes=modes, subgraphs=subgraphs, after=after,
+                      metadata=metadata)
+    every = keepalive_seconds() if keepalive is None else keepalive
+    return with_heartbeats(events, every) if every > 0 else events
+
+
+async def _aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
+                   metadata: bool) -> AsyncIterator[bytes]:
     if metadata:
         yield sse("metadata", {"run_id": str(run_id), "attempt": 1})
     maker: PartMaker | None = None
@@ -185,4 +255,4 @@ async def aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
                 last = index == len(parts) - 1
                 yield sse(name, to_jsonable(data), str(event["seq"]) if last else None)
         if step.last and step.run is not None and step.run.status == Run.Status.FAILED:
-            yield sse("error", {"error": "RunFailed", "message": step.run.error_message})
+            yield sse("error", run_error(step.run.error_message))

@@ -33,10 +33,10 @@ from dashboard.api.exceptions import exception_handler as api_exception_handler
 from dashboard.checkpoints import compiled
 from dashboard.lgserver import refusals, search, shapes, stream
 from dashboard.lgserver.auth import ApiKeyAuthentication
-from dashboard.lgserver.threads import RunRequest, holder_of, locked, start, update_state
+from dashboard.lgserver.threads import RunRequest, locked, start
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import Run, Thread
-from dashboard.services import RunInputError, RunStateError, ServiceError
+from dashboard.services import RunStateError, ServiceError
 from planner.registry import GraphSpec
 from planner.spec import InputError
 
@@ -238,14 +238,6 @@ def _schema(make: Callable[[], Any]) -> Any:
         return None
 
 
-class AssistantSubgraphsView(LangGraphView):
-    """``GET /assistants/<id>/subgraphs``: none are described separately."""
-
-    def get(self, request: Request, assistant_id: str, namespace: str = "") -> Response:
-        spec_of(assistant_id)
-        return Response({})
-
-
 # -- threads ----------------------------------------------------------------------------
 
 
@@ -324,38 +316,6 @@ class ThreadView(LangGraphView):
             raise RunStateError(f"thread {thread.id} is busy; cancel its run first")
         thread.delete()
         return Response(status=204)
-
-
-class ThreadStateView(LangGraphView):
-    """``GET /threads/<id>/state[/<checkpoint_id>]``; ``POST`` updates it (as a node)."""
-
-    def get(self, request: Request, thread_id: str, checkpoint_id: str = "") -> Response:
-        thread = thread_of(thread_id)
-        if checkpoint_id:
-            return Response(shapes.run_state(holder_of(thread, checkpoint_id), str(thread.id),
-                                             checkpoint_id))
-        return Response(shapes.run_state(shapes.latest_run(thread), str(thread.id)))
-
-    def post(self, request: Request, thread_id: str) -> Response:
-        require(request, "fork_run", "editing a thread's state")
-        thread = thread_of(thread_id)
-        data = body(request)
-        checkpoint = _dict(data, "checkpoint").get("checkpoint_id") or data.get("checkpoint_id")
-        latest = shapes.latest_run(thread)
-        if latest is None:
-            raise RunStateError(f"thread {thread.id} has no run yet; start one first")
-        if checkpoint and holder_of(thread, str(checkpoint)).id != latest.id:
-            raise RunInputError(
-                f"checkpoint {checkpoint} belongs to an earlier run of the thread; start "
-                "a run from it (runs.create(checkpoint_id=…)) and edit that one",
-                errors={"checkpoint_id": "not of the thread's latest run"})
-        as_node = data.get("as_node") or ""
-        if not isinstance(as_node, str):
-            raise exceptions.ValidationError({"as_node": "a node name"})
-        new_id = update_state(thread, latest, values=data.get("values"), as_node=as_node,
-                              user=request.user, checkpoint_id=str(checkpoint or ""))
-        return Response({"checkpoint": {"thread_id": str(thread.id), "checkpoint_ns": "",
-                                        "checkpoint_id": new_id, "checkpoint_map": None}})
 
 
 class ThreadHistoryView(LangGraphView):
@@ -475,7 +435,8 @@ def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[
     return run, after, data
 
 
-def _location(run: Run) -> dict[str, str]:
+def location_of(run: Run) -> dict[str, str]:
+    """The ``Content-Location`` header of a run's response."""
     return {"Content-Location": f"/threads/{run.conversation_id}/runs/{run.id}"}
 
 
@@ -496,15 +457,7 @@ class RunsView(LangGraphView):
 
     def post(self, request: Request, thread_id: str) -> Response:
         run, _, _ = create_run(request, thread_id)
-        return Response(shapes.run(run), headers=_location(run))
-
-
-class StatelessRunsView(LangGraphView):
-    """``POST /runs``: a background run on a thread of its own."""
-
-    def post(self, request: Request) -> Response:
-        run, _, _ = create_run(request, None)
-        return Response(shapes.run(run), headers=_location(run))
+        return Response(shapes.run(run), headers=location_of(run))
 
 
 class RunStreamView(LangGraphView):
@@ -535,7 +488,7 @@ def sse_response(events: AsyncIterable[bytes], run: Run) -> StreamingHttpRespons
     response = StreamingHttpResponse(events, content_type="text/event-stream")
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"
-    for key, value in _location(run).items():
+    for key, value in location_of(run).items():
         response[key] = value
     return response
 
@@ -555,7 +508,7 @@ def _final(run_id: uuid.UUID) -> dict[str, Any]:
     if current["interrupts"]:
         values = {**values, "__interrupt__": current["interrupts"]}
     if run.status == Run.Status.FAILED:
-        values = {**values, "__error__": {"error": "RunFailed", "message": run.error_message}}
+        values = {**values, "__error__": stream.run_error(run.error_message)}
     return values
 
 
@@ -582,7 +535,7 @@ class RunWaitView(LangGraphView):
             run, _, _ = create_run(request, thread_id)
         response = StreamingHttpResponse(SlottedStream(_json_when_stopped(run.id), slot),
                                          content_type="application/json")
-        for key, value in _location(run).items():
+        for key, value in location_of(run).items():
             response[key] = value
         return response
 
@@ -625,21 +578,12 @@ class RunJoinStreamView(LangGraphView):
             raise exceptions.ValidationError(
                 {"Last-Event-ID": "the id of the last event received (a whole number)"}
             ) from None
-        modes = request.query_params.getlist("stream_mode") or ["values"]
+        # the SDK sends an empty stream_mode when none is given
+        modes = [m for m in request.query_params.getlist("stream_mode") if m] or ["values"]
         events = stream.aevents(run.id, modes=_modes(modes), subgraphs=request.query_params.get(
             "stream_subgraphs") in ("true", "1"), after=after)
         slot = stream_slot_take(user=request.user)  # last: nothing after it can fail
         return sse_response(SlottedStream(events, slot), run)
-
-
-class RunCancelView(LangGraphView):
-    """``POST /threads/<id>/runs/<run_id>/cancel`` (``wait=1`` answers once it stopped)."""
-
-    def post(self, request: Request, thread_id: str, run_id: str) -> Response:
-        require(request, "cancel_run", "cancelling a run")
-        run = run_of(thread_of(thread_id), run_id)
-        services.run_cancel(run=run, user=request.user)
-        return Response(status=202)
 
 
 class NotServedView(LangGraphView):

@@ -93,6 +93,44 @@ nested.add_edge(START, "child")
 nested.add_edge("child", END)
 
 
+def ask_inside(state: Counter) -> Counter:
+    more = interrupt({"question": "How many more?"})
+    return {"count": state.get("count", 0) + int(more)}
+
+
+asking = StateGraph(Counter)
+asking.add_node("ask_inside", ask_inside)
+asking.add_edge(START, "ask_inside")
+asking.add_edge("ask_inside", END)
+middle = StateGraph(Counter)
+middle.add_node("child", asking.compile())
+middle.add_edge(START, "child")
+middle.add_edge("child", END)
+deep = StateGraph(Counter)
+deep.add_node("middle", middle.compile())  # a subgraph with a subgraph of its own, asking
+deep.add_edge(START, "middle")
+deep.add_edge("middle", END)
+
+
+class Nap(TypedDict, total=False):
+    seconds: float
+    fail: str
+    done: bool
+
+
+async def nap(state: Nap) -> Nap:  # silent for a while, then done or failed
+    await asyncio.sleep(state.get("seconds") or 0)
+    if state.get("fail"):
+        raise ValueError(f"cannot {state['fail']}")
+    return {"done": True}
+
+
+napping = StateGraph(Nap)
+napping.add_node("nap", nap)
+napping.add_edge(START, "nap")
+napping.add_edge("nap", END)
+
+
 def reply(state: MessagesState) -> dict:
     last = state["messages"][-1].content
     return {"messages": [AIMessage(content=f"You said: {last}")]}
@@ -168,6 +206,7 @@ def langgraph_json(tmp_path_factory) -> Path:
         "dependencies": ["."],
         "graphs": {"orders": "./graphs.py:graph", "slow": "graphs:make_slow",
                    "chat": "./graphs.py:make_chat", "nested": "./graphs.py:nested",
+                   "deep": "./graphs.py:deep", "nap": "./graphs.py:napping",
                    "agent": "./graphs.py:make_agent", "bare": "./graphs.py:make_bare",
                    "broken": "./missing.py:graph"},
     }))

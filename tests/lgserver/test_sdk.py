@@ -154,19 +154,20 @@ def test_decomposition_streams_with_subgraphs_and_a_subgraph_names_its_namespace
 def test_a_langgraph_json_graph_streams_custom_events_and_takes_its_answer(sdk, sdk_user):
     parts = list(sdk.runs.stream(None, "orders", input={"item": "lamp", "quantity": 3},
                                  config={"configurable": {"shop": "east"}},
-                                 stream_mode=["custom", "values", "updates"]))
+                                 stream_mode=["custom", "values", "updates"],
+                                 on_completion="keep"))
     run_id = parts[0].data["run_id"]
     # the client's configurable values reach the graph
     assert {"progress": "pricing lamp at east"} in [p.data for p in parts
                                                      if p.event == "custom"]
-    with pytest.raises(UnprocessableEntityError, match="thread_id are Planwatch's to set"):
+    with pytest.raises(UnprocessableEntityError, match="thread_id are Planwatch's"):
         sdk.runs.create(None, "orders", input={"item": "x"},
                         config={"configurable": {"thread_id": "mine"}})
     question = next(p.data["__interrupt__"][0] for p in parts
                 if p.event == "updates" and "__interrupt__" in p.data)
     assert question["value"] == {"question": "Approve 3 x lamp?"}
     run = planwatch_run(run_id)
-    thread_id = str(run.conversation_id)  # a stateless run gets a thread, kept for audit
+    thread_id = str(run.conversation_id)  # a stateless run's thread, kept as asked
     pending = Interrupt.objects.get(run=run)
     assert pending.status == Interrupt.Status.PENDING  # in the inbox like any question
     final = sdk.runs.wait(thread_id, "orders", command={"resume": "yes"})

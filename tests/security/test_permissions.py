@@ -66,7 +66,7 @@ def world(executor, operator):
     ids = {"run_id": str(run.id), "pk": str(run.id), "id": str(run.id),
            "other_id": str(run.id), "seq": "1", "checkpoint_id": checkpoint.checkpoint_id,
            "graph": "test.echo", "thread_id": str(run.conversation_id),
-           "assistant_id": "test.echo"}
+           "assistant_id": "test.echo", "namespace": "child"}
     return run, ids
 
 

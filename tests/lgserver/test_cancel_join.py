@@ -1,0 +1,93 @@
+"""Cancel and join as LangGraph's server answers them, through the official SDK: a run
+neither pending nor running is not cancelled (404), ``wait`` answers once the run stopped,
+``action=rollback`` deletes the run (the thread's state is what it was before), and
+joining a finished run answers its final values at once."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
+
+from dashboard.models import Interrupt, Run
+from tests.conftest import wait_run
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def running(sdk, thread_id: str, **input_) -> dict:
+    run = sdk.runs.create(thread_id, "slow", input={"limit": 400, **input_})
+    wait_run(run["run_id"], statuses=("running",))
+    return run
+
+
+def test_cancel_with_wait_answers_once_the_run_stopped(sdk):
+    thread = sdk.threads.create()
+    run = running(sdk, thread["thread_id"])
+    assert sdk.runs.cancel(thread["thread_id"], run["run_id"], wait=True) is None
+    assert Run.objects.get(id=run["run_id"]).status == Run.Status.CANCELLED  # already
+    assert sdk.runs.get(thread["thread_id"], run["run_id"])["status"] == "interrupted"
+
+
+def test_a_finished_or_waiting_run_is_not_cancelled_404(sdk):
+    thread = sdk.threads.create()
+    done = sdk.runs.create(thread["thread_id"], "slow", input={"limit": 1})
+    sdk.runs.join(thread["thread_id"], done["run_id"])
+    with pytest.raises(NotFoundError, match="neither pending nor running"):
+        sdk.runs.cancel(thread["thread_id"], done["run_id"])
+    assert Run.objects.get(id=done["run_id"]).status == Run.Status.SUCCEEDED
+    asking = sdk.threads.create()
+    sdk.runs.wait(asking["thread_id"], "orders", input={"item": "cup"})
+    (waiting,) = sdk.runs.list(asking["thread_id"])
+    with pytest.raises(NotFoundError):
+        sdk.runs.cancel(asking["thread_id"], waiting["run_id"])
+    with pytest.raises(httpx.HTTPStatusError, match="404"):  # with wait, httpx's own error
+        sdk.runs.cancel(asking["thread_id"], waiting["run_id"], wait=True)
+    assert Interrupt.objects.get(run_id=waiting["run_id"]).status == Interrupt.Status.PENDING
+
+
+def test_rollback_deletes_the_run_and_the_thread_is_as_before(sdk):
+    thread = sdk.threads.create()
+    tid = thread["thread_id"]
+    first = sdk.runs.wait(tid, "slow", input={"limit": 2})
+    assert first == {"count": 2, "limit": 2}
+    second = running(sdk, tid)
+    sdk.runs.cancel(tid, second["run_id"], wait=True, action="rollback")
+    assert not Run.objects.filter(id=second["run_id"]).exists()
+    assert sdk.threads.get_state(tid)["values"] == {"count": 2, "limit": 2}
+    assert len(sdk.runs.list(tid)) == 1
+    third = running(sdk, tid)
+    sdk.runs.cancel(tid, third["run_id"], action="rollback")  # deleted once it stops
+    end = time.monotonic() + 30
+    while Run.objects.filter(id=third["run_id"]).exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not Run.objects.filter(id=third["run_id"]).exists()
+
+
+def test_a_bad_action_or_wait_is_422_naming_it(sdk, lg_url, sdk_user):
+    from tests.conftest import api_token
+
+    thread = sdk.threads.create()
+    run = running(sdk, thread["thread_id"])
+    with pytest.raises(UnprocessableEntityError, match="action"):
+        sdk.runs.cancel(thread["thread_id"], run["run_id"], action="explode")
+    answer = httpx.post(f"{lg_url}/threads/{thread['thread_id']}/runs/{run['run_id']}/cancel",
+                        params={"wait": "soon"}, headers={"x-api-key": api_token(sdk_user)})
+    assert answer.status_code == 422 and "wait" in answer.text
+    assert Run.objects.get(id=run["run_id"]).status == Run.Status.RUNNING  # untouched
+    sdk.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
+
+
+def test_join_of_a_finished_run_answers_its_final_values_at_once(sdk):
+    thread = sdk.threads.create()
+    run = sdk.runs.create(thread["thread_id"], "slow", input={"limit": 2})
+    assert sdk.runs.join(thread["thread_id"], run["run_id"]) == {"count": 2, "limit": 2}
+    assert sdk.runs.join(thread["thread_id"], run["run_id"]) == {"count": 2, "limit": 2}
+    parts = list(sdk.runs.join_stream(thread["thread_id"], run["run_id"]))
+    assert [p.event for p in parts] == ["metadata"]  # nothing after it: it ended
+    cancelled = running(sdk, thread["thread_id"], count=0)
+    sdk.runs.cancel(thread["thread_id"], cancelled["run_id"], wait=True)
+    values = sdk.runs.join(thread["thread_id"], cancelled["run_id"])
+    assert values["limit"] == 400 and values["count"] >= 1

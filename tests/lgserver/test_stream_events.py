@@ -1,0 +1,82 @@
+"""LangGraph's stream semantics through the official SDK: a failed run's ``error`` event
+ends its stream (and its join stream), and a silent stream sends ``: heartbeat``
+comments every ``PLANWATCH_STREAM_KEEPALIVE_SECONDS``, as LangGraph's server does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+
+from tests.conftest import api_token, served
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+FAILED = {"error": "ValueError", "message": "cannot sleep"}
+
+
+def test_a_failed_run_streams_an_error_event_last(sdk):
+    parts = list(sdk.runs.stream(None, "nap", input={"fail": "sleep"},
+                                 stream_mode=["values", "updates"]))
+    assert parts[0].event == "metadata"
+    assert parts[-1].event == "error" and parts[-1].data == FAILED
+    assert [p.event for p in parts].count("error") == 1
+
+
+def test_the_join_stream_of_a_failed_run_ends_with_its_error(sdk):
+    thread = sdk.threads.create()
+    run = sdk.runs.create(thread["thread_id"], "nap", input={"fail": "sleep"})
+    assert sdk.runs.join(thread["thread_id"], run["run_id"])["__error__"] == FAILED
+    parts = list(sdk.runs.join_stream(thread["thread_id"], run["run_id"]))
+    assert parts[-1].event == "error" and parts[-1].data == FAILED
+
+
+def test_wait_answers_a_failed_run_with_its_error(sdk):
+    thread = sdk.threads.create()
+    answer = sdk.runs.wait(thread["thread_id"], "nap", input={"fail": "sleep"},
+                           raise_error=False)
+    assert answer["__error__"] == FAILED
+    with pytest.raises(Exception, match=r"^ValueError: cannot sleep$"):  # the SDK's own
+        sdk.runs.wait(None, "nap", input={"fail": "sleep"})
+
+
+@pytest.fixture(scope="module")
+def quick_keepalive(django_db_setup, django_db_blocker, langgraph_json) -> Iterator[str]:
+    """Planwatch with a heartbeat after 0.2 s of silence."""
+    with served(django_db_blocker, PLANWATCH_LANGGRAPH_CONFIG=str(langgraph_json),
+                PLANWATCH_STREAM_KEEPALIVE_SECONDS="0.2") as url:
+        yield f"{url}/langgraph"
+
+
+def raw_stream(url: str, user, path: str, payload: dict) -> list[str]:
+    """The lines of an SSE response, comments included (the SDK skips them)."""
+    with httpx.stream("POST", f"{url}{path}", json=payload, timeout=30,
+                      headers={"x-api-key": api_token(user)}) as response:
+        assert response.status_code == 200
+        return list(response.iter_lines())
+
+
+def test_a_silent_stream_sends_heartbeat_comments(quick_keepalive, sdk_user):
+    lines = raw_stream(quick_keepalive, sdk_user, "/runs/stream",
+                       {"assistant_id": "nap", "input": {"seconds": 1.5}})
+    assert lines.count(": heartbeat") >= 2
+    assert "event: values" in lines  # and the run's events around them
+    client = get_sync_client(url=quick_keepalive, api_key=api_token(sdk_user))
+    parts = list(client.runs.stream(None, "nap", input={"seconds": 0.6}))
+    assert parts[-1].event == "values" and parts[-1].data == {"seconds": 0.6, "done": True}
+
+
+def test_a_failed_run_after_silence_still_ends_with_its_error(quick_keepalive, sdk_user):
+    lines = raw_stream(quick_keepalive, sdk_user, "/runs/stream",
+                       {"assistant_id": "nap", "input": {"seconds": 0.6, "fail": "sleep"}})
+    assert ": heartbeat" in lines
+    events = [line for line in lines if line.startswith("event: ")]
+    assert events[-1] == "event: error"
+
+
+def test_by_default_a_short_silence_sends_no_heartbeat(lg_url, sdk_user):
+    lines = raw_stream(lg_url, sdk_user, "/runs/stream",
+                       {"assistant_id": "nap", "input": {"seconds": 0.6}})
+    assert ": heartbeat" not in lines  # 15 s by default
