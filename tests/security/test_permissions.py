@@ -15,7 +15,7 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from dashboard import services
+from dashboard import crons, services
 from dashboard.models import RunEvent
 from dashboard.routing import websocket_urlpatterns
 from tests.conftest import wait_run
@@ -63,7 +63,10 @@ def world(executor, operator):
     run = wait_run(services.run_create(graph="test.echo", input={"steps": 2, "ask": True},
                                        user=operator).id)
     checkpoint = run.events.filter(kind=RunEvent.Kind.CHECKPOINT).first()
-    ids = {"run_id": str(run.id), "pk": str(run.id), "id": str(run.id),
+    cron = crons.cron_create(assistant_id="test.echo", schedule="0 3 * * *", user=operator,
+                             thread=None, payload={"input": {"steps": 1}}, enabled=False)
+    ids = {"cron_id": str(cron.pk),
+           "run_id": str(run.id), "pk": str(run.id), "id": str(run.id),
            "other_id": str(run.id), "seq": "1", "checkpoint_id": checkpoint.checkpoint_id,
            "graph": "test.echo", "thread_id": str(run.conversation_id),
            "assistant_id": "test.echo", "namespace": "child"}
