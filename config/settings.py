@@ -416,6 +416,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # a run's and a thread's statuses are both called "status": name the run's set
+    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "dashboard.models.Run.Status"},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "dashboard.api.schema.add_error_responses",

@@ -62,10 +62,17 @@ class RunFilterSerializer(serializers.Serializer):
     graph = serializers.CharField(required=False, default="", allow_blank=True,
                                   max_length=100, help_text="Only runs of this graph.")
     status = serializers.ChoiceField(choices=Run.Status.choices, required=False,
-                                     allow_blank=True,  # ?status= means every status
                                      help_text="Only runs in this status.")
     creator = serializers.CharField(required=False, default="", allow_blank=True,
                                     max_length=150, help_text="Only runs by this username.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A blank ``status`` is refused as the schema says (DRF reads it as absent)."""
+        if self.initial_data.get("status", None) == "":
+            raise serializers.ValidationError({"status": (
+                f"a blank status is not one of {', '.join(Run.Status.values)}; leave "
+                "status out for runs in every status")})
+        return attrs
 
 
 class EventFilterSerializer(serializers.Serializer):

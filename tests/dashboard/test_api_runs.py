@@ -106,6 +106,12 @@ def test_an_unknown_status_filter_is_a_400_listing_the_choices(api):
     assert response.json()["detail"] == 'status: "done" is not a valid choice.'
 
 
+def test_a_blank_status_filter_is_a_400_saying_to_leave_it_out(api):
+    response = api.get("/api/runs/?status=")
+    assert response.status_code == 400
+    assert "leave status out" in response.json()["detail"]
+
+
 def test_cursor_pages_walk_every_run_once_newest_first(api):
     made = [make_run() for _ in range(5)]
     seen, url, pages = [], "/api/runs/?page_size=2", 0

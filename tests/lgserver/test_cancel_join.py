@@ -11,7 +11,7 @@ import httpx
 import pytest
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
-from dashboard.models import Interrupt, Run
+from dashboard.models import Interrupt, Run, RunEvent
 from tests.conftest import wait_run
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -88,6 +88,13 @@ def test_join_of_a_finished_run_answers_its_final_values_at_once(sdk):
     parts = list(sdk.runs.join_stream(thread["thread_id"], run["run_id"]))
     assert [p.event for p in parts] == ["metadata"]  # nothing after it: it ended
     cancelled = running(sdk, thread["thread_id"], count=0)
+    # cancelled once it made progress (a cancel before its first step would leave the
+    # thread's values as the run before it left them, as LangGraph's server does)
+    for _ in range(600):
+        if RunEvent.objects.filter(run_id=cancelled["run_id"],
+                                   kind=RunEvent.Kind.NODE_FINISHED).exists():
+            break
+        time.sleep(0.05)
     sdk.runs.cancel(thread["thread_id"], cancelled["run_id"], wait=True)
     values = sdk.runs.join(thread["thread_id"], cancelled["run_id"])
     assert values["limit"] == 400 and values["count"] >= 1
