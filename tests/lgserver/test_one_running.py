@@ -107,7 +107,9 @@ def test_twenty_concurrent_requests_on_a_busy_thread_never_run_two_at_once(
         assert set(codes) == {200}
     runs = Run.objects.filter(conversation_id=thread_id)
     if strategy == "enqueue":  # every one ran, one after another
-        assert runs.filter(status=Run.Status.SUCCEEDED).count() == REQUESTS + 1
+        # the busy run ended by itself or by the cancel above, whichever came first
+        assert runs.exclude(id=busy["run_id"]).filter(
+            status=Run.Status.SUCCEEDED).count() == REQUESTS
     elif strategy in ("interrupt", "rollback"):  # the last one ran to its end
         assert runs.order_by("-created_at").first().status == Run.Status.SUCCEEDED
         assert runs.filter(status=Run.Status.FAILED).count() == 0
