@@ -15,14 +15,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.models import Interrupt, Run, RunEvent
 from dashboard.runs import transitions
-from dashboard.runs.record import relax_commit, usable_connection
+from dashboard.runs.orm import database_sync_to_async, relax_commit
 from dashboard.runs.sink import EventSink
 
 Kind = RunEvent.Kind
@@ -88,17 +87,15 @@ class Breakpoints:
         return node if node and (self.step or "*" in self.after or node in self.after) else ""
 
 
-@sync_to_async
+@database_sync_to_async
 def _aread_breakpoints(run_id: uuid.UUID) -> Run:
-    usable_connection()
     Run.objects.filter(id=run_id).update(breakpoints_changed=False)
     return Run.objects.only("interrupt_before", "interrupt_after", "step_once").get(id=run_id)
 
 
-@sync_to_async
+@database_sync_to_async
 def aparent_thread(run: Run) -> str:
     """The checkpoint thread of the run ``run`` was forked from."""
-    usable_connection()
     assert run.parent_id is not None
     thread: str = Run.objects.values_list("thread_id", flat=True).get(id=run.parent_id)
     return thread
@@ -164,10 +161,9 @@ def sibling_running(run: Run) -> bool:
         conversation_id=run.conversation_id).exclude(id=run.id).exists()
 
 
-@sync_to_async
+@database_sync_to_async
 def _aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
     """Take any claimable run (start, resume, recover) through the ORM, or return None."""
-    usable_connection()
     now = timezone.now()
     free = transitions.free_q(owner=owner, stale=transitions.stale_before(now))
     with transaction.atomic():
@@ -234,12 +230,11 @@ def _take_answers(run: Run) -> list[Answer]:
     ]
 
 
-@sync_to_async
+@database_sync_to_async
 def aheartbeat(run_ids: list[uuid.UUID], owner: str
                ) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
     """Prove ``owner`` is alive for its runs; return those an operator asked to cancel,
     and those whose breakpoints an operator changed."""
-    usable_connection()
     fields = transitions.heartbeat(now=timezone.now())
     Run.objects.filter(id__in=run_ids, owner=owner).update(**transitions.orm_update(fields))
     flagged = Run.objects.filter(id__in=run_ids, owner=owner).filter(
