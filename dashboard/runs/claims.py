@@ -222,8 +222,7 @@ def _take_turn(run: Run) -> bool:
 def _take_answers(run: Run) -> list[Answer]:
     """Answered interrupts not yet fed to the graph; mark them consumed."""
     rows = list(Interrupt.objects.unconsumed().filter(run=run).select_related("answered_by"))
-    last_cp = run.last_root_checkpoint() or "-"
-    Interrupt.objects.filter(pk__in=[r.pk for r in rows]).update(checkpoint_id=last_cp)
+    Interrupt.objects.filter(pk__in=[r.pk for r in rows]).take_up(run.last_root_checkpoint())
     return [
         Answer(r.interrupt_id, r.answer, r.answerer_name, r.node, r.namespace)
         for r in rows

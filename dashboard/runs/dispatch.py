@@ -116,7 +116,7 @@ def recover_stale(*, include_queued: bool = False) -> list[UUID]:
     """
     stale = transitions.stale_before(timezone.now())
     ids = list(
-        Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=stale)
+        Run.objects.running().filter(heartbeat_at__lt=stale)
         .values_list("id", flat=True)
     )
     for run_id in ids:
