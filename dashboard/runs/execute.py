@@ -31,6 +31,7 @@ from dashboard.runs import doorbells, otel
 from dashboard.runs.claims import Claim, aclaim, aheartbeat
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.execution import Outcome, Requests, aexecute
+from dashboard.runs.modelcalls import ContentPolicy, ModelCallRecorder
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import EventWriter, WriteBehind
 from dashboard.runs.savers import SaverHandle, aopen_saver, is_postgres
@@ -209,11 +210,6 @@ class Executor:
                                                        store=self._store)
         return self._saver.for_run(self._graphs[graph_name])
 
-    def writer(self, claim: Claim) -> EventWriter:
-        """An event writer for the claimed run, on this executor's write-behind."""
-        return EventWriter(claim.run, next_seq=claim.next_seq, behind=self._behind,
-                           digest=self._digest)
-
     async def _aclaim(self, run_id: uuid.UUID, mode: str) -> Claim | None:
         """Take the run for this executor, or return None if it is not ours to run."""
         sink = await self._aopen_saver()
@@ -234,7 +230,17 @@ class Executor:
                 try:
                     while claim is not None:
                         run, first = claim.run, claim.next_seq
-                        outcome = await aexecute(claim, host=self, requests=requests)
+                        # the run's recorders: its events, on the write-behind every run
+                        # shares, and every model call of its graph, whoever makes it
+                        writer = EventWriter(run, next_seq=first, behind=self._behind,
+                                             digest=self._digest)
+                        calls = ModelCallRecorder(
+                            writer, prices=planwatch_setting("MODEL_PRICES"),
+                            policy=ContentPolicy(
+                                keep=planwatch_setting("TRACE_CONTENT"),
+                                limit=planwatch_setting("TRACE_CONTENT_LIMIT")))
+                        outcome = await aexecute(claim, host=self, writer=writer, calls=calls,
+                                                 requests=requests)
                         # the execution's spans, built and sent on threads of their own
                         otel.export_soon(run.id, after=first - 1, upto=run.last_seq)
                         # answers that arrived while it ran are consumed straight away

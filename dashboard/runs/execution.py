@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -23,15 +24,18 @@ from typing import Any, Protocol
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+from dashboard.models import Run, RunEvent
 from dashboard.runs import debugging, finish
-from dashboard.runs.claims import Breakpoints, Claim, aparent_thread
+from dashboard.runs.claims import Claim
 from dashboard.runs.conf import planwatch_setting
-from dashboard.runs.modelcalls import ContentPolicy, ModelCallRecorder
+from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import EventWriter, track
 from dashboard.runs.translate import STREAM_MODES, StreamTranslator
 from planner.registry import get_graph
 
 logger = logging.getLogger("planwatch.runs")
+
+Kind = RunEvent.Kind
 
 
 @dataclass
@@ -62,6 +66,61 @@ class Outcome(enum.Enum):
     FAILED = "failed"  # a node raised, or the executor could not go on
 
 
+@dataclass(frozen=True)
+class Breakpoints:
+    """Where an execution pauses: before or after these nodes (``*``: every node)."""
+
+    before: list[str]
+    after: list[str]
+    step: bool = False
+    """One super-step, then pause (LangGraph's ``interrupt_after="*"`` for this execution)."""
+
+    @classmethod
+    def of(cls, run: Run) -> Breakpoints:
+        """The breakpoints stored on ``run``."""
+        step = bool(run.step_once)
+        return cls(list(run.interrupt_before or ()),
+                   ["*"] if step else list(run.interrupt_after or ()), step)
+
+    @classmethod
+    async def aread(cls, run_id: uuid.UUID) -> Breakpoints:
+        """The run's breakpoints as an operator just set them (and their change taken)."""
+        return cls.of(await _aread_breakpoints(run_id))
+
+    def __bool__(self) -> bool:
+        return bool(self.before or self.after)
+
+    @staticmethod
+    def for_langgraph(nodes: list[str]) -> str | list[str] | None:
+        """Node names as ``astream`` takes them: ``"*"`` itself (a list holding "*" would
+        match no node), the names, or None for none."""
+        if "*" in nodes:
+            return "*"
+        return nodes or None
+
+    def payload(self) -> dict[str, Any]:
+        """How the event log records them."""
+        return {"before": self.before, "after": self.after, "step": self.step}
+
+    def stopped_after(self, node: str) -> str:
+        """``node`` if the pause came after it (a step, or a breakpoint after it), else ""."""
+        return node if node and (self.step or "*" in self.after or node in self.after) else ""
+
+
+@database_sync_to_async
+def _aread_breakpoints(run_id: uuid.UUID) -> Run:
+    Run.objects.filter(id=run_id).update(breakpoints_changed=False)
+    return Run.objects.only("interrupt_before", "interrupt_after", "step_once").get(id=run_id)
+
+
+@database_sync_to_async
+def aparent_thread(run: Run) -> str:
+    """The checkpoint thread of the run ``run`` was forked from."""
+    assert run.parent_id is not None
+    thread: str = Run.objects.values_list("thread_id", flat=True).get(id=run.parent_id)
+    return thread
+
+
 class Host(Protocol):
     """What an execution needs of the loop host that holds its claim."""
 
@@ -71,16 +130,17 @@ class Host(Protocol):
     async def agraph(self, graph_name: str) -> Any:
         """The compiled graph, with a saver instance for one run."""
 
-    def writer(self, claim: Claim) -> EventWriter:
-        """An event writer for the claimed run, on the host's write-behind."""
 
+async def aexecute(claim: Claim, *, host: Host, writer: EventWriter, calls: Any,
+                   requests: Requests) -> Outcome:
+    """Stream a claimed run's graph until it pauses, ends, fails or is cancelled.
 
-async def aexecute(claim: Claim, *, host: Host, requests: Requests) -> Outcome:
-    """Stream a claimed run's graph until it pauses, ends, fails or is cancelled."""
+    ``writer`` records the run's events, ``calls`` (a LangChain callback handler) its
+    model calls; both are the host's to make, on what it shares between runs.
+    """
     run = claim.run
-    writer = host.writer(claim)
     translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
-    config = _config(run.configurable, run.thread_id, writer)
+    config = _config(run.configurable, run.thread_id, calls)
     breaks = Breakpoints.of(run)
     try:
         spec = get_graph(run.graph)
@@ -120,13 +180,9 @@ async def aexecute(claim: Claim, *, host: Host, requests: Requests) -> Outcome:
 
 
 def _config(configurable: dict[str, Any] | None, thread_id: str,
-            writer: EventWriter) -> RunnableConfig:
+            calls: Any) -> RunnableConfig:
     """The graph's config: a client's configurable values, Planwatch's thread, and every
     model call of the graph, whoever makes it, reporting to the run's log."""
-    calls = ModelCallRecorder(
-        writer, prices=planwatch_setting("MODEL_PRICES"),
-        policy=ContentPolicy(keep=planwatch_setting("TRACE_CONTENT"),
-                             limit=planwatch_setting("TRACE_CONTENT_LIMIT")))
     return {"configurable": {**(configurable or {}), "thread_id": thread_id},
             "recursion_limit": 10_000,
             "callbacks": [calls] if planwatch_setting("MODEL_CALLS") else []}
@@ -136,19 +192,32 @@ async def _abegin(claim: Claim, graph: Any, config: RunnableConfig, writer: Even
                   *, owner: str) -> Any:
     """Record the claim's event (and the answers it took); return what to feed the graph."""
     run = claim.run
-    writer.add({"kind": claim.kind, "payload": claim.first_payload(owner)})
+    writer.add({"kind": claim.kind, "payload": _first_payload(claim, owner)})
     if claim.answers:
         for answer in claim.answers:
             writer.add(answer.event())
         return Command(resume={a.interrupt_id: a.answer for a in claim.answers})
-    if claim.kind == finish.Kind.RUN_FORKED:
+    if claim.kind == Kind.RUN_FORKED:
         await _afork(graph, claim)
         # go on from the copied (and edited) checkpoint, with the thread's next input if it
         # has one (LangGraph's server API's next run on a thread)
         return (run.fork_edit or {}).get("input")
-    if claim.kind == finish.Kind.RUN_STARTED:
+    if claim.kind == Kind.RUN_STARTED:
         return run.input
     return None  # recover or continue: from the last checkpoint
+
+
+def _first_payload(claim: Claim, owner: str) -> dict[str, Any]:
+    """The payload of the claim's event: who executes it (and, for a fork, from where)."""
+    run = claim.run
+    payload: dict[str, Any] = {"owner": owner}
+    if claim.kind == Kind.RUN_FORKED:
+        payload.update(parent=str(run.parent_id), checkpoint_id=run.forked_from_checkpoint,
+                       edit=run.fork_edit)
+    breaks = Breakpoints.of(run)
+    if breaks:
+        payload["breakpoints"] = breaks.payload()
+    return payload
 
 
 async def _afork(graph: Any, claim: Claim) -> None:
@@ -176,7 +245,7 @@ async def _astream(graph: Any, payload: Any, config: RunnableConfig, breaks: Bre
         if stop is not Stop.BREAKPOINTS:
             return stop, breaks
         breaks = await Breakpoints.aread(writer.run.id)
-        writer.add({"kind": finish.Kind.BREAKPOINTS_CHANGED, "payload": breaks.payload()})
+        writer.add({"kind": Kind.BREAKPOINTS_CHANGED, "payload": breaks.payload()})
         payload = None
 
 
