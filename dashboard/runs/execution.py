@@ -19,7 +19,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
@@ -32,6 +32,9 @@ from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import EventWriter, track
 from dashboard.runs.translate import STREAM_MODES, StreamTranslator
 from planner.registry import get_graph
+
+if TYPE_CHECKING:
+    from dashboard.runs.modelcalls import ModelCallRecorder
 
 logger = logging.getLogger("planwatch.runs")
 
@@ -131,7 +134,8 @@ class Host(Protocol):
         """The compiled graph, with a saver instance for one run."""
 
 
-async def aexecute(claim: Claim, *, host: Host, writer: EventWriter, calls: Any,
+async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
+                   calls: ModelCallRecorder,
                    requests: Requests) -> Outcome:
     """Stream a claimed run's graph until it pauses, ends, fails or is cancelled.
 
@@ -180,7 +184,7 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter, calls: Any,
 
 
 def _config(configurable: dict[str, Any] | None, thread_id: str,
-            calls: Any) -> RunnableConfig:
+            calls: ModelCallRecorder) -> RunnableConfig:
     """The graph's config: a client's configurable values, Planwatch's thread, and every
     model call of the graph, whoever makes it, reporting to the run's log."""
     return {"configurable": {**(configurable or {}), "thread_id": thread_id},
