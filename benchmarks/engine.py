@@ -42,9 +42,11 @@ def main() -> None:
     django.setup()
     from django.db import connection
 
+    from dashboard.runs.dispatch import dispatch_queued_after
     from dashboard.runs.execute import Executor
 
-    executor = Executor(max_concurrent=args.concurrency, think_time=0)
+    executor = Executor(max_concurrent=args.concurrency, think_time=0,
+                        on_stopped=dispatch_queued_after)
     executor.start()
     try:
         result = {
@@ -94,8 +96,7 @@ async def _abare(executor: Any, durability: str | None = None, *, parts: str = "
     from planner.registry import get_graph
 
     # the saver as the run service gives each run (its own instance on PostgreSQL)
-    compiled = await executor._compiled(GRAPH)
-    graph = executor._saver.for_run(compiled)
+    graph = await executor.agraph(GRAPH)
     config = {"configurable": {"thread_id": f"bare-{uuid.uuid4()}"}, "recursion_limit": 10_000}
     durable = durability or settings.PLANWATCH["DURABILITY"]
     payload = get_graph(GRAPH).make_input(INPUT)

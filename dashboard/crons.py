@@ -150,6 +150,6 @@ async def apoll_forever() -> None:
 
 def start_scheduler() -> None:
     """Poll for due crons in this process, beside its executor."""
-    from dashboard.runs.execute import get_executor
+    from dashboard.runs.dispatch import get_executor
 
     get_executor().spawn(apoll_forever())

@@ -46,8 +46,6 @@ class Thread(models.Model):
 class RunQuerySet(models.QuerySet["Run"]):
     """The questions about a run's state, asked in SQL (one place for each rule)."""
 
-    ACTIVE = ("queued", "running")
-
     def running(self) -> RunQuerySet:
         """Runs an executor holds now (at most one per thread: a database constraint)."""
         return self.filter(status=Run.Status.RUNNING)
@@ -65,9 +63,9 @@ class RunQuerySet(models.QuerySet["Run"]):
 
     def busy(self) -> RunQuerySet:
         """Runs that execute, wait to, or are about to resume (an answer or a continue
-        recorded and not yet taken up)."""
+        recorded and not yet taken up); :meth:`Run.is_busy` asks it of one run."""
         return self.with_unsettled().filter(
-            Q(status__in=self.ACTIVE)
+            Q(status__in=Run.ACTIVE)
             | Q(status=Run.Status.INTERRUPTED, answer_waiting=True)
             | Q(status=Run.Status.PAUSED, continue_waiting=True))
 
@@ -104,6 +102,7 @@ class Run(models.Model):
         CANCELLED = "cancelled", "Cancelled"  # stopped by an operator
 
     FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+    ACTIVE = (Status.QUEUED, Status.RUNNING)  # an executor holds the run, or is to take it
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     graph = models.CharField(max_length=100, db_index=True)
@@ -221,6 +220,35 @@ class Run(models.Model):
         return self.status in self.FINISHED
 
     @property
+    def is_active(self) -> bool:
+        """Whether an executor holds the run or is to take it (queued or running)."""
+        return self.is_active_status(self.status)
+
+    @classmethod
+    def is_active_status(cls, status: str | None) -> bool:
+        """:attr:`is_active` for a status alone (a doorbell's summary of a run, say)."""
+        return status in cls.ACTIVE
+
+    def is_unsettled(self) -> bool:
+        """An answer or a continue was recorded but no executor took the run up yet
+        (exact, status and all, for a run read through ``with_unsettled()``)."""
+        if self.status == self.Status.INTERRUPTED:
+            if (read := getattr(self, "answer_waiting", None)) is not None:
+                return bool(read)
+            return Interrupt.objects.unconsumed().filter(run=self).exists()
+        if self.status == self.Status.PAUSED:
+            if (read := getattr(self, "continue_waiting", None)) is not None:
+                return bool(read)
+            last = self.events.filter(seq=self.last_seq).values_list("kind", flat=True).first()
+            return last == RunEvent.Kind.RUN_CONTINUED
+        return False
+
+    def is_busy(self) -> bool:
+        """:meth:`RunQuerySet.busy` for this run: it executes, waits to, or is about to
+        resume."""
+        return self.is_active or self.is_unsettled()
+
+    @property
     def creator_name(self) -> str:
         """Who started the run, even after their account was deleted ("" if nobody)."""
         return self.created_by.get_username() if self.created_by else self.created_by_name
@@ -280,10 +308,18 @@ class RunEvent(models.Model):
 class InterruptQuerySet(models.QuerySet["Interrupt"]):
     """Questions about interrupts, asked in SQL."""
 
+    NOT_TAKEN = ""  # checkpoint_id of an answer no executor has taken up yet
+    TAKEN_BEFORE_ANY = "-"  # … of one taken up by a run that had no root checkpoint yet
+
     def unconsumed(self) -> InterruptQuerySet:
         """Answered, but the answer not yet taken up by an executor (it marks the
-        checkpoint it resumed from when it takes it; "-" when there was none)."""
-        return self.filter(status=Interrupt.Status.ANSWERED, checkpoint_id="")
+        checkpoint it resumed from when it takes it: :meth:`take_up`)."""
+        return self.filter(status=Interrupt.Status.ANSWERED, checkpoint_id=self.NOT_TAKEN)
+
+    def take_up(self, checkpoint_id: str) -> int:
+        """Mark these answers taken up by an executor resuming from ``checkpoint_id``
+        ("" before the run wrote a root checkpoint); returns how many."""
+        return self.update(checkpoint_id=checkpoint_id or self.TAKEN_BEFORE_ANY)
 
 
 class Interrupt(models.Model):

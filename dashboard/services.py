@@ -456,7 +456,7 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     run_state_edit_check(run=run, values=values, as_node=as_node)
 
     def refuse_if_held(current: Run) -> None:
-        if current.owner or current.status in (Run.Status.QUEUED, Run.Status.RUNNING):
+        if current.owner or current.is_active:
             raise RunStateError(f"run {run.id} is {current.status}; its state can be edited "
                                 "once it stops (wait for it, or cancel it)")
 

@@ -213,7 +213,7 @@ def login(page, base_url: str, username: str, password: str) -> None:
 def executor(transactional_db, settings):
     """This process's run executor on the test database, stopped before the DB is flushed."""
     import tests.graphs  # noqa: F401  (registers the test graphs)
-    from dashboard.runs.execute import get_executor, reset_executor
+    from dashboard.runs.dispatch import get_executor, reset_executor
 
     settings.PLANWATCH = {**settings.PLANWATCH, "THINK_TIME": 0.0}
     reset_executor()

@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
 from dashboard.checkpoints import config_of, graph_for
-from dashboard.models import Interrupt, Run, RunEvent, RunQuerySet, Thread
+from dashboard.models import Run, RunQuerySet, Thread
 from dashboard.runs.jsonsafe import to_jsonable
 from planner.questions import review_request
 from planner.registry import GraphSpec, get_graph
@@ -61,23 +61,13 @@ def with_unsettled(runs: QuerySet[Run]) -> QuerySet[Run]:
 
 def unsettled(run: Run) -> bool:
     """An answer or a continue was recorded but no executor has taken the run up yet
-    (exact for a run read through :func:`with_unsettled`)."""
-    if run.status == Run.Status.INTERRUPTED:
-        if (read := getattr(run, "answer_waiting", None)) is not None:
-            return bool(read)
-        return Interrupt.objects.unconsumed().filter(run=run).exists()
-    if run.status == Run.Status.PAUSED:
-        if (read := getattr(run, "continue_waiting", None)) is not None:
-            return bool(read)
-        last = run.events.filter(seq=run.last_seq).values_list("kind", flat=True).first()
-        return last == RunEvent.Kind.RUN_CONTINUED
-    return False
+    (exact for a run read through :func:`with_unsettled`): :meth:`Run.is_unsettled`."""
+    return run.is_unsettled()
 
 
 def busy(run: Run | None) -> bool:
-    """Whether the run executes, waits to, or is about to resume."""
-    return run is not None and (run.status in (Run.Status.QUEUED, Run.Status.RUNNING)
-                                or unsettled(run))
+    """Whether the run executes, waits to, or is about to resume (:meth:`Run.is_busy`)."""
+    return run is not None and run.is_busy()
 
 
 def run_status(run: Run) -> str:

@@ -15,14 +15,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.models import Interrupt, Run, RunEvent
 from dashboard.runs import transitions
-from dashboard.runs.record import relax_commit, usable_connection
+from dashboard.runs.orm import database_sync_to_async, relax_commit
 from dashboard.runs.sink import EventSink
 
 Kind = RunEvent.Kind
@@ -47,63 +46,6 @@ class Answer:
         }
 
 
-@dataclass(frozen=True)
-class Breakpoints:
-    """Where an execution pauses: before or after these nodes (``*``: every node)."""
-
-    before: list[str]
-    after: list[str]
-    step: bool = False
-    """One super-step, then pause (LangGraph's ``interrupt_after="*"`` for this execution)."""
-
-    @classmethod
-    def of(cls, run: Run) -> Breakpoints:
-        """The breakpoints stored on ``run``."""
-        step = bool(run.step_once)
-        return cls(list(run.interrupt_before or ()),
-                   ["*"] if step else list(run.interrupt_after or ()), step)
-
-    @classmethod
-    async def aread(cls, run_id: uuid.UUID) -> Breakpoints:
-        """The run's breakpoints as an operator just set them (and their change taken)."""
-        return cls.of(await _aread_breakpoints(run_id))
-
-    def __bool__(self) -> bool:
-        return bool(self.before or self.after)
-
-    @staticmethod
-    def for_langgraph(nodes: list[str]) -> str | list[str] | None:
-        """Node names as ``astream`` takes them: ``"*"`` itself (a list holding "*" would
-        match no node), the names, or None for none."""
-        if "*" in nodes:
-            return "*"
-        return nodes or None
-
-    def payload(self) -> dict[str, Any]:
-        """How the event log records them."""
-        return {"before": self.before, "after": self.after, "step": self.step}
-
-    def stopped_after(self, node: str) -> str:
-        """``node`` if the pause came after it (a step, or a breakpoint after it), else ""."""
-        return node if node and (self.step or "*" in self.after or node in self.after) else ""
-
-
-@sync_to_async
-def _aread_breakpoints(run_id: uuid.UUID) -> Run:
-    usable_connection()
-    Run.objects.filter(id=run_id).update(breakpoints_changed=False)
-    return Run.objects.only("interrupt_before", "interrupt_after", "step_once").get(id=run_id)
-
-
-@sync_to_async
-def aparent_thread(run: Run) -> str:
-    """The checkpoint thread of the run ``run`` was forked from."""
-    usable_connection()
-    assert run.parent_id is not None
-    thread: str = Run.objects.values_list("thread_id", flat=True).get(id=run.parent_id)
-    return thread
-
-
 @dataclass
 class Claim:
     """A run this executor now holds: how it starts, its next seq, what it already saw."""
@@ -114,18 +56,6 @@ class Claim:
     next_seq: int
     checkpoint_ids: list[str]
     answers: list[Answer]
-
-    def first_payload(self, owner: str) -> dict[str, Any]:
-        """The payload of the claim's event: who executes it (and, for a fork, from where)."""
-        payload: dict[str, Any] = {"owner": owner}
-        if self.kind == Kind.RUN_FORKED:
-            payload.update(parent=str(self.run.parent_id),
-                           checkpoint_id=self.run.forked_from_checkpoint,
-                           edit=self.run.fork_edit)
-        breaks = Breakpoints.of(self.run)
-        if breaks:
-            payload["breakpoints"] = breaks.payload()
-        return payload
 
 
 async def aclaim(run_id: uuid.UUID, *, owner: str, mode: str, sink: EventSink) -> Claim | None:
@@ -164,10 +94,9 @@ def sibling_running(run: Run) -> bool:
         conversation_id=run.conversation_id).exclude(id=run.id).exists()
 
 
-@sync_to_async
+@database_sync_to_async
 def _aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
     """Take any claimable run (start, resume, recover) through the ORM, or return None."""
-    usable_connection()
     now = timezone.now()
     free = transitions.free_q(owner=owner, stale=transitions.stale_before(now))
     with transaction.atomic():
@@ -226,20 +155,18 @@ def _take_turn(run: Run) -> bool:
 def _take_answers(run: Run) -> list[Answer]:
     """Answered interrupts not yet fed to the graph; mark them consumed."""
     rows = list(Interrupt.objects.unconsumed().filter(run=run).select_related("answered_by"))
-    last_cp = run.last_root_checkpoint() or "-"
-    Interrupt.objects.filter(pk__in=[r.pk for r in rows]).update(checkpoint_id=last_cp)
+    Interrupt.objects.filter(pk__in=[r.pk for r in rows]).take_up(run.last_root_checkpoint())
     return [
         Answer(r.interrupt_id, r.answer, r.answerer_name, r.node, r.namespace)
         for r in rows
     ]
 
 
-@sync_to_async
+@database_sync_to_async
 def aheartbeat(run_ids: list[uuid.UUID], owner: str
                ) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
     """Prove ``owner`` is alive for its runs; return those an operator asked to cancel,
     and those whose breakpoints an operator changed."""
-    usable_connection()
     fields = transitions.heartbeat(now=timezone.now())
     Run.objects.filter(id__in=run_ids, owner=owner).update(**transitions.orm_update(fields))
     flagged = Run.objects.filter(id__in=run_ids, owner=owner).filter(

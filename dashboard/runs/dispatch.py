@@ -1,5 +1,8 @@
 """Dispatching runs: hand a run to an executor, and hand out again those a dead one left.
 
+This process's executor is made here, with :func:`dispatch_queued_after` as its
+``on_stopped``: a run that stops hands on the runs waiting on it.
+
 In-process (the embedded default) the run goes to this process's executor; with
 ``PLANWATCH_EXECUTOR=procrastinate`` it becomes a job that any worker's executor takes
 (the job is deferred by its task's name, so dispatching needs no import of the worker's
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
@@ -18,15 +22,39 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.models import Run
-from dashboard.runs import execute, transitions
+from dashboard.runs import transitions
 from dashboard.runs.conf import planwatch_setting
-from dashboard.runs.execute import get_executor
+from dashboard.runs.execute import Executor
 
 logger = logging.getLogger("planwatch.runs")
 
 EXECUTE_RUN = "planwatch.execute_run"
 """The procrastinate task that executes a run (:mod:`dashboard.runs.jobs`)."""
 QUEUE = "planwatch"
+
+
+_executor: Executor | None = None
+_executor_lock = threading.Lock()
+
+
+def get_executor() -> Executor:
+    """This process's executor, started on first use; each run it stops executing hands
+    on the runs waiting on it (:func:`dispatch_queued_after`)."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = Executor(on_stopped=dispatch_queued_after)
+        _executor.start()
+        return _executor
+
+
+def reset_executor() -> None:
+    """Stop this process's executor (tests; settings changes)."""
+    global _executor
+    with _executor_lock:
+        if _executor is not None:
+            _executor.stop()
+            _executor = None
 
 
 def in_process() -> bool:
@@ -79,8 +107,6 @@ def dispatch_queued_after(run_id: UUID) -> None:
             dispatch(answered, "resume")
 
 
-execute.RUN_STOPPED.append(dispatch_queued_after)
-
 
 def recover_stale(*, include_queued: bool = False) -> list[UUID]:
     """Dispatch again every run whose executor stopped heart-beating.
@@ -90,7 +116,7 @@ def recover_stale(*, include_queued: bool = False) -> list[UUID]:
     """
     stale = transitions.stale_before(timezone.now())
     ids = list(
-        Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=stale)
+        Run.objects.running().filter(heartbeat_at__lt=stale)
         .values_list("id", flat=True)
     )
     for run_id in ids:

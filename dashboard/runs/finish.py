@@ -11,20 +11,18 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from dashboard.models import Run, RunEvent
 from dashboard.runs.jsonsafe import to_jsonable
-from dashboard.runs.record import EventWriter, usable_connection
+from dashboard.runs.orm import database_sync_to_async
+from dashboard.runs.record import EventWriter
 from dashboard.runs.translate import StreamTranslator
 from planner.registry import GraphSpec
 
 Kind = RunEvent.Kind
 
 
-@sync_to_async
+@database_sync_to_async
 def _acancelled_by(run_id: Any) -> str:
-    usable_connection()
     by: str = Run.objects.values_list("cancel_requested_by", flat=True).get(id=run_id)
     return by
 

@@ -38,7 +38,6 @@ logger = logging.getLogger("planwatch.runs")
 WAKE_EVERY = 1.0
 """Seconds a follower waits for a doorbell before it looks at the log anyway."""
 
-ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
 
 def short[**P, T](read: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
     """``read`` as a short statement: in a thread, with that thread's connection closed
@@ -66,7 +65,7 @@ def finished(run: Run) -> bool:
 
 def settled(run: Run) -> bool:
     """Stop rule of a command line: the run neither executes nor waits to."""
-    return run.status not in ACTIVE
+    return not run.is_active
 
 
 @short
@@ -211,7 +210,7 @@ def _pushed(message: dict[str, Any], cursor: int) -> Step | None:
     """The step a doorbell tells on its own, or None when the log must be read (a gap, or
     a status that may have stopped the run)."""
     summary = message.get("run")
-    if summary and summary.get("status") not in ACTIVE:
+    if summary and not Run.is_active_status(summary.get("status")):
         return None
     kind = message.get("type")
     if kind == "run.changed":

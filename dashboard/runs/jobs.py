@@ -19,8 +19,7 @@ from procrastinate.contrib.django import app
 from procrastinate.worker import Worker
 
 from dashboard.runs.conf import planwatch_setting
-from dashboard.runs.dispatch import EXECUTE_RUN, QUEUE, recover_stale
-from dashboard.runs.execute import get_executor
+from dashboard.runs.dispatch import EXECUTE_RUN, QUEUE, get_executor, recover_stale
 
 logger = logging.getLogger("planwatch.runs")
 

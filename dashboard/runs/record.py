@@ -19,38 +19,18 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from dashboard.models import Interrupt, Run, RunEvent
 from dashboard.runs import doorbells, transitions
-from dashboard.runs.sink import EventSink, relaxed_commits
+from dashboard.runs.orm import database_sync_to_async, relax_commit
+from dashboard.runs.sink import EventSink
 
 logger = logging.getLogger("planwatch.recorder")
 
 EVENT_DEFAULTS: dict[str, Any] = {"node": "", "namespace": "", "step": None, "task_id": "",
                                   "checkpoint_id": "", "payload": {}, "duration_ms": None}
-
-
-def usable_connection() -> None:
-    """Keep this thread's connection across writes; replace it only once it is broken.
-
-    The executor's database work runs on one long-lived thread, not per request, so
-    Django's per-request ``close_old_connections()`` would reconnect on every flush
-    (with ``CONN_MAX_AGE=0``: a new PostgreSQL connection, or SQLite's PRAGMAs, each time).
-    """
-    if connection.connection is not None and connection.errors_occurred:
-        if not connection.is_usable():
-            connection.close()
-        connection.errors_occurred = False
-
-
-def relax_commit() -> None:
-    """Inside a transaction: let it commit without waiting for the WAL (see the sink)."""
-    if connection.vendor == "postgresql" and relaxed_commits():
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
 def track(tasks: set[asyncio.Task[Any]], work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -289,14 +269,13 @@ def event_dict(event: RunEvent | dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@sync_to_async
+@database_sync_to_async
 def awrite_final(
     run_id: uuid.UUID, batch: list[dict[str, Any]], current_node: str, final: dict[str, Any],
     *, calls: transitions.Fields | None = None,
 ) -> dict[str, Any]:
     """Insert the last events and the run's final (or paused) status in one transaction
     (with the run's model-call rollups, ``calls``, when given)."""
-    usable_connection()
     now = batch[0]["created_at"] if batch else timezone.now()
     last_seq = batch[-1]["seq"] if batch else None
     status = final.get("status")

@@ -60,7 +60,7 @@ def openai_server(monkeypatch):
 @pytest.fixture
 def on_test_model(executor, openai_server, settings):
     """The executor's LLM port is ``ChatOpenAI`` on the test server, its model priced."""
-    from dashboard.runs.execute import get_executor, reset_executor
+    from dashboard.runs.dispatch import get_executor, reset_executor
 
     settings.PLANWATCH = {**settings.PLANWATCH, "LLM": "tests.openai_server:chat_model",
                           "MODEL_PRICES": PRICES}

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def one_slot(transactional_db, settings):
     """This process's executor with one slot (``PLANWATCH_MAX_CONCURRENT_RUNS=1``)."""
     import tests.graphs  # noqa: F401  (registers the test graphs)
-    from dashboard.runs.execute import get_executor, reset_executor
+    from dashboard.runs.dispatch import get_executor, reset_executor
 
     settings.PLANWATCH = {**settings.PLANWATCH, "THINK_TIME": 0.0, "MAX_CONCURRENT_RUNS": 1}
     reset_executor()

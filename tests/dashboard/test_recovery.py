@@ -147,7 +147,7 @@ def test_with_the_default_windows_a_killed_workers_run_resumes_within_seconds(
 def test_a_live_executor_busy_in_a_long_node_keeps_its_run(executor, settings, operator):
     settings.PLANWATCH = {**settings.PLANWATCH, "HEARTBEAT_SECONDS": 0.3,
                           "STALE_AFTER_SECONDS": 1.0}
-    from dashboard.runs.execute import reset_executor
+    from dashboard.runs.dispatch import reset_executor
 
     reset_executor()  # take the short heartbeat
     run = services.run_create(graph="test.echo", input={"steps": 1, "delay": 3.0},
