@@ -29,7 +29,7 @@ from dashboard import services
 from dashboard.lgserver import shapes, stream
 from dashboard.lgserver.views import LangGraphView, require, run_of, thread_of
 from dashboard.models import Run
-from dashboard.runs.execute import get_executor
+from dashboard.runs.dispatch import get_executor
 
 ACTIONS = ("interrupt", "rollback")
 TRUE = ("1", "true", "True")

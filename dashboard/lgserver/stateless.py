@@ -29,7 +29,7 @@ from dashboard.lgserver.views import (
     location_of,
 )
 from dashboard.models import Thread
-from dashboard.runs.execute import get_executor
+from dashboard.runs.dispatch import get_executor
 
 logger = logging.getLogger("planwatch.lgserver")
 
