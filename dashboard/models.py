@@ -175,6 +175,10 @@ class Run(models.Model):
     cost_usd = models.FloatField(
         null=True, blank=True,
         help_text="USD, from PLANWATCH_MODEL_PRICES; null when no call's model is priced.")
+    recursion_limit = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="The super-steps its graph may take, as the client asked (none: "
+                  "PLANWATCH_MAX_RECURSION_LIMIT); every execution of the run uses it.")
 
     objects = RunQuerySet.as_manager()
 

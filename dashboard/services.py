@@ -80,7 +80,8 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
                interrupt_after: list[str] | None = None, thread: Thread | None = None,
                metadata: dict[str, Any] | None = None, multitask_strategy: str = "",
                configurable: dict[str, Any] | None = None, context: Any = None,
-             assistant: Any = None, assistant_version: int | None = None) -> Run:
+             assistant: Any = None, assistant_version: int | None = None,
+             recursion_limit: int | None = None) -> Run:
     """Validate ``input`` with the graph's registry entry, store a queued run, start it.
 
     ``interrupt_before`` / ``interrupt_after`` name nodes to pause before or after. The run
@@ -112,6 +113,7 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
             conversation=thread, metadata=metadata or {},
             multitask_strategy=multitask_strategy, configurable=configurable or {},
             context=context, assistant=assistant, assistant_version=assistant_version,
+            recursion_limit=recursion_limit,
         )
         transaction.on_commit(lambda: _after_create(run))
     return run
@@ -255,7 +257,8 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
              interrupt_before: list[str] | None = None,
              interrupt_after: list[str] | None = None,
              configurable: dict[str, Any] | None = None, context: Any = None,
-             assistant: Any = None, assistant_version: int | None = None) -> Run:
+             assistant: Any = None, assistant_version: int | None = None,
+             recursion_limit: int | None = None) -> Run:
     """Start a new run from one of ``run``'s checkpoints, with ``values`` edited in first.
 
     The edit is checked against the graph's state schema before anything is written; the
@@ -298,6 +301,7 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
             multitask_strategy=multitask_strategy, interrupt_before=before,
             interrupt_after=after, configurable=configurable or {}, context=context,
             assistant=assistant, assistant_version=assistant_version,
+            recursion_limit=recursion_limit,
         )
         transaction.on_commit(lambda: _after_create(child))
     return child
@@ -315,7 +319,8 @@ def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
                 interrupt_before: list[str] | None = None,
                 interrupt_after: list[str] | None = None,
                 configurable: dict[str, Any] | None = None, context: Any = None,
-             assistant: Any = None, assistant_version: int | None = None) -> Run:
+             assistant: Any = None, assistant_version: int | None = None,
+             recursion_limit: int | None = None) -> Run:
     """Queue a run behind ``after`` on its thread (LangGraph's multitask "enqueue"): it
     starts once ``after`` stops, from its last checkpoint then, with ``input``."""
     spec = get_graph(after.graph)
@@ -340,6 +345,7 @@ def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
             multitask_strategy=multitask_strategy, interrupt_before=before,
             interrupt_after=breaks_after, configurable=configurable or {}, context=context,
             assistant=assistant, assistant_version=assistant_version,
+            recursion_limit=recursion_limit,
         )
         transaction.on_commit(lambda: _after_create(queued))
     return queued

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dashboard.runs.conf import planwatch_setting
+
 INT64 = (-(2**63), 2**63 - 1)
 """The integers a checkpoint (msgpack) and a JSON column can hold."""
 
@@ -35,4 +37,16 @@ def oversized_int(value: Any) -> str:
             stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in item.items())
         elif isinstance(item, list):
             stack.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+    return ""
+
+
+def recursion_limit(value: Any) -> str:
+    """Why ``value`` cannot be a run's ``config.recursion_limit`` ("" if it can): a whole
+    number from 1 to ``PLANWATCH_MAX_RECURSION_LIMIT``."""
+    bound = int(planwatch_setting("MAX_RECURSION_LIMIT"))
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return f"{value!r} is not a whole number from 1 to {bound}"
+    if value > bound:
+        return (f"{value} is past this server's bound ({bound}, "
+                "PLANWATCH_MAX_RECURSION_LIMIT); ask for fewer super-steps")
     return ""

@@ -65,6 +65,7 @@ class RunRequest:
     context: Any = None
     assistant: Any = None  # the Assistant row that started it (None: the graph's own)
     assistant_version: int | None = None
+    recursion_limit: int | None = None  # None: PLANWATCH_MAX_RECURSION_LIMIT
 
     def run_options(self) -> dict[str, Any]:
         """What every new run of the request is created with."""
@@ -72,7 +73,8 @@ class RunRequest:
                 "interrupt_after": self.interrupt_after, "metadata": self.metadata,
                 "multitask_strategy": self.multitask_strategy,
                 "configurable": self.configurable, "context": self.context,
-                "assistant": self.assistant, "assistant_version": self.assistant_version}
+                "assistant": self.assistant, "assistant_version": self.assistant_version,
+                "recursion_limit": self.recursion_limit}
 
 
 @contextmanager

@@ -366,6 +366,9 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     # the assistant's config and context, with the request's values winning
     configurable = {**(resolved.config.get("configurable") or {}), **configurable}
     context = {**resolved.context, **(context or {})}  # {}: the context schema's defaults
+    limit = config.get("recursion_limit", resolved.config.get("recursion_limit"))
+    if limit is not None and (why := refusals.recursion_limit(limit)):
+        raise exceptions.ValidationError({"config.recursion_limit": why})
     reserved = refusals.reserved_keys(configurable)
     if reserved:
         raise exceptions.ValidationError({"config.configurable": (
@@ -384,6 +387,7 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
         interrupt_before=_str_list(data, "interrupt_before"),
         interrupt_after=_str_list(data, "interrupt_after"),
         multitask_strategy=str(data.get("multitask_strategy") or "reject"),
+        recursion_limit=limit,
     )
     if req.input is not None and not isinstance(req.input, dict):
         raise exceptions.ValidationError({"input": "a JSON object (the graph's input)"})

@@ -144,7 +144,8 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
     """
     run = claim.run
     translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
-    config = _config(run.configurable, run.thread_id, calls)
+    config = _config(run.configurable, run.thread_id, calls,
+                     run.recursion_limit or planwatch_setting("MAX_RECURSION_LIMIT"))
     breaks = Breakpoints.of(run)
     try:
         spec = get_graph(run.graph)
@@ -184,11 +185,12 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
 
 
 def _config(configurable: dict[str, Any] | None, thread_id: str,
-            calls: ModelCallRecorder) -> RunnableConfig:
-    """The graph's config: a client's configurable values, Planwatch's thread, and every
-    model call of the graph, whoever makes it, reporting to the run's log."""
+            calls: ModelCallRecorder, recursion_limit: int) -> RunnableConfig:
+    """The graph's config: a client's configurable values, Planwatch's thread, the run's
+    recursion limit (start, resume and recovery alike), and every model call of the graph,
+    whoever makes it, reporting to the run's log."""
     return {"configurable": {**(configurable or {}), "thread_id": thread_id},
-            "recursion_limit": 10_000,
+            "recursion_limit": recursion_limit,
             "callbacks": [calls] if planwatch_setting("MODEL_CALLS") else []}
 
 

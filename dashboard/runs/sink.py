@@ -94,7 +94,8 @@ class EventSink:
             f"= {run}.conversation_id AND sibling.status = 'running' "
             f"AND sibling.id <> {run}.id) "
             f"RETURNING graph, thread_id, input, current_node, last_seq, started_at, "
-            f"interrupt_before, interrupt_after, step_once, configurable, context"
+            f"interrupt_before, interrupt_after, step_once, configurable, context, "
+            f"recursion_limit"
         )
         self.cancel_interrupts_sql = (
             f"UPDATE {Interrupt._meta.db_table} SET status = {mark} "
@@ -237,7 +238,7 @@ class EventSink:
         if row is None:
             return None
         (graph, thread_id, input_, current_node, last_seq, started_at, before, after, step,
-         configurable, context) = row
+         configurable, context, recursion_limit) = row
         if not self.postgres:  # text columns: parse as Django would
             input_, before, after = json.loads(input_), json.loads(before), json.loads(after)
             configurable = json.loads(configurable)
@@ -248,7 +249,8 @@ class EventSink:
         run = Run(id=run_id, graph=graph, thread_id=thread_id, input=input_,
                   current_node=current_node, last_seq=last_seq, started_at=started_at,
                   interrupt_before=before, interrupt_after=after, step_once=bool(step),
-                  configurable=configurable, context=context)
+                  configurable=configurable, context=context,
+                  recursion_limit=recursion_limit)
         transitions.apply_to(run, fields)
         return run
 

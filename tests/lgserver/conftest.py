@@ -78,6 +78,25 @@ def make_slow(config):  # a factory taking a config
     return slow.compile()
 
 
+class Huge(TypedDict, total=False):
+    n: int
+    i: int
+
+
+async def grow(state: Huge) -> Huge:  # a number no checkpoint can hold (msgpack: 64 bits)
+    return {"n": 2**70, "i": state.get("i", 0) + 1}
+
+
+def again(state: Huge) -> str:
+    return "grow" if state.get("i", 0) < 300 else END
+
+
+huge = StateGraph(Huge)
+huge.add_node("grow", grow)
+huge.add_edge(START, "grow")
+huge.add_conditional_edges("grow", again, ["grow", END])
+
+
 def inner_step(state: Counter) -> Counter:
     get_stream_writer()({"inner": state.get("count", 0)})
     return {"count": state.get("count", 0) + 10}
@@ -207,6 +226,7 @@ def langgraph_json(tmp_path_factory) -> Path:
         "graphs": {"orders": "./graphs.py:graph", "slow": "graphs:make_slow",
                    "chat": "./graphs.py:make_chat", "nested": "./graphs.py:nested",
                    "deep": "./graphs.py:deep", "nap": "./graphs.py:napping",
+                   "huge": "./graphs.py:huge",
                    "agent": "./graphs.py:make_agent", "bare": "./graphs.py:make_bare",
                    "broken": "./missing.py:graph"},
     }))

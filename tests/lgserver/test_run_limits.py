@@ -1,0 +1,53 @@
+"""How far a run may go: its recursion limit, bounded by a setting, and a checkpoint that
+cannot be written, which fails the run at once, saying why."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langgraph_sdk.errors import UnprocessableEntityError
+
+from dashboard.models import Run
+from tests.conftest import wait_run
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def refusal(sdk, thread_id: str, wanted) -> str:
+    """The 422's body for a run asking for ``wanted`` super-steps."""
+    with pytest.raises(UnprocessableEntityError) as refused:
+        sdk.runs.create(thread_id, "slow", input={"limit": 2},
+                        config={"recursion_limit": wanted})
+    return json.dumps(refused.value.body)
+
+
+def test_a_recursion_limit_past_the_bound_is_refused_naming_it(sdk):
+    thread = sdk.threads.create()
+    past = refusal(sdk, thread["thread_id"], 1001)  # the server's bound is the default
+    assert "config.recursion_limit" in past and "1000" in past
+    assert "PLANWATCH_MAX_RECURSION_LIMIT" in past
+    for wanted in (0, "many", True, 2.5):
+        assert "config.recursion_limit" in refusal(sdk, thread["thread_id"], wanted)
+    assert not Run.objects.filter(conversation_id=thread["thread_id"]).exists()
+
+
+def test_the_runs_recursion_limit_stops_it_on_every_claim(sdk):
+    thread = sdk.threads.create()
+    # a fresh run (the executor's fast claim) stops at its limit of 4 super-steps
+    first = sdk.runs.create(thread["thread_id"], "slow", input={"limit": 50},
+                            config={"recursion_limit": 4})
+    run = wait_run(first["run_id"])
+    assert run.recursion_limit == 4
+    assert run.status == "failed" and "Recursion limit of 4" in run.error_message
+    # the thread's next run goes on from its checkpoint (a fork: the ORM claim)
+    second = sdk.runs.create(thread["thread_id"], "slow", input={"limit": 50},
+                             config={"recursion_limit": 3})
+    run = wait_run(second["run_id"])
+    assert run.parent_id is not None and run.recursion_limit == 3
+    assert run.status == "failed" and "Recursion limit of 3" in run.error_message
+    # asked for none: the server's bound, far past what this run needs
+    third = sdk.runs.create(thread["thread_id"], "slow", input={"count": 0, "limit": 6})
+    run = wait_run(third["run_id"])
+    assert run.recursion_limit is None and run.status == "succeeded"
+
