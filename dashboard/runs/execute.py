@@ -34,7 +34,7 @@ from dashboard.runs.execution import Outcome, Requests, aexecute
 from dashboard.runs.modelcalls import ContentPolicy, ModelCallRecorder
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import EventWriter, WriteBehind
-from dashboard.runs.savers import SaverHandle, aopen_saver, is_postgres
+from dashboard.runs.savers import SaverHandle, WriteWatch, aopen_saver, is_postgres
 from dashboard.runs.sink import EventSink
 from dashboard.runs.stores import aopen_store
 from planner.llm import make_llm
@@ -197,8 +197,9 @@ class Executor:
             assert self._sink is not None
             return self._sink
 
-    async def agraph(self, graph_name: str) -> Any:
-        """The compiled graph, with a saver instance for one run (see ``SaverHandle``)."""
+    async def agraph(self, graph_name: str) -> tuple[Any, WriteWatch]:
+        """The compiled graph, with a saver instance for one run (see ``SaverHandle``), and
+        the watch of that saver's checkpoint writes."""
         await self._aopen_saver()
         assert self._saver is not None
         if graph_name not in self._graphs:

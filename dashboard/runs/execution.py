@@ -30,6 +30,7 @@ from dashboard.runs.claims import Claim
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import EventWriter, track
+from dashboard.runs.savers import CheckpointWriteFailed, WriteWatch
 from dashboard.runs.translate import STREAM_MODES, StreamTranslator
 from planner.registry import get_graph
 
@@ -130,8 +131,9 @@ class Host(Protocol):
     owner: str
     writes: set[asyncio.Task[None]]
 
-    async def agraph(self, graph_name: str) -> Any:
-        """The compiled graph, with a saver instance for one run."""
+    async def agraph(self, graph_name: str) -> tuple[Any, WriteWatch]:
+        """The compiled graph, with a saver instance for one run, and that saver's watch
+        of its checkpoint writes."""
 
 
 async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
@@ -149,10 +151,10 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
     breaks = Breakpoints.of(run)
     try:
         spec = get_graph(run.graph)
-        graph = await host.agraph(run.graph)
+        graph, watch = await host.agraph(run.graph)
         payload = await _abegin(claim, graph, config, writer, owner=host.owner)
         stop, breaks = await _astream(graph, payload, config, breaks, writer, translator,
-                                      requests)
+                                      requests, watch)
         state = None
         if stop is Stop.END:
             # the node that paused (ask_user, say) started after the last checkpoint
@@ -242,12 +244,12 @@ async def _afork(graph: Any, claim: Claim) -> None:
 
 async def _astream(graph: Any, payload: Any, config: RunnableConfig, breaks: Breakpoints,
                    writer: EventWriter, translator: StreamTranslator,
-                   requests: Requests) -> tuple[Stop, Breakpoints]:
+                   requests: Requests, watch: WriteWatch) -> tuple[Stop, Breakpoints]:
     """Stream until the graph stops for good or is cancelled; new breakpoints are taken
     at the node boundary where they are seen, and the stream goes on with them."""
     while True:
         stop = await _astream_once(graph, payload, config, breaks, writer, translator,
-                                   requests)
+                                   requests, watch)
         if stop is not Stop.BREAKPOINTS:
             return stop, breaks
         breaks = await Breakpoints.aread(writer.run.id)
@@ -257,8 +259,10 @@ async def _astream(graph: Any, payload: Any, config: RunnableConfig, breaks: Bre
 
 async def _astream_once(graph: Any, payload: Any, config: RunnableConfig,
                         breaks: Breakpoints, writer: EventWriter,
-                        translator: StreamTranslator, requests: Requests) -> Stop:
-    """Stream the graph once, recording every part, until it ends or a request stops it."""
+                        translator: StreamTranslator, requests: Requests,
+                        watch: WriteWatch) -> Stop:
+    """Stream the graph once, recording every part, until it ends or a request stops it
+    (or a checkpoint write fails: the run cannot go on unsaved)."""
     run = writer.run
     requests.breakpoints = False
     # (namespace, mode, data) triples: subgraphs=True with a list of modes; closed on the
@@ -269,15 +273,22 @@ async def _astream_once(graph: Any, payload: Any, config: RunnableConfig,
         interrupt_before=breaks.for_langgraph(breaks.before),
         interrupt_after=breaks.for_langgraph(breaks.after),
     )
-    async with contextlib.aclosing(parts):  # type: ignore[type-var]
-        async for ns, mode, data in parts:
-            for event in translator.translate(ns, mode, data):
-                writer.add(event)
-            if mode == "checkpoints":
-                writer.current_node = translator.current_node
-                if requests.cancel:
-                    return Stop.CANCEL
-                if not ns and requests.breakpoints:
-                    return Stop.BREAKPOINTS
-            writer.flush_behind()  # a node that starts shows while it runs
+    try:
+        async with contextlib.aclosing(parts):  # type: ignore[type-var]
+            async for ns, mode, data in parts:
+                watch.check()  # durability "async" would raise a failed save only at the end
+                for event in translator.translate(ns, mode, data):
+                    writer.add(event)
+                if mode == "checkpoints":
+                    writer.current_node = translator.current_node
+                    if requests.cancel:
+                        return Stop.CANCEL
+                    if not ns and requests.breakpoints:
+                        return Stop.BREAKPOINTS
+                writer.flush_behind()  # a node that starts shows while it runs
+    except CheckpointWriteFailed:
+        raise
+    except Exception:
+        watch.check()  # the failed write is the cause: say so
+        raise
     return Stop.END

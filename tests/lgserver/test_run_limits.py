@@ -8,7 +8,7 @@ import json
 import pytest
 from langgraph_sdk.errors import UnprocessableEntityError
 
-from dashboard.models import Run
+from dashboard.models import Run, RunEvent
 from tests.conftest import wait_run
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -51,3 +51,18 @@ def test_the_runs_recursion_limit_stops_it_on_every_claim(sdk):
     run = wait_run(third["run_id"])
     assert run.recursion_limit is None and run.status == "succeeded"
 
+
+
+def test_a_run_whose_checkpoint_cannot_be_written_fails_at_once_saying_why(sdk):
+    thread = sdk.threads.create()
+    started = sdk.runs.create(thread["thread_id"], "huge", input={"i": 0})
+    run = wait_run(started["run_id"])
+    assert run.status == "failed"
+    assert "checkpoint" in run.error_message and "Integer exceeds 64-bit range" in \
+        run.error_message, run.error_message
+    # it stopped within a few steps of the write that failed, not at the graph's end (300
+    # steps) or at the recursion limit
+    steps = RunEvent.objects.filter(run=run, kind=RunEvent.Kind.NODE_STARTED).count()
+    assert steps < 10, steps
+    shown = sdk.runs.get(thread["thread_id"], started["run_id"])
+    assert shown["status"] == "error"
