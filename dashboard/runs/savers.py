@@ -87,11 +87,14 @@ class WriteWatch:
     def check(self) -> None:
         """Raise :class:`CheckpointWriteFailed`, naming why, if a write failed."""
         if self.error is not None:
+            value = isinstance(self.error, TypeError | ValueError | OverflowError)
             raise CheckpointWriteFailed(
                 f"the run's checkpoint could not be saved ({type(self.error).__name__}: "
-                f"{self.error}), so it stopped there; a value in the graph's state that the "
-                "checkpointer cannot store (an integer beyond 64 bits, say) must be stored "
-                "another way (as a string)") from self.error
+                f"{self.error}), so it stopped there; " + (
+                    "a value in the graph's state that the checkpointer cannot store (an "
+                    "integer beyond 64 bits, say) must be stored another way (as a string)"
+                    if value else "check the database, then start the run again from its "
+                    "last checkpoint")) from self.error
 
 
 class SaverHandle:
