@@ -45,17 +45,21 @@ def _seed() -> Any:
     from django.contrib.auth.models import Permission, User
 
     from dashboard.models import Run, Thread
+    from dashboard.runs.transitions import THREAD_STATUS
 
     user = User.objects.create_user("bench-search", password=uuid.uuid4().hex)
     user.user_permissions.set(Permission.objects.filter(codename="view_all_threads"))
     threads, runs = [], []
     for i in range(THREADS):
+        status = STATUSES[i % len(STATUSES)]
+        # the thread's status as its run's transitions would have written it
         thread = Thread(id=uuid.uuid4(), graph="acquisition", created_by=user,
-                        metadata={"team": f"t{i % 10}", "n": i})
+                        metadata={"team": f"t{i % 10}", "n": i},
+                        status=THREAD_STATUS[Run.Status(status)])
         threads.append(thread)
         run_id = uuid.uuid4()
         runs.append(Run(id=run_id, graph="acquisition", thread_id=f"{run_id}:planner",
-                        status=STATUSES[i % len(STATUSES)], conversation=thread,
+                        status=status, conversation=thread,
                         created_by=user))
     Thread.objects.bulk_create(threads, batch_size=1000)
     Run.objects.bulk_create(runs, batch_size=1000)

@@ -19,8 +19,17 @@ class Thread(models.Model):
     checkpoint thread and its own audit trail).
     """
 
+    class Status(models.TextChoices):
+        IDLE = "idle", "Idle"  # no run, or its latest run succeeded or was cancelled
+        BUSY = "busy", "Busy"  # a run executes, waits to, or is about to resume
+        INTERRUPTED = "interrupted", "Interrupted"  # waits for an answer or a continue
+        ERROR = "error", "Error"  # its latest run failed
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     metadata = models.JSONField(default=dict, blank=True)
+    # LangGraph's thread status, written with every change of its runs' statuses (by
+    # dashboard.runs.transitions' rule), so a search filters on a column
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.IDLE)
     graph = models.CharField(max_length=100, blank=True,
                              help_text="The graph of its runs (empty until the first run).")
     created_by = models.ForeignKey(
@@ -35,7 +44,8 @@ class Thread(models.Model):
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["-updated_at"], name="thread_updated"),
                    models.Index(fields=["created_by", "-created_at"],
-                                name="thread_owner_created")]
+                                name="thread_owner_created"),
+                   models.Index(fields=["status", "-created_at"], name="thread_status_created")]
         permissions = [("view_all_threads",
                         "Can see and act on every thread through the LangGraph API")]
 

@@ -115,6 +115,7 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
             context=context, assistant=assistant, assistant_version=assistant_version,
             recursion_limit=recursion_limit,
         )
+        transitions.orm_thread_status(run.id, transitions.QUEUED_THREAD)
         transaction.on_commit(lambda: _after_create(run))
     return run
 
@@ -155,6 +156,7 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User) -> Interr
         if not won:
             raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
         run_id = interrupt.run_id
+        transitions.orm_thread_status(run_id, transitions.UNSETTLED)
         transaction.on_commit(lambda: _after_change(run_id, "resume"))
     return interrupt
 
@@ -199,7 +201,7 @@ def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:
                                     payload={"by": who, **({"reason": reason} if reason else {})})
             fields = transitions.finish(status=Run.Status.CANCELLED, now=timezone.now(),
                                         last_seq=seq)
-            Run.objects.filter(id=run.id).update(**transitions.orm_update(fields))
+            transitions.orm_apply(run.id, fields)
             locked.interrupts.filter(status=Interrupt.Status.PENDING).update(
                 status=Interrupt.Status.CANCELLED
             )
@@ -242,6 +244,7 @@ def run_continue(*, run: Run, user: User, step: bool = False) -> Run:
             Run.objects.filter(id=run.id).update(
                 **transitions.orm_update(transitions.request_step()))
         _record(locked, RunEvent.Kind.RUN_CONTINUED, user, step=step)
+        transitions.orm_thread_status(run.id, transitions.UNSETTLED)
         transaction.on_commit(lambda: _after_change(run.id, "continue"))
     run.refresh_from_db()
     return run
@@ -303,6 +306,7 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
             assistant=assistant, assistant_version=assistant_version,
             recursion_limit=recursion_limit,
         )
+        transitions.orm_thread_status(child.id, transitions.QUEUED_THREAD)
         transaction.on_commit(lambda: _after_create(child))
     return child
 
@@ -347,6 +351,7 @@ def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
             assistant=assistant, assistant_version=assistant_version,
             recursion_limit=recursion_limit,
         )
+        transitions.orm_thread_status(queued.id, transitions.QUEUED_THREAD)
         transaction.on_commit(lambda: _after_create(queued))
     return queued
 

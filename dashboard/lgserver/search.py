@@ -1,7 +1,7 @@
 """Threads and runs as the LangGraph API lists them: filtered, ordered and paged in SQL.
 
-A thread's status is its latest run's (``shapes.thread_status``), computed here in the
-same statement as the filter, so a search reads one page of threads, never all of them.
+A thread's status is a column of its own (``Thread.status``, written with its runs'
+transitions), so a search reads one page of threads, never all of them.
 Who sees which thread is decided here too: the threads a user created, or every thread
 with the ``dashboard.view_all_threads`` permission.
 """
@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 
-from dashboard.models import Interrupt, Run, RunEvent, Thread
+from dashboard.models import Run, Thread
 
-THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
+THREAD_STATUSES = tuple(Thread.Status.values)
 RUN_STATUSES = {  # a LangGraph run status as the Planwatch statuses it covers
     "pending": Q(status=Run.Status.QUEUED) | Q(answer_waiting=True) | Q(continue_waiting=True),
     "running": Q(status=Run.Status.RUNNING),
@@ -46,34 +46,6 @@ def visible_threads(user: Any) -> QuerySet[Thread]:
     if not user.is_authenticated:
         return Thread.objects.none()
     return Thread.objects.filter(created_by=user)
-
-
-def with_status(threads: QuerySet[Thread]) -> QuerySet[Thread]:
-    """``threads`` annotated with ``lg_status``: idle, busy, interrupted or error."""
-    latest = (Run.objects.filter(conversation=OuterRef("pk"))
-              .exclude(status=Run.Status.QUEUED, waits_for__isnull=False)
-              .order_by("-created_at"))
-    latest_id = Subquery(latest.values("id")[:1])
-    answer_waiting = Exists(Interrupt.objects.unconsumed().filter(run_id=OuterRef("latest_id")))
-    continue_waiting = Exists(RunEvent.objects.filter(
-        run_id=OuterRef("latest_id"), seq=OuterRef("latest_seq"),
-        kind=RunEvent.Kind.RUN_CONTINUED))
-    return threads.annotate(
-        latest_id=latest_id,
-        latest_status=Subquery(latest.values("status")[:1]),
-        latest_seq=Subquery(latest.values("last_seq")[:1]),
-        queued=Exists(Run.objects.waiting_turn().filter(conversation=OuterRef("pk"))),
-    ).annotate(
-        answer_waiting=answer_waiting, continue_waiting=continue_waiting,
-    ).annotate(lg_status=Case(
-        When(queued=True, then=Value("busy")),
-        When(latest_status__in=[Run.Status.QUEUED, Run.Status.RUNNING], then=Value("busy")),
-        When(latest_status=Run.Status.INTERRUPTED, answer_waiting=True, then=Value("busy")),
-        When(latest_status=Run.Status.PAUSED, continue_waiting=True, then=Value("busy")),
-        When(latest_status__in=[Run.Status.INTERRUPTED, Run.Status.PAUSED],
-             then=Value("interrupted")),
-        When(latest_status=Run.Status.FAILED, then=Value("error")),
-        default=Value("idle"), output_field=CharField()))
 
 
 def metadata_match(threads: QuerySet[Thread], metadata: dict[str, Any]) -> QuerySet[Thread]:

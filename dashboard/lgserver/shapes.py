@@ -7,11 +7,11 @@ what LangGraph says they are.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
@@ -75,23 +75,24 @@ def run_status(run: Run) -> str:
     return "pending" if unsettled(run) else RUN_STATUS[Run.Status(run.status)]
 
 
-def thread_status(run: Run | None, *, queued: bool = False) -> str:
-    """``idle``, ``busy``, ``interrupted`` or ``error``, from the thread's latest run (busy
-    while runs are enqueued on it)."""
-    if queued or busy(run):
-        return "busy"
-    if run is None:
-        return "idle"
-    if run.status in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
-        return "interrupted"
-    return "error" if run.status == Run.Status.FAILED else "idle"
-
-
 def latest_run(thread: Thread) -> Run | None:
     """The thread's newest run that is not waiting its turn (its state is the thread's)."""
-    return (thread.runs.with_unsettled()
-            .exclude(status=Run.Status.QUEUED, waits_for__isnull=False)
-            .order_by("-created_at").first())
+    return _newest(thread.runs.with_unsettled()).first()
+
+
+def _newest(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """``runs`` that are not waiting their turn, newest first."""
+    return runs.exclude(status=Run.Status.QUEUED, waits_for__isnull=False).order_by(
+        "-created_at")
+
+
+def latest_runs(threads: Sequence[Thread]) -> dict[Any, Run]:
+    """Each thread's :func:`latest_run` (threads with none left out), in two queries."""
+    latest = Subquery(_newest(Run.objects.filter(conversation=OuterRef("pk"))).values("id")[:1])
+    ids = (Thread.objects.filter(id__in=[t.id for t in threads]).annotate(latest=latest)
+           .values_list("latest", flat=True))
+    runs = with_unsettled(Run.objects.filter(id__in=[i for i in ids if i is not None]))
+    return {run.conversation_id: run for run in runs}
 
 
 def has_queue(thread: Thread) -> bool:
@@ -174,21 +175,24 @@ def empty_state(thread_id: str) -> dict[str, Any]:
 
 
 def run_state(run: Run | None, thread_id: str, checkpoint_id: str | None = None, *,
-              subgraphs: bool = False) -> dict[str, Any]:
-    """The state of a run's checkpoint thread (its latest, or at ``checkpoint_id``); with
+              subgraphs: bool = False, graph: Any = None) -> dict[str, Any]:
+    """The state of a run's checkpoint thread (its latest, or at ``checkpoint_id``), read
+    through ``graph`` (the run's graph on an open saver) or one opened for it; with
     ``subgraphs``, each subgraph task's own state too."""
     if run is None:
         return empty_state(thread_id)
-    with graph_for(run.graph) as graph:
-        snap = graph.get_state(config_of(run, checkpoint_id), subgraphs=subgraphs)
-        if snap.config and _copied_from(snap) is not None:
-            threads = set(Run.objects.filter(conversation_id=run.conversation_id)
-                          .values_list("thread_id", flat=True))
-            for _ in range(100):  # a fork of a fork that wrote nothing: the first original
-                source = _copied_from(snap, threads)
-                if source is None:
-                    break
-                snap = graph.get_state({"configurable": {**source, "checkpoint_ns": ""}})
+    if graph is None:
+        with graph_for(run.graph) as opened:
+            return run_state(run, thread_id, checkpoint_id, subgraphs=subgraphs, graph=opened)
+    snap = graph.get_state(config_of(run, checkpoint_id), subgraphs=subgraphs)
+    if snap.config and _copied_from(snap) is not None:
+        threads = set(Run.objects.filter(conversation_id=run.conversation_id)
+                      .values_list("thread_id", flat=True))
+        for _ in range(100):  # a fork of a fork that wrote nothing: the first original
+            source = _copied_from(snap, threads)
+            if source is None:
+                break
+            snap = graph.get_state({"configurable": {**source, "checkpoint_ns": ""}})
     if not snap.config:
         return empty_state(thread_id)
     return state(thread_id, snap, run.graph)
@@ -213,11 +217,27 @@ def _copied_from(snap: StateSnapshot, threads: set[str] | None = None
             "checkpoint_id": str(source.get("checkpoint_id"))}
 
 
-def thread(thread: Thread, *, latest: Run | None = None, values: bool = True
-           ) -> dict[str, Any]:
-    """A thread as LangGraph's server shapes it (with its state's values and interrupts)."""
-    latest = latest if latest is not None else latest_run(thread)
-    current = run_state(latest, str(thread.id)) if values and latest else None
+def threads(page: Sequence[Thread]) -> list[dict[str, Any]]:
+    """Threads as LangGraph's server shapes them, for a page of a search: their latest
+    runs read together, their states through one saver per graph."""
+    latest = latest_runs(page)
+    states: dict[Any, dict[str, Any]] = {}
+    for name in {run.graph for run in latest.values()}:
+        with graph_for(name) as graph:
+            for key, run in latest.items():
+                if run.graph == name:
+                    states[key] = run_state(run, str(key), graph=graph)
+    return [thread(item, latest=latest.get(item.id), current=states.get(item.id, {}))
+            for item in page]
+
+
+def thread(thread: Thread, *, latest: Run | None = None, values: bool = True,
+           current: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A thread as LangGraph's server shapes it (with its state's values and interrupts,
+    read here unless ``current`` gives them)."""
+    if current is None:
+        latest = latest if latest is not None else latest_run(thread)
+        current = run_state(latest, str(thread.id)) if values and latest else None
     interrupts: dict[str, list[dict[str, Any]]] = {}
     for task in (current or {}).get("tasks", ()):
         if task["interrupts"]:
@@ -229,7 +249,7 @@ def thread(thread: Thread, *, latest: Run | None = None, values: bool = True
         "metadata": {**(thread.metadata or {}),
                      **({"graph_id": thread.graph, "assistant_id": thread.graph}
                         if thread.graph else {})},
-        "status": thread_status(latest, queued=has_queue(thread)),
+        "status": thread.status,
         "values": (current or {}).get("values", {}),
         "interrupts": interrupts,
     }

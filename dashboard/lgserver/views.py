@@ -287,13 +287,12 @@ class ThreadSearchView(LangGraphView):
             if status not in search.THREAD_STATUSES:
                 raise exceptions.ValidationError({"status": (
                     f"{status!r} is not one of {', '.join(search.THREAD_STATUSES)}")})
-            threads = search.with_status(threads).filter(
-                lg_status=status)  # type: ignore[misc]  # an annotation
+            threads = threads.filter(status=status)
         order = "updated_at" if data.get("sort_by") == "updated_at" else "created_at"
         prefix = "" if str(data.get("sort_order")).lower() == "asc" else "-"
         offset, limit = _offset(data), _limit(data)
         page = threads.order_by(f"{prefix}{order}", f"{prefix}id")[offset: offset + limit]
-        return Response([shapes.thread(thread) for thread in page])
+        return Response(shapes.threads(list(page)))
 
 
 class ThreadView(LangGraphView):

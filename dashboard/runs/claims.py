@@ -124,7 +124,7 @@ def _aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
         else:
             return None
         fields = transitions.claim(owner=owner, now=now)
-        runs.update(**transitions.orm_update(fields))
+        transitions.orm_apply(run.id, fields)
         transitions.apply_to(run, fields)
         if kind in (Kind.RUN_STARTED, Kind.RUN_FORKED):  # a fresh run: no checkpoints yet
             return Claim(run, kind, transitions.next_seq(run), [], answers)

@@ -289,7 +289,7 @@ def awrite_final(
     with transaction.atomic():
         relax_commit()
         RunEvent.objects.bulk_create([RunEvent(run_id=run_id, **row) for row in batch])
-        Run.objects.filter(id=run_id).update(**transitions.orm_update(fields))
+        transitions.orm_apply(run_id, fields)
         for item in final.get("pending") or ():
             Interrupt.objects.get_or_create(
                 run_id=run_id, interrupt_id=item["interrupt_id"],

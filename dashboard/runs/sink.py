@@ -234,7 +234,9 @@ class EventSink:
         assert tuple(fields) == self.claim_fields
         params = [*self.set_params(fields),
                   *(self._db(v) for v in (run_id, Run.Status.QUEUED, owner, stale))]
-        row = await self._aexecute([(self.claim_sql, params)], returning=True)
+        # the thread's status first: the claim's RETURNING is the write's answer
+        row = await self._aexecute([*self.thread_statements(run_id, fields),
+                                    (self.claim_sql, params)], returning=True)
         if row is None:
             return None
         (graph, thread_id, input_, current_node, last_seq, started_at, before, after, step,
@@ -305,6 +307,7 @@ class EventSink:
             statements.append((self.cancel_interrupts_sql, [
                 Interrupt.Status.CANCELLED, self._db(run.id), Interrupt.Status.PENDING]))
         statements.append(self.update_statement(run.id, fields))
+        statements.extend(self.thread_statements(run.id, fields))
         await self._aexecute(statements)
         transitions.apply_to(run, fields)
         return run_summary({name: getattr(run, name) for name in SUMMARY_FIELDS})
@@ -314,7 +317,18 @@ class EventSink:
         return (f"UPDATE {Run._meta.db_table} SET {self.set_clause(fields)} "
                 f"WHERE id = {self.mark}", [*self.set_params(fields), self._db(run_id)])
 
+    def thread_statements(self, run_id: uuid.UUID, fields: transitions.Fields
+                          ) -> list[Statement]:
+        """The ``UPDATE`` that gives the run's thread its new status, if ``fields`` change
+        the run's (:data:`~dashboard.runs.transitions.THREAD_SQL`, as the ORM path runs it)."""
+        status = transitions.thread_status(fields)
+        if status is None:
+            return []
+        return [(transitions.THREAD_SQL.format(mark=self.mark),
+                 transitions.thread_params(self._db(run_id), status))]
+
     async def aapply(self, run_id: uuid.UUID, fields: transitions.Fields) -> None:
-        """Apply a transition's ``fields`` to one run on the fast path (its own statement)."""
-        await self._aexecute([self.update_statement(run_id, fields)])
+        """Apply a transition's ``fields`` to one run (and its thread) on the fast path."""
+        await self._aexecute([self.update_statement(run_id, fields),
+                              *self.thread_statements(run_id, fields)])
 

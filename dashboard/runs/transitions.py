@@ -15,11 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
+from django.db import connection
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 
-from dashboard.models import Run
+from dashboard.models import Run, Thread
 from dashboard.runs.conf import planwatch_setting
 
 Fields = dict[str, Any]
@@ -172,6 +174,55 @@ def request_cancel(*, by: str = "") -> Fields:
     return {"cancel_requested": True, "cancel_requested_by": by}
 
 
+# -- the thread's status ----------------------------------------------------------------
+
+THREAD_STATUS = {
+    Status.QUEUED: Thread.Status.BUSY,
+    Status.RUNNING: Thread.Status.BUSY,
+    Status.INTERRUPTED: Thread.Status.INTERRUPTED,
+    Status.PAUSED: Thread.Status.INTERRUPTED,
+    Status.FAILED: Thread.Status.ERROR,
+    Status.SUCCEEDED: Thread.Status.IDLE,
+    Status.CANCELLED: Thread.Status.IDLE,
+}
+"""The status a LangGraph thread takes when its latest run takes a status (an answer or a
+continue recorded and not yet taken up makes it busy: :data:`UNSETTLED`)."""
+
+QUEUED_THREAD = THREAD_STATUS[Status.QUEUED]
+"""A thread with a new run (started, forked or enqueued on it)."""
+
+UNSETTLED = Thread.Status.BUSY
+"""A thread whose run has an answer or a continue recorded that no executor took up yet."""
+
+
+def thread_status(fields: Fields) -> str | None:
+    """The thread status a transition's ``fields`` give its run's thread (None: unchanged)."""
+    status = fields.get("status")
+    return None if status is None else THREAD_STATUS[Status(status)]
+
+
+_RUN, _THREAD = Run._meta.db_table, Thread._meta.db_table
+THREAD_SQL = (
+    f"UPDATE {_THREAD} SET status = CASE WHEN EXISTS (SELECT 1 FROM {_RUN} AS queued "
+    f"WHERE queued.conversation_id = {_THREAD}.id AND queued.status = 'queued' "
+    f"AND queued.waits_for_id IS NOT NULL AND queued.id <> {{mark}}) THEN 'busy' "
+    f"ELSE {{mark}} END "
+    f"WHERE id = (SELECT conversation_id FROM {_RUN} WHERE id = {{mark}}) "
+    f"AND NOT EXISTS (SELECT 1 FROM {_RUN} AS this, {_RUN} AS newer "
+    f"WHERE this.id = {{mark}} AND newer.conversation_id = this.conversation_id "
+    f"AND newer.created_at > this.created_at "
+    f"AND NOT (newer.status = 'queued' AND newer.waits_for_id IS NOT NULL))"
+)
+"""How a run's new status reaches its thread, on both paths (parameters: run id, thread
+status, run id, run id): the thread takes it only from its latest run (runs enqueued
+behind it aside), and stays busy while runs are enqueued on it."""
+
+
+def thread_params(run_id: Any, status: str) -> list[Any]:
+    """The parameters of :data:`THREAD_SQL` (``run_id`` as the driver takes it)."""
+    return [run_id, str(status), run_id, run_id]
+
+
 # -- the ORM path ----------------------------------------------------------------------
 
 
@@ -179,6 +230,22 @@ def orm_update(fields: Fields) -> dict[str, Any]:
     """``fields`` as keyword arguments of ``QuerySet.update`` (``FirstSet`` → ``Coalesce``)."""
     return {name: Coalesce(F(name), value.value) if isinstance(value, FirstSet) else value
             for name, value in fields.items()}
+
+
+def orm_apply(run_id: Any, fields: Fields) -> int:
+    """Write a transition's ``fields`` to one run, and its new status to its thread."""
+    updated = Run.objects.filter(id=run_id).update(**orm_update(fields))
+    if (status := thread_status(fields)) is not None:
+        orm_thread_status(run_id, status)
+    return updated
+
+
+def orm_thread_status(run_id: Any, status: str) -> None:
+    """Give the run's thread ``status`` (a :data:`THREAD_STATUS` value) by :data:`THREAD_SQL`."""
+    uid = run_id if isinstance(run_id, UUID) else UUID(str(run_id))
+    stored = uid if connection.vendor == "postgresql" else uid.hex  # Django's UUID columns
+    with connection.cursor() as cursor:
+        cursor.execute(THREAD_SQL.format(mark="%s"), thread_params(stored, status))
 
 
 def apply_to(run: Run, fields: Fields) -> None:

@@ -1,4 +1,6 @@
-"""The transitions contract: the ORM path and the SQL fast path leave the same run rows.
+"""The transitions contract: the ORM path and the SQL fast path leave the same run rows,
+and the same status on the runs' threads (a LangGraph thread's status is a column, written
+with every transition of its latest run).
 
 Every transition (claim, recover, resume, pause, succeed, fail, cancel) is applied to two
 runs in the same starting state, once through each path the engine uses, and the rows
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from dashboard.models import Interrupt, Run
+from dashboard.models import Interrupt, Run, Thread
 from dashboard.runs import claims, transitions
 from dashboard.runs.record import EVENT_DEFAULTS, awrite_final
 
@@ -28,15 +30,21 @@ def _on_loop(executor, coro):
 
 
 def _pair(**fields: Any) -> tuple[Run, Run]:
-    """Two runs alike in every column but their ids (and thread ids)."""
+    """Two runs alike in every column but their ids (and thread ids), each the latest run of
+    a LangGraph thread of its own whose status says otherwise (so a path that leaves it
+    alone is seen)."""
     made = [Run.objects.create(graph="test.echo", thread_id=f"contract-{side}-{uuid.uuid4()}",
-                               input={"steps": 1}, **fields) for side in "ab"]
+                               input={"steps": 1}, **fields,
+                               conversation=Thread.objects.create(status="error"))
+            for side in "ab"]
     return made[0], made[1]
 
 
 def _row(run: Run) -> dict[str, Any]:
     run.refresh_from_db()
-    return {name: getattr(run, name) for name in COLUMNS}
+    assert run.conversation is not None
+    return {**{name: getattr(run, name) for name in COLUMNS},
+            "thread status": run.conversation.status}
 
 
 def _same(orm: Run, fast: Run, *, moments: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -62,6 +70,7 @@ def test_claiming_a_queued_run(executor, sink):
                                                  stale=transitions.stale_before(now)))
     row = _same(orm, fast, moments=("heartbeat_at", "started_at"))
     assert (row["status"], row["owner"], row["started_at"]) == ("running", "exec-1", "set")
+    assert row["thread status"] == "busy"
 
 
 @pytest.mark.parametrize("path", ["orm", "sql"])
@@ -131,6 +140,8 @@ def test_where_an_execution_leaves_the_run(executor, sink, name):
                                    final=dict(final)))
     row = _same(orm, fast)
     assert (row["status"], row["owner"], row["last_seq"]) == (final["status"], "", 3)
+    assert row["thread status"] == {"pause": "interrupted", "succeed": "idle",
+                                    "fail": "error", "cancel": "idle"}[name]
     assert row["cancel_requested"] is False or name == "pause"
     assert (row["finished_at"] is None) == (name == "pause")
     withdrawn = {r.id: r.interrupts.get().status for r in (orm, fast)}
@@ -148,3 +159,33 @@ def test_cancelling_an_idle_run_uses_the_final_transition(operator):
     assert (run.status, run.owner, run.last_seq, run.cancel_requested) == (
         expected["status"], expected["owner"], expected["last_seq"], False)
     assert run.finished_at is not None and run.events.get().seq == 6
+
+
+@pytest.mark.parametrize("path", ["orm", "sql"])
+def test_a_thread_takes_its_status_from_its_latest_run_only(executor, sink, path):
+    """An older run that stops leaves the thread to its newer run; a run enqueued behind
+    the one that stops keeps the thread busy."""
+    now = timezone.now()
+    thread = Thread.objects.create(status="busy")
+    old, new = (Run.objects.create(graph="test.echo", thread_id=f"latest-{i}-{uuid.uuid4()}",
+                                   status=status, heartbeat_at=now, conversation=thread)
+                for i, status in enumerate(("running", "queued")))
+
+    def stop(run: Run, status: str) -> None:
+        fields = transitions.finish(status=status, now=timezone.now())
+        if path == "orm":
+            transitions.orm_apply(run.id, fields)
+        else:
+            _on_loop(executor, sink.aapply(run.id, fields))
+        thread.refresh_from_db()
+
+    stop(old, "failed")
+    assert thread.status == "busy"  # the newer run is the thread's
+    queued = Run.objects.create(graph="test.echo", thread_id=f"latest-q-{uuid.uuid4()}",
+                                conversation=thread, waits_for=new)
+    Run.objects.filter(id=new.id).update(status="running")
+    stop(new, "succeeded")
+    assert thread.status == "busy"  # a run waits its turn on it
+    Run.objects.filter(id=queued.id).update(waits_for=None)
+    stop(queued, "failed")
+    assert thread.status == "error"

@@ -20,6 +20,7 @@ from django.test import Client
 
 from dashboard import services
 from dashboard.models import Run, Thread
+from dashboard.runs import transitions
 from tests.conftest import api_token
 
 pytestmark = pytest.mark.django_db
@@ -55,6 +56,8 @@ def thread_with_run(user, status: str, metadata=None) -> Thread:
     run_id = uuid.uuid4()
     Run.objects.create(id=run_id, graph="acquisition", thread_id=f"{run_id}:planner",
                        status=status, conversation=thread, created_by=user)
+    # what the run's transitions would have written to its thread
+    transitions.orm_thread_status(run_id, transitions.THREAD_STATUS[Run.Status(status)])
     return thread
 
 
@@ -211,3 +214,23 @@ def test_a_user_sees_and_acts_only_on_their_own_threads(alice, django_user_model
     # a thread bob creates is bob's
     code, made = post(as_bob, "/threads", {})
     assert Thread.objects.get(id=made["thread_id"]).created_by == bob
+
+
+def test_a_search_page_costs_the_same_few_queries_whatever_its_size(alice,
+                                                                    django_assert_max_num_queries):
+    """The threads' statuses are a column and their latest runs are read together: a page
+    of 30 threads asks the database no more than a page of one (states are read on the
+    saver's own connection)."""
+    client = api(alice)
+    for i in range(30):
+        thread_with_run(alice, "interrupted" if i % 2 else "failed", {"team": "t1"})
+    post(client, "/threads/search", {"limit": 1})  # the token's and the user's caches warm
+    with django_assert_max_num_queries(8) as one:
+        code, body = post(client, "/threads/search", {"status": "error", "limit": 1,
+                                                      "metadata": {"team": "t1"}})
+    assert code == 200 and len(body) == 1
+    with django_assert_max_num_queries(len(one.captured_queries)):
+        code, body = post(client, "/threads/search", {"status": "interrupted", "limit": 30,
+                                                      "metadata": {"team": "t1"}})
+    assert code == 200 and len(body) == 15
+    assert {t["status"] for t in body} == {"interrupted"}
