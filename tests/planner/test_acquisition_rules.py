@@ -78,7 +78,7 @@ async def test_three_invalid_regions_abort_the_run_with_reasons() -> None:
     assert [q["attempt"] for q in regions] == [1, 2, 3]
     assert regions[0]["reason"] is None
     assert "unknown region 'Atlantis'" in regions[1]["reason"]
-    assert "Germany" in regions[1]["reason"]  # the way out: the known regions
+    assert "such as Portugal or PT" in regions[1]["reason"]  # the way out
     assert "empty" in regions[2]["reason"]
     assert trace.values["status"] == "aborted"
     assert trace.values["result"]["status"] == "aborted"
