@@ -197,6 +197,9 @@ async def finish(state: AcquisitionState) -> dict[str, Any]:
         "currency": values.get("core.currency"),
         "values": dict(values),
         "sources": dict(state["sources"]),
+        "evidence": {n["field"]: {"source": n.get("source"), "title": n.get("title")}
+                     for n in state.get("notes") or ()
+                     if n.get("kind") == "observation" and n.get("accepted")},
         "tam": values.get(derived) if derived else None,
         "missing": missing,
         "iterations": state["iterations"],

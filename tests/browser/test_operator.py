@@ -123,6 +123,10 @@ def test_an_acquisition_run_from_form_to_result_and_replay(live_server_url, page
     result = page.locator("#trace-result")
     expect(result).to_be_visible()
     expect(result).not_to_have_attribute("hidden", "")
+    expect(result.locator(".result-formula")).to_contain_text(
+        "TAM = population \u00d7 adoption rate \u00d7 yearly price = ")
+    expect(result.locator(".result-item", has_text="Population")).to_contain_text(
+        "population 2024 (local-corpus://")
     no_overflow(page)
     if size_name(page) == "desktop":  # "Why this way" fits its card, beside the inspector
         assert page.evaluate("() => { const c = document.getElementById('trace-why'),"
