@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django import template
 
 from dashboard import results
@@ -14,3 +16,10 @@ register = template.Library()
 def run_goal(run: Run) -> str:
     """The goal ``run`` was started with (see :func:`dashboard.results.run_goal`)."""
     return results.run_goal(run=run)
+
+
+@register.filter
+def as_json(value: object) -> str:
+    """A state value as JSON (``null``, ``true``, ``"text"``), indented when nested."""
+    nested = isinstance(value, dict | list) and bool(value)
+    return json.dumps(value, indent=2 if nested else None, ensure_ascii=False, default=str)

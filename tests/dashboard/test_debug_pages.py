@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth.models import Permission
 
@@ -88,6 +90,14 @@ def test_edit_state_and_fork_from_a_page_then_compare_the_branches(executor, deb
     assert f"/runs/{child.id}/" in tree and "compare" in tree
     compare = client.get(f"/runs/{parent.id}/compare/{child.id}/").content.decode()
     assert "At the fork point" in compare and ">n<" in compare
+    # asked from either side, the parent is on the left, both named by role and short id
+    names = f"parent {str(parent.id)[:8]}", f"fork {str(child.id)[:8]}"
+    for page in (compare, client.get(f"/runs/{child.id}/compare/{parent.id}/").content.decode()):
+        heads = re.findall(r'<th scope="col">([^<]*)', page)
+        assert heads[0].startswith(names[0]) and heads[1].startswith(names[1])
+        assert heads.count(names[0]) == 2 and heads.count(names[1]) == 2  # both diff tables
+        assert page.index("<h2>Result</h2>") < page.index("At the fork point")
+        assert "None" not in page  # values as JSON: null, not Python's None
 
 
 def test_a_checkpoint_in_the_admin_offers_re_run_from_here(executor, admin_client, operator):
