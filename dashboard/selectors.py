@@ -81,14 +81,17 @@ class DebugSchema:
 
     nodes: list[str]
     channels: dict[str, Any]
+    internal: tuple[str, ...] = ()
+    """The channels the graph declares as its bookkeeping (``GraphSpec.internal_channels``)."""
 
 
 @functools.cache
 def graph_debug_schema(*, graph: str) -> DebugSchema:
     """The nodes breakpoints can name and the channels a fork can edit (raises KeyError)."""
-    builder = get_graph(graph).build(llm=make_llm("scripted", think_time=0),
-                                     search=default_search())
-    return DebugSchema(nodes=sorted(builder.nodes), channels=debugging.state_channels(builder))
+    spec = get_graph(graph)
+    builder = spec.build(llm=make_llm("scripted", think_time=0), search=default_search())
+    return DebugSchema(nodes=sorted(builder.nodes), channels=debugging.state_channels(builder),
+                       internal=spec.internal_channels)
 
 
 @dataclass(frozen=True)

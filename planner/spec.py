@@ -229,6 +229,9 @@ class GraphSpec:
     """The kinds of question it asks beyond the generic ones (``planner.questions``)."""
     input_schema: Mapping[str, Any] | None = None
     """The JSON Schema of the start input, if not the one ``input_fields`` describe."""
+    internal_channels: tuple[str, ...] = ()
+    """State channels that are the graph's own bookkeeping (versions, statuses, logs): state
+    forms fold them under "advanced", below the channels an operator means to edit."""
     on_state_edit: Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]] = (
         no_state_edit_update)
     """Given the state values before an operator's edit and the edited channels, the other

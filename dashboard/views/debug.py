@@ -109,7 +109,10 @@ def run_fork(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpRespo
         raise Http404(f"checkpoint {checkpoint_id!r} is no longer stored")
     schema = selectors.graph_debug_schema(graph=run.graph)
     form = StateEditForm(request.POST if request.method == "POST" else None,
-                         channels=schema.channels, values=view.values, nodes=schema.nodes)
+                         channels=schema.channels, values=view.values, nodes=schema.nodes,
+                         internal=schema.internal,
+                         check=lambda values, as_node: services.state_edit_errors(
+                             graph=run.graph, values=values, as_node=as_node))
     status = 200
     if request.method == "POST":
         _need(request, FORK, "forking a run")

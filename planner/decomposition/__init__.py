@@ -46,6 +46,8 @@ SPEC = (
         tags=("writehere", "forge-lcdl", "f02", "send", "interrupt"),
         present_result=present_result,
         task_view=TaskView(channel="tasks", merge=merge_tasks, statuses=STATUSES),
+        internal_channels=("plans", "decisions", "round", "status", "result",
+                           "unknown_dependencies"),
     )
 )
 
