@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SIZES = [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")]
 # What the keyboard types into a question, by its field (selects take the next option).
-TYPED = {"core.currency": "EUR", "market.price": "47.88"}
+TYPED = {"core.region": "Germany", "core.currency": "EUR", "market.price": "47.88"}
 FOCUSED_QUESTION = ("() => { const a = document.activeElement;"
                     " return !!(a && a.closest && a.closest('.question')"
                     " && a.matches('input, textarea, select')); }")
@@ -249,6 +249,7 @@ def answer_by_keyboard_once(page, before_send: str = "") -> int:
         elif tag in ("INPUT", "TEXTAREA"):
             field = page.evaluate("() => document.activeElement.closest('.question')"
                                   "?.dataset.field || ''")
+            page.keyboard.press("ControlOrMeta+A")  # a value the goal preselected is replaced
             page.keyboard.type(TYPED.get(field, "plain and brief"))
             typed += 1
         elif tag == "BUTTON" and page.evaluate(
