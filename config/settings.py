@@ -434,6 +434,12 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
         "planwatch": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+        # a 4xx is an ordinary answer (a wrong value, a missing page), not a warning:
+        # Django logs those at WARNING and server errors at ERROR; only the latter are kept
+        "django.request": {
+            "handlers": ["console"], "level": os.environ.get("REQUEST_LOG_LEVEL", "ERROR"),
+            "propagate": False,
+        },
         "procrastinate": {
             "handlers": ["console"], "level": os.environ.get("PROCRASTINATE_LOG_LEVEL", "WARNING"),
         },

@@ -95,13 +95,17 @@ class DebugSchema:
 
     nodes: list[str]
     channels: dict[str, Any]
+    internal: tuple[str, ...] = ()
+    """The channels the graph declares as its bookkeeping (``GraphSpec.internal_channels``)."""
 
 
 @functools.cache
 def graph_debug_schema(*, graph: str) -> DebugSchema:
     """The nodes breakpoints can name and the channels a fork can edit (raises KeyError)."""
-    builder = get_graph(graph).inspection_builder
-    return DebugSchema(nodes=sorted(builder.nodes), channels=debugging.state_channels(builder))
+    spec = get_graph(graph)
+    builder = spec.inspection_builder
+    return DebugSchema(nodes=sorted(builder.nodes), channels=debugging.state_channels(builder),
+                       internal=spec.internal_channels)
 
 
 @dataclass(frozen=True)

@@ -371,6 +371,15 @@ def _user_or_none(user: User | None) -> AuthUser | None:
     return user if isinstance(user, AuthUser) and user.is_authenticated else None
 
 
+def state_edit_errors(*, graph: str, values: dict[str, Any], as_node: str = "") -> dict[str, str]:
+    """What the graph would refuse in a state edit, by channel ({} when it takes it all)."""
+    try:
+        _check(debugging.check_edit, get_graph(graph), values, as_node=as_node)
+    except DebugInputError as exc:
+        return dict(exc.errors)
+    return {}
+
+
 def _check(rule: Any, spec: GraphSpec, *args: Any, **kwargs: Any) -> None:
     """Apply one of :mod:`dashboard.runs.debugging`'s checks to the graph's builder."""
     try:

@@ -26,6 +26,10 @@ class ResultItem:
     """Where the value came from: ``"searched"``, ``"answered"``, ``"given"``, ``"computed"`` …"""
     detail: str = ""
     """A longer note shown on demand (the search hit, the question asked …)."""
+    reference: str = ""
+    """The source's title and address, shown beside the value (``"Japan: population 2024"``)."""
+    warning: str = ""
+    """Why the value deserves a second look (its source is about another topic), shown."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,10 @@ class ResultCard:
     """One line that says the result (``"TAM €18.8 bn"``, ``"Synthesis of 12 tasks"``)."""
     items: tuple[ResultItem, ...] = ()
     """The inputs the result came from, in reading order."""
+    formula: str = ""
+    """How the headline follows from the items, with their numbers
+    (``"TAM = population x adoption x price = 84.5 million x 18% x 47.88 EUR"``, with
+    multiplication signs)."""
     body: str = ""
     """Longer text (a synthesis), shown as wrapped plain text."""
     metrics: tuple[ResultItem, ...] = field(default=())

@@ -259,6 +259,9 @@ class GraphSpec:
     review_questions: bool = False
     """Its questions (``planner.questions``' shape) are also offered to chat clients and
     inboxes in the standard interrupt shapes, and their decisions taken as answers."""
+    internal_channels: tuple[str, ...] = ()
+    """State channels that are the graph's own bookkeeping (versions, statuses, logs): state
+    forms fold them under "advanced", below the channels an operator means to edit."""
     on_state_edit: Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]] = (
         no_state_edit_update)
     """Given the state values before an operator's edit and the edited channels, the other

@@ -34,6 +34,23 @@ class BreakpointsForm(forms.Form):
             typed.choices = choices
 
 
+class LocatedJSONField(forms.JSONField):
+    """A JSON field whose error says where the JSON breaks (line and column)."""
+
+    def to_python(self, value: Any) -> Any:
+        """Parse the text; a syntax error names its line, column and what was expected."""
+        if self.disabled or value in self.empty_values:
+            return super().to_python(value)
+        try:
+            json.loads(value, cls=self.decoder)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}; "
+                'quote text like "yes", and use null, true and false',
+                code="invalid") from None
+        return super().to_python(value)
+
+
 def _scalar(annotation: Any) -> type | None:
     """The plain type a channel holds (``int``, ``str`` …), looking through ``X | None``."""
     if annotation in _SCALARS:
@@ -53,9 +70,13 @@ class StateEditForm(forms.Form):
     """
 
     def __init__(self, *args: Any, channels: dict[str, Any], values: dict[str, Any],
-                 nodes: list[str], **kwargs: Any) -> None:
+                 nodes: list[str], internal: tuple[str, ...] = (),
+                 check: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.current = values
+        self.internal = frozenset(internal)
+        self.check = check
+        """``check(values, as_node) -> {channel: error}``: the graph's own check of an edit."""
         self.kinds: dict[str, str] = {}
         for name, annotation in channels.items():
             scalar = _scalar(annotation)
@@ -66,7 +87,7 @@ class StateEditForm(forms.Form):
                     field.widget = forms.Textarea(attrs={"rows": 1})
                 self.kinds[name] = scalar.__name__
             else:
-                field = forms.JSONField(required=False, label=name, initial=value,
+                field = LocatedJSONField(required=False, label=name, initial=value,
                                         widget=forms.Textarea(attrs={"rows": 3}),
                                         help_text="JSON")
                 self.kinds[name] = "json"
@@ -77,13 +98,41 @@ class StateEditForm(forms.Form):
             help_text="Decides which node runs next, as if that node had returned the edit.")
 
     def channel_fields(self) -> list[tuple[str, str, forms.BoundField]]:
-        """Each channel's name, its kind (int, str, json …) and its field, in schema order."""
-        return [(name, kind, self[f"ch_{name}"]) for name, kind in self.kinds.items()]
+        """Each of the graph's own channels: name, kind (int, str, json …) and field."""
+        return [(name, kind, self[f"ch_{name}"]) for name, kind in self.kinds.items()
+                if name not in self.internal]
+
+    def internal_fields(self) -> list[tuple[str, str, forms.BoundField]]:
+        """The bookkeeping channels (shown folded, under "advanced")."""
+        return [(name, kind, self[f"ch_{name}"]) for name, kind in self.kinds.items()
+                if name in self.internal]
+
+    def internal_errors(self) -> bool:
+        """Whether a folded channel has an error (its fold then opens)."""
+        return any(field.errors for _, _, field in self.internal_fields())
+
+    def clean(self) -> dict[str, Any]:
+        """Check the channels that parsed with the graph's own check too, so that every
+        error (bad JSON and values of the wrong type alike) comes back in one round."""
+        cleaned = super().clean() or {}
+        if self.check is None:
+            return cleaned
+        edit = self.edit()
+        if not edit:
+            return cleaned
+        for name, text in self.check(edit, cleaned.get("as_node") or "").items():
+            key = f"ch_{name}" if f"ch_{name}" in self.fields else (
+                name if name in self.fields else None)
+            if key is None or key not in self.errors:
+                self.add_error(key, text)
+        return cleaned
 
     def edit(self) -> dict[str, Any]:
         """The channels the operator changed, with their new values (after ``is_valid``)."""
         changed: dict[str, Any] = {}
         for name, kind in self.kinds.items():
+            if f"ch_{name}" not in self.cleaned_data:
+                continue  # did not parse: its error is reported already
             new = self.cleaned_data.get(f"ch_{name}")
             old = self.current.get(name)
             if kind == "bool" and old is None and new is False:

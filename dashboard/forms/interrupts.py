@@ -65,6 +65,9 @@ class InterruptAnswerForm(forms.Form):
         self.choices = [str(c) for c in raw] if isinstance(raw, list) else []
         self.hint = self.question_kind.hint if self.question_kind else ""
         self.fields["answer"] = self._field()
+        suggested = (self.question or {}).get("suggested")
+        if isinstance(suggested, str) and suggested:  # what the goal names; the check decides
+            self.fields["answer"].initial = suggested
         q = self.question or {}
         self.display = {key: q.get(key) or "" for key in (
             "field", "label", "prompt", "unit", "attempt", "max_attempts", "reason", "task_id")}
@@ -81,7 +84,7 @@ class InterruptAnswerForm(forms.Form):
                 attrs={"inputmode": "decimal", "autocomplete": "off"}))
         if self.widget == "suggest":
             return forms.CharField(label=label, max_length=100, widget=forms.TextInput(
-                attrs={"autocomplete": "off", "list": f"{self.prefix}-choices", "size": 8}))
+                attrs={"autocomplete": "off", "list": f"{self.prefix}-choices", "size": 20}))
         if self.widget == "json":
             return forms.CharField(label="Answer (JSON)", max_length=MAX_ANSWER_BYTES,
                                    widget=forms.Textarea(attrs={"rows": 3}))

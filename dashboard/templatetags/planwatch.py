@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django import template
 
 from dashboard import header, results
@@ -20,3 +22,7 @@ def run_goal(run: Run) -> str:
 def run_status_label(run: Run) -> str:
     """The run's status as people read it (see :func:`dashboard.header.status_label`)."""
     return header.status_label(run.status, getattr(run, "queue_position", None))
+def as_json(value: object) -> str:
+    """A state value as JSON (``null``, ``true``, ``"text"``), indented when nested."""
+    nested = isinstance(value, dict | list) and bool(value)
+    return json.dumps(value, indent=2 if nested else None, ensure_ascii=False, default=str)

@@ -17,7 +17,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
-from dashboard import selectors, services
+from dashboard import results, selectors, services
 from dashboard.checkpoints import checkpoint_get, values_diff
 from dashboard.forms.debug import BreakpointsForm, StateEditForm
 from dashboard.htmx import HtmxHttpRequest
@@ -109,7 +109,10 @@ def run_fork(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpRespo
         raise Http404(f"checkpoint {checkpoint_id!r} is no longer stored")
     schema = selectors.graph_debug_schema(graph=run.graph)
     form = StateEditForm(request.POST if request.method == "POST" else None,
-                         channels=schema.channels, values=view.values, nodes=schema.nodes)
+                         channels=schema.channels, values=view.values, nodes=schema.nodes,
+                         internal=schema.internal,
+                         check=lambda values, as_node: services.state_edit_errors(
+                             graph=run.graph, values=values, as_node=as_node))
     status = 200
     if request.method == "POST":
         _need(request, FORK, "forking a run")
@@ -148,10 +151,17 @@ def run_compare(request: HttpRequest, run_id: UUID, other_id: UUID) -> TemplateR
         edited = checkpoint_get(thread_id=child.thread_id,
                                 checkpoint_id=first.checkpoint_id) if first else None
         at_fork = values_diff(base.values if base else {}, edited.values if edited else {})
-    ends = [checkpoint_get(thread_id=r.thread_id) for r in (run, other)]
+    related = child.parent_id == parent.id
+    left, right = (parent, child) if related else (run, other)  # the same sides everywhere
+    ends = [checkpoint_get(thread_id=r.thread_id) for r in (left, right)]
     at_end = values_diff(ends[0].values if ends[0] else {}, ends[1].values if ends[1] else {})
+    at_end.sort(key=lambda c: not str(c["path"]).startswith("result"))  # the outcome first
     return TemplateResponse(request, "dashboard/run_compare.html", {
-        "run": run, "other": other, "at_fork": at_fork, "at_end": at_end,
+        "run": run, "other": other, "left": left, "right": right, "at_fork": at_fork,
+        "at_end": at_end,
+        "left_name": f"{'parent' if related else 'this run'} {str(left.id)[:8]}",
+        "right_name": f"{'fork' if related else 'other run'} {str(right.id)[:8]}",
+        "outcomes": [(r, results.run_result(run=r)) for r in (left, right)],
     })
 
 

@@ -34,6 +34,11 @@ SPEC = GraphSpec(
     chat_goal_field="goal",
     review_questions=True,
     on_state_edit=sources_after_edit,
+    internal_channels=(
+        "graph_version", "profile", "iterations", "status", "schema", "dynamic_decompositions",
+        "decision", "decision_origin", "decided_by", "decisions", "searches",
+        "last_observation", "pending_answer", "answers", "calculation", "calc_runs", "notes",
+        "result", "abort_reason"),
 )
 """What this graph declares to its host (the registry loads it by module name)."""
 

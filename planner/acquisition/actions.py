@@ -15,8 +15,9 @@ from planner.acquisition import recipes
 from planner.acquisition.currencies import COMMON_CURRENCIES
 from planner.acquisition.nodes import Node
 from planner.acquisition.profile import FieldSpec, Profile, get_profile
+from planner.acquisition.regions import currency_of, region_in_goal
 from planner.acquisition.state import AcquisitionState
-from planner.acquisition.validation import check_answer, known_regions
+from planner.acquisition.validation import check_answer, known_regions, region_aliases
 from planner.search import SearchError, SearchPort
 
 
@@ -109,8 +110,12 @@ def question_for(state: AcquisitionState, profile: Profile, spec: FieldSpec) -> 
     }
     if spec.kind == "region":
         question["choices"] = known_regions()
+        question["suggested"] = region_in_goal(state.get("goal") or "", region_aliases())
     elif spec.kind == "currency":
         question["choices"] = list(COMMON_CURRENCIES)
+        question["suggested"] = currency_of(
+            (state.get("values") or {}).get("core.region") or
+            region_in_goal(state.get("goal") or "", region_aliases()))
     elif spec.kind == "number":
         question["constraints"] = {"min": spec.min_value, "max": spec.max_value}
     return question
@@ -188,6 +193,9 @@ async def finish(state: AcquisitionState) -> dict[str, Any]:
         "currency": values.get("core.currency"),
         "values": dict(values),
         "sources": dict(state["sources"]),
+        "evidence": {n["field"]: {"source": n.get("source"), "title": n.get("title")}
+                     for n in state.get("notes") or ()
+                     if n.get("kind") == "observation" and n.get("accepted")},
         "tam": values.get(derived) if derived else None,
         "missing": missing,
         "iterations": state["iterations"],

@@ -86,13 +86,14 @@ MARKET_SIZING = Profile(
                   max_value=2_000_000_000,
                   queries=("{region} population 2024", "total population of {region} residents")),
         FieldSpec("market.adoption_rate", "Adoption rate", "web", unit="share (0-1)",
-                  prompt="What share of people in {region} would use the product (0 to 1, "
+                  prompt="What share of people in {region} would use {subject} (0 to 1, "
                          "or a percentage like 18%)?",
                   min_value=0, max_value=1,
-                  queries=("{region} budgeting app adoption rate",
-                           "share of adults using personal finance apps in {region}")),
+                  queries=("{region} {subject} adoption rate",
+                           "share of adults using {subject} in {region}")),
         FieldSpec("market.price", "Yearly price", "ask", unit="{currency} per year",
-                  prompt="What yearly price per user (in {currency}) should we assume?",
+                  prompt="What yearly price per user of {subject} (in {currency}) should we "
+                         "assume?",
                   min_value=0, max_value=1_000_000),
         FieldSpec("market.tam", "Total addressable market", "derived", unit="{currency} per year",
                   components=("market.population", "market.adoption_rate", "market.price")),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.acquisition.profile import FieldSpec, Profile
+from planner.acquisition.regions import goal_subject
 from planner.acquisition.state import Decision, decision
 from planner.search import tokens
 
@@ -26,10 +27,12 @@ class Recipe:
 
 
 def fill(template: str, state: Mapping[str, Any]) -> str:
-    """Put the run's region and currency into a prompt or query template."""
+    """Put the run's region, currency and subject (what its goal is about) into a prompt
+    or query template."""
     values = state.get("values") or {}
     return template.format(region=values.get("core.region") or "the region",
-                           currency=values.get("core.currency") or "the currency")
+                           currency=values.get("core.currency") or "the currency",
+                           subject=goal_subject(str(state.get("goal") or "")))
 
 
 def normalize_query(query: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from planner.acquisition.currencies import COMMON_CURRENCIES, ISO_4217
 from planner.acquisition.profile import FieldSpec
+from planner.acquisition.regions import COUNTRIES, country
 from planner.questions import Checked, QuestionKind, check_number
 from planner.questions import text_of as _text
 from planner.search import corpus_regions
@@ -20,21 +21,30 @@ __all__ = ["QUESTIONS", "Checked", "check_answer", "check_currency", "check_numb
 
 
 def known_regions() -> list[str]:
-    """Region names the planner can plan for (those the shipped corpus knows)."""
-    return [r["name"] for r in corpus_regions()]
+    """Region names the planner can plan for: every country (ISO 3166-1), by name.
+
+    The corpus knows figures for a few; for the others the planner asks the operator."""
+    return [name for _, name in COUNTRIES]
+
+
+def region_aliases() -> dict[str, str]:
+    """Other names of the corpus's regions ("UK", "deutschland") -> the region's name."""
+    return {alias.casefold(): r["name"] for r in corpus_regions()
+            for alias in r.get("aliases", [])}
 
 
 def check_region(raw: Any) -> Checked:
-    """A known region by name, ISO code or alias (any case) -> its canonical name."""
+    """A country by name, ISO code or alias (any case) -> its canonical name."""
     text = _text(raw)
     if not text:
-        return None, f"the answer was empty; choose one of: {', '.join(known_regions())}"
-    wanted = text.casefold()
-    for region in corpus_regions():
-        names = [region["name"], region["code"], *region.get("aliases", [])]
-        if wanted in (n.casefold() for n in names):
-            return region["name"], None
-    return None, f"unknown region {text!r}; choose one of: {', '.join(known_regions())}"
+        return None, ("the answer was empty; type a country's name or two-letter code, "
+                      "such as Portugal or PT")
+    alias = region_aliases().get(text.casefold())
+    found = country(alias or text)
+    if found is not None:
+        return found[1], None
+    return None, (f"unknown region {text!r}; type a country's name or two-letter code, "
+                  "such as Portugal or PT (the list suggests them as you type)")
 
 
 def check_currency(raw: Any) -> Checked:
@@ -65,7 +75,8 @@ def check_answer(spec: FieldSpec, raw: Any) -> Checked:
 
 
 QUESTIONS: dict[str, QuestionKind] = {
-    "region": QuestionKind("choice", lambda question, raw: check_region(raw)),
+    "region": QuestionKind("suggest", lambda question, raw: check_region(raw),
+                           hint="Type to search the countries; any country is accepted."),
     "currency": QuestionKind("suggest", lambda question, raw: check_currency(raw),
                              hint="A three-letter ISO 4217 code such as EUR or USD."),
 }

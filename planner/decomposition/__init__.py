@@ -49,6 +49,8 @@ SPEC = (
         tool_nodes=("work",),  # a worker searches, computes or writes one task
         chat_goal_field="goal",
         review_questions=True,
+        internal_channels=("plans", "decisions", "round", "status", "result",
+                           "unknown_dependencies"),
     )
 )
 

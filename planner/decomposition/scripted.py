@@ -16,11 +16,12 @@ from typing import Any
 from planner.llm import scripted_responder
 
 TOPICS = (
-    "costs and savings", "siting and permits", "grid connection", "ownership models",
-    "subscriber terms", "maintenance", "equity and access", "financing", "incentives",
+    "costs and savings", "who it serves", "how it works", "options compared",
+    "rules and permits", "operations", "equity and access", "financing", "incentives",
     "risks", "timeline", "case studies", "public engagement", "metrics",
-    "storage options", "procurement",
+    "alternatives", "procurement",
 )
+"""Section topics that fit any goal (the goal itself is named in each section's task)."""
 AUDIENCE_CHOICES = ["council members", "residents", "investors"]
 LARGE_BREADTH = 5
 
@@ -38,7 +39,7 @@ def _root_plan(ctx: Mapping[str, Any]) -> list[dict[str, Any]]:
     summary_deps = ["3"]
     tasks = [
         _task("1", f"Gather background on: {goal}", "search", inputs={"query": goal}),
-        _task("2", "Outline the key points to cover", "think"),
+        _task("2", f"Outline the key points of: {goal}", "think"),
     ]
     if settings.get("ask_clarifications"):
         tasks.append(_task("5", "Who is the audience of the briefing?", "clarify",
@@ -63,16 +64,18 @@ def _root_plan(ctx: Mapping[str, Any]) -> list[dict[str, Any]]:
     elif failure == "unknown_worker":
         tasks.append(_task("7", "Translate the key points into Esperanto", "translate"))
         summary_deps.append("7")
-    tasks.append(_task("3", "Draft the body of the briefing", "write", draft_deps, atomic=False))
-    tasks.append(_task("4", "Write the closing summary", "write", summary_deps,
+    tasks.append(_task("3", f"Draft the body of: {goal}", "write", draft_deps, atomic=False))
+    tasks.append(_task("4", f"Write the closing summary of: {goal}", "write", summary_deps,
                        inputs={"outline": {"from_sub_goal": "2", "slot": "text"}}))
     return tasks
 
 
 def _sections(ctx: Mapping[str, Any]) -> list[dict[str, Any]]:
     breadth = int((ctx.get("settings") or {}).get("breadth") or 2)
+    about = str(ctx.get("goal") or "").partition(": ")[2]  # "Draft the body of: <goal>"
     return [
-        _task(str(k), f"Section {k}: {TOPICS[(k - 1) % len(TOPICS)]}", "write",
+        _task(str(k), f"Section {k}: {TOPICS[(k - 1) % len(TOPICS)]}"
+              + (f" ({about[:60]})" if about else ""), "write",
               atomic=breadth < LARGE_BREADTH)
         for k in range(1, breadth + 1)
     ]
@@ -231,7 +234,8 @@ def scripted_think(ctx: Mapping[str, Any]) -> str:
     goal = str(ctx.get("goal") or "")
     if "anecdotal" in goal:  # hedged: the planner reads this tone and may redo the task
         return f"I am not sure about '{goal}': the reports are anecdotal and unverified."
-    return _with_sources(ctx, f"Key points for '{goal}': need, cost, next step.")
+    return _with_sources(ctx, f"Key points for '{goal}': who needs it, what it costs, "
+                              "what to do next.")
 
 
 @scripted_responder("decomposition.write")

@@ -43,3 +43,112 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     if ((awaitingNext ? idle : onPage) && section.querySelector(FIELDS)) focusIn(section);
   });
 })();
+
+// Drafts survive live updates. A question's form is re-rendered whenever its run's questions
+// change (another question answered here or in another tab, the run resumed and asked
+// again): a question still open keeps its very element (typed text, caret, focus) when the
+// same interrupt is still asked, or its typed value when the run asked it anew; a question
+// answered elsewhere leaves "Answered by X: value" in its place.
+(function () {
+  "use strict";
+  const drafts = new Map();   // question key -> {values, pk}: what was typed, by field index
+  const kept = new Map();     // question key -> the element shown before the swap
+  const notes = new Map();    // question key -> "Answered by X: value" shown in its place
+  let focused = null;         // {key, index, start, end} of the field that had the focus
+  let fromPost = false;       // this swap answers this page's own post
+  const FIELD = "input:not([type=hidden]), textarea, select";
+
+  function fields(q) { return Array.prototype.slice.call(q.querySelectorAll(FIELD)); }
+  function typed(q) {
+    return fields(q).some((f) => f.tagName === "SELECT"
+      ? Array.prototype.some.call(f.options, (o) => o.selected !== o.defaultSelected)
+      : f.value !== f.defaultValue);
+  }
+  function remember(q) {
+    if (!q.dataset.key) return;
+    if (typed(q)) drafts.set(q.dataset.key, {values: fields(q).map((f) => f.value), pk: q.dataset.pk});
+  }
+  document.addEventListener("input", (e) => {
+    const q = e.target.closest && e.target.closest(".question.pending[data-key]");
+    if (q) remember(q);
+  });
+  document.addEventListener("change", (e) => {
+    const q = e.target.closest && e.target.closest(".question.pending[data-key]");
+    if (q) remember(q);
+  });
+
+  function before(target) {
+    if (!target || !target.querySelectorAll) return;
+    const active = document.activeElement;
+    target.querySelectorAll(".question.pending[data-key]").forEach((q, i) => {
+      remember(q);
+      kept.set(q.dataset.key, {node: q, index: i});
+      if (active && q.contains(active)) {
+        focused = {key: q.dataset.key, index: fields(q).indexOf(active),
+                   start: active.selectionStart, end: active.selectionEnd};
+      }
+    });
+  }
+
+  function settle(root) {
+    if (!root || !root.querySelectorAll) return;
+    const container = root.matches && root.matches(".interrupts") ? root : root.querySelector(".interrupts");
+    if (!container) return;
+    const present = new Set();
+    container.querySelectorAll(".question.pending[data-key]").forEach((q) => {
+      const key = q.dataset.key;
+      present.add(key);
+      const old = kept.get(key);
+      const errors = q.querySelector(".errorlist");
+      if (old && old.node !== q && old.node.dataset.pk === q.dataset.pk && !errors && !fromPost) {
+        q.replaceWith(old.node);  // the same open question: keep the element the user is in
+        q = old.node;
+      } else if (drafts.has(key) && !typed(q) && !errors) {
+        const values = drafts.get(key).values;
+        fields(q).forEach((f, i) => { if (values[i] !== undefined) f.value = values[i]; });
+      }
+      if (focused && focused.key === key) {
+        const f = fields(q)[focused.index];
+        if (f) {
+          f.focus();
+          try { if (focused.start !== null) f.setSelectionRange(focused.start, focused.end); } catch (e) { /* not a text field */ }
+        }
+      }
+    });
+    // questions open here a moment ago and answered by someone else: say so in their place
+    if (!fromPost) {
+      kept.forEach((old, key) => {
+        if (present.has(key) || !key.startsWith(container.dataset.run + ":")) return;
+        const row = Array.prototype.slice.call(container.querySelectorAll("tr.audit-answered[data-key]"))
+          .filter((r) => r.dataset.key === key).pop();
+        if (row) notes.set(key, {text: "Answered by " + row.dataset.by + ": " + row.dataset.answer, index: old.index});
+      });
+    }
+    notes.forEach((note, key) => {
+      if (present.has(key) || !key.startsWith(container.dataset.run + ":")) { notes.delete(key); return; }
+      container.querySelectorAll(".q-elsewhere").forEach((el) => { if (el.dataset.key === key) el.remove(); });
+      const p = document.createElement("p");
+      p.className = "q-elsewhere";
+      p.setAttribute("role", "status");
+      p.dataset.key = key;
+      p.textContent = note.text;
+      const questions = container.querySelectorAll(".question.pending");
+      const next = questions[note.index];
+      if (next) next.before(p);
+      else if (questions.length) questions[questions.length - 1].after(p);
+      else container.prepend(p);
+    });
+    kept.clear();
+    focused = null;
+    drafts.forEach((d, key) => { if (!present.has(key) && notes.has(key)) drafts.delete(key); });
+  }
+
+  document.addEventListener("htmx:beforeSwap", (e) => {
+    const config = e.detail.requestConfig || {};
+    fromPost = config.verb === "post";
+    before(e.detail.target);
+  });
+  document.addEventListener("htmx:afterSwap", (e) => { settle(e.detail.target); fromPost = false; });
+  document.addEventListener("htmx:oobBeforeSwap", (e) => { fromPost = false; before(e.detail.target); });
+  document.addEventListener("htmx:oobAfterSwap", (e) => settle(e.target));
+})();

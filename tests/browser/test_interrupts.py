@@ -37,7 +37,8 @@ def test_acquisition_region_currency_and_price_answered_in_the_inbox(
     region = question(page, run, "core.region")
     assert "Which region should the market be sized for?" in region.inner_text()
     screenshot(page, "inbox-region")
-    region.locator("select").select_option("Germany")
+    assert region.locator("input").input_value() == ""  # the goal names no region
+    region.locator("input").fill("Germany")
     submit(page, run)
 
     currency = question(page, run, "core.currency")
@@ -135,3 +136,23 @@ def test_a_question_takes_the_focus_only_once_its_form_is_live(
     assert page.evaluate("() => { const f = document.activeElement.closest('form');"
                          " return !!(f && f['htmx-internal-data']"
                          " && f['htmx-internal-data'].initHash); }")
+
+
+def test_a_goal_about_porto_offers_portugal_preselected(live_server_url, page, executor, operator):
+    run = services.run_create(graph="acquisition", input={"goal": "e-bike rentals in Porto"},
+                              user=operator)
+    assert wait_run(run.id).status == Run.Status.INTERRUPTED
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    page.goto(f"{live_server_url}/runs/{run.id}/")
+    region = page.locator('#run-interrupts .question[data-field="core.region"]')
+    region.wait_for(state="visible", timeout=20_000)
+    field = region.locator("input")
+    assert field.input_value() == "Portugal"
+    listed = page.evaluate("(id) => [...document.getElementById(id).options].map(o => o.value)",
+                           field.get_attribute("list"))
+    assert "Portugal" in listed and "Japan" in listed and len(listed) > 200
+    screenshot(page, "question-region-from-goal")
+    page.locator("#run-interrupts .q-actions button").click()
+    currency = page.locator('#run-interrupts .question[data-field="core.currency"]')
+    currency.wait_for(state="visible", timeout=20_000)
+    assert currency.locator("input").input_value() == "EUR"

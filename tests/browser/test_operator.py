@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SIZES = [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")]
 # What the keyboard types into a question, by its field (selects take the next option).
-TYPED = {"core.currency": "EUR", "market.price": "47.88"}
+TYPED = {"core.region": "Germany", "core.currency": "EUR", "market.price": "47.88"}
 FOCUSED_QUESTION = ("() => { const a = document.activeElement;"
                     " return !!(a && a.closest && a.closest('.question')"
                     " && a.matches('input, textarea, select')); }")
@@ -123,6 +123,10 @@ def test_an_acquisition_run_from_form_to_result_and_replay(live_server_url, page
     result = page.locator("#trace-result")
     expect(result).to_be_visible()
     expect(result).not_to_have_attribute("hidden", "")
+    expect(result.locator(".result-formula")).to_contain_text(
+        "TAM = population \u00d7 adoption rate \u00d7 yearly price = ")
+    expect(result.locator(".result-item", has_text="Population")).to_contain_text(
+        "population 2024 (local-corpus://")
     no_overflow(page)
     if size_name(page) == "desktop":  # "Why this way" fits its card, beside the inspector
         assert page.evaluate("() => { const c = document.getElementById('trace-why'),"
@@ -245,6 +249,7 @@ def answer_by_keyboard_once(page, before_send: str = "") -> int:
         elif tag in ("INPUT", "TEXTAREA"):
             field = page.evaluate("() => document.activeElement.closest('.question')"
                                   "?.dataset.field || ''")
+            page.keyboard.press("ControlOrMeta+A")  # a value the goal preselected is replaced
             page.keyboard.type(TYPED.get(field, "plain and brief"))
             typed += 1
         elif tag == "BUTTON" and page.evaluate(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth.models import Permission
 
@@ -88,6 +90,14 @@ def test_edit_state_and_fork_from_a_page_then_compare_the_branches(executor, deb
     assert f"/runs/{child.id}/" in tree and "compare" in tree
     compare = client.get(f"/runs/{parent.id}/compare/{child.id}/").content.decode()
     assert "At the fork point" in compare and ">n<" in compare
+    # asked from either side, the parent is on the left, both named by role and short id
+    names = f"parent {str(parent.id)[:8]}", f"fork {str(child.id)[:8]}"
+    for page in (compare, client.get(f"/runs/{child.id}/compare/{parent.id}/").content.decode()):
+        heads = re.findall(r'<th scope="col">([^<]*)', page)
+        assert heads[0].startswith(names[0]) and heads[1].startswith(names[1])
+        assert heads.count(names[0]) == 2 and heads.count(names[1]) == 2  # both diff tables
+        assert page.index("<h2>Result</h2>") < page.index("At the fork point")
+        assert "None" not in page  # values as JSON: null, not Python's None
 
 
 def test_a_checkpoint_in_the_admin_offers_re_run_from_here(executor, admin_client, operator):
@@ -110,3 +120,34 @@ def test_the_new_run_form_sets_breakpoints_for_those_who_may_debug(executor, deb
     assert run.status == Run.Status.PAUSED and run.interrupt_before == ["done"]
     client.force_login(viewer)
     assert 'name="bp-interrupt_before"' not in client.get("/runs/new/").content.decode()
+
+
+def test_a_fork_form_reports_every_error_in_one_round_with_json_positions(
+        executor, debugger, client):
+    client.force_login(debugger)
+    parent = wait_run(services.run_create(graph="test.echo", input={"steps": 3},
+                                          user=debugger).id)
+    checkpoint = parent.events.filter(kind=Kind.CHECKPOINT, namespace="",
+                                      payload__next=["done"]).get().checkpoint_id
+    bad = client.post(f"/runs/{parent.id}/fork/", {
+        "checkpoint": checkpoint, "ch_n": "lots", "ch_steps": "3",
+        "ch_result": '{"total": 3,\n "ok": tru}', "ch_trail": "[1, 2]", "ch_fail_at": "0",
+        "ch_delay": "0.0", "as_node": "step"})
+    html = bad.content.decode()
+    assert bad.status_code == 400
+    assert "Enter a whole number." in html                       # the form's own check
+    assert "not valid JSON at line 2, column 8" in html           # where the JSON breaks
+    assert "does not fit" in html and "trail" in html             # the graph's check, too
+    assert "3 values need fixing; nothing was started." in html
+    assert Run.objects.count() == 1
+
+
+def test_a_fork_form_folds_the_graphs_bookkeeping_under_advanced(executor, debugger, client):
+    client.force_login(debugger)
+    run = wait_run(services.run_create(graph="acquisition", input={}, user=debugger).id)
+    checkpoint = run.events.filter(kind=Kind.CHECKPOINT, namespace="").last().checkpoint_id
+    html = client.get(f"/runs/{run.id}/fork/?checkpoint={checkpoint}").content.decode()
+    main, advanced = html.split('<details class="state-advanced"')
+    assert 'name="ch_goal"' in main and 'name="ch_values"' in main
+    for internal in ("graph_version", "schema", "status", "notes"):
+        assert f'name="ch_{internal}"' in advanced and f'name="ch_{internal}"' not in main

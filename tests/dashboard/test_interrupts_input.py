@@ -80,7 +80,7 @@ def test_a_good_number_resumes_with_a_number(executor, operator, client):
       "choices": ["EUR", "USD"]}, "XYZ", None,  # three letters, but no ISO code: refused
      "&#x27;XYZ&#x27; is not an ISO 4217 currency code"),
     ({"field": "core.region", "prompt": "Region?", "kind": "region",
-      "choices": ["Germany", "France"]}, "Mars", None, "Select a valid choice"),
+      "choices": ["Germany", "France"]}, "Mars", None, "unknown region &#x27;Mars&#x27;"),
     ({"field": "5", "prompt": "Audience?", "kind": "choice",
       "choices": ["residents", "investors"]}, "residents", "residents", None),
     ({"field": "6", "prompt": "Tone?", "kind": "text", "constraints": {"min_length": 1}},

@@ -61,7 +61,7 @@ async def test_scripted_run_records_each_decisions_provenance() -> None:
         (7, "deterministic", "select:calculator_succeeded", "finish", "market.tam"),
     ]
     assert records[2]["raw"]["query"] == "Germany population 2024"
-    assert records[3]["raw"]["query"] == "Germany budgeting app adoption rate"
+    assert records[3]["raw"]["query"] == "Germany subscription budgeting app adoption rate"
     assert [r["rules"] for r in records[:5]] == [[]] * 5
     rewrite = records[5]
     assert rewrite["raw"]["action"] == "finish"
@@ -89,7 +89,8 @@ async def test_interrupt_payloads_describe_the_forms() -> None:
     assert currency["kind"] == "currency" and {"EUR", "USD", "JPY"} <= set(currency["choices"])
     assert price == {
         "field": "market.price", "label": "Yearly price",
-        "prompt": "What yearly price per user (in JPY) should we assume?", "kind": "number",
+        "prompt": ("What yearly price per user of subscription budgeting app (in JPY) "
+                   "should we assume?"), "kind": "number",
         "choices": [], "constraints": {"min": 0, "max": 1_000_000}, "unit": "JPY per year",
         "attempt": 1, "max_attempts": 3, "reason": None,
     }

@@ -76,7 +76,8 @@ def test_select_blocked_calculator_picks_a_task_for_a_missing_input() -> None:
     state = blocked([RATE, PRICE], dynamic_decompositions={TAM: [POP, RATE, PRICE]})
     d, rule = select_decision(state, MARKET_SIZING)
     assert rule == "calculator_blocked"
-    assert d == {"action": "search", "field": RATE, "query": "Germany budgeting app adoption rate",
+    assert d == {"action": "search", "field": RATE,
+                 "query": "Germany subscription budgeting app adoption rate",
                  "reason": d["reason"]}
     assert "blocked on market.adoption_rate" in d["reason"]
 

@@ -22,8 +22,23 @@ async def test_the_acquisition_card_shows_the_tam_with_its_currency_and_its_inpu
     assert by_label["Region"].value == "Germany" and by_label["Region"].source == "answered"
     assert by_label["Population"].source == "searched"
     assert by_label["Population"].value.endswith("million people")
-    assert "%" in by_label["Adoption rate"].value
+    assert by_label["Adoption rate"].value == "18%"
+    assert by_label["Population"].reference.startswith("Germany: population 2024 (")
+    assert card.formula == ("TAM = population \u00d7 adoption rate \u00d7 yearly price = "
+                            "84.50 million people \u00d7 18% \u00d7 47.88 EUR a year = "
+                            f"{format_amount(output['tam'], 'EUR a year')}")
+    assert not any(item.warning for item in card.items)  # the sources are about budgeting apps
 
+
+async def test_a_source_about_another_topic_than_the_goal_is_flagged() -> None:
+    trace = await drive(compile_graph(), start(goal="e-bike rentals in Germany"),
+                        ["Germany", "EUR", "0.05"])
+    card = ACQUISITION.present_result(ACQUISITION.output_of(trace.values))
+    by_label = {item.label: item for item in card.items}
+    assert by_label["Yearly price"].value == "0.05 EUR a year"
+    assert by_label["Adoption rate"].reference.startswith("Germany: budgeting app adoption")
+    assert "not e-bike rentals" in by_label["Adoption rate"].warning
+    assert not by_label["Population"].warning  # a population is about people, any goal
 
 
 async def test_an_operators_edit_of_a_value_is_shown_as_edited_not_as_answered() -> None:
@@ -62,7 +77,9 @@ def test_a_graph_that_declares_nothing_shows_its_final_state() -> None:
 
 def test_amounts_read_as_people_write_them() -> None:
     assert format_amount(18_776_745_000.0, "EUR") == "18.78 billion EUR"
-    assert format_amount(0.18) == "0.18 (18.0%)"
+    assert format_amount(0.18, share=True) == "18%"
+    assert format_amount(0.125, share=True) == "12.5%"
+    assert format_amount(0.05, "EUR a year") == "0.05 EUR a year"  # a price, not a rate
     assert format_amount(1530) == "1,530" and format_amount(None) == "—"
 
 
