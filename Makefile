@@ -73,12 +73,12 @@ bench: install-dev
 ## mutants: mutation testing (mutmut 3) of planner/ with tests/planner, then the score; slow,
 ## not in CI. MUTATE="planner/acquisition/policy.py" (path globs) mutates only those files
 ## (generating all of planner/ takes minutes); MUTANTS="planner.decomposition.tasks*" runs
-## only those mutants. Results accumulate in mutants/; rm -rf mutants for a fresh score.
+## only those mutants. The score counts the MUTATE files' results kept in mutants/.
 MUTATE ?=
 MUTANTS ?=
 mutants: install-dev
 	MUTMUT_ONLY="$(MUTATE)" $(PY) scripts/mutmut-run run $(MUTANTS) || true
-	$(BIN)/mutmut export-cicd-stats
+	MUTMUT_ONLY="$(MUTATE)" $(PY) scripts/mutmut-run export-cicd-stats
 	$(PY) scripts/mutation-score mutants/mutmut-cicd-stats.json
 
 clean:
