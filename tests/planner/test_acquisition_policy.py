@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from planner.acquisition import actions, nodes, routers
 from planner.acquisition.policy import apply_policy, select_decision
-from planner.acquisition.profile import MARKET_SIZING
+from planner.acquisition.profile import MARKET_SIZING, Profile
 from planner.acquisition.state import decision
 from tests.planner.test_acquisition_harness import start
 
@@ -107,21 +108,37 @@ def test_policy_redirects_a_derived_target_to_its_acquisition_task() -> None:
                                          decision("search", TAM, "tam germany"), "llm")
     assert (final["action"], final["field"]) == ("search", RATE)
     assert names(rules) == ["derived_target"]
-    assert "derived from" in rules[0]["reason"]
+    assert rules[0]["reason"] == (f"{TAM} is derived from {POP}, {RATE}, {PRICE}; "
+                                  f"acquiring {RATE} first")
     assert decomps == {TAM: [POP, RATE, PRICE]}
 
 
 def test_policy_reflects_on_a_derived_target_with_nothing_acquirable() -> None:
     state = ready(values={POP: 5, RATE: 0.1}, answers=answered(PRICE, 3))
     final, rules, _ = apply_policy(state, MARKET_SIZING, decision("ask_user", TAM), "llm")
-    assert final["action"] == "reflect" and names(rules) == ["derived_target"]
+    assert final == {"action": "reflect", "field": TAM, "query": None,
+                     "reason": f"no input of {TAM} can still be acquired"}
+    assert names(rules) == ["derived_target"]
 
 
 def test_policy_searches_a_web_field_before_asking() -> None:
     final, rules, _ = apply_policy(ready(), MARKET_SIZING, decision("ask_user", POP), "llm")
     assert final == {"action": "search", "field": POP, "query": "Germany population 2024",
-                     "reason": final["reason"]}
+                     "reason": f"search for {POP} before asking"}
     assert names(rules) == ["web_search_first"]
+
+
+def with_queries(field: str, *queries: str) -> Profile:
+    """MARKET_SIZING with ``field``'s query templates replaced by ``queries``."""
+    fields = tuple(dataclasses.replace(f, queries=queries) if f.name == field else f
+                   for f in MARKET_SIZING.fields)
+    return dataclasses.replace(MARKET_SIZING, fields=fields)
+
+
+def test_policy_lets_an_ask_stand_when_a_web_field_has_no_query_to_search() -> None:
+    profile = with_queries(POP)
+    final, rules, _ = apply_policy(ready(), profile, decision("ask_user", POP), "llm")
+    assert (final["action"], final["field"], rules) == ("ask_user", POP, [])
 
 
 def test_policy_asks_once_the_search_cap_is_reached() -> None:
@@ -234,3 +251,29 @@ def test_every_node_and_router_is_async() -> None:
         *(getattr(routers, n) for n in dir(routers) if n.startswith("route_")),
     ]
     assert all(inspect.iscoroutinefunction(f) for f in functions)
+
+
+def test_policy_fills_a_missing_query_with_the_template_of_the_next_attempt() -> None:
+    state = ready(searches=searched(POP, "Germany population 2024"))
+    final, rules, _ = apply_policy(state, MARKET_SIZING, decision("search", POP, ""), "llm")
+    assert final["query"] == "total population of Germany residents"
+    assert rules[0] == {"name": "fill_query",
+                        "reason": "the search had no query; using the field's query template",
+                        "before": {"action": "search", "field": POP, "query": ""},
+                        "after": {"action": "search", "field": POP,
+                                  "query": "total population of Germany residents"}}
+
+
+def test_policy_reuses_the_last_template_once_the_templates_are_used_up() -> None:
+    state = ready(searches=searched(POP, "Germany population 2024"))
+    final, rules, _ = apply_policy(state, with_queries(POP, "{region} population 2024"),
+                                   decision("search", POP, None), "llm")
+    assert (final["action"], final["field"]) == ("ask_user", POP)
+    assert names(rules) == ["fill_query", "duplicate_query"]
+
+
+def test_policy_fills_a_query_from_the_label_when_the_field_has_no_template() -> None:
+    final, rules, _ = apply_policy(ready(), with_queries(POP), decision("search", POP, " "),
+                                   "llm")
+    assert (final["action"], final["query"]) == ("search", "Population Germany")
+    assert names(rules) == ["fill_query"]
