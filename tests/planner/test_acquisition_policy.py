@@ -145,7 +145,8 @@ def test_policy_asks_once_the_search_cap_is_reached() -> None:
     state = ready(searches=searched(RATE, "a", "b"))
     final, rules, _ = apply_policy(state, MARKET_SIZING,
                                    decision("search", RATE, "a brand new query"), "llm")
-    assert (final["action"], final["field"]) == ("ask_user", RATE)
+    assert final == {"action": "ask_user", "field": RATE, "query": None,
+                     "reason": "searching did not find it"}
     assert names(rules) == ["search_cap"]
     assert "searched 2 times" in rules[0]["reason"]
 
@@ -154,7 +155,8 @@ def test_policy_asks_instead_of_repeating_a_query() -> None:
     state = ready(searches=searched(POP, "Germany population 2024"))
     final, rules, _ = apply_policy(state, MARKET_SIZING,
                                    decision("search", POP, "germany  POPULATION, 2024!"), "llm")
-    assert (final["action"], final["field"]) == ("ask_user", POP)
+    assert final == {"action": "ask_user", "field": POP, "query": None,
+                     "reason": "the query was already run"}
     assert names(rules) == ["duplicate_query"]
 
 
