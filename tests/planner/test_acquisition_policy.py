@@ -279,3 +279,11 @@ def test_policy_fills_a_query_from_the_label_when_the_field_has_no_template() ->
                                    "llm")
     assert (final["action"], final["query"]) == ("search", "Population Germany")
     assert names(rules) == ["fill_query"]
+
+
+def test_policy_finishes_at_the_ask_cap_naming_the_field_when_the_calculator_is_spent() -> None:
+    state = blocked([PRICE], runs=3, answers=answered(PRICE, 3))
+    final, rules, _ = apply_policy(state, MARKET_SIZING, decision("ask_user", PRICE), "llm")
+    assert final == {"action": "finish", "field": None, "query": None,
+                     "reason": f"{PRICE} could not be acquired"}
+    assert names(rules) == ["ask_cap"]
