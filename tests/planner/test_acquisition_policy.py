@@ -181,9 +181,12 @@ def test_policy_turns_finish_into_calculate_before_the_calculator_succeeded() ->
 
 
 def test_policy_turns_finish_into_reflect_while_the_calculator_is_blocked() -> None:
-    final, rules, _ = apply_policy(blocked([PRICE]), MARKET_SIZING, decision("finish"), "llm")
-    assert final["action"] == "reflect" and names(rules) == ["finish_needs_calculation"]
-    assert "blocked on market.price" in rules[0]["reason"]
+    final, rules, _ = apply_policy(blocked([RATE, PRICE]), MARKET_SIZING, decision("finish"),
+                                   "llm")
+    assert final == {"action": "reflect", "field": TAM, "query": None,
+                     "reason": "the calculator is blocked"}
+    assert names(rules) == ["finish_needs_calculation"]
+    assert rules[0]["reason"] == f"the calculator is still blocked on {RATE}, {PRICE}"
 
 
 def test_policy_keeps_finish_after_success_or_at_the_calculator_cap() -> None:
