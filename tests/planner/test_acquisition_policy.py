@@ -176,8 +176,10 @@ def test_policy_finishes_at_the_ask_cap_then_calculates() -> None:
 def test_policy_turns_finish_into_calculate_before_the_calculator_succeeded() -> None:
     final, rules, _ = apply_policy(ready(values=INPUTS), MARKET_SIZING, decision("finish"),
                                    "deterministic")
-    assert (final["action"], final["field"]) == ("calculate", TAM)
+    assert final == {"action": "calculate", "field": TAM, "query": None,
+                     "reason": f"calculate {TAM} before finishing"}
     assert names(rules) == ["finish_needs_calculation"]
+    assert rules[0]["reason"] == f"{TAM} has not been calculated from the current inputs"
 
 
 def test_policy_turns_finish_into_reflect_while_the_calculator_is_blocked() -> None:
