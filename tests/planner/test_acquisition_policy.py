@@ -59,11 +59,14 @@ def test_select_calculator_cap_comes_first() -> None:
     for state in (succeeded(calc_runs=3), blocked([PRICE], runs=3)):
         d, rule = select_decision(state, MARKET_SIZING)
         assert (d["action"], rule) == ("finish", "calculator_cap_exhausted")
+        assert d["reason"] == "the calculator ran 3 times, its cap of 3"
 
 
 def test_select_finishes_when_calculator_succeeded_on_current_inputs() -> None:
     d, rule = select_decision(succeeded(), MARKET_SIZING)
-    assert (d["action"], rule) == ("finish", "calculator_succeeded")
+    assert (d, rule) == ({"action": "finish", "field": TAM, "query": None,
+                          "reason": f"{TAM} was calculated from the current inputs"},
+                         "calculator_succeeded")
 
 
 def test_select_does_not_trust_a_success_on_changed_inputs() -> None:
@@ -85,6 +88,7 @@ def test_select_blocked_calculator_picks_a_task_for_a_missing_input() -> None:
 def test_select_finishes_when_nothing_is_missing_and_no_task_is_open() -> None:
     d, rule = select_decision(ready(values=INPUTS), MARKET_SIZING)
     assert (d["action"], rule) == ("finish", "nothing_missing")
+    assert d["reason"] == "every input has a value and no task is open"
 
 
 def test_select_follows_an_open_acquisition_task() -> None:
