@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from planner.decomposition.f02 import tone_of
 from planner.decomposition.workers import Worker, default_workers
 from planner.llm import ScriptedLLM
 from planner.search import SearchHit
@@ -154,3 +155,10 @@ async def test_a_task_with_an_unmet_precondition_is_never_dispatched() -> None:
         "task": "bad", "accepted": False, "reasoning": "the run needs this task's result",
         "error": "precondition of worker 'llm_enum_route' not met: input has a non-empty "
                  "'labels' list"}]
+
+
+def test_a_results_own_tone_wins_over_the_hedging_in_its_text() -> None:
+    assert tone_of({"tone": "uncertain", "text": "Berlin is the capital."}) == "uncertain"
+    assert tone_of({"tone": "confident", "text": "I am not sure, but Berlin."}) == "confident"
+    assert tone_of({"tone": "shaky", "text": "unclear"}) == "uncertain"
+    assert tone_of({"text": None}) == "confident"
