@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.decomposition.f02 import tone_of
+from planner.decomposition.f02 import aaccept_decision, tone_of
 from planner.decomposition.workers import Worker, default_workers
 from planner.llm import ScriptedLLM
 from planner.search import SearchHit
@@ -162,3 +162,15 @@ def test_a_results_own_tone_wins_over_the_hedging_in_its_text() -> None:
     assert tone_of({"tone": "confident", "text": "I am not sure, but Berlin."}) == "confident"
     assert tone_of({"tone": "shaky", "text": "unclear"}) == "uncertain"
     assert tone_of({"text": None}) == "confident"
+
+
+async def test_a_failed_acceptance_call_refuses_the_failure_and_says_why() -> None:
+    task = {"id": "t1", "goal": "find the capital", "error": "boom", "error_kind": "worker"}
+    llm = ScriptedLLM(fail={"decomposition.accept"})
+    decision = await aaccept_decision(llm=llm, task=task, run_goal="a report")
+    assert decision.accept is False
+    assert decision.reasoning == ("acceptance decision failed: scripted failure for "
+                                  "'decomposition.accept'")
+    assert llm.calls == [("decomposition.accept", {
+        "task_id": "t1", "goal": "find the capital", "error": "boom", "error_kind": "worker",
+        "run_goal": "a report"})]
