@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.decomposition.f02 import aaccept_decision, tone_of
+from planner.decomposition.f02 import aaccept_decision, adone_decision, tone_of
 from planner.decomposition.workers import Worker, default_workers
 from planner.llm import ScriptedLLM
 from planner.search import SearchHit
@@ -174,3 +174,12 @@ async def test_a_failed_acceptance_call_refuses_the_failure_and_says_why() -> No
     assert llm.calls == [("decomposition.accept", {
         "task_id": "t1", "goal": "find the capital", "error": "boom", "error_kind": "worker",
         "run_goal": "a report"})]
+
+
+async def test_a_failed_done_decision_falls_back_to_every_finished_task() -> None:
+    llm = ScriptedLLM(fail={"decomposition.done"})
+    done = await adone_decision(llm=llm, tasks={}, run_goal="a report")
+    assert done == {"synthesis_inputs": None, "dropped": [],
+                    "reasoning": "done-decision failed: scripted failure for "
+                                 "'decomposition.done'; using every finished task"}
+    assert llm.calls == [("decomposition.done", {"run_goal": "a report", "outputs": []})]
