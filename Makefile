@@ -71,11 +71,14 @@ bench: install-dev
 	$(PY) -m benchmarks
 
 ## mutants: mutation testing (mutmut 3) of planner/ with tests/planner, then the score; slow,
-## not in CI. MUTANTS="planner.decomposition.tasks*" limits it to some modules' mutants.
+## not in CI. MUTATE="planner/acquisition/policy.py" (path globs) mutates only those files
+## (generating all of planner/ takes minutes); MUTANTS="planner.decomposition.tasks*" runs
+## only those mutants. The score counts the MUTATE files' results kept in mutants/.
+MUTATE ?=
 MUTANTS ?=
 mutants: install-dev
-	$(BIN)/mutmut run $(MUTANTS) || true
-	$(BIN)/mutmut export-cicd-stats
+	MUTMUT_ONLY="$(MUTATE)" $(PY) scripts/mutmut-run run $(MUTANTS) || true
+	MUTMUT_ONLY="$(MUTATE)" $(PY) scripts/mutmut-run export-cicd-stats
 	$(PY) scripts/mutation-score mutants/mutmut-cicd-stats.json
 
 clean:

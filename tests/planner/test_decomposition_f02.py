@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from planner.decomposition.f02 import aaccept_decision, adone_decision, tone_of
 from planner.decomposition.workers import Worker, default_workers
 from planner.llm import ScriptedLLM
 from planner.search import SearchHit
@@ -154,3 +155,31 @@ async def test_a_task_with_an_unmet_precondition_is_never_dispatched() -> None:
         "task": "bad", "accepted": False, "reasoning": "the run needs this task's result",
         "error": "precondition of worker 'llm_enum_route' not met: input has a non-empty "
                  "'labels' list"}]
+
+
+def test_a_results_own_tone_wins_over_the_hedging_in_its_text() -> None:
+    assert tone_of({"tone": "uncertain", "text": "Berlin is the capital."}) == "uncertain"
+    assert tone_of({"tone": "confident", "text": "I am not sure, but Berlin."}) == "confident"
+    assert tone_of({"tone": "shaky", "text": "unclear"}) == "uncertain"
+    assert tone_of({"text": None}) == "confident"
+
+
+async def test_a_failed_acceptance_call_refuses_the_failure_and_says_why() -> None:
+    task = {"id": "t1", "goal": "find the capital", "error": "boom", "error_kind": "worker"}
+    llm = ScriptedLLM(fail={"decomposition.accept"})
+    decision = await aaccept_decision(llm=llm, task=task, run_goal="a report")
+    assert decision.accept is False
+    assert decision.reasoning == ("acceptance decision failed: scripted failure for "
+                                  "'decomposition.accept'")
+    assert llm.calls == [("decomposition.accept", {
+        "task_id": "t1", "goal": "find the capital", "error": "boom", "error_kind": "worker",
+        "run_goal": "a report"})]
+
+
+async def test_a_failed_done_decision_falls_back_to_every_finished_task() -> None:
+    llm = ScriptedLLM(fail={"decomposition.done"})
+    done = await adone_decision(llm=llm, tasks={}, run_goal="a report")
+    assert done == {"synthesis_inputs": None, "dropped": [],
+                    "reasoning": "done-decision failed: scripted failure for "
+                                 "'decomposition.done'; using every finished task"}
+    assert llm.calls == [("decomposition.done", {"run_goal": "a report", "outputs": []})]
