@@ -22,6 +22,9 @@ def run_goal(run: Run) -> str:
 def run_status_label(run: Run) -> str:
     """The run's status as people read it (see :func:`dashboard.header.status_label`)."""
     return header.status_label(run.status, getattr(run, "queue_position", None))
+
+
+@register.filter
 def as_json(value: object) -> str:
     """A state value as JSON (``null``, ``true``, ``"text"``), indented when nested."""
     nested = isinstance(value, dict | list) and bool(value)

@@ -100,7 +100,7 @@ def test_a_reconnect_gets_exactly_the_rows_after_its_position(executor, operator
         assert 'id="trace-graph-state"' in html and "&quot;step&quot;: 3" in html
         header = await comm.receive_from(timeout=5)  # the page's header predates the rows
         assert 'id="trace-live"' in header and "status-succeeded" in header
-        assert 'id="run-interrupts"' in await comm.receive_from(timeout=5)
+        assert 'id="run-interrupts-bell"' in await comm.receive_from(timeout=5)
         result = await comm.receive_from(timeout=5)  # and the result card it now has
         assert 'id="trace-result"' in result and "status-succeeded" in result
         assert await comm.receive_nothing(timeout=0.2)
@@ -184,7 +184,7 @@ def test_a_status_change_reloads_the_header_and_interrupts_panel(executor, opera
         comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=0")
         assert ok
         seen = ""
-        while 'id="run-interrupts"' not in seen or "Interrupted" not in seen:
+        while 'id="run-interrupts-bell"' not in seen or "Interrupted" not in seen:
             seen += await comm.receive_from(timeout=5)
         assert 'id="trace-live" class="trace-live" hx-swap-oob="true"' in seen
         assert f'hx-get="/runs/{run.id}/interrupts/"' in seen
@@ -214,7 +214,7 @@ def test_a_status_doorbell_redraws_the_header_from_what_it_carries(transactional
         await get_channel_layer().group_send(broadcast.run_group(run.id),
                                              {"type": "run.changed", "run": summary})
         seen = ""
-        while 'id="run-interrupts"' not in seen:
+        while 'id="run-interrupts-bell"' not in seen:
             seen += await comm.receive_from(timeout=5)
         await comm.disconnect()
         return seen
