@@ -46,8 +46,8 @@ def test_a_runs_start_is_timed_from_its_own_rows(executor, operator):
     run = wait_run(services.run_create(graph=peer_graph.NAME, input={}, user=operator).id)
     moments = run_moments([str(run.id), str(uuid.uuid4())])
     assert list(moments) == [str(run.id)]  # a run that does not exist has no moments
-    created, claimed, first_node = moments[str(run.id)]
-    assert asked <= created <= claimed <= first_node
+    created, claimed, first_node, first_start = moments[str(run.id)]
+    assert asked <= created <= claimed <= first_start <= first_node
     first = RunEvent.objects.filter(run=run, kind=RunEvent.Kind.NODE_FINISHED).order_by("seq")[0]
     assert first_node == first.created_at.timestamp()
     # a run the server did not name (no metadata part) is left out, not counted as 0
