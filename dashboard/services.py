@@ -13,7 +13,7 @@ from django.contrib.auth.models import User as AuthUser
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.checkpoints import compiled, config_of
+from dashboard.checkpoints import compiled, config_of, sync_saver
 from dashboard.models import Interrupt, Run, RunEvent, Thread
 from dashboard.runs import debugging, dispatch, doorbells, transitions
 from dashboard.runs.conf import planwatch_setting
@@ -316,6 +316,55 @@ def thread_create(*, user: User | None, thread_id: UUID | None = None, graph: st
     """A new thread (LangGraph's server API), its creator's name kept beside the link."""
     return Thread.objects.create(id=thread_id or uuid4(), graph=graph, metadata=metadata or {},
                                  created_by=_user_or_none(user), created_by_name=_name(user))
+
+
+def thread_update(*, thread: Thread, metadata: dict[str, Any]) -> Thread:
+    """Merge ``metadata`` into the thread's (LangGraph's ``PATCH /threads/<id>``)."""
+    thread.metadata = {**(thread.metadata or {}), **metadata}
+    thread.save(update_fields=["metadata", "updated_at"])
+    return thread
+
+
+def thread_delete(*, thread: Thread) -> None:
+    """Delete a thread with its runs, their events and their LangGraph checkpoints;
+    refused while one of its runs executes, waits to, or is about to resume."""
+    with transaction.atomic():
+        Thread.objects.select_for_update().filter(pk=thread.pk).first()
+        busy = Run.objects.busy().filter(conversation=thread).first()
+        if busy is not None:
+            raise RunStateError(f"thread {thread.id} is busy with run {busy.id} "
+                                f"({busy.status}); cancel it first")
+        held = list(thread.runs.values_list("thread_id", flat=True))
+        thread.delete()
+        transaction.on_commit(lambda: _checkpoints_delete(held))
+
+
+def run_delete(*, run: Run) -> None:
+    """Delete a run that is not busy, its events and its LangGraph checkpoints; its
+    thread's status is then its latest remaining run's."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(id=run.id)
+        if Run.objects.busy().filter(id=run.id).exists():
+            raise RunStateError(f"run {run.id} is {locked.status}; cancel it before deleting it")
+        held, thread_id = locked.thread_id, locked.conversation_id
+        locked.delete()
+        if thread_id is not None:
+            latest = (Run.objects.filter(conversation_id=thread_id)
+                      .exclude(status=Run.Status.QUEUED, waits_for__isnull=False)
+                      .order_by("-created_at").first())
+            if latest is None:
+                Thread.objects.filter(id=thread_id).update(status=Thread.Status.IDLE)
+            else:
+                transitions.orm_thread_status(
+                    latest.id, transitions.THREAD_STATUS[Run.Status(latest.status)])
+        transaction.on_commit(lambda: _checkpoints_delete([held]))
+
+
+def _checkpoints_delete(checkpoint_threads: list[str]) -> None:
+    """Remove LangGraph's checkpoints (and their writes) of these checkpoint threads."""
+    with sync_saver() as saver:
+        for thread_id in checkpoint_threads:
+            saver.delete_thread(thread_id)
 
 
 def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,

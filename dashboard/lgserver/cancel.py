@@ -48,7 +48,10 @@ def rolled_back(*, run_id: uuid.UUID) -> bool:
     run = Run.objects.filter(id=run_id).first()
     if run is None or shapes.busy(run):
         return False
-    run.delete()
+    try:  # the run, its events and its LangGraph checkpoints
+        services.run_delete(run=run)
+    except services.RunStateError:  # busy again meanwhile
+        return False
     return True
 
 

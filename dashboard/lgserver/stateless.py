@@ -19,6 +19,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from dashboard import services
 from dashboard.lgserver import shapes, stream
 from dashboard.lgserver.views import (
     LangGraphView,
@@ -56,7 +57,11 @@ def temporary_thread_delete(*, thread_id: uuid.UUID) -> bool:
     if shapes.busy(shapes.latest_run(thread)) or shapes.has_queue(thread):
         logger.info("temporary thread %s is busy again; kept", thread_id)
         return False
-    thread.delete()
+    try:  # its runs, their events and their LangGraph checkpoints
+        services.thread_delete(thread=thread)
+    except services.RunStateError:
+        logger.info("temporary thread %s is busy again; kept", thread_id)
+        return False
     return True
 
 

@@ -303,17 +303,13 @@ class ThreadView(LangGraphView):
 
     def patch(self, request: Request, thread_id: str) -> Response:
         require(request, "start_run", "changing a thread's metadata")
-        thread = thread_of(thread_id)
-        thread.metadata = {**(thread.metadata or {}), **_dict(body(request), "metadata")}
-        thread.save(update_fields=["metadata", "updated_at"])
+        thread = services.thread_update(thread=thread_of(thread_id),
+                                        metadata=_dict(body(request), "metadata"))
         return Response(shapes.thread(thread))
 
     def delete(self, request: Request, thread_id: str) -> Response:
         require(request, "delete_run", "deleting a thread and its runs")
-        thread = thread_of(thread_id)
-        if shapes.busy(shapes.latest_run(thread)):
-            raise RunStateError(f"thread {thread.id} is busy; cancel its run first")
-        thread.delete()
+        services.thread_delete(thread=thread_of(thread_id))
         return Response(status=204)
 
 
@@ -551,10 +547,7 @@ class RunView(LangGraphView):
 
     def delete(self, request: Request, thread_id: str, run_id: str) -> Response:
         require(request, "delete_run", "deleting a run")
-        run = run_of(thread_of(thread_id), run_id)
-        if shapes.busy(run):
-            raise RunStateError(f"run {run.id} is {run.status}; cancel it before deleting it")
-        run.delete()
+        services.run_delete(run=run_of(thread_of(thread_id), run_id))
         return Response(status=204)
 
 
