@@ -60,9 +60,10 @@ def test_a_run_whose_checkpoint_cannot_be_written_fails_at_once_saying_why(sdk):
     assert run.status == "failed"
     assert "checkpoint" in run.error_message and "Integer exceeds 64-bit range" in \
         run.error_message, run.error_message
-    # it stopped within a few steps of the write that failed, not at the graph's end (300
-    # steps) or at the recursion limit
+    # it stopped soon after the write that failed (a few steps here, 13 seen on a loaded
+    # machine: the async writes trail the steps), not at the graph's end (300 steps) or at
+    # the recursion limit (1000), where it stopped before
     steps = RunEvent.objects.filter(run=run, kind=RunEvent.Kind.NODE_STARTED).count()
-    assert steps < 10, steps
+    assert steps < 100, steps
     shown = sdk.runs.get(thread["thread_id"], started["run_id"])
     assert shown["status"] == "error"
