@@ -34,7 +34,7 @@ RETRY_AFTER_SECONDS = 5
 
 # SQLite's busy timeout ran out; PostgreSQL's lock_timeout, or the connection pool's wait
 BUSY_MESSAGES = ("database is locked", "database table is locked", "database is busy")
-BUSY_CAUSES = ("PoolTimeout", "LockNotAvailable")
+BUSY_CAUSES = ("PoolTimeout", "LockNotAvailable", "DeadlockDetected")
 
 
 def _operational_errors() -> tuple[type[Exception], ...]:

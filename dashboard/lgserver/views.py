@@ -20,7 +20,7 @@ from importlib.metadata import version
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.http import StreamingHttpResponse
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
@@ -421,14 +421,27 @@ def _thread_for_run(request: Request, thread_id: str | None, data: dict[str, Any
             return thread_of(thread_id)
 
 
+DECISION_ATTEMPTS = 3
+
+
 def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[str, Any]]:
     """Start the run a request asks for; the run, the seq its stream starts after, the body."""
     data = body(request)
     req = run_request(request, data)
     thread = _thread_for_run(request, thread_id, data)
-    with locked(thread):  # concurrent requests on one thread decide one after another
-        before = shapes.latest_run(thread)
-        run = start(thread, req, request.user, before)
+    for attempt in range(DECISION_ATTEMPTS):
+        try:
+            with locked(thread):  # concurrent requests on one thread decide one at a time
+                before = shapes.latest_run(thread)
+                run = start(thread, req, request.user, before)
+            break
+        except OperationalError as exc:
+            # PostgreSQL chose this decision as a deadlock's victim (the thread's row and a
+            # run's, taken by an executor in the other order) and rolled it all back: decide
+            # again; past the attempts the handler answers 503 with Retry-After
+            if attempt + 1 == DECISION_ATTEMPTS or type(exc.__cause__).__name__ != (
+                    "DeadlockDetected"):
+                raise
     # a resumed or continued run streams what comes after what it had written
     after = run.last_seq if before is not None and before.id == run.id else 0
     return run, after, data
