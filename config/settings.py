@@ -103,6 +103,7 @@ MIDDLEWARE = [
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "dashboard.guard.CraftedInputMiddleware",  # NUL, lone surrogates, deep JSON: a 400
+    "dashboard.guard.LostConnectionMiddleware",  # a dropped connection: again, or a 503
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -1,4 +1,5 @@
-"""The one place crafted input is refused before any view sees it, and websocket gatekeeping.
+"""The one place crafted input is refused before any view sees it, a dropped database
+connection is answered without a 500, and websocket gatekeeping.
 
 HTTP: a NUL character or a lone surrogate in the path, the query string, a form field or
 a JSON body, or JSON nested deeper than :data:`MAX_JSON_DEPTH`, is answered with a 400 that
@@ -14,16 +15,25 @@ get a reason instead of a server error.
 from __future__ import annotations
 
 import json
+import logging
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.core.signals import got_request_exception
+from django.db import InterfaceError, connections
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.request import split_domain_port, validate_host
 from django.utils.html import escape
+
+from dashboard.api.exceptions import DRIVER_OPERATIONAL_ERRORS, RETRY_AFTER_SECONDS
+
+logger = logging.getLogger(__name__)
 
 MAX_JSON_DEPTH = 100
 """The deepest nesting of arrays and objects a JSON body may have."""
@@ -156,6 +166,75 @@ class CraftedInputMiddleware:
             f"<!doctype html><title>Bad request · Planwatch</title><h1>Bad request</h1>"
             f"<p>{escape(problem)}.</p><p><a href=\"/\">Back to Planwatch</a></p>",
             status=400)
+
+
+# The server dropped the connection (a restart, ``pg_terminate_backend``, a network cut):
+# a pool may hand one out before the server's goodbye reaches its socket.
+LOST_CAUSES = ("AdminShutdown", "InterfaceError", "ConnectionFailure", "ConnectionTimeout")
+LOST_MESSAGES = ("terminating connection", "server closed the connection",
+                 "connection is closed", "connection already closed", "consuming input failed",
+                 "connection is lost", "the connection is bad", "ssl connection has been closed")
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+def connection_lost(exc: BaseException | None) -> bool:
+    """Whether ``exc`` says the database connection was dropped under the request (a fresh
+    connection would do), not that the request or the database is wrong."""
+    if not isinstance(exc, (*DRIVER_OPERATIONAL_ERRORS, InterfaceError)):
+        return False
+    causes = [c for c in (exc, exc.__cause__, exc.__context__) if c is not None]
+    return (any(type(c).__name__ in LOST_CAUSES for c in causes)
+            or any(m in str(c).lower() for c in causes for m in LOST_MESSAGES))
+
+
+def drop_broken_connections() -> None:
+    """Close this thread's Django connections that failed (back to the pool, which throws a
+    broken one away), and have each pool test its idle connections: a server that dropped
+    one has usually dropped them all."""
+    for conn in connections.all(initialized_only=True):
+        conn.close_if_unusable_or_obsolete()
+        if pool := getattr(conn, "pool", None):
+            pool.check()
+
+
+@receiver(got_request_exception)
+def _note_lost_connection(sender: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
+    if request is not None and connection_lost(sys.exc_info()[1]):
+        request.planwatch_connection_lost = True  # type: ignore[attr-defined]
+
+
+class LostConnectionMiddleware:
+    """A request whose database connection the server dropped under it is answered again,
+    once, on a fresh connection when it is safe (GET, HEAD, OPTIONS); any other gets a 503
+    with ``Retry-After`` (it may be sent again), never a 500."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        """Answer; answer again, or with a 503, if the connection was lost."""
+        response = self.get_response(request)
+        if not getattr(request, "planwatch_connection_lost", False):
+            return response
+        del request.planwatch_connection_lost  # type: ignore[attr-defined]
+        drop_broken_connections()
+        if request.method in SAFE_METHODS:
+            logger.warning("database connection lost under %s %s; answering again",
+                           request.method, request.path)
+            response = self.get_response(request)
+            if not getattr(request, "planwatch_connection_lost", False):
+                return response
+            drop_broken_connections()
+        detail = (f"the database connection was lost during this request; retry in "
+                  f"{RETRY_AFTER_SECONDS} seconds")
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        if request.path.startswith(_JSON_PATHS):
+            return JsonResponse({"detail": detail, "code": "database_unavailable",
+                                 "errors": {}}, status=503, headers=headers)
+        return HttpResponse(
+            "<!doctype html><title>Database unavailable · Planwatch</title>"
+            f"<h1>Database unavailable</h1><p>{escape(detail.capitalize())}.</p>"
+            "<p><a href=\"\">Reload</a></p>", status=503, headers=headers)
 
 
 # -- websockets ----------------------------------------------------------------------------

@@ -235,3 +235,60 @@ def test_database_connections_killed_mid_run_lose_nothing(operator):
                        .values_list("checkpoint_id", flat=True))
     assert len(checkpoints) == len(set(checkpoints)), "a checkpoint was logged twice"
     print(f"{killed} connections terminated mid-run: {json.dumps(run.status)}")
+
+
+def _terminate_every_connection() -> None:
+    """pg_terminate_backend on every connection to the test database but one of its own,
+    and wait until they are gone (the pool's check could then see it, so the test turns
+    that check off: the case is a checkout that wins the race with the server's goodbye)."""
+    import psycopg
+
+    from tests.conftest import database_url as url_of
+
+    with psycopg.connect(url_of(connection.settings_dict), autocommit=True) as killer:
+        pids = [pid for (pid,) in killer.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()").fetchall()]
+        assert pids, "no connection to terminate"
+        killer.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid",
+                       [pids])
+        for _ in range(200):
+            left = killer.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)",
+                                  [pids]).fetchone()
+            if left is not None and left[0] == 0:
+                return
+            time.sleep(0.01)
+    raise AssertionError("terminated backends did not exit")
+
+
+def test_a_request_drawing_a_dropped_connection_is_answered_again_or_refused_with_503(
+        operator, client, monkeypatch):
+    if connection.vendor != "postgresql":
+        pytest.skip("pg_terminate_backend is PostgreSQL's; this runs in the PostgreSQL pass")
+    from config import pgpool
+
+    monkeypatch.setattr(pgpool, "needs_check", lambda conn: False)  # lose the race
+    client.raise_request_exception = False  # the statuses say what the client would see
+    client.force_login(operator)
+    assert client.get("/").status_code == 200
+
+    _terminate_every_connection()
+    page = client.get("/")
+    assert page.status_code == 200, page.content[:300]
+
+    key = api_token(operator)
+    _terminate_every_connection()
+    listed = client.get("/api/runs/", headers={"Authorization": f"Token {key}"})
+    assert listed.status_code == 200, listed.content[:300]
+
+    _terminate_every_connection()
+    created = client.post("/langgraph/threads", {}, content_type="application/json",
+                          headers={"x-api-key": key})
+    assert created.status_code == 503, created.content[:300]
+    assert created.headers["Retry-After"]
+    assert "connection was lost" in created.json()["detail"]
+    again = client.post("/langgraph/threads", {}, content_type="application/json",
+                        headers={"x-api-key": key})
+    assert again.status_code == 200, again.content[:300]
+    _terminate_every_connection()
+    connection.close()  # the test's own was dropped too: the flush after it draws a new one
