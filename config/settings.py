@@ -245,6 +245,11 @@ PLANWATCH = {
     # Slots are asyncio tasks on one loop (a semaphore), not threads or connections: 200
     # model-bound runs streamed to 200 SDK clients at once finished with no error (PostgreSQL).
     "MAX_CONCURRENT_RUNS": int(os.environ.get("PLANWATCH_MAX_CONCURRENT_RUNS", "200")),
+    # PostgreSQL connections of a process's run executor: its checkpoint saver's pool (and
+    # half as many for its event log's). Each write holds one only briefly: 20 serve 200
+    # runs. With Django's pool (DB_POOL_MAX_SIZE) this is what one process may open of the
+    # server's max_connections (PostgreSQL's default: 100, shared by every process).
+    "RUN_DB_POOL_SIZE": int(os.environ.get("PLANWATCH_RUN_DB_POOL_SIZE", "20")),
     # Streams (SSE responses, trace websockets) one user, and one web process, may hold
     # open at once; past either the next is refused (429, websocket close code 4429).
     "MAX_STREAMS_PER_USER": int(os.environ.get("PLANWATCH_MAX_STREAMS_PER_USER", "500")),

@@ -1,14 +1,16 @@
 """Reads of LangGraph checkpoints through the saver's own read path (and serializer).
 
-The savers decode their own rows: ``PostgresSaver`` (jsonb + blobs) on a short-lived
-psycopg connection (Django's client-side cursors cannot read the saver's binary results),
-``SqliteSaver`` (msgpack BLOBs) on Django's own connection. The only write through them
+The savers decode their own rows: ``PostgresSaver`` (jsonb + blobs) on a connection of
+this process's read pool (Django's connections load jsonb as text and its client-side
+cursors cannot read the saver's binary results), ``SqliteSaver`` (msgpack BLOBs) on
+Django's own connection. The only write through them
 is LangGraph's own ``update_state`` (``services.run_update_state``), which adds a
 checkpoint and never changes one.
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,16 +46,60 @@ class CheckpointView:
     pending_writes: list[dict[str, Any]] = field(default_factory=list)
 
 
+READ_POOL_SIZE = 5
+"""PostgreSQL connections a process keeps for checkpoint reads (each read holds one for a
+statement or two; a stream reads a checkpoint when a step ends)."""
+
+_read_pools: dict[str, Any] = {}
+_read_pools_lock = threading.Lock()
+
+
+def _read_pool() -> Any:
+    """This process's pool for the saver's reads on the current database (opened once;
+    a connection per read, measured, reached PostgreSQL's max_connections with 300
+    streams)."""
+    conninfo = postgres_conninfo()
+    with _read_pools_lock:
+        pool = _read_pools.get(conninfo)
+        if pool is None:
+            from psycopg.rows import dict_row
+            from psycopg_pool import ConnectionPool
+
+            from config import pgpool
+
+            pool = ConnectionPool(
+                conninfo, min_size=1, max_size=READ_POOL_SIZE, timeout=30, check=pgpool.check,
+                kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+                name="checkpoint-reads", open=True)
+            _read_pools[conninfo] = pool
+    return pool
+
+
+def check_read_pools() -> None:
+    """Have each read pool test its idle connections (after one was found dropped)."""
+    with _read_pools_lock:
+        pools = list(_read_pools.values())
+    for pool in pools:
+        pool.check()
+
+
+def close_read_pools() -> None:
+    """Close the read pools (before the database they read is dropped, as in tests)."""
+    with _read_pools_lock:
+        pools = list(_read_pools.values())
+        _read_pools.clear()
+    for pool in pools:
+        pool.close()
+
+
 @contextmanager
 def sync_saver() -> Iterator[BaseCheckpointSaver]:
-    """The database's own sync saver on Django's connection (reads and update_state)."""
+    """The database's own sync saver (reads and update_state): on PostgreSQL on a
+    connection of the read pool, on SQLite on Django's connection."""
     if connection.vendor == "postgresql":
-        import psycopg
         from langgraph.checkpoint.postgres import PostgresSaver
-        from psycopg.rows import dict_row
 
-        with psycopg.connect(postgres_conninfo(), autocommit=True, prepare_threshold=0,
-                             row_factory=dict_row) as conn:
+        with _read_pool().connection() as conn:
             yield PostgresSaver(conn)
     else:
         from langgraph.checkpoint.sqlite import SqliteSaver

@@ -32,6 +32,7 @@ from django.http.request import split_domain_port, validate_host
 from django.utils.html import escape
 
 from dashboard.api.exceptions import DRIVER_OPERATIONAL_ERRORS, RETRY_AFTER_SECONDS
+from dashboard.checkpoints import check_read_pools
 
 logger = logging.getLogger(__name__)
 
@@ -195,6 +196,7 @@ def drop_broken_connections() -> None:
         conn.close_if_unusable_or_obsolete()
         if pool := getattr(conn, "pool", None):
             pool.check()
+    check_read_pools()
 
 
 @receiver(got_request_exception)

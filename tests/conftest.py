@@ -114,6 +114,12 @@ SERVED: dict[str, subprocess.Popen] = {}
 """The daphne processes :func:`served` runs, by base URL (their memory is measured)."""
 
 
+# The daphnes a whole session keeps open draw on PostgreSQL's max_connections (100) beside
+# a stress test's daphne with the default pools (web 20 + runs 20 + event log 10): these
+# hold at most 6 + 6 + 3 each.
+SMALL_POOLS = {"DB_POOL_MAX_SIZE": "6", "PLANWATCH_RUN_DB_POOL_SIZE": "6"}
+
+
 @contextlib.contextmanager
 def served(django_db_blocker, **extra_env: str) -> Iterator[str]:
     """Planwatch served by a real daphne subprocess (``manage.py serve``) on the test DB,
@@ -157,9 +163,19 @@ def served(django_db_blocker, **extra_env: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    """pytest-django's, closing the checkpoint read pools before the test database is
+    dropped (an open connection would keep it)."""
+    yield
+    from dashboard.checkpoints import close_read_pools
+
+    close_read_pools()
+
+
+@pytest.fixture(scope="session")
 def live_server_url(django_db_setup, django_db_blocker) -> Iterator[str]:
     """Planwatch served by a real daphne subprocess (``manage.py serve``) on the test DB."""
-    with served(django_db_blocker) as url:
+    with served(django_db_blocker, **SMALL_POOLS) as url:
         yield url
 
 

@@ -183,9 +183,8 @@ class Executor:
         assert self._saver_lock is not None
         async with self._saver_lock:
             if self._saver is None:
-                # each saver call holds a connection only briefly: 20 serve 100 runs, and
-                # PostgreSQL's default max_connections (100) is shared by every process
-                size = max(4, min(self.max_concurrent, 20))
+                # each saver call holds a connection only briefly (RUN_DB_POOL_SIZE)
+                size = max(2, min(self.max_concurrent, planwatch_setting("RUN_DB_POOL_SIZE")))
                 self._saver = await aopen_saver(pool_size=size)
                 # the store shares the savers' pool on PostgreSQL
                 pool = getattr(self._saver.saver, "conn", None) if is_postgres() else None

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Permission
 
-from tests.conftest import api_token, free_port, served
+from tests.conftest import SMALL_POOLS, api_token, free_port, served
 
 GRAPHS_PY = '''
 """Graphs a user of LangGraph's server would write: compiled, a factory, a chat."""
@@ -252,7 +252,7 @@ def lg_url(django_db_setup, django_db_blocker, langgraph_json, ui_origin) -> Ite
     from ``ui_origin`` may call it)."""
     with served(django_db_blocker, PLANWATCH_LANGGRAPH_CONFIG=str(langgraph_json),
                 PLANWATCH_THINK_TIME="0.01", PLANWATCH_CORS_ORIGINS=ui_origin[0],
-                PLANWATCH_CRON_POLL_SECONDS="0.2") as url:
+                PLANWATCH_CRON_POLL_SECONDS="0.2", **SMALL_POOLS) as url:
         yield f"{url}/langgraph"
 
 

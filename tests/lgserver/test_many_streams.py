@@ -4,7 +4,6 @@ the limits of a user or a process the next stream (or queued run) is refused wit
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import httpx
@@ -15,15 +14,9 @@ from django.db import connection
 from tests.conftest import ARTIFACTS, SERVED, api_token, served
 from tests.lgserver.conftest import PERMS
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    # Hundreds of runs at once beside the suite's other live daphnes: in make test's full
-    # PostgreSQL pass their pools together passed the server's max_connections (100) and
-    # the stream test failed with "too many clients" (PostgreSQL's limit, not Planwatch's
-    # pool); run alone it passes. PLANWATCH_STRESS_TESTS=1 runs them.
-    pytest.mark.skipif(os.environ.get("PLANWATCH_STRESS_TESTS") != "1",
-                       reason="stress tests: set PLANWATCH_STRESS_TESTS=1 (run them alone)"),
-]
+# Beside the suite's other live daphnes (whose pools tests.conftest.SMALL_POOLS caps: with
+# the defaults their pools together passed PostgreSQL's max_connections, 100).
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def client(url: str, key: str):
