@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Case, Count, Exists, IntegerField, OuterRef, Q, Subquery, When
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 
 class Thread(models.Model):
@@ -322,18 +323,15 @@ class RunEvent(models.Model):
 class InterruptQuerySet(models.QuerySet["Interrupt"]):
     """Questions about interrupts, asked in SQL."""
 
-    NOT_TAKEN = ""  # checkpoint_id of an answer no executor has taken up yet
-    TAKEN_BEFORE_ANY = "-"  # … of one taken up by a run that had no root checkpoint yet
-
     def unconsumed(self) -> InterruptQuerySet:
-        """Answered, but the answer not yet taken up by an executor (it marks the
-        checkpoint it resumed from when it takes it: :meth:`take_up`)."""
-        return self.filter(status=Interrupt.Status.ANSWERED, checkpoint_id=self.NOT_TAKEN)
+        """Answered, but the answer not yet taken up by an executor (it stamps
+        ``taken_up_at`` when it takes it: :meth:`take_up`)."""
+        return self.filter(status=Interrupt.Status.ANSWERED, taken_up_at__isnull=True)
 
     def take_up(self, checkpoint_id: str) -> int:
         """Mark these answers taken up by an executor resuming from ``checkpoint_id``
         ("" before the run wrote a root checkpoint); returns how many."""
-        return self.update(checkpoint_id=checkpoint_id or self.TAKEN_BEFORE_ANY)
+        return self.update(checkpoint_id=checkpoint_id, taken_up_at=timezone.now())
 
 
 class Interrupt(models.Model):
@@ -360,6 +358,8 @@ class Interrupt(models.Model):
     checkpoint_id = models.CharField(
         max_length=100, blank=True, help_text="The checkpoint the answer resumed from."
     )
+    taken_up_at = models.DateTimeField(
+        null=True, blank=True, help_text="When an executor took the answer up and resumed.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = InterruptQuerySet.as_manager()
