@@ -46,6 +46,14 @@ class SlowSink:
         return self._summary(run, rows, current_node, final["status"])
 
 
+async def until(condition: Any) -> None:
+    """Wait until ``condition()`` holds (the writer works on its own timers), or fail
+    after 10 s."""
+    async with asyncio.timeout(10):
+        while not condition():  # noqa: ASYNC110 - the writer has no event to wait on
+            await asyncio.sleep(0.005)
+
+
 def _writer(sink: SlowSink | None, interval: float, digest: broadcast.RunsDigest | None = None,
             behind: WriteBehind | None = None) -> EventWriter:
     run = Run(id=uuid.uuid4(), graph="test.echo", status=Run.Status.RUNNING)
@@ -75,7 +83,7 @@ async def test_events_after_a_quiet_spell_are_written_at_once_then_batched():
     for kind in ("node_started", "node_finished", "checkpoint"):
         writer.add({"kind": kind})
         writer.flush_behind()  # a write is in flight: these wait for the next one
-    await asyncio.sleep(0.2)
+    await until(lambda: len(sink.writes) == 2)
     assert sink.writes == [([1], None), ([2, 3, 4], None)]
 
 
@@ -101,7 +109,7 @@ async def test_node_moves_reach_the_runs_list_in_digests_and_status_changes_at_o
         await writer.aflush()
     listed = [m for group, m in sent if group == broadcast.RUNS_GROUP]
     assert listed == []  # three moves, none told one by one
-    await asyncio.sleep(0.1)
+    await until(lambda: any(group == broadcast.RUNS_GROUP for group, _ in sent))
     listed = [m for group, m in sent if group == broadcast.RUNS_GROUP]
     assert [m["type"] for m in listed] == ["runs.moved"]
     assert [r["current_node"] for r in listed[0]["runs"]] == ["join"]  # the latest move only
@@ -114,7 +122,7 @@ async def test_node_moves_reach_the_runs_list_in_digests_and_status_changes_at_o
     await writer.aflush()  # a move, pending in the digest …
     writer.add({"kind": "run_succeeded"})
     await writer.afinish(status=Run.Status.SUCCEEDED)  # … overtaken by the final status
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # the digest's interval (0.05 s) passes: nothing more is told
     listed = [m for group, m in sent if group == broadcast.RUNS_GROUP][1:]
     assert [(m["type"], m["run"]["status"]) for m in listed] == [("run.changed", "succeeded")]
 
@@ -131,7 +139,8 @@ async def test_the_events_of_many_runs_are_written_together(sent):
         writer.add({"kind": "node_started"})
         writer.add({"kind": "node_finished"})
         writer.flush_behind()
-    await asyncio.sleep(0.2)  # … and the next, after the interval, every run's again
+    await until(lambda: sum(m["type"] == "run.events" for _, m in sent) == 6)  # … the next,
+    # every run's again (each write rings its runs' watchers once it is done)
     assert sink.writes == [[([1], None)] * 3, [([2, 3], None)] * 3]
     # every run rang its own watchers once a write, with its own events
     rung = sorted((g, m["first"], m["last"]) for g, m in sent if m["type"] == "run.events")
@@ -148,7 +157,7 @@ async def test_a_write_of_several_runs_that_fails_is_written_run_by_run(sent):
         writer.add({"kind": "run_started"})
     good.flush_behind()
     bad.flush_behind()
-    await asyncio.sleep(0.1)
+    await until(lambda: sum(m["type"] == "run.events" for _, m in sent) == 2)
     # together they failed; each on its own was written, so neither lost its events
     assert ([1], None) in sink.writes and sink.writes.count(([1], None)) == 2
     assert {m["run_id"] for _, m in sent if m["type"] == "run.events"} == {
@@ -189,10 +198,10 @@ async def test_a_failed_write_is_retried_with_its_rows_so_no_seq_is_lost(sent, m
     writer.add({"kind": "run_started"})
     writer.add({"kind": "node_started"})
     writer.flush_behind()
-    await asyncio.sleep(0.1)
+    await until(lambda: len(sink.writes) == 1)
     writer.add({"kind": "node_finished"})
     writer.flush_behind()
-    await asyncio.sleep(0.1)
+    await until(lambda: len(sink.writes) == 2)
     written = [seq for seqs, _ in sink.writes for seq in seqs]
     assert written == [1, 2, 3]  # the failed rows first, in order, then the rest
 
@@ -203,7 +212,8 @@ async def test_a_write_that_keeps_failing_leaves_its_rows_to_the_final_write(sen
     writer = _writer(sink, interval=0)  # type: ignore[arg-type]
     writer.add({"kind": "run_started"})
     writer.flush_behind()
-    await asyncio.sleep(0.2)
+    await until(lambda: sink.failures == 0)  # every attempt made and failed
+    await asyncio.sleep(0)
     assert sink.writes == [] and [r["seq"] for r in writer.buffer] == [1]
     writer.add({"kind": "run_succeeded"})
     await asyncio.wait_for(writer.afinish(status=Run.Status.SUCCEEDED), 5)
