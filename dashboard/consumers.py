@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 from django.utils.dateparse import parse_datetime
 
-from dashboard import header, inbox, limits, results, selectors, trace
+from dashboard import header, inbox, limits, results, selectors, signals, trace
 from dashboard.models import Run
 from dashboard.runs import doorbells
 from dashboard.runs.follow import Step, finished, follow
@@ -47,7 +47,7 @@ class PlanwatchConsumer(AsyncWebsocketConsumer):
         """Make sure the layer keeps listening (see :func:`_akeep_listening`), then connect;
         a signed-in user's socket then follows their session (see :meth:`session_revoke`)."""
         await _akeep_listening(self.channel_layer)
-        self.session_groups = doorbells.session_groups(self.scope)
+        self.session_groups = signals.session_groups(self.scope)
         for group in self.session_groups:
             await self.channel_layer.group_add(group, self.channel_name)
         await super().websocket_connect(message)

@@ -181,7 +181,7 @@ SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 def connection_lost(exc: BaseException | None) -> bool:
     """Whether ``exc`` says the database connection was dropped under the request (a fresh
     connection would do), not that the request or the database is wrong."""
-    if not isinstance(exc, (*DRIVER_OPERATIONAL_ERRORS, InterfaceError)):
+    if exc is None or not isinstance(exc, (*DRIVER_OPERATIONAL_ERRORS, InterfaceError)):
         return False
     causes = [c for c in (exc, exc.__cause__, exc.__context__) if c is not None]
     return (any(type(c).__name__ in LOST_CAUSES for c in causes)

@@ -1,5 +1,6 @@
-"""Sockets follow the session: signing out, deactivation, a new password or changed rights
-close that user's open websockets (their pages reconnect only with a valid session)."""
+"""Sockets follow the session: the groups a signed-in socket joins, and the signals that
+close them. Signing out, deactivation, a new password or changed rights close that user's
+open websockets (their pages reconnect only with a valid session)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,32 @@ from dashboard.runs import doorbells
 User = get_user_model()
 
 
+def session_groups(scope: dict[str, Any]) -> list[str]:
+    """The groups a signed-in user's socket joins: their account's and their session's."""
+    user = scope.get("user")
+    if user is None or not user.is_authenticated:
+        return []
+    groups = [f"user.{user.pk}"]
+    session = scope.get("session")
+    key = getattr(session, "session_key", None)
+    if key:
+        groups.append(f"session.{key}")
+    return groups
+
+
+async def arevoke(*, user_id: Any = None, session_key: str = "") -> None:
+    """Close the sockets of a user (every session) or of one session."""
+    if user_id is not None:
+        await doorbells.asend(f"user.{user_id}", {"type": "session.revoke"})
+    if session_key:
+        await doorbells.asend(f"session.{session_key}", {"type": "session.revoke"})
+
+
 def _revoke(**where: Any) -> None:
     try:
-        async_to_sync(doorbells.arevoke)(**where)
+        async_to_sync(arevoke)(**where)
     except RuntimeError:  # called on an event loop's own thread: ring from that loop
-        asyncio.get_running_loop().create_task(doorbells.arevoke(**where))
+        asyncio.get_running_loop().create_task(arevoke(**where))
 
 
 @receiver(user_logged_out)

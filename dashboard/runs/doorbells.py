@@ -68,7 +68,7 @@ async def abroadcast_events(run_id: UUID | str, events: list[dict[str, Any]], *,
                             run: dict[str, Any] | None = None,
                             committed_at: float | None = None) -> None:
     """Tell a run's watchers about newly committed events (and the run, if it changed)."""
-    await _asend(run_group(run_id),
+    await asend(run_group(run_id),
                  events_message(run_id, events, run=run, committed_at=committed_at))
 
 
@@ -89,9 +89,9 @@ def doorbell_events(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def abroadcast_run(summary: dict[str, Any], *, watchers: bool = True) -> None:
     """Tell the runs list (and, unless told with its events, the run's page) of a change."""
-    await _asend(RUNS_GROUP, {"type": "run.changed", "run": summary})
+    await asend(RUNS_GROUP, {"type": "run.changed", "run": summary})
     if watchers:
-        await _asend(run_group(summary["id"]), {"type": "run.changed", "run": summary})
+        await asend(run_group(summary["id"]), {"type": "run.changed", "run": summary})
 
 
 class RunsDigest:
@@ -128,39 +128,19 @@ class RunsDigest:
             self._flush.cancel()  # this flush takes its moves
         runs, self.pending = list(self.pending.values()), {}
         if runs:
-            await _asend(RUNS_GROUP, {"type": "runs.moved", "runs": runs})
-
-
-def session_groups(scope: dict[str, Any]) -> list[str]:
-    """The groups a signed-in user's socket joins: their account's and their session's."""
-    user = scope.get("user")
-    if user is None or not user.is_authenticated:
-        return []
-    groups = [f"user.{user.pk}"]
-    session = scope.get("session")
-    key = getattr(session, "session_key", None)
-    if key:
-        groups.append(f"session.{key}")
-    return groups
-
-
-async def arevoke(*, user_id: Any = None, session_key: str = "") -> None:
-    """Close the sockets of a user (every session) or of one session."""
-    if user_id is not None:
-        await _asend(f"user.{user_id}", {"type": "session.revoke"})
-    if session_key:
-        await _asend(f"session.{session_key}", {"type": "session.revoke"})
+            await asend(RUNS_GROUP, {"type": "runs.moved", "runs": runs})
 
 
 async def abroadcast_inbox() -> None:
     """Tell inbox watchers that the set of pending interrupts changed."""
-    await _asend(INBOX_GROUP, {"type": "inbox.changed"})
+    await asend(INBOX_GROUP, {"type": "inbox.changed"})
 
 
 DOORBELLS = "doorbells"  # the layer alias to publish on, where configured (see settings)
 
 
-async def _asend(group: str, message: dict[str, Any]) -> None:
+async def asend(group: str, message: dict[str, Any]) -> None:
+    """Send ``message`` to ``group`` on the doorbells' layer (a failure is logged)."""
     layer = get_channel_layer(DOORBELLS if DOORBELLS in settings.CHANNEL_LAYERS
                               else DEFAULT_CHANNEL_LAYER)
     if layer is None:

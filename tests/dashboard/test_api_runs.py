@@ -217,7 +217,7 @@ def test_a_new_run_is_announced_as_queued_before_it_is_dispatched(
     async def record(group: str, message: dict) -> None:
         told.append((group, message))
 
-    monkeypatch.setattr(doorbells, "_asend", record)
+    monkeypatch.setattr(doorbells, "asend", record)
     monkeypatch.setattr(dispatch, "dispatch", lambda run_id, mode: told.append(
         ("dispatched", (run_id, mode, list(Run.objects.values_list("status", flat=True))))))
     with django_capture_on_commit_callbacks(execute=True):

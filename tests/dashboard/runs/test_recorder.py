@@ -69,7 +69,7 @@ def sent(monkeypatch) -> list[tuple[str, dict[str, Any]]]:
     async def record(group: str, message: dict[str, Any]) -> None:
         out.append((group, message))
 
-    monkeypatch.setattr(broadcast, "_asend", record)
+    monkeypatch.setattr(broadcast, "asend", record)
     return out
 
 
