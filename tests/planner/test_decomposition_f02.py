@@ -183,3 +183,73 @@ async def test_a_failed_done_decision_falls_back_to_every_finished_task() -> Non
                     "reasoning": "done-decision failed: scripted failure for "
                                  "'decomposition.done'; using every finished task"}
     assert llm.calls == [("decomposition.done", {"run_goal": "a report", "outputs": []})]
+
+
+# --- the rules' small parts, one at a time (mutation survivors named in docs/seed-rules.md) --
+
+
+def _tasks(*records: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    from planner.decomposition.tasks import new_task
+
+    tasks = {}
+    for record in records:
+        task = new_task(task_id=record["id"], goal=record.get("goal", f"goal {record['id']}"),
+                        task_type=record.get("task_type", "write"), atomic=record.get(
+                            "atomic", True), parent=record.get("parent", "root"), depth=1,
+                        worker=record.get("worker"), deps=record.get("deps", ()))
+        task.update({k: v for k, v in record.items() if k in ("status", "result")})
+        tasks[task["id"]] = task
+    return tasks
+
+
+def _problem(task: dict[str, Any], tasks: dict[str, dict[str, Any]]) -> Any:
+    from planner.decomposition.f02 import dispatch_problem
+
+    return dispatch_problem(task, registry=default_workers(), tasks=tasks, run_goal="a report",
+                            llm=ScriptedLLM(), search=None)
+
+
+def test_a_task_without_a_worker_is_dispatched_to_its_task_type() -> None:
+    tasks = _tasks({"id": "1", "task_type": "write", "worker": None},
+                   {"id": "2", "task_type": "search", "worker": "write"})
+    assert _problem(tasks["1"], tasks) is None  # 'write' is registered and its goal is set
+    assert _problem(tasks["2"], tasks) is None  # its worker wins over its task type
+
+
+def test_an_unknown_worker_is_named_with_the_registered_ones() -> None:
+    tasks = _tasks({"id": "7", "task_type": "write", "worker": "translate"})
+    problem = _problem(tasks["7"], tasks)
+    assert problem.kind == "unknown_worker"
+    assert str(problem) == (
+        "unknown worker 'translate' for task 7; registered workers: "
+        + ", ".join(sorted(default_workers())))
+
+
+def test_the_done_decision_is_shown_the_finished_tasks_only_with_their_slots() -> None:
+    from planner.decomposition.f02 import finished_outputs
+
+    tasks = _tasks(
+        {"id": "root", "parent": None, "status": "ok", "result": {"text": "all"}},
+        {"id": "1", "goal": "Look it up", "task_type": "search", "worker": "search",
+         "status": "ok", "result": {"text": "hits", "sources": []}},
+        {"id": "2", "goal": "Plan the parts", "atomic": False, "status": "ok",
+         "result": {"text": "parts", "subtasks": ["3"]}},
+        {"id": "3", "status": "err", "result": None},
+        {"id": "4", "status": "ok", "result": "not a mapping"},
+    )
+    assert finished_outputs(tasks) == [
+        {"id": "1", "goal": "Look it up", "task_type": "search", "worker": "search",
+         "parent": "root", "atomic": True, "slots": ["sources", "text"]},
+        {"id": "2", "goal": "Plan the parts", "task_type": "write", "worker": None,
+         "parent": "root", "atomic": False, "slots": ["subtasks", "text"]},
+    ]
+
+
+async def test_the_done_decision_keeps_the_models_reasoning() -> None:
+    tasks = _tasks({"id": "1", "status": "ok", "result": {"text": "one"}})
+    llm = ScriptedLLM(overrides={"decomposition.done": {
+        "synthesis_inputs": {"a": {"from_sub_goal": "1", "slot": "text"}},
+        "reasoning": "part one answers the goal"}})
+    done = await adone_decision(llm=llm, tasks=tasks, run_goal="a report")
+    assert done == {"synthesis_inputs": {"a": {"from_sub_goal": "1", "slot": "text"}},
+                    "dropped": [], "reasoning": "part one answers the goal"}
