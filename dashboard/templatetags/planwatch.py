@@ -25,6 +25,12 @@ def run_status_label(run: Run) -> str:
 
 
 @register.filter
+def run_elapsed(run: Run) -> str:
+    """How long the run has run, start to end or now (see :func:`dashboard.header.elapsed`)."""
+    return header.elapsed_text(run)
+
+
+@register.filter
 def as_json(value: object) -> str:
     """A state value as JSON (``null``, ``true``, ``"text"``), indented when nested."""
     nested = isinstance(value, dict | list) and bool(value)

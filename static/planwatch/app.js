@@ -26,11 +26,18 @@
     },
   });
 
-  // A running run's duration ticks in the page between the server's header renders.
+  // Seconds for people, as the server writes them (dashboard.waterfall.seconds_text).
+  function secondsText(value) {
+    if (value < 60) return value.toFixed(1) + " s";
+    var whole = Math.round(value), rest = whole % 60;
+    return Math.floor(whole / 60) + " min " + (rest < 10 ? "0" : "") + rest + " s";
+  }
+
+  // A run's working time (or its wait for people) ticks between the server's header renders.
   function tick() {
     document.querySelectorAll("[data-started]").forEach(function (el) {
       var started = Date.parse(el.dataset.started);
-      if (!isNaN(started)) el.textContent = ((Date.now() - started) / 1000).toFixed(1) + " s";
+      if (!isNaN(started)) el.textContent = secondsText(Math.max(Date.now() - started, 0) / 1000);
     });
   }
   setInterval(tick, 1000);
