@@ -41,4 +41,16 @@
     });
   }
   setInterval(tick, 1000);
+
+  // A page marked data-title-count (the inbox) names the questions waiting in its tab's
+  // title, "(3) Inbox · Planwatch", kept current with the navigation's live count.
+  function titleCount() {
+    var count = document.getElementById("nav-inbox-count");
+    if (!count || !document.querySelector("[data-title-count]")) return;
+    var n = parseInt(count.dataset.count || "0", 10) || 0;
+    var title = (n ? "(" + n + ") " : "") + document.title.replace(/^\(\d+\) /, "");
+    if (title !== document.title) document.title = title;
+  }
+  var nav = document.querySelector(".nav-inbox");
+  if (nav) new MutationObserver(titleCount).observe(nav, {childList: true, subtree: true, attributes: true});
 })();
