@@ -277,3 +277,10 @@ def test_the_trace_header_shows_working_time_and_the_wait_for_people_apart(opera
     assert re.search(r'<span class="muted">waiting for people</span> <span id="trace-waiting" '
                      r'class="nowrap">10\.0 s</span>', live)
     assert "data-started" not in live and "15.0 s" not in live  # finished: nothing ticks
+    # the full ids fold under "Ids"; the heading names the graph by its title
+    head = page[page.index('id="trace-header"'):page.index('id="trace-live"')]
+    assert str(run.id) not in head and run.thread_id not in head
+    assert get_graph("acquisition").title in head
+    ids = page[page.index('<details class="run-ids"'):]
+    ids = ids[:ids.index("</details>")]
+    assert str(run.id) in ids and run.thread_id in ids
