@@ -26,6 +26,12 @@ def run_status_label(run: Run) -> str:
 
 
 @register.filter
+def status_label(status: str) -> str:
+    """A status value as people read it (a doorbell's summary carries only the value)."""
+    return header.status_label(status)
+
+
+@register.filter
 def graph_title(name: str) -> str:
     """A graph's title as its spec gives it; its name if it is no longer registered."""
     try:

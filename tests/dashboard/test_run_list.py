@@ -9,6 +9,7 @@ import uuid
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from django.template.loader import render_to_string
 from django.test import Client
 
 import tests.dashboard.survey_graph  # noqa: F401  (registers test.survey: its goal is "topic")
@@ -113,7 +114,7 @@ def test_sorting_by_duration_puts_runs_not_started_last_either_way(signed_in):
     assert ids == [str(short.id), str(long.id), str(waiting.id)]
     assert 'class="col-duration" aria-sort="ascending"' in page
     row = page[page.index(f'id="run-{long.id}"'):]
-    assert re.search(r'class="col-duration num nowrap">8 min 20 s<', row)
+    assert re.search(r'class="col-duration num nowrap"[^>]*>8 min 20 s<', row)
     assert "20 Nov 2026, 09:31" in row  # Started: the day and time, not only "x ago"
 
 
@@ -159,6 +160,10 @@ def test_the_status_waiting_for_an_answer_reads_waiting_for_you(signed_in):
     page = listed(signed_in)[1]
     assert '<span class="badge status-interrupted">Waiting for you</span>' in page
     assert '<option value="interrupted" >Waiting for you</option>' in page
+    # and so does the cell a doorbell's summary redraws live (it carries the value only)
+    live = render_to_string("dashboard/_run_status_oob.html", {"run": {
+        "id": "x", "status": "interrupted", "current_node": "ask_user"}})
+    assert '<span class="badge status-interrupted">Waiting for you</span>' in live
 
 
 # -- the runs API takes the same filters ------------------------------------------------
