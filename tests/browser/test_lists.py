@@ -131,7 +131,6 @@ def test_an_answered_run_keeps_its_place_in_the_inbox_with_a_confirmation(
     expect(page).to_have_title("(1) Inbox · Planwatch", timeout=20_000)
     no_overflow(page)
     shot(page, "inbox-answered")
-    for run in (first, second):
-        run.refresh_from_db()
-    wait_run(next(r.id for r in (first, second) if f"inbox-run-{r.id}" == answered),
-             statuses=("succeeded", "failed", "cancelled"))
+    done = wait_run(next(r.id for r in (first, second) if f"inbox-run-{r.id}" == answered),
+                    statuses=("succeeded", "failed", "cancelled"))
+    assert done.status == Run.Status.SUCCEEDED, done.error_message
