@@ -20,6 +20,7 @@ from dashboard.models import Run
 from dashboard.runs import doorbells
 from dashboard.runs.follow import Step, finished, follow
 from dashboard.services import LimitReached
+from dashboard.waterfall import HumanWait, human_wait
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -329,7 +330,7 @@ class RunConsumer(PlanwatchConsumer):
         # sent on every step to every watcher: rendered from the run alone, once per process.
         # Only the live facts: the buttons beside them are sent when the status moves, so a
         # hand on "Cancel run" does not lose it to a redraw every step.
-        run, head = self.run, header.run_head(self.run)
+        run, head = self.run, header.run_head(self.run, waits=self._waits())
         actions = run.status != self.shown_status
         self.shown_status = run.status
         key = ("header", self.run_key, head, self.can_cancel, actions)
@@ -342,6 +343,16 @@ class RunConsumer(PlanwatchConsumer):
             _RENDERED[key] = html
             _trim_rendered()
         return html
+
+    def _waits(self) -> HumanWait:
+        """The run's waits for people, folded again only when its status moved (a wait
+        begins or ends only then), not on every step: a watcher may hold rows unfolded."""
+        if getattr(self, "waits_status", None) != self.run.status:
+            if self.unfolded:
+                self.fold.apply(self.unfolded)
+                self.unfolded = []
+            self.waits_status, self.waits = self.run.status, human_wait(self.fold.waterfall)
+        return self.waits
 
     async def _send_result(self) -> None:
         """Send the result card of a run that has just finished (its output is read once)."""

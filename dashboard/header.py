@@ -8,13 +8,16 @@ as it ended.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Run, RunEvent
 from dashboard.runs.transitions import ROLLUPS, model_call
 from dashboard.trace import run_duration
+from dashboard.waterfall import HumanWait, seconds_text
 
 Kind = RunEvent.Kind
 # The status a run has right after an event of this kind.
@@ -34,7 +37,7 @@ def ordinal(n: int) -> str:
 
 
 def status_label(status: str, queue_position: int | None = None) -> str:
-    """A status as people read it: ``Interrupted``; a queued run's place in the line for
+    """A status as people read it: ``Waiting for you``; a queued run's place in the line for
     a slot, ``Queued, 3rd in line``."""
     label = Run.Status(status).label if status in Run.Status.values else status
     if status == Run.Status.QUEUED and queue_position:
@@ -60,10 +63,18 @@ class Head:
     """USD from PLANWATCH_MODEL_PRICES (None: no call's model is priced)."""
     queue_position: int | None = None
     """A queued run's place in the line for a slot (1: next), as the page was read."""
+    working: str = ""
+    """Time the run worked, its waits for people left out ("" in replay)."""
+    waiting: str = ""
+    """Time the run waited for people (questions, breakpoints); "" when it never did."""
+    working_since: str = ""
+    """While it works: the ISO time from which the page ticks the working time."""
+    waiting_since: str = ""
+    """While it waits for people: the ISO time from which the page ticks the wait."""
 
     @property
     def status_label(self) -> str:
-        """The status as people read it (``Interrupted``, ``Queued, 3rd in line``)."""
+        """The status as people read it (``Waiting for you``, ``Queued, 3rd in line``)."""
         return status_label(self.status, self.queue_position)
 
     @property
@@ -72,13 +83,47 @@ class Head:
         return self.status in Run.FINISHED
 
 
-def run_head(run: Run) -> Head:
+def elapsed_seconds(run: Run, *, now: datetime | None = None) -> float | None:
+    """Seconds from the run's start to its end (to ``now`` while it is not finished);
+    None before it started."""
+    if run.started_at is None:
+        return None
+    end = run.finished_at or now or timezone.now()
+    return max((end - run.started_at).total_seconds(), 0.0)
+
+
+def elapsed_text(run: Run) -> str:
+    """:func:`elapsed_seconds` for people (``12.3 s``, ``8 min 05 s``), ``—`` before the start."""
+    seconds = elapsed_seconds(run)
+    return "—" if seconds is None else seconds_text(seconds)
+
+
+WAITING_FOR_PEOPLE = (Run.Status.INTERRUPTED, Run.Status.PAUSED)
+"""The statuses in which a run's clock counts a wait for people, not work."""
+
+
+def run_head(run: Run, *, waits: HumanWait | None = None) -> Head:
     """The header of a run as it stands now (its place in the line if it was read with
-    ``Run.objects.with_queue_position()``)."""
+    ``Run.objects.with_queue_position()``); with ``waits`` (folded from its events, see
+    :func:`dashboard.waterfall.human_wait`) its working time and its waits for people apart."""
+    now = timezone.now()
     active = run.started_at is not None and not run.is_finished
+    elapsed = elapsed_seconds(run, now=now)
+    waited = waits.seconds(run.finished_at or now) if waits is not None else 0.0
+    working = max(elapsed - waited, 0.0) if elapsed is not None else None
+    waiting_now = active and run.status in WAITING_FOR_PEOPLE
+
+    def since(seconds: float) -> str:  # the page ticks "now - since" between renders
+        return (now - timedelta(seconds=seconds)).isoformat()
+
     return Head(status=run.status, node=run.current_node, duration=run_duration(run),
                 started_at=run.started_at.isoformat() if active and run.started_at else "",
                 queue_position=getattr(run, "queue_position", None),
+                working=seconds_text(working) if working is not None else "—",
+                waiting=seconds_text(waited) if waited > 0 or waiting_now else "",
+                working_since=since(working) if active and not waiting_now and working
+                is not None else "",
+                waiting_since=since(waited) if waiting_now else "",
                 **{name: getattr(run, name) for name in ROLLUPS})
 
 

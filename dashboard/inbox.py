@@ -82,6 +82,8 @@ def inbox_update(*, user: Any, graph: str, known: PendingState | None
 
     Only runs whose pending questions changed are re-rendered, so an answer being typed
     into another run's form survives; ``known=None`` (a page just loaded) sends the rows only.
+    A run whose questions were all answered keeps its place, saying so (its state keeps it
+    with no question, so a new question of that run comes back in the same place).
     """
     rows = _rows(graph)
     state: dict[str, set[int]] = {}
@@ -99,16 +101,36 @@ def inbox_update(*, user: Any, graph: str, known: PendingState | None
                                 {"run": run, "section": section, "run_url": url, "oob": oob})
 
     if known is None:  # the page was rendered just now: keep what is being typed into it
-        pass
-    else:
-        parts.extend(f'<article id="inbox-run-{rid}" hx-swap-oob="delete"></article>'
-                     for rid in known if rid not in now)
-        for rid, pks in now.items():
-            if rid not in known:
-                parts.append(f'<div hx-swap-oob="beforeend:#inbox-runs">{article(rid)}</div>')
-            elif known[rid] != pks:
-                parts.append(article(rid, oob="true"))
+        return mark_safe("".join(parts)), now  # rendered, escaped templates
+    for rid, pks in known.items():
+        if rid not in now:
+            if pks:  # its questions were just closed: say how, in their place
+                parts.append(_closed_article(rid))
+            now[rid] = frozenset()
+    for rid, pks in now.items():
+        if rid not in known:
+            parts.append(f'<div hx-swap-oob="beforeend:#inbox-runs">{article(rid)}</div>')
+        elif known[rid] != pks and pks:
+            parts.append(article(rid, oob="true"))
     return mark_safe("".join(parts)), now  # rendered, escaped templates
+
+
+def closed_note(*, run: Run) -> str:
+    """What a run's place in the inbox says once none of its questions waits any more."""
+    last = (selectors.interrupts_of_run(run_id=run.id).exclude(status=Interrupt.Status.PENDING)
+            .order_by("-created_at", "-id").first())
+    if last is None or last.status != Interrupt.Status.ANSWERED:
+        return "No question waits any more: the run was cancelled or moved on."
+    by = f" by {last.answerer_name}" if last.answerer_name else ""
+    return f"Answered{by} — the run continues."
+
+
+def _closed_article(rid: str) -> str:
+    run = Run.objects.filter(id=rid).first()
+    if run is None:  # deleted: nothing to keep a place for
+        return f'<article id="inbox-run-{rid}" hx-swap-oob="delete"></article>'
+    return render_to_string("dashboard/_inbox_run.html", {
+        "run": run, "closed": closed_note(run=run), "run_url": run_url(run), "oob": "true"})
 
 
 def badge(*, count: int) -> SafeString:

@@ -106,7 +106,9 @@ class Run(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"  # created, waiting for an executor slot
         RUNNING = "running", "Running"  # claimed by an executor that heartbeats
-        INTERRUPTED = "interrupted", "Interrupted"  # waiting for an operator's answer
+        # waiting for an operator's answer; operators read it in plain words (the API keeps
+        # the value, which LangGraph's clients know)
+        INTERRUPTED = "interrupted", "Waiting for you"
         PAUSED = "paused", "Paused"  # stopped at a breakpoint, waiting for continue or step
         SUCCEEDED = "succeeded", "Succeeded"  # the graph reached END
         FAILED = "failed", "Failed"  # a node raised, or the executor gave up

@@ -60,17 +60,11 @@ def result_card(*, graph: str, output: Any) -> ResultCard:
 
 
 def run_goal(*, run: Run) -> str:
-    """The goal a run was started with: input ``goal``, else its graph's first text field."""
+    """The goal a run was started with: the first non-blank text of its goal fields
+    (:func:`dashboard.selectors.run_goal_fields`, which the runs list searches too)."""
     values = run.input if isinstance(run.input, dict) else {}
-    goal = values.get("goal")
-    if isinstance(goal, str) and goal.strip():
-        return goal.strip()
-    try:
-        fields = get_graph(run.graph).input_fields
-    except KeyError:
-        fields = ()
-    for field in fields:
-        value = values.get(field.name)
-        if field.kind in ("text", "textarea") and isinstance(value, str) and value.strip():
+    for name in selectors.run_goal_fields(graph=run.graph):
+        value = values.get(name)
+        if isinstance(value, str) and value.strip():
             return value.strip()
     return ""

@@ -4,36 +4,85 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, F, QuerySet, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce, Now, TruncDate
+from django.utils import timezone
 
 from dashboard.models import Cron, Interrupt, Run, RunEvent
 from dashboard.runs import debugging
 from dashboard.runs.modelcalls import messages_of
 from dashboard.runs.record import event_dict
-from planner.registry import get_graph
+from planner.registry import all_graphs, get_graph
 
 User = AbstractBaseUser | AnonymousUser
 
 
-RUN_SORTS = ("-created_at", "created_at", "-model_calls", "model_calls", "-total_tokens",
-             "total_tokens", "-cost_usd", "cost_usd")
-"""The orders the runs list offers (``-``: descending); unknown tokens and cost go last."""
+RUN_SORTS = ("-started", "started", "-duration", "duration", "-model_calls", "model_calls",
+             "-total_tokens", "total_tokens", "-cost_usd", "cost_usd")
+"""The orders the runs list offers (``-``: descending); unknown tokens and cost, and the
+duration of a run not started yet, go last."""
+
+_SORT_BY: dict[str, Any] = {
+    "started": F("created_at"),
+    # an active run's duration runs until now, as its row shows it
+    "duration": ExpressionWrapper(Coalesce(F("finished_at"), Now()) - F("started_at"),
+                                  output_field=DurationField()),
+    "model_calls": F("model_calls"), "total_tokens": F("total_tokens"),
+    "cost_usd": F("cost_usd"),
+}
+
+RUN_SEARCH_MAX = 200
+"""The longest text the runs list searches for (a goal is rarely longer)."""
 
 
-def run_list(*, graph: str = "", status: str = "", created_by: str = "",
-             sort: str = "-created_at") -> QuerySet[Run]:
-    """Runs, newest first (or in a :data:`RUN_SORTS` order), filtered by graph, status and
-    creator's username; a queued run with its ``queue_position``."""
+def run_goal_fields(*, graph: str) -> tuple[str, ...]:
+    """The input fields a run's goal is read from, in order: ``goal``, then the graph's
+    text fields (only ``goal`` for a graph no longer registered)."""
+    try:
+        fields = get_graph(graph).input_fields
+    except KeyError:
+        fields = ()
+    return ("goal", *(f.name for f in fields
+                      if f.kind in ("text", "textarea") and f.name != "goal"))
+
+
+def _run_search(text: str) -> Q:
+    """Runs whose goal contains ``text`` (any case) or whose id starts with it."""
+    found = Q(id__istartswith=text) | Q(input__goal__icontains=text)
+    for spec in all_graphs():
+        for name in run_goal_fields(graph=spec.name)[1:]:
+            found |= Q(graph=spec.name, **{f"input__{name}__icontains": text})
+    return found
+
+
+def run_dates_problem(*, since: date | None, until: date | None) -> str:
+    """Why a date range cannot be listed ("" when it can): the form and the API ask it."""
+    if since and until and until < since:
+        return (f"the range ends ({until.isoformat()}) before it starts "
+                f"({since.isoformat()}); swap the two dates")
+    return ""
+
+
+def _day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def run_list(*, graph: str = "", status: str = "", created_by: str = "", q: str = "",
+             since: date | None = None, until: date | None = None,
+             sort: str = "-started") -> QuerySet[Run]:
+    """Runs, newest first (or in a :data:`RUN_SORTS` order), filtered by graph, status,
+    creator's username, text ``q`` (in the goal, or the start of the id) and the days
+    they were started on (``since`` and ``until`` included, in the site's time zone);
+    a queued run with its ``queue_position``."""
     if sort not in RUN_SORTS:
         raise ValueError(f"unknown sort {sort!r}; use one of: {', '.join(RUN_SORTS)}")
-    name = sort.lstrip("-")
-    first = F(name).desc(nulls_last=True) if sort.startswith("-") else F(name).asc(
-        nulls_last=True)
+    by = _SORT_BY[sort.lstrip("-")]
+    first = by.desc(nulls_last=True) if sort.startswith("-") else by.asc(nulls_last=True)
     runs = Run.objects.select_related("created_by").with_queue_position().order_by(
         first, "-created_at", "-id")
     if graph:
@@ -42,6 +91,12 @@ def run_list(*, graph: str = "", status: str = "", created_by: str = "",
         runs = runs.filter(status=status)
     if created_by:
         runs = runs.filter(created_by__username=created_by)
+    if q.strip():
+        runs = runs.filter(_run_search(q.strip()[:RUN_SEARCH_MAX]))
+    if since:
+        runs = runs.filter(created_at__gte=_day_start(since))
+    if until:
+        runs = runs.filter(created_at__lt=_day_start(until + timedelta(days=1)))
     return runs
 
 

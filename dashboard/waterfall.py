@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -288,6 +288,40 @@ class Summary:
         return seconds_text(self.human)
 
 
+def human_waits(fold: WaterfallFold, *, now: float) -> list[tuple[float, float]]:
+    """The waits for a human up to ``now`` seconds, merged (overlapping waits count once)."""
+    return _union((s.start, s.end if s.end is not None else now)
+                  for s in fold.items if s.kind == "human")
+
+
+@dataclass(frozen=True)
+class HumanWait:
+    """How long a run has waited for people: the waits that ended, and since when the
+    open one (a question not answered yet, a pause not continued) has been open."""
+
+    ended: float = 0.0
+    """Seconds of the waits that ended (overlaps counted once)."""
+    open_since: datetime | None = None
+
+    def seconds(self, now: datetime) -> float:
+        """The whole wait up to ``now``, the open one included."""
+        open_part = (now - self.open_since).total_seconds() if self.open_since else 0.0
+        return self.ended + max(open_part, 0.0)
+
+
+def human_wait(fold: WaterfallFold) -> HumanWait:
+    """The run's waits for people as folded so far (what the header shows apart from work)."""
+    open_starts = [s.start for s in fold.items if s.kind == "human" and s.end is None]
+    opened = min(open_starts) if open_starts else None
+    ended = _union((s.start, s.end) for s in fold.items
+                   if s.kind == "human" and s.end is not None)
+    if opened is not None:
+        ended = _minus(ended, [(opened, float("inf"))])
+    since = (fold.origin + timedelta(seconds=opened)
+             if opened is not None and fold.origin is not None else None)
+    return HumanWait(ended=_length(ended), open_since=since)
+
+
 def _all_spans(fold: WaterfallFold) -> Iterable[Span]:
     for item in fold.items:
         yield item
@@ -296,11 +330,11 @@ def _all_spans(fold: WaterfallFold) -> Iterable[Span]:
 
 def summary(fold: WaterfallFold, *, now: float) -> Summary:
     """Wall-clock time by kind (parallel bars counted once); human wait kept apart."""
-    by_kind: dict[str, list[tuple[float, float]]] = {"model": [], "tool": [], "human": []}
+    by_kind: dict[str, list[tuple[float, float]]] = {"model": [], "tool": []}
     for span in _all_spans(fold):
         if span.kind in by_kind:
             by_kind[span.kind].append((span.start, span.end if span.end is not None else now))
-    human = _union(by_kind["human"])
+    human = human_waits(fold, now=now)
     model = _minus(_union(by_kind["model"]), human)
     tools = _minus(_minus(_union(by_kind["tool"]), human), model)
     total = now
@@ -440,8 +474,7 @@ class Axis:
     @classmethod
     def of(cls, fold: WaterfallFold, *, end: float) -> Axis:
         """The axis of ``fold`` up to ``end`` seconds."""
-        waits = _union((s.start, s.end if s.end is not None else end)
-                       for s in fold.items if s.kind == "human")
+        waits = human_waits(fold, now=end)
         working = end - _length(waits)
         drawn = max(working * BREAK_SHARE, end * 0.001)
         breaks = tuple((a, b, drawn) for a, b in waits if b - a > drawn)

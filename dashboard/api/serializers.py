@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from dashboard import selectors
 from dashboard.models import Interrupt, Run, RunEvent
 from dashboard.runs.record import event_dict
 
@@ -65,13 +66,26 @@ class RunFilterSerializer(serializers.Serializer):
                                      help_text="Only runs in this status.")
     creator = serializers.CharField(required=False, default="", allow_blank=True,
                                     max_length=150, help_text="Only runs by this username.")
+    q = serializers.CharField(required=False, default="", allow_blank=True,
+                              max_length=selectors.RUN_SEARCH_MAX,
+                              help_text="Only runs whose goal contains this text (any case) "
+                                        "or whose id starts with it.")
+    since = serializers.DateField(required=False, default=None, input_formats=["%Y-%m-%d"],
+                                  help_text="Only runs started on this day (YYYY-MM-DD, "
+                                            "the server's time zone) or later.")
+    until = serializers.DateField(required=False, default=None, input_formats=["%Y-%m-%d"],
+                                  help_text="Only runs started on this day or earlier.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """A blank ``status`` is refused as the schema says (DRF reads it as absent)."""
+        """A blank ``status`` is refused as the schema says (DRF reads it as absent); so is
+        a date range that ends before it starts (the runs list's rule)."""
         if self.initial_data.get("status", None) == "":
             raise serializers.ValidationError({"status": (
                 f"a blank status is not one of {', '.join(Run.Status.values)}; leave "
                 "status out for runs in every status")})
+        problem = selectors.run_dates_problem(since=attrs.get("since"), until=attrs.get("until"))
+        if problem:
+            raise serializers.ValidationError({"until": problem})
         return attrs
 
 

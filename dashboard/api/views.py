@@ -95,10 +95,11 @@ class RunViewSet(ApiViewSet):
 
     @extend_schema(parameters=[s.RunFilterSerializer])
     def list(self, request: Request) -> Response:
-        """Runs, newest first, filtered by graph, status and creator."""
+        """Runs, newest first, filtered by graph, status, creator, text and start days."""
         filters = validated(s.RunFilterSerializer, request.query_params)
         runs = selectors.run_list(graph=filters["graph"], status=filters.get("status", ""),
-                                  created_by=filters["creator"])
+                                  created_by=filters["creator"], q=filters["q"],
+                                  since=filters["since"], until=filters["until"])
         page = self.paginate_queryset(runs)
         return self.get_paginated_response(s.RunSerializer(page, many=True).data)
 

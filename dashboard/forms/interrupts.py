@@ -27,12 +27,17 @@ def question_of(interrupt: Interrupt) -> tuple[dict[str, Any], QuestionKind] | N
 
 
 def question_summary(payload: Any) -> dict[str, str]:
-    """The field name and the question text of any payload, for lists and the audit trail."""
+    """The field name, the title (the ``label`` the graph gives the question, "" when it
+    gives none: never its field id) and the question text of any payload, for lists and
+    the audit trail."""
     if isinstance(payload, dict):
         text = payload.get("prompt") or payload.get("label") or payload.get("question")
         if text is not None:
-            return {"field": str(payload.get("field") or ""), "text": str(text)}
-    return {"field": "", "text": json.dumps(payload, ensure_ascii=False, default=str)}
+            label = payload.get("label")
+            title = str(label) if isinstance(label, str) and label != text else ""
+            return {"field": str(payload.get("field") or ""), "title": title, "text": str(text)}
+    return {"field": "", "title": "", "text": json.dumps(payload, ensure_ascii=False,
+                                                          default=str)}
 
 
 class InterruptAnswerForm(forms.Form):

@@ -8,6 +8,7 @@ from django import template
 
 from dashboard import header, results
 from dashboard.models import Run
+from planner.registry import get_graph
 
 register = template.Library()
 
@@ -22,6 +23,27 @@ def run_goal(run: Run) -> str:
 def run_status_label(run: Run) -> str:
     """The run's status as people read it (see :func:`dashboard.header.status_label`)."""
     return header.status_label(run.status, getattr(run, "queue_position", None))
+
+
+@register.filter
+def status_label(status: str) -> str:
+    """A status value as people read it (a doorbell's summary carries only the value)."""
+    return header.status_label(status)
+
+
+@register.filter
+def graph_title(name: str) -> str:
+    """A graph's title as its spec gives it; its name if it is no longer registered."""
+    try:
+        return get_graph(name).title
+    except KeyError:
+        return name
+
+
+@register.filter
+def run_elapsed(run: Run) -> str:
+    """How long the run has run, start to end or now (see :func:`dashboard.header.elapsed`)."""
+    return header.elapsed_text(run)
 
 
 @register.filter

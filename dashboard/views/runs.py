@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from dashboard import selectors, services
 from dashboard.forms.debug import BreakpointsForm
+from dashboard.forms.run_list import DEFAULT_SORT, RunListFilters
 from dashboard.forms.run_start import RunStartForm
 from dashboard.htmx import HtmxHttpRequest
 from dashboard.models import Run
@@ -20,24 +21,22 @@ RUNS_PER_PAGE = 25
 
 
 def run_list(request: HtmxHttpRequest) -> TemplateResponse:
-    """The runs list, filterable by graph and status, paged, updated live."""
-    graph = request.GET.get("graph", "")
-    status = request.GET.get("status", "")
-    if status not in Run.Status.values:
-        status = ""
-    sort = request.GET.get("sort", "")
-    if sort not in selectors.RUN_SORTS:
-        sort = "-created_at"
-    since = timezone.now().isoformat()  # runs created later are added live
-    page = Paginator(selectors.run_list(graph=graph, status=status, sort=sort),
-                     RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    """The runs list: searched, filtered by graph, status and days, sorted, paged, and
+    updated live; every filter stays in the URL. A bad filter is named beside the list
+    (400 on a page load; htmx swaps only a 200, so its partial says it with a 200)."""
+    form = RunListFilters(request.GET)
+    form.is_valid()
+    chosen = form.filters()
+    live_since = timezone.now().isoformat()  # runs created later are added live
+    page = Paginator(selectors.run_list(**chosen), RUNS_PER_PAGE).get_page(
+        request.GET.get("page"))
     template = "dashboard/_run_rows.html" if request.htmx else "dashboard/run_list.html"
     return TemplateResponse(request, template, {
-        "page": page, "graph": graph, "status": status, "sort": sort,
-        "graphs": all_graphs(), "statuses": Run.Status.choices, "since": since,
+        "page": page, "form": form, **chosen, "filtered": form.is_filtered,
+        "graphs": all_graphs(), "statuses": Run.Status.choices, "live_since": live_since,
         "failed_graphs": failed_graphs(),
-        "live_new": page.number == 1 and not graph and not status and sort == "-created_at",
-    })
+        "live_new": page.number == 1 and not form.is_filtered and chosen["sort"] == DEFAULT_SORT,
+    }, status=400 if form.errors and not request.htmx else 200)
 
 
 def run_new(request: HtmxHttpRequest) -> TemplateResponse | HttpResponseRedirect:

@@ -17,6 +17,7 @@ from dashboard.htmx import HtmxHttpRequest
 from dashboard.models import RunEvent
 from dashboard.views.common import run_or_404
 from dashboard.views.debug import debug_context
+from dashboard.waterfall import human_wait
 
 _WITH_TRACEBACK = (RunEvent.Kind.RUN_FAILED, RunEvent.Kind.NODE_FAILED)
 
@@ -41,7 +42,7 @@ def run_detail(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse:
                    can_cancel=request.user.has_perm("dashboard.cancel_run")
                    and not run.is_finished)
     if upto is None:
-        context.update(head=header.run_head(run),
+        context.update(head=header.run_head(run, waits=human_wait(fold.waterfall)),
                        result=results.run_result(run=run, tasks=fold.tasks))
         context.update(debug_context(request=request, run=run))
     else:

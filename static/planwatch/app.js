@@ -26,12 +26,31 @@
     },
   });
 
-  // A running run's duration ticks in the page between the server's header renders.
+  // Seconds for people, as the server writes them (dashboard.waterfall.seconds_text).
+  function secondsText(value) {
+    if (value < 60) return value.toFixed(1) + " s";
+    var whole = Math.round(value), rest = whole % 60;
+    return Math.floor(whole / 60) + " min " + (rest < 10 ? "0" : "") + rest + " s";
+  }
+
+  // A run's working time (or its wait for people) ticks between the server's header renders.
   function tick() {
     document.querySelectorAll("[data-started]").forEach(function (el) {
       var started = Date.parse(el.dataset.started);
-      if (!isNaN(started)) el.textContent = ((Date.now() - started) / 1000).toFixed(1) + " s";
+      if (!isNaN(started)) el.textContent = secondsText(Math.max(Date.now() - started, 0) / 1000);
     });
   }
   setInterval(tick, 1000);
+
+  // A page marked data-title-count (the inbox) names the questions waiting in its tab's
+  // title, "(3) Inbox · Planwatch", kept current with the navigation's live count.
+  function titleCount() {
+    var count = document.getElementById("nav-inbox-count");
+    if (!count || !document.querySelector("[data-title-count]")) return;
+    var n = parseInt(count.dataset.count || "0", 10) || 0;
+    var title = (n ? "(" + n + ") " : "") + document.title.replace(/^\(\d+\) /, "");
+    if (title !== document.title) document.title = title;
+  }
+  var nav = document.querySelector(".nav-inbox");
+  if (nav) new MutationObserver(titleCount).observe(nav, {childList: true, subtree: true, attributes: true});
 })();

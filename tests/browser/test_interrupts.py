@@ -63,7 +63,9 @@ def test_acquisition_region_currency_and_price_answered_in_the_inbox(
     assert run.status == Run.Status.SUCCEEDED
     assert run.output["status"] == "complete" and run.output["values"]["market.price"] == 47.88
     assert run.output["region"] == "Germany" and run.output["currency"] == "EUR"
-    page.locator(f"#inbox-run-{run.id}").wait_for(state="detached", timeout=10_000)
+    # the run keeps its place, saying it was answered (no silent jump, no vanishing)
+    page.locator(f"#inbox-run-{run.id} .inbox-closed-note",
+                 has_text="Answered by olga — the run continues.").wait_for(timeout=10_000)
     assert page.locator("#inbox-table").inner_text().startswith("No question is waiting")
     answered = run.interrupts.filter(status=Interrupt.Status.ANSWERED).order_by("answered_at")
     assert [i.answer for i in answered] == ["Germany", "EUR", 47.88]
@@ -116,7 +118,8 @@ def test_decomposition_parallel_clarify_questions_answered_from_the_inbox(
     assert run.status == Run.Status.SUCCEEDED, run.error_message
     answers = {i.payload["task_id"]: i.answer for i in run.interrupts.all()}
     assert answers == {"5": "residents", "6": "plain and friendly"}
-    page.locator(f"#inbox-run-{run.id}").wait_for(state="detached", timeout=10_000)
+    page.locator(f"#inbox-run-{run.id} .inbox-closed-note",
+                 has_text="Answered by olga — the run continues.").wait_for(timeout=10_000)
     screenshot(page, "inbox-empty")
 
 

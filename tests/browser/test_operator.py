@@ -100,7 +100,7 @@ def test_an_acquisition_run_from_form_to_result_and_replay(live_server_url, page
     expect(page.locator("#trace-goal")).to_contain_text("budgeting app")
     page.wait_for_function(FOCUSED_QUESTION, timeout=30_000)
     # waiting for the operator: the header says so, with the node, never "Running · —"
-    header_says(page, "Interrupted")
+    header_says(page, "Waiting for you")
     expect(page.locator("#trace-current")).to_have_text("ask_user")
     no_overflow(page)
     shot(page, "acquisition-question")
@@ -204,7 +204,7 @@ def test_a_decomposition_answered_by_keyboard_then_cancelled_mid_round(
     page.keyboard.press("Enter")
     # the reply moves the focus on to the question still open
     page.wait_for_function(FOCUSED_QUESTION, timeout=15_000)
-    header_says(page, "Interrupted")  # paused again, mid-round, on the other question
+    header_says(page, "Waiting for you")  # paused again, mid-round, on the other question
     expect(page.locator("#run-interrupts .question")).to_have_count(1)
     page.once("dialog", lambda dialog: dialog.accept())
     page.locator("#trace-cancel").click()

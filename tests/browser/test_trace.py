@@ -83,7 +83,7 @@ def test_an_acquisition_trace_marks_visits_decisions_and_inspects_state(
                 {"region": "Germany", "currency": "EUR", "max_iters": "6"})
     expect(runs_list.locator(f"#run-{run.id} a")).to_have_attribute("href", f"/runs/{run.id}/")
     rows_match_the_log(page, run, until=(*Run.FINISHED, Run.Status.INTERRUPTED))
-    expect(runs_list.locator(f"#run-{run.id}-status")).to_contain_text("Interrupted")
+    expect(runs_list.locator(f"#run-{run.id}-status")).to_contain_text("Waiting for you")
     screenshot(runs_list, "runs-live")
     started = root_nodes_started(run)
     for node in set(started):

@@ -127,7 +127,10 @@ def test_a_page_that_shows_every_event_still_gets_the_current_header(executor, o
 
     header = async_to_sync(scenario)()
     assert 'id="trace-live"' in header and 'hx-swap-oob="true"' in header
-    assert ">Interrupted<" in header
+    assert ">Waiting for you<" in header
+    # waiting for an answer, the wait ticks, apart from the working time, which stands
+    assert re.search(r'id="trace-waiting" class="nowrap" data-started="[^"]+">', header)
+    assert re.search(r'id="trace-working" class="nowrap">[0-9.]+ (m?s)<', header)
     assert f'id="trace-current" class="mono">{run.current_node}<' in header
 
 
@@ -184,7 +187,7 @@ def test_a_status_change_reloads_the_header_and_interrupts_panel(executor, opera
         comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=0")
         assert ok
         seen = ""
-        while 'id="run-interrupts-bell"' not in seen or "Interrupted" not in seen:
+        while 'id="run-interrupts-bell"' not in seen or "Waiting for you" not in seen:
             seen += await comm.receive_from(timeout=5)
         assert 'id="trace-live" class="trace-live" hx-swap-oob="true"' in seen
         assert f'hx-get="/runs/{run.id}/interrupts/"' in seen

@@ -11,7 +11,14 @@ import pytest
 
 from dashboard.models import Run, RunEvent
 from dashboard.trace_calls import model_calls
-from dashboard.waterfall import BREAK_SHARE, Axis, WaterfallFold, summary, waterfall_view
+from dashboard.waterfall import (
+    BREAK_SHARE,
+    Axis,
+    WaterfallFold,
+    human_wait,
+    summary,
+    waterfall_view,
+)
 from planner.registry import get_graph
 
 T0 = datetime(2026, 11, 5, 12, 0, 0, tzinfo=UTC)
@@ -243,3 +250,37 @@ def test_a_call_without_its_end_says_it_is_calling(operator, client):
     client.force_login(operator)
     call = client.get(f"/runs/{run.id}/events/3/").content.decode()
     assert "calling gpt-slow…" in call and "Answer" not in call
+
+
+def test_the_human_wait_counts_ended_waits_once_and_says_since_when_one_is_open():
+    log = acquisition_log()
+    assert human_wait(fold_of(log)) == human_wait(fold_of(log))  # a value, for the header
+    done = human_wait(fold_of(log))
+    assert (done.ended, done.open_since) == (10.0, None)
+    asking = (Log().add(0, "run_started").add(1, "interrupt_raised", payload={"interrupt_id": "a"})
+              .add(4, "interrupt_answered", payload={"interrupt_id": "a"})
+              .add(6, "interrupt_raised", payload={"interrupt_id": "b"})
+              .add(7, "run_paused"))  # a pause inside the open wait adds nothing
+    wait = human_wait(fold_of(asking))
+    assert (wait.ended, wait.open_since) == (3.0, T0 + timedelta(seconds=6))
+    assert wait.seconds(T0 + timedelta(seconds=16)) == 13.0
+
+
+@pytest.mark.django_db
+def test_the_trace_header_shows_working_time_and_the_wait_for_people_apart(operator, client):
+    run = stored_run(operator, acquisition_log())  # 15 s: 5 s of work, 10 s for an answer
+    client.force_login(operator)
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    live = page[page.index('id="trace-live"'):page.index('id="trace-actions"')]
+    assert re.search(r'<span class="muted">working</span> <span id="trace-working" '
+                     r'class="nowrap">5\.0 s</span>', live)
+    assert re.search(r'<span class="muted">waiting for people</span> <span id="trace-waiting" '
+                     r'class="nowrap">10\.0 s</span>', live)
+    assert "data-started" not in live and "15.0 s" not in live  # finished: nothing ticks
+    # the full ids fold under "Ids"; the heading names the graph by its title
+    head = page[page.index('id="trace-header"'):page.index('id="trace-live"')]
+    assert str(run.id) not in head and run.thread_id not in head
+    assert get_graph("acquisition").title in head
+    ids = page[page.index('<details class="run-ids"'):]
+    ids = ids[:ids.index("</details>")]
+    assert str(run.id) in ids and run.thread_id in ids
