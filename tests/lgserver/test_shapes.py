@@ -173,7 +173,7 @@ def test_a_run_whose_answer_is_taken_between_two_reads_still_looks_busy(operator
                              answered_at=timezone.now())
     read = shapes.with_unsettled(Run.objects.all()).get(id=run.id)
     # the executor's claim commits now: the answer is taken, the run runs
-    Interrupt.objects.filter(run=run).update(checkpoint_id="cp-1")
+    Interrupt.objects.filter(run=run).take_up("cp-1")
     Run.objects.filter(id=run.id).update(status=Run.Status.RUNNING)
     assert shapes.busy(read)  # as read: interrupted with an answer waiting
     assert shapes.busy(shapes.with_unsettled(Run.objects.all()).get(id=run.id))  # running
