@@ -195,13 +195,12 @@ def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:
                 **transitions.orm_update(transitions.request_cancel(by=_name(user))))
             transaction.on_commit(lambda: dispatch.request_cancel(run.id))
         else:
-            seq = transitions.next_seq(locked)
             who = user.get_username() if user.is_authenticated else ""
-            RunEvent.objects.create(run=locked, seq=seq, kind=RunEvent.Kind.RUN_CANCELLED,
-                                    payload={"by": who, **({"reason": reason} if reason else {})})
-            fields = transitions.finish(status=Run.Status.CANCELLED, now=timezone.now(),
-                                        last_seq=seq)
-            transitions.orm_apply(run.id, fields)
+            transitions.orm_append(
+                locked, RunEvent.Kind.RUN_CANCELLED,
+                payload={"by": who, **({"reason": reason} if reason else {})},
+                then=lambda seq: transitions.finish(status=Run.Status.CANCELLED,
+                                                    now=timezone.now(), last_seq=seq))
             locked.interrupts.filter(status=Interrupt.Status.PENDING).update(
                 status=Interrupt.Status.CANCELLED
             )
@@ -439,12 +438,7 @@ def _check(rule: Any, spec: GraphSpec, *args: Any, **kwargs: Any) -> None:
 
 def _record(locked: Run, kind: str, user: User, **payload: Any) -> None:
     """Record an operator's action on a run nobody executes (the row is locked)."""
-    seq = transitions.next_seq(locked)
-    RunEvent.objects.create(run=locked, seq=seq, kind=kind,
-                            payload={"by": user.get_username(), **payload})
-    fields = transitions.progress(now=timezone.now(), last_seq=seq)
-    Run.objects.filter(id=locked.id).update(**transitions.orm_update(fields))
-    locked.last_seq = seq
+    transitions.orm_append(locked, kind, payload={"by": user.get_username(), **payload})
 
 
 def run_recover_stale(*, include_queued: bool = False) -> list[UUID]:
@@ -539,13 +533,10 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     parent = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(id=run.id)
-        seq = transitions.next_seq(locked)
-        RunEvent.objects.create(
-            run=locked, seq=seq, kind=RunEvent.Kind.CHECKPOINT, checkpoint_id=new_id,
+        transitions.orm_append(
+            locked, RunEvent.Kind.CHECKPOINT, checkpoint_id=new_id,
             step=(snap.metadata or {}).get("step"),
             payload={"source": "update", "next": list(snap.next), "by": _name(user),
                      "as_node": as_node, "values": values, "parent_checkpoint_id": parent})
-        fields = transitions.progress(now=timezone.now(), last_seq=seq)
-        Run.objects.filter(id=run.id).update(**transitions.orm_update(fields))
         transaction.on_commit(lambda: _announce(run.id))
     return new_id

@@ -12,6 +12,7 @@ the next seq of a run is ``last_seq + 1`` (:func:`next_seq`), read nowhere else.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,8 +21,9 @@ from uuid import UUID
 from django.db import connection
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
-from dashboard.models import Run, Thread
+from dashboard.models import Run, RunEvent, Thread
 from dashboard.runs.conf import planwatch_setting
 
 Fields = dict[str, Any]
@@ -238,6 +240,19 @@ def orm_apply(run_id: Any, fields: Fields) -> int:
     if (status := thread_status(fields)) is not None:
         orm_thread_status(run_id, status)
     return updated
+
+
+def orm_append(locked: Run, kind: str, *, then: Callable[[int], Fields] | None = None,
+               **event: Any) -> int:
+    """Append one event to the log of a run whose row this transaction holds, with the
+    transition that goes with it: ``then(seq)`` (by default :func:`progress` to that seq).
+    The ORM path's one place where a seq is assigned (the executor's is its writer's)."""
+    seq = next_seq(locked)
+    RunEvent.objects.create(run=locked, seq=seq, kind=kind, **event)
+    fields = then(seq) if then is not None else progress(now=timezone.now(), last_seq=seq)
+    orm_apply(locked.id, fields)
+    apply_to(locked, fields)
+    return seq
 
 
 def orm_thread_status(run_id: Any, status: str) -> None:
