@@ -60,6 +60,13 @@ class Row:
         return int(self.events[-1]["seq"])
 
     @property
+    def title(self) -> str:
+        """What the row is called: its node, or its event's kind in words."""
+        if self.kind == NODE:
+            return self.node
+        return self.kind.replace("_", " ").capitalize()
+
+    @property
     def dom_id(self) -> str:
         """The row's HTML id."""
         return f"grp-{self.key}"
