@@ -130,7 +130,7 @@ class Row:
         question it asks or the answer it got; for a lone event, what it says."""
         parts: list[str] = []
         for event in self.events:
-            payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+            payload = _payload(event)
             kind = event["kind"]
             if kind == NODE_FINISHED:
                 parts.append(changed(payload.get("update")))
@@ -184,6 +184,11 @@ def question(value: Any) -> str:
     if isinstance(value, list) and value:
         return question(value[0]) + (f" (+{len(value) - 1} more)" if len(value) > 1 else "")
     return short(value)
+
+
+def _payload(event: dict[str, Any]) -> dict[str, Any]:
+    payload = event.get("payload")
+    return payload if isinstance(payload, dict) else {}
 
 
 def _safe(text: str) -> str:
@@ -275,7 +280,7 @@ def answers_upto(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     asked: dict[str, Any] = {}
     answers = []
     for event in events:
-        payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+        payload = _payload(event)
         if event["kind"] == INTERRUPT_RAISED:
             asked[str(payload.get("interrupt_id"))] = payload.get("value")
         elif event["kind"] == INTERRUPT_ANSWERED:

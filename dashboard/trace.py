@@ -19,8 +19,8 @@ from uuid import UUID
 from django.utils import timezone
 
 from dashboard import selectors
-from dashboard.models import Run, RunEvent
 from dashboard.checkpoints import checkpoint_get
+from dashboard.models import Run, RunEvent
 from dashboard.runs.record import event_dict
 from dashboard.timeline import Timeline, replay_stops, timeline_rows
 from dashboard.waterfall import WaterfallFold, waterfall_view

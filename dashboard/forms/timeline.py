@@ -23,8 +23,9 @@ class TimelineFilterForm(forms.Form):
         field = self.fields["node"]
         assert isinstance(field, forms.ChoiceField)
         field.choices = [("", "any node"), *((n, n) for n in nodes)]
+        known = (", ".join(nodes) or "none yet").replace("%", "%%")  # a message template
         field.error_messages["invalid_choice"] = (
-            "unknown node %(value)r; this run's nodes: " + (", ".join(nodes) or "none yet").replace("%", "%%"))
+            f"unknown node %(value)r; this run's nodes: {known}")
         kind = self.fields["kind"]
         kind.error_messages["invalid_choice"] = (
             "unknown kind %(value)r; kinds: " + ", ".join(RunEvent.Kind.values))
