@@ -22,6 +22,7 @@ from dashboard.checkpoints import checkpoint_get, values_diff
 from dashboard.forms.debug import BreakpointsForm, StateEditForm
 from dashboard.htmx import HtmxHttpRequest
 from dashboard.models import Run, RunEvent
+from dashboard.trace import pretty
 from dashboard.views.common import run_or_404
 
 DEBUG, FORK = "dashboard.debug_run", "dashboard.fork_run"
@@ -41,8 +42,14 @@ def debug_context(*, request: HttpRequest, run: Run) -> dict[str, Any]:
         return {"debug_available": False}
     paused = (selectors.run_events(run_id=run.id).filter(kind=RunEvent.Kind.RUN_PAUSED)
               .order_by("-seq").first() if run.status == Run.Status.PAUSED else None)
+    # paused: what the next node will work on, at the checkpoint the run stands on
+    checkpoint_id = run.last_root_checkpoint() if paused is not None else ""
+    state = checkpoint_get(thread_id=run.thread_id, checkpoint_id=checkpoint_id) \
+        if checkpoint_id else None
     return {
         "debug_available": True,
+        "paused_state": state,
+        "paused_state_json": pretty(state.values) if state else "",
         "breakpoints_form": BreakpointsForm(nodes=schema.nodes, initial={
             "interrupt_before": run.interrupt_before, "interrupt_after": run.interrupt_after}),
         "paused_event": paused,
