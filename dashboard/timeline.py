@@ -139,8 +139,12 @@ class Row:
             elif kind == INTERRUPT_RAISED:
                 parts.append(f"asks: {question(payload.get('value'))}")
             elif kind == INTERRUPT_ANSWERED:
+                # the question and its answer as one part, the answer where it is seen
                 by = f" by {payload['answered_by']}" if payload.get("answered_by") else ""
-                parts.append(f"answered {short(payload.get('answer'))}{by}")
+                asked = parts.pop()[len("asks: "):] if parts and parts[-1].startswith(
+                    "asks: ") else ""
+                parts.append(f"answered {short(payload.get('answer'))}{by}"
+                             + (f" to “{asked}”" if asked else ""))
             elif kind == CHECKPOINT and self.kind == CHECKPOINT:
                 nxt = payload.get("next") or []
                 parts.append(f"{payload.get('source') or 'checkpoint'}"

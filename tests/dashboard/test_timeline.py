@@ -104,8 +104,7 @@ def test_a_question_and_its_answer_stay_in_the_row_of_the_node_that_asked():
     assert [(r.key, [e["seq"] for e in r.events]) for r in rows] == [
         ("t-q", [1, 2, 4, 5, 6, 7]), ("e-3", [3])]
     assert rows[0].status == "finished"
-    assert rows[0].summary == ('asks: Say something · answered "hello" by olga'
-                               ' · answer = "hello"')
+    assert rows[0].summary == 'answered "hello" by olga to “Say something” · answer = "hello"'
     assert answers_upto(events[:3]) == []
     assert answers_upto(events) == [{"seq": 4, "node": "ask", "question": "Say something",
                                      "answer": "hello", "by": "olga"}]
