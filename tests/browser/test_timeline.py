@@ -82,6 +82,11 @@ def test_node_runs_group_live_and_replay_steps_by_node(live_server_url, page, op
     no_overlap(page)
     screenshot(page, f"timeline-waiting-{size}")
 
+    # answered once the page settled on the question (as test_operator does): the header
+    # says so and the question has the focus
+    header_says(page, "Interrupted")
+    expect(page.locator("#trace-current")).to_have_text("ask_user")
+    page.wait_for_function(FOCUSED_QUESTION, timeout=30_000)
     answer_by_keyboard(page)
     header_says(page, "Succeeded")
     run = wait_run(run.id)
