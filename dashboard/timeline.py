@@ -31,6 +31,13 @@ NODE = "node"
 RUNNING, WAITING, FINISHED, FAILED = "running", "waiting", "finished", "failed"
 STATUS_LABELS = {RUNNING: "running", WAITING: "waiting for you", FINISHED: "done",
                  FAILED: "failed"}
+SHOWN = ("seq", "kind", "node", "namespace", "step", "task_id", "checkpoint_id",
+         "duration_ms", "created_at")
+"""The fields of an event a row keeps (its line in the timeline shows them)."""
+KEPT = ("error", "interrupt_id", "answered_by", "source", "next")
+"""The small payload keys a row keeps: a node's update, a model call's messages are read
+once, for the summary, not held (a watcher's fold lives as long as its socket)."""
+ASKS = "asks: "
 SUMMARY_CHANNELS = 3
 """How many changed channels a row's summary names before it says “+N more”."""
 SUMMARY_VALUE = 48
@@ -48,6 +55,9 @@ class Row:
     node: str
     """The node's name (``parent:child`` in a subgraph); "" for a run's own events."""
     events: list[dict[str, Any]] = field(default_factory=list)
+    """Its events as their lines show them (``SHOWN``; of the payload only ``KEPT``)."""
+    parts: list[str] = field(default_factory=list)
+    """What each event said, for the summary."""
 
     @property
     def first_seq(self) -> int:
@@ -128,31 +138,38 @@ class Row:
     def summary(self) -> str:
         """A short line saying what the row did: the channels a node changed, its error, the
         question it asks or the answer it got; for a lone event, what it says."""
-        parts: list[str] = []
-        for event in self.events:
-            payload = _payload(event)
-            kind = event["kind"]
-            if kind == NODE_FINISHED:
-                parts.append(changed(payload.get("update")))
-            elif kind == NODE_FAILED or (payload.get("error") and self.kind != NODE):
-                parts.append(str(payload.get("error") or "failed"))
-            elif kind == INTERRUPT_RAISED:
-                parts.append(f"asks: {question(payload.get('value'))}")
-            elif kind == INTERRUPT_ANSWERED:
-                # the question and its answer as one part, the answer where it is seen
-                by = f" by {payload['answered_by']}" if payload.get("answered_by") else ""
-                asked = parts.pop()[len("asks: "):] if parts and parts[-1].startswith(
-                    "asks: ") else ""
-                parts.append(f"answered {short(payload.get('answer'))}{by}"
-                             + (f" to “{asked}”" if asked else ""))
-            elif kind == CHECKPOINT and self.kind == CHECKPOINT:
-                nxt = payload.get("next") or []
-                parts.append(f"{payload.get('source') or 'checkpoint'}"
-                             + (f", next: {', '.join(map(str, nxt))}" if nxt else ""))
-        calls = sum(1 for e in self.events if e["kind"] == MODEL_STARTED)
-        if calls:
-            parts.append(f"{calls} model call{'s' if calls > 1 else ''}")
+        calls = self.kinds_all.count(MODEL_STARTED)
+        parts = [*self.parts, f"{calls} model call{'s' if calls > 1 else ''}" if calls else ""]
         return " · ".join(p for p in parts if p)
+
+    @property
+    def kinds_all(self) -> list[str]:
+        """The kind of each of the row's events."""
+        return [str(e["kind"]) for e in self.events]
+
+    def add(self, event: dict[str, Any]) -> None:
+        """Take ``event`` in: keep what its line shows, and what it says in the summary."""
+        payload = _payload(event)
+        self.events.append({**{name: event.get(name) for name in SHOWN},
+                            "payload": {k: payload[k] for k in KEPT if k in payload}})
+        kind = event["kind"]
+        if kind == NODE_FINISHED:
+            self.parts.append(changed(payload.get("update")))
+        elif kind == NODE_FAILED or (payload.get("error") and self.kind != NODE):
+            self.parts.append(str(payload.get("error") or "failed"))
+        elif kind == INTERRUPT_RAISED:
+            self.parts.append(f"{ASKS}{question(payload.get('value'))}")
+        elif kind == INTERRUPT_ANSWERED:
+            # the question and its answer as one part, the answer where it is seen
+            by = f" by {payload['answered_by']}" if payload.get("answered_by") else ""
+            asked = self.parts.pop()[len(ASKS):] if self.parts and self.parts[-1].startswith(
+                ASKS) else ""
+            self.parts.append(f"answered {short(payload.get('answer'))}{by}"
+                              + (f" to “{asked}”" if asked else ""))
+        elif kind == CHECKPOINT and self.kind == CHECKPOINT:
+            nxt = payload.get("next") or []
+            self.parts.append(f"{payload.get('source') or 'checkpoint'}"
+                              + (f", next: {', '.join(map(str, nxt))}" if nxt else ""))
 
     def stops(self) -> list[int]:
         """Where replay-by-node stops in this row: after each question it raised, and at
@@ -219,7 +236,7 @@ class Timeline:
             row = self.rows[key] = Row(
                 key=key, kind=NODE if key.startswith("t-") else str(event["kind"]),
                 node=f"{ns.split(':', 1)[0]}:{node}" if ns and node else node)
-        row.events.append(event)
+        row.add(event)
         self.row_of[int(event["seq"])] = key
         if row.kind == NODE and event.get("step") is not None:
             self._step_rows.setdefault((str(event.get("namespace") or ""), int(event["step"])),

@@ -142,3 +142,13 @@ def test_a_long_update_is_summed_up_in_three_channels_and_short_values():
         "schema": {"x" * 80: 1}, "a": 1, "b": 2, "c": 3, "d": 4})) if r.key == "t-p"]
     assert row.summary.endswith(" · a = 1 · b = 2 · +2 more")
     assert len(row.summary.split(" · ")[0]) <= len("schema = ") + 48
+
+
+def test_a_row_keeps_what_its_lines_show_not_the_updates_or_model_messages():
+    rows = timeline_rows([ev(1, "node_started", "decide", task="d", step=1),
+                          ev(2, "model_started", "decide", task="d", messages=["y" * 9999]),
+                          ev(3, "node_finished", "decide", task="d", step=1,
+                             update={"big": "x" * 9999})])
+    [row] = rows
+    assert "x" * 100 not in repr(row.events) and "y" * 100 not in repr(row.events)
+    assert row.summary.startswith('big = "xxx') and row.summary.endswith("1 model call")
