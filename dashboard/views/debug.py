@@ -145,6 +145,56 @@ def run_fork(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpRespo
     }, status=status)
 
 
+def run_state_edit(request: HttpRequest, run_id: UUID
+                   ) -> TemplateResponse | HttpResponseRedirect:
+    """Edit a paused run's state in place (LangGraph's ``update_state``), then, with
+    ``continue``, run on from the edited state: Studio's "edit and continue"."""
+    run = run_or_404(request, run_id)
+    checkpoint_id = run.last_root_checkpoint()
+    view = checkpoint_get(thread_id=run.thread_id, checkpoint_id=checkpoint_id) \
+        if checkpoint_id and run.status == Run.Status.PAUSED else None
+    if view is None:
+        return TemplateResponse(request, "dashboard/run_state_edit.html", {
+            "run": run, "not_paused": True}, status=409)
+    schema = selectors.graph_debug_schema(graph=run.graph)
+    form = StateEditForm(request.POST if request.method == "POST" else None,
+                         channels=schema.channels, values=view.values, nodes=schema.nodes,
+                         internal=schema.internal,
+                         check=lambda values, as_node: services.state_edit_errors(
+                             graph=run.graph, values=values, as_node=as_node))
+    status = 200
+    if request.method == "POST":
+        _need(request, FORK, "editing a run's state")
+        go_on = request.POST.get("continue") == "1"
+        if go_on:
+            _need(request, DEBUG, "continuing a run")
+        if form.is_valid():
+            edit, as_node = form.edit(), form.cleaned_data.get("as_node") or ""
+            try:
+                if edit or as_node:
+                    services.run_update_state(run=run, values=edit or None, as_node=as_node,
+                                              user=request.user, checkpoint_id=checkpoint_id)
+                if go_on:
+                    services.run_continue(run=run, user=request.user)
+            except services.DebugInputError as exc:
+                for name, text in exc.errors.items():
+                    form.add_error(f"ch_{name}" if f"ch_{name}" in form.fields else None, text)
+            except services.ServiceError as exc:
+                messages.error(request, exc.message)
+                return redirect("dashboard:run_detail", run_id=run.id)
+            else:
+                changed = ", ".join(edit) or "nothing"
+                messages.success(request, f"State edited ({changed})"
+                                 + ("; the run goes on." if go_on else
+                                    "; the run stays paused until you continue it."))
+                return redirect("dashboard:run_detail", run_id=run.id)
+        status = 400
+    return TemplateResponse(request, "dashboard/run_state_edit.html", {
+        "run": run, "checkpoint": view, "form": form,
+        "can_fork": request.user.has_perm(FORK), "can_debug": request.user.has_perm(DEBUG),
+    }, status=status)
+
+
 def run_compare(request: HttpRequest, run_id: UUID, other_id: UUID) -> TemplateResponse:
     """Two branches side by side: their states at the fork point and at the end."""
     run, other = run_or_404(request, run_id), run_or_404(request, other_id)

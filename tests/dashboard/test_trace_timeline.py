@@ -110,4 +110,46 @@ def test_a_paused_run_shows_its_state_in_the_debug_panel_with_a_way_to_edit_it(
     panel = html[html.index('id="run-paused"'):html.index('id="debug-breakpoints"')]
     assert 'id="paused-state-values"' in panel and "&quot;step2&quot;" in panel
     checkpoint = run.last_root_checkpoint()
-    assert f'href="/runs/{run.id}/fork/?checkpoint={checkpoint}" id="paused-edit-state"' in panel
+    assert f'href="/runs/{run.id}/state/edit/" id="paused-edit-state"' in panel
+    assert f'href="/runs/{run.id}/fork/?checkpoint={checkpoint}" id="paused-fork"' in panel
+
+
+def paused_echo(operator):
+    run = services.run_create(graph="test.echo", input={"steps": 2}, user=operator,
+                              interrupt_before=["done"])
+    return wait_run(run.id, statuses=("paused",))
+
+
+EDIT = {"ch_n": "99", "ch_steps": "2", "ch_trail": '["step1", "step2"]', "ch_fail_at": "0",
+        "ch_delay": "0.0", "as_node": ""}
+
+
+def test_edit_and_continue_writes_the_paused_runs_state_then_runs_on_from_it(
+        executor, operator, client):
+    operator.user_permissions.add(*Permission.objects.filter(
+        codename__in=["debug_run", "fork_run"]))
+    run = paused_echo(operator)
+    client.force_login(operator)
+    form = client.get(f"/runs/{run.id}/state/edit/").content.decode()
+    assert 'name="ch_n"' in form and 'id="state-edit-continue"' in form
+    bad = client.post(f"/runs/{run.id}/state/edit/", {**EDIT, "ch_n": "lots", "continue": "1"})
+    assert bad.status_code == 400 and "Enter a whole number." in bad.content.decode()
+    assert wait_run(run.id, statuses=("paused",)).last_seq == run.last_seq  # nothing written
+    done = client.post(f"/runs/{run.id}/state/edit/", {**EDIT, "continue": "1"})
+    assert done.status_code == 302 and done["Location"] == f"/runs/{run.id}/"
+    run = wait_run(run.id, statuses=("succeeded", "failed"))
+    assert run.output == {"n": 99, "answer": None}
+    edit = run.events.get(kind=RunEvent.Kind.CHECKPOINT, payload__source="update")
+    assert edit.payload["by"] == "olga" and edit.payload["values"] == {"n": 99}
+
+
+def test_only_a_paused_run_is_edited_in_place_and_only_with_the_permission(
+        executor, operator, client):
+    run = paused_echo(operator)
+    client.force_login(operator)
+    assert client.post(f"/runs/{run.id}/state/edit/", {**EDIT, "continue": "0"}
+                       ).status_code == 403
+    services.run_continue(run=run, user=operator)
+    run = wait_run(run.id, statuses=("succeeded", "failed"))
+    refused = client.get(f"/runs/{run.id}/state/edit/")
+    assert refused.status_code == 409 and "Re-run from here" in refused.content.decode()
