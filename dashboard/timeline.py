@@ -74,6 +74,8 @@ class Row:
         """What the row is called: its node, or its event's kind in words."""
         if self.kind == NODE:
             return self.node
+        if self.edited:
+            return "State edited"
         return self.kind.replace("_", " ").capitalize()
 
     @property
@@ -82,9 +84,15 @@ class Row:
         return f"grp-{self.key}"
 
     @property
+    def edited(self) -> bool:
+        """Whether the row is an operator's edit of the state (a checkpoint of theirs)."""
+        return self.kind == CHECKPOINT and self.events[0]["payload"].get("source") == "update"
+
+    @property
     def bookkeeping(self) -> bool:
-        """Whether the row is hidden unless bookkeeping is asked for."""
-        return self.kind in BOOKKEEPING
+        """Whether the row is hidden unless bookkeeping is asked for (an operator's state
+        edit is a checkpoint, but never bookkeeping)."""
+        return self.kind in BOOKKEEPING and not self.edited
 
     @property
     def kinds(self) -> list[str]:
@@ -166,6 +174,11 @@ class Row:
                 ASKS) else ""
             self.parts.append(f"answered {short(payload.get('answer'))}{by}"
                               + (f" to “{asked}”" if asked else ""))
+        elif kind == CHECKPOINT and payload.get("source") == "update":
+            values = payload.get("values")
+            self.parts.append(f"by {payload.get('by') or 'someone'}: "
+                              + (changed(values) if isinstance(values, dict) else "no values")
+                              + (f" (as {payload['as_node']})" if payload.get("as_node") else ""))
         elif kind == CHECKPOINT and self.kind == CHECKPOINT:
             nxt = payload.get("next") or []
             self.parts.append(f"{payload.get('source') or 'checkpoint'}"

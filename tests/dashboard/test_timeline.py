@@ -152,3 +152,10 @@ def test_a_row_keeps_what_its_lines_show_not_the_updates_or_model_messages():
     [row] = rows
     assert "x" * 100 not in repr(row.events) and "y" * 100 not in repr(row.events)
     assert row.summary.startswith('big = "xxx') and row.summary.endswith("1 model call")
+
+
+def test_an_operators_state_edit_is_a_row_of_its_own_never_hidden():
+    [edit] = timeline_rows([ev(11, "checkpoint", step=3, checkpoint="cpE", source="update",
+                               by="olga", values={"n": 99}, as_node="", next=["done"])])
+    assert edit.title == "State edited" and not edit.bookkeeping
+    assert edit.summary == "by olga: n = 99"

@@ -141,6 +141,9 @@ def test_edit_and_continue_writes_the_paused_runs_state_then_runs_on_from_it(
     assert run.output == {"n": 99, "answer": None}
     edit = run.events.get(kind=RunEvent.Kind.CHECKPOINT, payload__source="update")
     assert edit.payload["by"] == "olga" and edit.payload["values"] == {"n": 99}
+    page = client.get(f"/runs/{run.id}/").content.decode()  # in the timeline, never hidden
+    assert f'<details class="grp kind-checkpoint" id="grp-e-{edit.seq}"' in page
+    assert "State edited" in page and "by olga: n = 99" in page
 
 
 def test_only_a_paused_run_is_edited_in_place_and_only_with_the_permission(
