@@ -4,7 +4,8 @@ An acquisition run asks its first question with the page watching: its ``ask_use
 waits, the operator answers, and the same row is completed in place while new rows come
 below it; bookkeeping stays hidden until asked for, the filters work through htmx; the
 finished run is replayed node by node (a modifier steps by event), showing the state and
-the answers at each point. No column of a row overlaps another, on a phone too.
+the answers at each point. No column of a row overlaps another, on a phone too. A run
+paused at a breakpoint shows its state on the first screen, edited there and continued.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
 from dashboard import trace
@@ -146,3 +148,40 @@ def test_node_runs_group_live_and_replay_steps_by_node(live_server_url, page, op
     page.keyboard.press("ArrowLeft")  # back by node
     expect(page.locator("#replay-at")).not_to_have_text(str(at + 1))
     assert int(page.locator("#replay-at").inner_text()) <= at
+
+
+@pytest.mark.parametrize("page", [pytest.param(DESKTOP, id="desktop"),
+                                  pytest.param(PHONE, id="phone")], indirect=True)
+def test_paused_the_state_shows_first_and_is_edited_then_continued(live_server_url, page,
+                                                                   operator):
+    operator.user_permissions.add(*Permission.objects.filter(
+        codename__in=["debug_run", "fork_run"]))
+    size = size_name(page)
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    page.goto(f"{live_server_url}/runs/new/?graph=acquisition")
+    page.select_option("#start-form [name=region]", "Germany")
+    page.fill("#start-form [name=currency]", "EUR")
+    page.locator("#start-form details.start-breakpoints summary").click()
+    page.check("#start-form input[name=bp-interrupt_before][value=decide]")
+    page.click("#start-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
+    run = Run.objects.get(id=page.url.rstrip("/").rsplit("/", 1)[1])
+    expect(page.locator("#run-paused")).to_contain_text("Paused before decide", timeout=30_000)
+    state = page.locator("#paused-state-values")
+    expect(state).to_contain_text('"max_iters": 20')
+    # on the first screen, beside Continue
+    assert state.bounding_box()["y"] < page.viewport_size["height"] * (3 if size == "phone"
+                                                                       else 1)
+    no_overflow(page)
+    screenshot(page, f"paused-state-{size}")
+    page.click("#paused-edit-state")
+    page.fill("[name=ch_max_iters]", "1")
+    no_overflow(page)
+    screenshot(page, f"paused-state-edit-{size}")
+    page.click("#state-edit-continue")
+    page.wait_for_url(re.compile(rf".*/runs/{run.id}/$"))
+    edit = run.events.get(kind=RunEvent.Kind.CHECKPOINT, payload__source="update")
+    assert edit.payload["values"] == {"max_iters": 1} and edit.payload["by"] == "olga"
+    assert run.events.filter(kind=RunEvent.Kind.RUN_CONTINUED).exists()
+    expect(page.locator(f"#grp-e-{edit.seq} .grp-name")).to_have_text("State edited")
+    expect(page.locator(f"#grp-e-{edit.seq}")).to_be_visible()
