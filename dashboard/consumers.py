@@ -316,6 +316,9 @@ class RunConsumer(PlanwatchConsumer):
 
     def _render_batch(self, events: list[dict[str, Any]], changes: trace.Changes) -> str:
         context = self._context(events=events, changes=changes, last_seq=events[-1]["seq"])
+        # rows begun in this batch are appended; rows begun before are completed in place
+        context["touched"] = self.fold.timeline.touched(events[0]["seq"], events[-1]["seq"])
+        context["new_rows"] = [t for t in context["touched"] if t[2]]
         context["changed_tasks"] = [
             trace.task_card(self.fold, tid) for tid in sorted(changes.tasks)
             # the root is the goal, drawn as no card of the DAG: nothing to swap

@@ -19,8 +19,10 @@ from uuid import UUID
 from django.utils import timezone
 
 from dashboard import selectors
+from dashboard.checkpoints import checkpoint_get
 from dashboard.models import Run, RunEvent
 from dashboard.runs.record import event_dict
+from dashboard.timeline import Timeline, replay_stops, timeline_rows
 from dashboard.waterfall import WaterfallFold, waterfall_view
 from planner.registry import GraphSpec, TaskView, get_graph
 
@@ -106,6 +108,8 @@ class TraceFold:
     phase: str = ""
     """Where the run stands at the last folded event: running, waiting, paused or stopped."""
     waterfall: WaterfallFold = field(default_factory=WaterfallFold)
+    timeline: Timeline = field(default_factory=Timeline)
+    """The events grouped by node execution (the timeline's rows)."""
     _step: int | None = None
     _step_nodes: set[str] = field(default_factory=lambda: {START})
     _prev_nodes: set[str] = field(default_factory=set)
@@ -119,6 +123,7 @@ class TraceFold:
             self.last_seq = event["seq"]
             self._apply_one(event, changes)
             self.waterfall.add(event)
+            self.timeline.add(event)
             changes.waterfall = True
         return changes
 
@@ -202,6 +207,66 @@ class TraceFold:
 
 def trace_fold(*, run: Run, upto: int | None = None) -> tuple[TraceFold, list[dict[str, Any]]]:
     """Fold a run's log (up to seq ``upto``); return the fold and the events as dicts."""
+    fold = _new_fold(run)
+    events = selectors.run_events(run_id=run.id)
+    if upto is not None:
+        events = events.filter(seq__lte=upto)
+    rows = [event_dict(e) for e in events]
+    fold.apply(rows)
+    return fold, rows
+
+
+@dataclass(frozen=True)
+class ReplayPoint:
+    """A replay at one event: the log folded so far, and where stepping by node goes."""
+
+    fold: TraceFold
+    events: list[dict[str, Any]]
+    """The events up to the chosen one."""
+    stops: list[int]
+    """Where each node execution of the whole log ends (see ``Row.stops``)."""
+    at: int
+    last: int
+    """The log's last seq."""
+
+    @property
+    def next_node(self) -> int:
+        """The next stop after ``at`` (the last event when there is none)."""
+        return min((s for s in self.stops if s > self.at), default=self.last)
+
+    @property
+    def prev_node(self) -> int:
+        """The stop before ``at`` (the first event when there is none)."""
+        return max((s for s in self.stops if s < self.at), default=1)
+
+    @property
+    def node_number(self) -> int:
+        """How many stops lie at or before ``at``."""
+        return sum(1 for s in self.stops if s <= self.at)
+
+
+def replay_point(*, run: Run, upto: int) -> ReplayPoint:
+    """The run's log folded up to ``upto``, with the stops of the whole log (one read)."""
+    fold = _new_fold(run)
+    rows = [event_dict(e) for e in selectors.run_events(run_id=run.id)]
+    shown = [r for r in rows if r["seq"] <= upto]
+    fold.apply(shown)
+    return ReplayPoint(fold=fold, events=shown, stops=replay_stops(timeline_rows(rows)),
+                       at=upto, last=rows[-1]["seq"] if rows else upto)
+
+
+def state_at(*, run: Run, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The state at the last root checkpoint among ``events``, as the inspector shows it."""
+    event = next((e for e in reversed(events)
+                  if e["kind"] == Kind.CHECKPOINT and not e["namespace"]), None)
+    view = checkpoint_get(thread_id=run.thread_id, checkpoint_id=event["checkpoint_id"]) \
+        if event and event["checkpoint_id"] else None
+    return {"event": event, "checkpoint": view,
+            "values_json": pretty(view.values) if view else ""}
+
+
+def _new_fold(run: Run) -> TraceFold:
+    """An empty fold for ``run``'s graph (its edges, task view and decisions channel)."""
     topology = graph_topology_or_none(run.graph)
     spec = graph_spec_or_none(run.graph)
     fold = TraceFold(edges=frozenset((s, t) for s, t, _ in topology.edges) if topology
@@ -211,12 +276,7 @@ def trace_fold(*, run: Run, upto: int | None = None) -> tuple[TraceFold, list[di
                      waterfall=WaterfallFold(
                          tool_nodes=frozenset(spec.tool_nodes) if spec else frozenset(),
                          task_view=spec.task_view if spec else None))
-    events = selectors.run_events(run_id=run.id)
-    if upto is not None:
-        events = events.filter(seq__lte=upto)
-    rows = [event_dict(e) for e in events]
-    fold.apply(rows)
-    return fold, rows
+    return fold
 
 
 def graph_spec_or_none(graph: str) -> GraphSpec | None:

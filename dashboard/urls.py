@@ -21,6 +21,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/breakpoints/", debug.run_breakpoints, name="run_breakpoints"),
     path("runs/<uuid:run_id>/continue/", debug.run_continue, name="run_continue"),
     path("runs/<uuid:run_id>/fork/", debug.run_fork, name="run_fork"),
+    path("runs/<uuid:run_id>/state/edit/", debug.run_state_edit, name="run_state_edit"),
     path("runs/<uuid:run_id>/compare/<uuid:other_id>/", debug.run_compare, name="run_compare"),
     path("inbox/", interrupts.inbox, name="inbox"),
     path("crons/", crons.cron_list, name="crons"),

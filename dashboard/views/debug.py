@@ -22,6 +22,7 @@ from dashboard.checkpoints import checkpoint_get, values_diff
 from dashboard.forms.debug import BreakpointsForm, StateEditForm
 from dashboard.htmx import HtmxHttpRequest
 from dashboard.models import Run, RunEvent
+from dashboard.trace import pretty
 from dashboard.views.common import run_or_404
 
 DEBUG, FORK = "dashboard.debug_run", "dashboard.fork_run"
@@ -41,8 +42,14 @@ def debug_context(*, request: HttpRequest, run: Run) -> dict[str, Any]:
         return {"debug_available": False}
     paused = (selectors.run_events(run_id=run.id).filter(kind=RunEvent.Kind.RUN_PAUSED)
               .order_by("-seq").first() if run.status == Run.Status.PAUSED else None)
+    # paused: what the next node will work on, at the checkpoint the run stands on
+    checkpoint_id = run.last_root_checkpoint() if paused is not None else ""
+    state = checkpoint_get(thread_id=run.thread_id, checkpoint_id=checkpoint_id) \
+        if checkpoint_id else None
     return {
         "debug_available": True,
+        "paused_state": state,
+        "paused_state_json": pretty(state.values) if state else "",
         "breakpoints_form": BreakpointsForm(nodes=schema.nodes, initial={
             "interrupt_before": run.interrupt_before, "interrupt_after": run.interrupt_after}),
         "paused_event": paused,
@@ -135,6 +142,56 @@ def run_fork(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpRespo
     return TemplateResponse(request, "dashboard/run_fork.html", {
         "run": run, "event": event, "checkpoint": view, "form": form,
         "can_fork": request.user.has_perm(FORK),
+    }, status=status)
+
+
+def run_state_edit(request: HttpRequest, run_id: UUID
+                   ) -> TemplateResponse | HttpResponseRedirect:
+    """Edit a paused run's state in place (LangGraph's ``update_state``), then, with
+    ``continue``, run on from the edited state: Studio's "edit and continue"."""
+    run = run_or_404(request, run_id)
+    checkpoint_id = run.last_root_checkpoint()
+    view = checkpoint_get(thread_id=run.thread_id, checkpoint_id=checkpoint_id) \
+        if checkpoint_id and run.status == Run.Status.PAUSED else None
+    if view is None:
+        return TemplateResponse(request, "dashboard/run_state_edit.html", {
+            "run": run, "not_paused": True}, status=409)
+    schema = selectors.graph_debug_schema(graph=run.graph)
+    form = StateEditForm(request.POST if request.method == "POST" else None,
+                         channels=schema.channels, values=view.values, nodes=schema.nodes,
+                         internal=schema.internal,
+                         check=lambda values, as_node: services.state_edit_errors(
+                             graph=run.graph, values=values, as_node=as_node))
+    status = 200
+    if request.method == "POST":
+        _need(request, FORK, "editing a run's state")
+        go_on = request.POST.get("continue") == "1"
+        if go_on:
+            _need(request, DEBUG, "continuing a run")
+        if form.is_valid():
+            edit, as_node = form.edit(), form.cleaned_data.get("as_node") or ""
+            try:
+                if edit or as_node:
+                    services.run_update_state(run=run, values=edit or None, as_node=as_node,
+                                              user=request.user, checkpoint_id=checkpoint_id)
+                if go_on:
+                    services.run_continue(run=run, user=request.user)
+            except services.DebugInputError as exc:
+                for name, text in exc.errors.items():
+                    form.add_error(f"ch_{name}" if f"ch_{name}" in form.fields else None, text)
+            except services.ServiceError as exc:
+                messages.error(request, exc.message)
+                return redirect("dashboard:run_detail", run_id=run.id)
+            else:
+                changed = ", ".join(edit) or "nothing"
+                messages.success(request, f"State edited ({changed})"
+                                 + ("; the run goes on." if go_on else
+                                    "; the run stays paused until you continue it."))
+                return redirect("dashboard:run_detail", run_id=run.id)
+        status = 400
+    return TemplateResponse(request, "dashboard/run_state_edit.html", {
+        "run": run, "checkpoint": view, "form": form,
+        "can_fork": request.user.has_perm(FORK), "can_debug": request.user.has_perm(DEBUG),
     }, status=status)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import quote
 from uuid import UUID
 
 from django.contrib import messages
@@ -11,16 +13,16 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
-from dashboard import header, results, selectors, services, trace, trace_calls
+from dashboard import header, results, selectors, services, timeline, trace, trace_calls
 from dashboard.checkpoints import checkpoint_get, values_diff
+from dashboard.forms.timeline import TimelineFilterForm
 from dashboard.htmx import HtmxHttpRequest
-from dashboard.models import RunEvent
+from dashboard.models import Run, RunEvent
 from dashboard.views.common import run_or_404
 from dashboard.views.debug import debug_context
 from dashboard.waterfall import human_wait
 
 _WITH_TRACEBACK = (RunEvent.Kind.RUN_FAILED, RunEvent.Kind.NODE_FAILED)
-
 
 
 def run_detail(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse:
@@ -33,7 +35,8 @@ def run_detail(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse:
             return TemplateResponse(request, "dashboard/run_bad_at.html", {
                 "run": run, "bad_at": _printable(request.GET["at"]),
             }, status=400)
-    fold, events = trace.trace_fold(run=run, upto=upto)
+    point = trace.replay_point(run=run, upto=upto) if upto is not None else None
+    fold, events = (point.fold, point.events) if point else trace.trace_fold(run=run)
     if upto is None:
         # read after the events: the header is never older than the log the page shows
         run = selectors.run_get(run_id=run.id)
@@ -41,16 +44,42 @@ def run_detail(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse:
     context.update(events=events, replay=upto is not None, at=upto,
                    can_cancel=request.user.has_perm("dashboard.cancel_run")
                    and not run.is_finished)
-    if upto is None:
+    context.update(_timeline_context(request, run, fold))
+    if point is None:
         context.update(head=header.run_head(run, waits=human_wait(fold.waterfall)),
                        result=results.run_result(run=run, tasks=fold.tasks))
         context.update(debug_context(request=request, run=run))
     else:
         head = header.replay_head(events, current=fold.current)
-        context.update(head=head, prev_at=max(upto - 1, 1), next_at=min(upto + 1, run.last_seq),
+        context.update(head=head, point=point, prev_at=max(point.at - 1, 1),
+                       next_at=min(point.at + 1, run.last_seq),
+                       state=trace.state_at(run=run, events=events),
+                       answers=timeline.answers_upto(events),
                        result=results.run_result(run=run, tasks=fold.tasks)
-                       if upto == run.last_seq else None)
+                       if point.at == run.last_seq else None)
     return TemplateResponse(request, "dashboard/run_detail.html", context)
+
+
+def _timeline_context(request: HtmxHttpRequest, run: Run, fold: trace.TraceFold
+                      ) -> dict[str, Any]:
+    """The timeline's rows as the page's filters (``?node``, ``?kind``, ``?bookkeeping``)
+    choose them, and the filter form."""
+    rows = list(fold.timeline.rows.values())
+    topology = trace.graph_topology_or_none(run.graph)
+    nodes = [n for n in (topology.nodes if topology else ()) if n not in (trace.START, trace.END)]
+    nodes += [n for n in timeline.row_nodes(rows) if n not in nodes]
+    form = TimelineFilterForm(request.GET, nodes=nodes)
+    chosen = form.filters()
+    return {
+        "rows": timeline.rows_filter(rows, node=chosen["node"], kind=chosen["kind"]),
+        "timeline_form": form, "timeline_filter": chosen,
+        "filtered": bool(chosen["node"] or chosen["kind"]),
+        # a kind asked for by name shows its rows, bookkeeping or not
+        "hide_bookkeeping": not (chosen["bookkeeping"] or chosen["kind"]),
+        # replay's links keep the filters
+        "filter_qs": "".join(f"&{k}={quote(str(v) if v is not True else '1')}"
+                             for k, v in chosen.items() if v),
+    }
 
 
 def _printable(text: str) -> str:

@@ -88,29 +88,57 @@
   trace.mark = mark;
 })();
 
-/* Replay: the chosen event is marked (server side) and scrolled into view; ← and → step. */
+/* Replay: the chosen event's row is opened (server side) and scrolled into view; ← and →
+   step by node run, Shift+← and Shift+→ by single event. */
 (function () {
   "use strict";
   function showAt() {
     var main = document.getElementById("trace-main");
     if (!main || !main.dataset.at) return;
-    var row = document.getElementById("ev-" + main.dataset.at);
+    var ev = document.getElementById("ev-" + main.dataset.at);
+    var row = ev && (ev.closest(".grp") || ev);
     var box = document.getElementById("trace-timeline");
-    if (row && box) box.scrollTop = row.offsetTop - box.offsetTop - box.clientHeight / 2;
+    if (!row || !box) return;
+    var offset = row.getBoundingClientRect().top - box.getBoundingClientRect().top;
+    box.scrollTop += offset - box.clientHeight / 3;
   }
   document.addEventListener("DOMContentLoaded", showAt);
   document.addEventListener("htmx:afterSettle", function (e) {
     if (e.detail.target && e.detail.target.id === "trace-main") showAt();
   });
   document.addEventListener("keydown", function (e) {
-    if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    if (e.altKey || e.ctrlKey || e.metaKey) return;
     var tag = (e.target && e.target.tagName) || "";
     if (/^(INPUT|TEXTAREA|SELECT)$/.test(tag) || (e.target && e.target.isContentEditable)) return;
     var id = { ArrowLeft: "replay-prev", ArrowRight: "replay-next" }[e.key];
+    if (id && e.shiftKey) id += "-event";
     var link = id && document.getElementById(id);
     if (!link || link.getAttribute("aria-disabled") === "true") return;
     e.preventDefault();
     link.click();
+  });
+})();
+
+/* Timeline filters on a live page: rows the socket appends (or completes) are shown only
+   when they match the page's node and kind filters, as the server chose the rows it drew. */
+(function () {
+  "use strict";
+  function apply() {
+    var box = document.getElementById("trace-timeline");
+    if (!box || (!box.dataset.node && !box.dataset.kind)) return;
+    box.querySelectorAll(".grp").forEach(function (row) {
+      var sum = row.querySelector(".grp-sum");
+      var kinds = ((sum && sum.dataset.kinds) || "").split(" ");
+      var ok = (!box.dataset.node || row.dataset.node === box.dataset.node) &&
+               (!box.dataset.kind || kinds.indexOf(box.dataset.kind) >= 0);
+      row.hidden = !ok;
+    });
+    var none = document.getElementById("timeline-none");
+    if (none) none.hidden = !!box.querySelector(".grp:not([hidden])");
+  }
+  document.addEventListener("htmx:oobAfterSwap", function (e) {
+    var t = e.detail.target;
+    if (t && (t.id === "trace-timeline" || /^grp-/.test(t.id || ""))) apply();
   });
 })();
 

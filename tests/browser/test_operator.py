@@ -158,10 +158,10 @@ def test_an_acquisition_run_from_form_to_result_and_replay(live_server_url, page
     shot(page, "acquisition-replay-last")
     page.goto(f"{live_server_url}/runs/{run.id}/?at={asked}")
     shot(page, "acquisition-replay-question")
-    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Shift+ArrowRight")  # by event (plain arrows step by node run)
     expect(page.locator("#replay-at")).to_have_text(str(asked + 1))
     expect(page).to_have_url(re.compile(rf"\?at={asked + 1}$"))
-    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("Shift+ArrowLeft")
     expect(page.locator("#replay-at")).to_have_text(str(asked))
     for bad in ("", "0", str(run.last_seq + 1), "ten"):
         page.expect_status(400)

@@ -326,3 +326,42 @@ def test_the_redis_layer_keeps_listening_after_the_last_watcher_leaves(transacti
     channels = async_to_sync(scenario)()
     assert not any(broadcast.run_group(run.id) in c for c in channels)  # the watcher left
     assert any(c.startswith("asgiplanwatch.listening.") for c in channels)
+
+
+def test_a_node_run_begun_before_the_page_is_completed_in_place_and_new_ones_appended(
+        executor, operator):
+    from dashboard.models import Interrupt, RunEvent
+
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 2, "ask": True},
+                                       user=operator).id)
+    asked = run.events.get(kind=RunEvent.Kind.INTERRUPT_RAISED)
+    row = f"grp-t-{asked.task_id}"
+    frames: list[str] = []
+
+    async def scenario():
+        # the page drew the ask node's start (a running row); the question came after it
+        comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after={asked.seq - 1}")
+        assert ok
+        frames.append(await comm.receive_from(timeout=5))
+        await database_sync_to_async(services.interrupt_answer)(
+            interrupt=await Interrupt.objects.aget(run=run), answer="hello", user=operator)
+        while "kind-run_succeeded" not in frames[-1]:
+            frames.append(await comm.receive_from(timeout=20))
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
+    caught_up = frames[0]
+    assert f'id="{row}-sum" data-kinds="node_started interrupt_raised" hx-swap-oob="true"' \
+        in caught_up and "waiting for you" in caught_up
+    assert f'<div id="{row}-events" hx-swap-oob="beforeend">' in caught_up
+    assert f'id="{row}"' not in caught_up.replace(f'id="{row}-', "")  # never drawn twice
+    live = "".join(frames[1:])
+    summaries = re.findall(rf'<summary class="grp-sum grp-(\w+)" id="{row}-sum"', live)
+    assert summaries and summaries[-1] == "finished"
+    assert 'answered &quot;hello&quot; by olga' in live
+    # the steps after it are new rows, appended to the timeline
+    appended = live[live.index('<div id="trace-timeline" hx-swap-oob="beforeend">'):]
+    assert '<details class="grp kind-node" id="grp-t-' in appended
+    got = [s for f in frames for s in seqs(f)]  # each row's events go to that row, so a
+    # frame's rows are in row order, not seq order: every event once is what counts
+    assert sorted(got) == list(range(asked.seq, wait_run(run.id).last_seq + 1))

@@ -49,7 +49,9 @@ def test_replay_shows_the_log_up_to_the_chosen_event(executor, operator, client)
     client.force_login(operator)
     html = client.get(f"/runs/{run.id}/?at=4").content.decode()
     assert rows(html) == [1, 2, 3, 4]
-    assert 'id="replay-next" href="?at=5"' in html and f"/ws/runs/{run.id}/" not in html
+    # Next goes to the end of the node run (its checkpoint, #6); by event, to #5
+    assert 'id="replay-next" href="?at=6"' in html and f"/ws/runs/{run.id}/" not in html
+    assert 'id="replay-next-event" href="?at=5"' in html
     assert 'id="ev-4" data-seq="4" aria-current="step"' in html  # the chosen event, marked
     assert client.get("/runs/00000000-0000-0000-0000-000000000000/").status_code == 404
 
