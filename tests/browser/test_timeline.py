@@ -86,7 +86,7 @@ def test_node_runs_group_live_and_replay_steps_by_node(live_server_url, page, op
 
     # answered once the page settled on the question (as test_operator does): the header
     # says so and the question has the focus
-    header_says(page, "Interrupted")
+    header_says(page, "Waiting for you")
     expect(page.locator("#trace-current")).to_have_text("ask_user")
     page.wait_for_function(FOCUSED_QUESTION, timeout=30_000)
     answer_by_keyboard(page)
