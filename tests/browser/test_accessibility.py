@@ -11,7 +11,6 @@ import re
 
 import pytest
 from django.contrib.auth.models import Permission
-from playwright.sync_api import expect
 
 from dashboard.models import Run, RunEvent
 from tests.browser.conftest import DESKTOP, PHONE, axe_violations, no_overflow, watched
