@@ -57,9 +57,10 @@ class Watch:
             self.foreign.append(request.url)
 
 
-def watched(browser, base: str, viewport: dict[str, int] = DESKTOP):
-    """A fresh context and page on ``base``, watched; ``report()`` fails on its problems."""
-    context = browser.new_context(viewport=viewport)
+def watched(browser, base: str, viewport: dict[str, int] = DESKTOP, **options):
+    """A fresh context (Playwright ``options`` added) and page on ``base``, watched;
+    ``report()`` closes it and fails on the problems it saw."""
+    context = browser.new_context(viewport=viewport, **options)
     page = context.new_page()
     watch = Watch(base)
     watch.attach(page)

@@ -11,6 +11,7 @@ import re
 
 import pytest
 from django.contrib.auth.models import Permission
+from playwright.sync_api import expect
 
 from dashboard.models import Run, RunEvent
 from tests.browser.conftest import DESKTOP, PHONE, axe_violations, no_overflow, watched
@@ -114,3 +115,77 @@ def test_every_page_has_no_serious_axe_violation(live_server_url, page, operator
             (f"/runs/{done.id}/?at=3", "replay")):
         visit(page, f"{base}{path}", name, found)
     assert not found, "axe-core found:\n" + "\n".join(found)
+
+
+TAB_STOP = ("() => { const a = document.activeElement;"
+            " return [a.tagName, a.id, a.className, a.getAttribute('name') || '',"
+            " (a.textContent || '').trim().slice(0, 40)]; }")
+
+
+def test_the_keyboard_skips_to_content_past_folded_breakpoints_to_the_graph(
+        live_server_url, page, operator):
+    operator.user_permissions.add(*Permission.objects.filter(codename="debug_run"))
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    # the first Tab on a page offers the skip link, which lands in <main>
+    page.goto(f"{live_server_url}/inbox/")
+    page.keyboard.press("Tab")
+    assert page.evaluate(TAB_STOP)[4] == "Skip to content"
+    screenshot(page, "a11y-skip-link")
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => document.activeElement.id") == "content"
+    run = start(page, live_server_url, "acquisition", {"max_iters": "8"})
+    wait_run(run.id, statuses=WAITING)
+    page.goto(f"{live_server_url}/runs/{run.id}/")
+    page.locator("#run-interrupts .question").first.wait_for()
+    # from Answer, the keys reach the graph picture and the timeline without passing one
+    # breakpoint checkbox: they are folded under "Breakpoints"
+    page.locator("#run-interrupts button.primary").focus()
+    stops = []
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        stops.append(page.evaluate(TAB_STOP))
+        if stops[-1][1] == "trace-timeline":
+            break
+    names = [s[3] for s in stops]
+    assert "interrupt_before" not in names and "interrupt_after" not in names, stops
+    assert stops[-1][1] == "trace-timeline", stops
+    assert any(s[2] == "graph-canvas" for s in stops), stops
+    expect(page.locator("#debug-breakpoints-fold")).not_to_have_attribute("open", "")
+    graph = page.locator("#trace-graph .graph-canvas")
+    expect(graph).to_have_attribute("role", "img")
+    expect(graph).to_have_attribute("aria-label", re.compile(r"current node ask_user"))
+    graph.focus()
+    no_overflow(page)
+    screenshot(page, "a11y-keyboard-graph-focused")
+
+
+def test_without_javascript_a_question_is_answered_by_a_plain_form_post(
+        live_server_url, browser, operator):
+    base = live_server_url
+    for size, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+        page, report = watched(browser, base, viewport, java_script_enabled=False)
+        login(page, base, "olga", "pw-olga-1234")
+        run = start(page, base, "acquisition", {"region": "Germany", "currency": "EUR"})
+        run = wait_run(run.id, statuses=WAITING)
+        assert run.status == Run.Status.INTERRUPTED, run.status
+        page.goto(f"{base}/runs/{run.id}/")
+        # the page says what needs JavaScript, and still shows the graph and the question
+        expect(page.locator("#trace-noscript")).to_contain_text("does not update live")
+        expect(page.locator("#trace-graph .graph-outline li.is-current")).to_contain_text(
+            "ask_user")
+        price = page.locator('#run-interrupts .question[data-field="market.price"] input')
+        expect(price).to_be_visible()
+        no_overflow(page)
+        screenshot(page, f"a11y-nojs-question-{size}")
+        price.fill("47.88")
+        page.locator("#run-interrupts button.primary").click()
+        # a normal post, answered by a redirect back to the run with a confirmation
+        page.wait_for_url(f"{base}/runs/{run.id}/")
+        expect(page.locator(".messages")).to_contain_text("1 answer recorded")
+        run = wait_run(run.id)
+        assert run.status == Run.Status.SUCCEEDED, run.error_message
+        assert run.interrupts.get().answer == 47.88
+        page.reload()
+        expect(page.locator("#trace-result")).to_contain_text("TAM")
+        screenshot(page, f"a11y-nojs-answered-{size}")
+        report()
