@@ -352,6 +352,7 @@ def panels_context(*, run: Run, fold: TraceFold) -> dict[str, Any]:
         # drawn when the template asks (the page's <noscript>, never a socket batch)
         "graph_outline": functools.partial(graph_outline, fold, topology),
         "show_dag": fold.task_view is not None,
+        "dag_leads": fold.task_view is not None and fold.task_view.leads,
         "show_why": bool(fold.decisions_channel),
         # drawn only when tasks were added: the template calls it then, not on every batch
         "task_groups": functools.partial(task_groups, fold),
