@@ -2,7 +2,8 @@
 
 Runs of both planner graphs are put in each state a run page can show (running, waiting
 for an answer, paused at a breakpoint, finished), then every page is visited at both
-widths: login, runs list, new run, each run page, inbox, compare, fork, crons.
+widths: login, runs list, new run, each run page, inbox, compare, fork, crons, replay and
+the API reference (Redoc).
 """
 
 from __future__ import annotations
@@ -147,6 +148,15 @@ def test_every_page_has_no_serious_axe_violation(live_server_url, page, operator
             (f"/runs/{done.id}/fork/?checkpoint={checkpoint.checkpoint_id}", "fork"),
             (f"/runs/{done.id}/?at=3", "replay")):
         visit(page, f"{base}{path}", name, found)
+    # the API reference is Planwatch's own Redoc page (Swagger UI at /api/docs/ is the
+    # sidecar's as shipped, and is not checked here)
+    for size, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+        page.set_viewport_size(viewport)
+        page.goto(f"{base}/api/redoc/")
+        expect(page.locator("#redoc-container h1").first).to_contain_text(
+            "Planwatch API", timeout=20_000)
+        found.extend(axe_violations(page))
+        screenshot(page, f"a11y-redoc-{size}")
     assert not found, "axe-core found:\n" + "\n".join(found)
 
 
