@@ -366,9 +366,32 @@ def event_detail(*, run_id: UUID | str, seq: int) -> dict[str, Any]:
     return {"event": event, "checkpoint": after}
 
 
+def graph_label(fold: TraceFold) -> str:
+    """The picture said in words (its accessible name): where the run stands, what it visited."""
+    where = f"current node {fold.current}" if fold.current else "no node running"
+    visited = ", ".join(f"{n} {c} time{'s' if c > 1 else ''}"
+                        for n, c in fold.visits.items() if n not in (START, END))
+    return f"Graph of this run: {where}; visited {visited or 'nothing yet'}"
+
+
+def graph_outline(fold: TraceFold, topology: Topology | None) -> list[dict[str, Any]]:
+    """The graph as a list for pages without JavaScript: each node, its visits, its exits."""
+    if topology is None:
+        return []
+    said = {START: "start", END: "end"}
+    exits: dict[str, list[str]] = {}
+    for source, target, _ in topology.edges:
+        exits.setdefault(source, []).append(said.get(target, target))
+    return [{"node": said.get(n, n), "visits": fold.visits.get(n, 0),
+             "current": n == fold.current, "failed": n in fold.failed,
+             "exits": exits.get(n, [])}
+            for n in topology.nodes if n != END]
+
+
 def graph_state(fold: TraceFold) -> dict[str, Any]:
     """The picture's live marks keyed by Mermaid-safe node ids (visits, current, edges)."""
     return {
+        "label": graph_label(fold),
         "current": dom_id(fold.current) if fold.current else "",
         "visits": {dom_id(n): c for n, c in fold.visits.items()},
         "failed": sorted(dom_id(n) for n in fold.failed),
@@ -386,7 +409,10 @@ def panels_context(*, run: Run, fold: TraceFold) -> dict[str, Any]:
         "topology": topology,
         "graph_state": state,
         "graph_state_json": json.dumps(state),
+        # drawn when the template asks (the page's <noscript>, never a socket batch)
+        "graph_outline": functools.partial(graph_outline, fold, topology),
         "show_dag": fold.task_view is not None,
+        "dag_leads": fold.task_view is not None and fold.task_view.leads,
         "show_why": bool(fold.decisions_channel),
         # drawn only when tasks were added: the template calls it then, not on every batch
         "task_groups": functools.partial(task_groups, fold),

@@ -197,6 +197,9 @@ class TaskView:
     """The status of a task in flight (shown as waiting while the run waits for an answer)."""
     not_started: tuple[str, ...] = ("pending",)
     """Statuses of tasks that have not run (shown as cancelled once the run stopped)."""
+    leads: bool = False
+    """Shown first on the run page, above the waterfall and the graph picture (the plan is
+    what a reader of this graph's runs comes for); else beside the graph, below it."""
 
 
 def last_human_text(messages: Any) -> str:

@@ -17,6 +17,7 @@ from dashboard import header, results, selectors, services, timeline, trace, tra
 from dashboard.checkpoints import checkpoint_get, values_diff
 from dashboard.forms.timeline import TimelineFilterForm
 from dashboard.htmx import HtmxHttpRequest
+from dashboard.inbox import render_run_interrupts
 from dashboard.models import Run, RunEvent
 from dashboard.views.common import run_or_404
 from dashboard.views.debug import debug_context
@@ -49,6 +50,9 @@ def run_detail(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse:
         context.update(head=header.run_head(run, waits=human_wait(fold.waterfall)),
                        result=results.run_result(run=run, tasks=fold.tasks))
         context.update(debug_context(request=request, run=run))
+        # the questions come with the page, so they can be answered without JavaScript
+        context["interrupts_html"] = render_run_interrupts(run=run, user=request.user,
+                                                           request=request)
     else:
         head = header.replay_head(events, current=fold.current)
         context.update(head=head, point=point, prev_at=max(point.at - 1, 1),

@@ -45,7 +45,7 @@ SPEC = (
         input_fields=INPUT_FIELDS,
         tags=("writehere", "forge-lcdl", "f02", "send", "interrupt"),
         present_result=present_result,
-        task_view=TaskView(channel="tasks", merge=merge_tasks, statuses=STATUSES),
+        task_view=TaskView(channel="tasks", merge=merge_tasks, statuses=STATUSES, leads=True),
         tool_nodes=("work",),  # a worker searches, computes or writes one task
         chat_goal_field="goal",
         review_questions=True,

@@ -282,6 +282,8 @@ def build_graph(
             "reason": reason,
             "counts": status_counts(tasks),
             "tasks": len(tasks),
+            # the same without the root (the goal itself): the tasks its plans laid out
+            "plan_counts": status_counts({k: t for k, t in tasks.items() if k != ROOT_ID}),
             "rounds": state["round"],
             "failed_tasks": [t["id"] for t in tasks.values() if t["status"] == "err"],
             "accepted_failures": [t["id"] for t in tasks.values()

@@ -11,13 +11,16 @@ def present_result(output: Any) -> ResultCard:
     """The synthesis as the card's body; tasks, rounds, plans and failures as its metrics."""
     if not isinstance(output, dict) or "counts" not in output:
         return generic_result_card(output)
-    counts = output.get("counts") or {}
+    # the tasks of the plans, as the task view counts them: the root is the goal itself
+    # (outputs from before ``plan_counts`` count it among their tasks)
+    counts = output.get("plan_counts") or output.get("counts") or {}
     failed = output.get("failed_tasks") or []
     done = output.get("status") == "done"
     headline = (f"Synthesis of {counts.get('ok', 0)} finished tasks" if done
                 else f"The run {output.get('status')}: {output.get('reason') or 'no synthesis'}")
     metrics = [
-        ResultItem("tasks", str(output.get("tasks", 0))),
+        ResultItem("tasks", str(sum(counts.values()) if "plan_counts" in output
+                                else output.get("tasks", 0))),
         ResultItem("rounds", str(output.get("rounds", 0))),
         ResultItem("plans", str(output.get("plans", 0))),
         *(ResultItem(f"tasks {status}", str(n)) for status, n in sorted(counts.items()) if n),

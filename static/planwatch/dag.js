@@ -1,5 +1,5 @@
 /* Planwatch task DAG: draws each plan's dependencies as arrows (an SVG under the cards,
-   from a task to the tasks that wait for it) and moves focus to a task's details. */
+   from a task down to the tasks that wait for it) and moves focus to a task's details. */
 (function () {
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
@@ -18,8 +18,8 @@
     // positions in the scrolled content of the plan's box, wherever each card sits
     function box(el) {
       var r = el.getBoundingClientRect();
-      return { left: r.left - origin.left + cols.scrollLeft, right: r.right - origin.left + cols.scrollLeft,
-               mid: (r.top + r.bottom) / 2 - origin.top + cols.scrollTop };
+      return { x: (r.left + r.right) / 2 - origin.left + cols.scrollLeft,
+               top: r.top - origin.top + cols.scrollTop, bottom: r.bottom - origin.top + cols.scrollTop };
     }
     Object.keys(byId).forEach(function (tid) {
       var task = byId[tid];
@@ -27,11 +27,12 @@
         var from = byId[dep];
         if (!from) return;  // a dependency outside this plan is named in the task's details
         var a = box(from), b = box(task);
-        var x1 = a.right, y1 = a.mid, x2 = b.left, y2 = b.mid;
-        var dx = Math.max(12, (x2 - x1) / 2);
+        // rows by level: from the bottom of a task down to the top of one that waits for it
+        var x1 = a.x, y1 = a.bottom, x2 = b.x, y2 = b.top;
+        var dy = Math.max(8, (y2 - y1) / 2);
         var path = document.createElementNS(SVG, "path");
-        path.setAttribute("d", "M" + x1 + "," + y1 + " C" + (x1 + dx) + "," + y1 + " " +
-                          (x2 - dx) + "," + y2 + " " + (x2 - 3) + "," + y2);
+        path.setAttribute("d", "M" + x1 + "," + y1 + " C" + x1 + "," + (y1 + dy) + " " +
+                          x2 + "," + (y2 - dy) + " " + x2 + "," + (y2 - 3));
         path.setAttribute("class", "edge from-" + from.dataset.status);
         path.setAttribute("marker-end", "url(#dag-arrow-" + index + ")");
         svg.appendChild(path);
@@ -47,7 +48,7 @@
   }
 
   function drawAll() {
-    document.querySelectorAll("#trace-dag .dag-cols").forEach(drawGroup);
+    document.querySelectorAll("#trace-dag .dag-levels").forEach(drawGroup);
   }
   var pending = false;
   function schedule() {

@@ -13,7 +13,13 @@
       var now = (document.getElementById("trace-status") || status).textContent.trim();
       if (now === last) { return; }
       last = now;
-      window.htmx.ajax("GET", url, {target: "#run-debug", swap: "outerHTML"});
+      // the breakpoints stay unfolded if the reader had opened them
+      var fold = document.getElementById("debug-breakpoints-fold");
+      var open = !!(fold && fold.open);
+      window.htmx.ajax("GET", url, {target: "#run-debug", swap: "outerHTML"}).then(function () {
+        var again = document.getElementById("debug-breakpoints-fold");
+        if (again && open) { again.open = true; }
+      });
     }).observe(document.getElementById("trace-main") || document.body,
                {subtree: true, childList: true, characterData: true});
   }

@@ -26,6 +26,12 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     if (status) status.focus();
     return false;
   }
+  // the questions come with the page: the first one takes the focus if nothing else has it
+  document.addEventListener("DOMContentLoaded", () => {
+    const section = document.getElementById("run-interrupts");
+    const onPage = !document.activeElement || document.activeElement === document.body;
+    if (section && onPage && section.querySelector(FIELDS)) focusIn(section);
+  });
   // on settle, not on swap: htmx binds the new form (hx-post) when it settles, and an Enter
   // in a form not yet bound would post it the old way, reloading the page
   document.addEventListener("htmx:afterSettle", (event) => {

@@ -54,6 +54,7 @@
     var canvas = document.querySelector("#trace-graph .graph-canvas");
     if (!el || !canvas || !trace.drawn) return;
     var state = JSON.parse(el.dataset.state);
+    if (state.label) canvas.setAttribute("aria-label", state.label);
     canvas.querySelectorAll("g.gnode").forEach(function (g) {
       var name = g.dataset.node, visits = state.visits[name] || 0;
       g.classList.toggle("visited", visits > 0);

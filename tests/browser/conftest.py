@@ -57,22 +57,33 @@ class Watch:
             self.foreign.append(request.url)
 
 
+def watched(browser, base: str, viewport: dict[str, int] = DESKTOP, **options):
+    """A fresh context (Playwright ``options`` added) and page on ``base``, watched;
+    ``report()`` closes it and fails on the problems it saw."""
+    context = browser.new_context(viewport=viewport, **options)
+    page = context.new_page()
+    watch = Watch(base)
+    watch.attach(page)
+    page.expect_status = watch.expected.add  # a test that provokes a 4xx says so
+    page.watch = watch
+
+    def report() -> None:
+        context.close()
+        problems = watch.problems + [f"request to another host: {u}" for u in watch.foreign]
+        assert not problems, "the browser saw problems:\n" + "\n".join(problems)
+
+    return page, report
+
+
 @pytest.fixture
 def page(browser, request):
     """A fresh context and page (1400 px unless the test asks for ``viewport``), watched."""
     viewport = getattr(request, "param", None) or DESKTOP
     base = request.getfixturevalue("live_server_url") \
         if "live_server_url" in request.fixturenames else ""
-    context = browser.new_context(viewport=viewport)
-    page = context.new_page()
-    watch = Watch(base)
-    watch.attach(page)
-    page.expect_status = watch.expected.add  # a test that provokes a 4xx says so
-    page.watch = watch
+    page, report = watched(browser, base, viewport)
     yield page
-    context.close()
-    problems = watch.problems + [f"request to another host: {u}" for u in watch.foreign]
-    assert not problems, "the browser saw problems:\n" + "\n".join(problems)
+    report()
 
 
 def no_overflow(page) -> None:
@@ -84,3 +95,23 @@ def no_overflow(page) -> None:
         ".slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className)]")
     assert widths[0] <= widths[1], f"{page.url} lays out at {widths[0]} px in {widths[1]}: " \
         f"{widths[2]}"
+
+
+SERIOUS = ("serious", "critical")
+
+
+def axe_violations(page) -> list[str]:
+    """axe-core's serious and critical violations on the page as it stands, one line each."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    found = Axe().run(page).response["violations"]
+    return [f"{page.url} [{v['impact']}] {v['id']}: {v['help']} — "
+            + "; ".join(" ".join(n["target"]) + " " + (n.get("failureSummary") or "")
+                        .replace("\n", " ") for n in v["nodes"][:4])
+            for v in found if v["impact"] in SERIOUS]
+
+
+def accessible(page) -> None:
+    """Fail when axe-core finds a serious or critical violation on the page."""
+    bad = axe_violations(page)
+    assert not bad, "axe-core found:\n" + "\n".join(bad)

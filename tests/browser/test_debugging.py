@@ -79,6 +79,7 @@ def test_pause_step_continue_then_fork_with_a_new_price(live_server_url, page, o
         paused_says(page, "Paused after")
     screenshot(page, f"debug-stepped-{size}")
     # clear the breakpoint, then continue to the end (the price question is answered)
+    page.click("#debug-breakpoints-fold summary")  # folded away, out of the tab order
     page.uncheck("#debug-breakpoints input[name=interrupt_before][value=decide]")
     page.click("#debug-breakpoints button[type=submit]")
     page.wait_for_load_state()

@@ -63,9 +63,13 @@ async def test_the_decomposition_card_shows_the_synthesis_and_the_plan_figures()
     output = DECOMPOSITION.output_of(state.values)
     card = DECOMPOSITION.present_result(output)
     assert card.body == state.values["synthesis"] and card.body
-    assert card.headline == f"Synthesis of {output['counts']['ok']} finished tasks"
+    # the card counts the plans' tasks as the task view does: the root is the goal itself
+    below_root = [t for t in state.values["tasks"].values() if t.get("parent") is not None]
+    finished = sum(t["status"] == "ok" for t in below_root)
+    assert card.headline == f"Synthesis of {finished} finished tasks"
     metrics = {m.label: m.value for m in card.metrics}
-    assert metrics["rounds"] == "3" and metrics["tasks"] == str(len(state.values["tasks"]))
+    assert metrics["rounds"] == "3" and metrics["tasks"] == str(len(below_root))
+    assert metrics["tasks ok"] == str(finished)
 
 
 def test_a_graph_that_declares_nothing_shows_its_final_state() -> None:
