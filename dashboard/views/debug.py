@@ -114,12 +114,7 @@ def run_fork(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpRespo
     view = checkpoint_get(thread_id=run.thread_id, checkpoint_id=checkpoint_id)
     if view is None:
         raise Http404(f"checkpoint {checkpoint_id!r} is no longer stored")
-    schema = selectors.graph_debug_schema(graph=run.graph)
-    form = StateEditForm(request.POST if request.method == "POST" else None,
-                         channels=schema.channels, values=view.values, nodes=schema.nodes,
-                         internal=schema.internal,
-                         check=lambda values, as_node: services.state_edit_errors(
-                             graph=run.graph, values=values, as_node=as_node))
+    form = _state_form(request, run, view.values)
     status = 200
     if request.method == "POST":
         _need(request, FORK, "forking a run")
@@ -145,6 +140,17 @@ def run_fork(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpRespo
     }, status=status)
 
 
+def _state_form(request: HttpRequest, run: Run, values: dict[str, Any]) -> StateEditForm:
+    """The state edit form (fork, edit and continue) of ``run``'s graph, on ``values``;
+    the graph judges the edit (``services.state_edit_errors``)."""
+    schema = selectors.graph_debug_schema(graph=run.graph)
+    return StateEditForm(request.POST if request.method == "POST" else None,
+                         channels=schema.channels, values=values, nodes=schema.nodes,
+                         internal=schema.internal,
+                         check=lambda edit, as_node: services.state_edit_errors(
+                             graph=run.graph, values=edit, as_node=as_node))
+
+
 def run_state_edit(request: HttpRequest, run_id: UUID
                    ) -> TemplateResponse | HttpResponseRedirect:
     """Edit a paused run's state in place (LangGraph's ``update_state``), then, with
@@ -156,12 +162,7 @@ def run_state_edit(request: HttpRequest, run_id: UUID
     if view is None:
         return TemplateResponse(request, "dashboard/run_state_edit.html", {
             "run": run, "not_paused": True}, status=409)
-    schema = selectors.graph_debug_schema(graph=run.graph)
-    form = StateEditForm(request.POST if request.method == "POST" else None,
-                         channels=schema.channels, values=view.values, nodes=schema.nodes,
-                         internal=schema.internal,
-                         check=lambda values, as_node: services.state_edit_errors(
-                             graph=run.graph, values=values, as_node=as_node))
+    form = _state_form(request, run, view.values)
     status = 200
     if request.method == "POST":
         _need(request, FORK, "editing a run's state")

@@ -39,6 +39,12 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     if (!target || !target.closest) return;
     const section = target.closest("#run-interrupts, [id$='-answers']") || target;
     const config = event.detail.requestConfig || {};
+    // the operator is in a question's field (put back there by the drafts' keeper): stay
+    const active = document.activeElement;
+    if (active && active.matches && active.matches(FIELDS) && section.contains(active)) {
+      awaitingNext = false;
+      return;
+    }
     if (config.verb === "post" && config.elt && config.elt.closest(".interrupt-forms, #run-interrupts, [id$='-answers']")) {
       awaitingNext = !focusIn(section);
       return;
@@ -145,7 +151,9 @@ document.addEventListener("htmx:beforeSwap", (event) => {
       else container.prepend(p);
     });
     kept.clear();
-    focused = null;
+    // a reply to this page's post may be older than the question being typed in (it came
+    // back after the run asked again): the focus goes back there when the question does
+    if (!(fromPost && focused && !present.has(focused.key))) focused = null;
     drafts.forEach((d, key) => { if (!present.has(key) && notes.has(key)) drafts.delete(key); });
   }
 
