@@ -38,3 +38,25 @@ async def acheck(conn: psycopg.AsyncConnection[Any]) -> None:
     """``check`` of an async pool: raises if a connection with something to read is broken."""
     if needs_check(conn):
         await AsyncConnectionPool.check_connection(conn)
+
+
+# The server dropped the connection (a restart, ``pg_terminate_backend``, a network cut): a
+# pool may hand one out before the server's goodbye reaches its socket.
+LOST_CAUSES = ("AdminShutdown", "InterfaceError", "ConnectionFailure", "ConnectionTimeout")
+LOST_MESSAGES = ("terminating connection", "server closed the connection",
+                 "connection is closed", "connection already closed", "consuming input failed",
+                 "connection is lost", "the connection is bad", "ssl connection has been closed")
+
+
+def connection_lost(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (a driver's or Django's database error) says the connection was
+    dropped under the statement: a fresh connection would do, nothing is wrong with it."""
+    if exc is None:
+        return False
+    causes = [c for c in (exc, exc.__cause__, exc.__context__) if c is not None]
+    if not any(type(c).__name__ in ("OperationalError", "InterfaceError", *LOST_CAUSES)
+               for c in causes):
+        return False
+    return (any(type(c).__name__ in LOST_CAUSES for c in causes)
+            or any(m in str(c).lower() for c in causes for m in LOST_MESSAGES))
+

@@ -25,13 +25,14 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.signals import got_request_exception
-from django.db import InterfaceError, connections
+from django.db import connections
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.request import split_domain_port, validate_host
 from django.utils.html import escape
 
-from dashboard.api.exceptions import DRIVER_OPERATIONAL_ERRORS, RETRY_AFTER_SECONDS
+from config.pgpool import connection_lost
+from dashboard.api.exceptions import RETRY_AFTER_SECONDS
 from dashboard.checkpoints import check_read_pools
 
 logger = logging.getLogger(__name__)
@@ -169,23 +170,7 @@ class CraftedInputMiddleware:
             status=400)
 
 
-# The server dropped the connection (a restart, ``pg_terminate_backend``, a network cut):
-# a pool may hand one out before the server's goodbye reaches its socket.
-LOST_CAUSES = ("AdminShutdown", "InterfaceError", "ConnectionFailure", "ConnectionTimeout")
-LOST_MESSAGES = ("terminating connection", "server closed the connection",
-                 "connection is closed", "connection already closed", "consuming input failed",
-                 "connection is lost", "the connection is bad", "ssl connection has been closed")
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-
-
-def connection_lost(exc: BaseException | None) -> bool:
-    """Whether ``exc`` says the database connection was dropped under the request (a fresh
-    connection would do), not that the request or the database is wrong."""
-    if exc is None or not isinstance(exc, (*DRIVER_OPERATIONAL_ERRORS, InterfaceError)):
-        return False
-    causes = [c for c in (exc, exc.__cause__, exc.__context__) if c is not None]
-    return (any(type(c).__name__ in LOST_CAUSES for c in causes)
-            or any(m in str(c).lower() for c in causes for m in LOST_MESSAGES))
 
 
 def drop_broken_connections() -> None:

@@ -263,7 +263,17 @@ def assert_gapless(run) -> list:
 def pytest_collection_modifyitems(config, items):
     """Run browser tests last: Playwright's sync API leaves an event loop in the main thread,
     which the asyncio tests after it would trip over."""
-    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    items.sort(key=lambda item: (item.get_closest_marker("browser") is not None,
+                                 _file_order(item)))
+
+
+def _file_order(item) -> str:
+    """The engine's tests (tests/dashboard/runs/) keep the place they had among the web
+    layer's before they moved there: run first, the PostgreSQL pass's test process ran
+    short of pooled connections later on (PoolTimeout in test_interrupts_concurrency, a
+    leak not yet found)."""
+    path = str(item.path.relative_to(ROOT))
+    return path.replace("tests/dashboard/runs/", "tests/dashboard/")
 
 
 def api_token(user) -> str:

@@ -12,6 +12,8 @@ from django.db import connection
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
+from config.pgpool import connection_lost
+
 
 def is_postgres(settings_dict: dict[str, Any] | None = None) -> bool:
     """Whether the (default) database is PostgreSQL."""
@@ -78,9 +80,18 @@ class WriteWatch:
             try:
                 return await write(*args, **kwargs)
             except Exception as exc:
+                error: Exception = exc
+                if connection_lost(exc):
+                    # the server dropped the pooled connection (a restart, a terminated
+                    # backend): the pool threw it away; a checkpoint write is an upsert,
+                    # so it is written again, once, on a fresh one
+                    try:
+                        return await write(*args, **kwargs)
+                    except Exception as again:
+                        error = again
                 if self.error is None:
-                    self.error = exc
-                raise
+                    self.error = error
+                raise error  # noqa: B904 - the write's own error, or the retry's (chained to it)
 
         return guarded
 
