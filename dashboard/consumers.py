@@ -224,8 +224,13 @@ class RunConsumer(PlanwatchConsumer):
         # (nothing missed) may still carry an older header ("Running · node —" under a graph
         # already at ask_user); the doorbells that moved it rang before this socket joined.
         await self._send_header()
-        if missed:  # the page was rendered before these: its questions are stale
+        # the page was rendered before these: its questions are stale. A run waiting for
+        # an answer reloads them in any case: its questions are written with its status
+        # after its events (a final write may add no event), so a page drawn between the two
+        # shows none, and no later event or status change would bring them
+        if missed or self.run.status == Run.Status.INTERRUPTED:
             await self._send_interrupts()
+        if missed:
             await self._send_result()
         if not self.run.is_finished:
             # follow() reads the log after what was sent before it waits on the doorbell:
