@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from dashboard.checkpoints import compiled, config_of, sync_saver
 from dashboard.models import Interrupt, Run, RunEvent, Thread
-from dashboard.runs import debugging, dispatch, doorbells, transitions
+from dashboard.runs import debugging, dispatch, doorbells, store, transitions
 from dashboard.runs.conf import planwatch_setting
 from planner.registry import GraphSpec, InputError, get_graph
 
@@ -105,7 +105,7 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
     # under the lock keeps the executor's writes and the other requests waiting
     with transaction.atomic(savepoint=False):
         thread = _thread_for(thread, run_uuid, spec.name, user)
-        run = Run.objects.create(
+        run = store.create_run(
             id=run_uuid, graph=spec.name, graph_version=spec.version,
             thread_id=spec.thread_id(str(run_uuid)), input=initial,
             created_by=user if user is not None and user.is_authenticated else None,
@@ -115,7 +115,6 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
             context=context, assistant=assistant, assistant_version=assistant_version,
             recursion_limit=recursion_limit,
         )
-        transitions.orm_thread_status(run.id, transitions.QUEUED_THREAD)
         transaction.on_commit(lambda: _after_create(run))
     return run
 
@@ -156,7 +155,7 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User) -> Interr
         if not won:
             raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
         run_id = interrupt.run_id
-        transitions.orm_thread_status(run_id, transitions.UNSETTLED)
+        store.set_thread_status(run_id, transitions.UNSETTLED)
         transaction.on_commit(lambda: _after_change(run_id, "resume"))
     return interrupt
 
@@ -191,19 +190,16 @@ def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:
                 "runs can be cancelled"
             )
         if locked.owner:  # an executor holds it: ask it to stop
-            Run.objects.filter(id=run.id).update(
-                **transitions.orm_update(transitions.request_cancel(by=_name(user))))
+            store.apply(run.id, transitions.request_cancel(by=_name(user)))
             transaction.on_commit(lambda: dispatch.request_cancel(run.id))
         else:
             who = user.get_username() if user.is_authenticated else ""
-            transitions.orm_append(
+            store.append(
                 locked, RunEvent.Kind.RUN_CANCELLED,
                 payload={"by": who, **({"reason": reason} if reason else {})},
                 then=lambda seq: transitions.finish(status=Run.Status.CANCELLED,
                                                     now=timezone.now(), last_seq=seq))
-            locked.interrupts.filter(status=Interrupt.Status.PENDING).update(
-                status=Interrupt.Status.CANCELLED
-            )
+            store.withdraw_questions(run.id)
             transaction.on_commit(lambda: _announce(run.id))
     run.refresh_from_db()
     return run
@@ -222,7 +218,7 @@ def run_breakpoints_set(*, run: Run, interrupt_before: list[str],
         held = bool(locked.owner)
         fields = transitions.set_breakpoints(before=interrupt_before, after=interrupt_after,
                                              held=held)
-        Run.objects.filter(id=run.id).update(**transitions.orm_update(fields))
+        store.apply(run.id, fields)
         if held:  # its executor numbers the events: it records the change when it applies it
             transaction.on_commit(lambda: dispatch.request_breakpoints(run.id))
         else:
@@ -240,10 +236,9 @@ def run_continue(*, run: Run, user: User, step: bool = False) -> Run:
             raise RunStateError(f"run {run.id} is {locked.status}, not paused at a breakpoint; "
                                 "only paused runs can be continued or stepped")
         if step:
-            Run.objects.filter(id=run.id).update(
-                **transitions.orm_update(transitions.request_step()))
+            store.apply(run.id, transitions.request_step())
         _record(locked, RunEvent.Kind.RUN_CONTINUED, user, step=step)
-        transitions.orm_thread_status(run.id, transitions.UNSETTLED)
+        store.set_thread_status(run.id, transitions.UNSETTLED)
         transaction.on_commit(lambda: _after_change(run.id, "continue"))
     run.refresh_from_db()
     return run
@@ -294,7 +289,7 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
     # under the lock keeps the executor's writes and the other requests waiting
     with transaction.atomic(savepoint=False):
         thread = _thread_for(thread, run_uuid, spec.name, user)
-        child = Run.objects.create(
+        child = store.create_run(
             id=run_uuid, graph=run.graph, graph_version=run.graph_version,
             thread_id=spec.thread_id(str(run_uuid)), input=run.input, parent=run,
             forked_from_checkpoint=checkpoint_id, fork_edit=edit,
@@ -305,7 +300,6 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
             assistant=assistant, assistant_version=assistant_version,
             recursion_limit=recursion_limit,
         )
-        transitions.orm_thread_status(child.id, transitions.QUEUED_THREAD)
         transaction.on_commit(lambda: _after_create(child))
     return child
 
@@ -348,14 +342,7 @@ def run_delete(*, run: Run) -> None:
         held, thread_id = locked.thread_id, locked.conversation_id
         locked.delete()
         if thread_id is not None:
-            latest = (Run.objects.filter(conversation_id=thread_id)
-                      .exclude(status=Run.Status.QUEUED, waits_for__isnull=False)
-                      .order_by("-created_at").first())
-            if latest is None:
-                Thread.objects.filter(id=thread_id).update(status=Thread.Status.IDLE)
-            else:
-                transitions.orm_thread_status(
-                    latest.id, transitions.THREAD_STATUS[Run.Status(latest.status)])
+            store.settle_thread(thread_id)
         transaction.on_commit(lambda: _checkpoints_delete([held]))
 
 
@@ -388,7 +375,7 @@ def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
         _check(debugging.check_breakpoints, spec, before=before, after=breaks_after)
     run_uuid = uuid4()
     with transaction.atomic():
-        queued = Run.objects.create(
+        queued = store.create_run(
             id=run_uuid, graph=after.graph, graph_version=after.graph_version,
             thread_id=spec.thread_id(str(run_uuid)),
             input=(edit or {}).get("input", after.input), parent=after, waits_for=after,
@@ -399,7 +386,6 @@ def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
             assistant=assistant, assistant_version=assistant_version,
             recursion_limit=recursion_limit,
         )
-        transitions.orm_thread_status(queued.id, transitions.QUEUED_THREAD)
         transaction.on_commit(lambda: _after_create(queued))
     return queued
 
@@ -438,7 +424,7 @@ def _check(rule: Any, spec: GraphSpec, *args: Any, **kwargs: Any) -> None:
 
 def _record(locked: Run, kind: str, user: User, **payload: Any) -> None:
     """Record an operator's action on a run nobody executes (the row is locked)."""
-    transitions.orm_append(locked, kind, payload={"by": user.get_username(), **payload})
+    store.append(locked, kind, payload={"by": user.get_username(), **payload})
 
 
 def run_recover_stale(*, include_queued: bool = False) -> list[UUID]:
@@ -533,7 +519,7 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     parent = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(id=run.id)
-        transitions.orm_append(
+        store.append(
             locked, RunEvent.Kind.CHECKPOINT, checkpoint_id=new_id,
             step=(snap.metadata or {}).get("step"),
             payload={"source": "update", "next": list(snap.next), "by": _name(user),

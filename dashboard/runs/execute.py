@@ -3,9 +3,9 @@
 One ``Executor`` per process (:func:`dashboard.runs.dispatch.get_executor`) owns a private
 event loop in a daemon thread, so sync views, async consumers, management commands and
 procrastinate jobs all hand it work the same way. It holds what runs share (LangGraph's
-saver and store, the event sink, the compiled graphs, one write-behind for every run's
-events, the runs-list digest) and, per run, a slot: it claims the run
-(:mod:`~dashboard.runs.claims`), has :mod:`~dashboard.runs.execution` execute the claim
+saver and BaseStore, the run store's fast path, the compiled graphs, one write-behind for
+every run's events, the runs-list digest) and, per run, a slot: it claims the run
+(:mod:`~dashboard.runs.store`), has :mod:`~dashboard.runs.execution` execute the claim
 (again while answers arrived meanwhile), and calls the ``on_stopped`` it was given once
 the run leaves its slot. Heartbeats prove it alive and bring operators' requests.
 """
@@ -28,14 +28,13 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 
 from dashboard.runs import doorbells, otel
-from dashboard.runs.claims import Claim, aclaim, aheartbeat
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.execution import Outcome, Requests, aexecute
 from dashboard.runs.modelcalls import ContentPolicy, ModelCallRecorder
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import EventWriter, WriteBehind
 from dashboard.runs.savers import SaverHandle, WriteWatch, aopen_saver, is_postgres
-from dashboard.runs.sink import EventSink
+from dashboard.runs.store import Claim, RunStore, aheartbeat
 from dashboard.runs.stores import aopen_store
 from planner.llm import make_llm
 from planner.registry import get_graph
@@ -70,7 +69,7 @@ class Executor:
         self._graphs: dict[str, Any] = {}
         self._active: dict[uuid.UUID, Requests] = {}  # the runs in a slot, and their requests
         self._heartbeat_task: asyncio.Task[None] | None = None
-        self._sink: EventSink | None = None
+        self._runs: RunStore | None = None  # the run store's fast path
         self.writes: set[asyncio.Task[None]] = set()  # flushes in flight, of every run
         self._jobs: set[asyncio.Task[Any]] = set()  # every aexecute, waiting, claiming or running
         self._digest: doorbells.RunsDigest | None = None  # node moves for the runs list
@@ -118,9 +117,9 @@ class Executor:
                 await asyncio.wait(pending, timeout=timeout / 2)
             if self._digest:
                 await self._digest.aflush()
-            if self._sink:
-                await self._sink.aclose()
-                self._sink = None
+            if self._runs:
+                await self._runs.aclose()
+                self._runs = None
             await self._store_stack.aclose()
             self._store = None
             if self._saver:
@@ -179,7 +178,7 @@ class Executor:
 
     # -- execution -------------------------------------------------------------------
 
-    async def _aopen_saver(self) -> EventSink:
+    async def _aopen_saver(self) -> RunStore:
         assert self._saver_lock is not None
         async with self._saver_lock:
             if self._saver is None:
@@ -189,12 +188,12 @@ class Executor:
                 # the store shares the savers' pool on PostgreSQL
                 pool = getattr(self._saver.saver, "conn", None) if is_postgres() else None
                 self._store = await self._store_stack.enter_async_context(aopen_store(pool))
-                self._sink = await EventSink.aopen(self._saver, postgres=is_postgres(),
+                self._runs = await RunStore.aopen(self._saver, postgres=is_postgres(),
                                                    pool_size=max(2, size // 2))
                 assert self._behind is not None
-                self._behind.sink = self._sink
-            assert self._sink is not None
-            return self._sink
+                self._behind.store = self._runs
+            assert self._runs is not None
+            return self._runs
 
     async def agraph(self, graph_name: str) -> tuple[Any, WriteWatch]:
         """The compiled graph, with a saver instance for one run (see ``SaverHandle``), and
@@ -212,8 +211,8 @@ class Executor:
 
     async def _aclaim(self, run_id: uuid.UUID, mode: str) -> Claim | None:
         """Take the run for this executor, or return None if it is not ours to run."""
-        sink = await self._aopen_saver()
-        return await aclaim(run_id, owner=self.owner, mode=mode, sink=sink)
+        runs = await self._aopen_saver()
+        return await runs.aclaim(run_id, owner=self.owner, mode=mode)
 
     async def aexecute(self, run_id: uuid.UUID, mode: str = "start") -> None:
         """Claim and execute one run until it finishes, interrupts, fails or is cancelled."""

@@ -1,6 +1,6 @@
 """Executing one claimed run, in three steps: begin, stream, outcome.
 
-:func:`aexecute` takes a :class:`~dashboard.runs.claims.Claim` that the loop host
+:func:`aexecute` takes a :class:`~dashboard.runs.store.Claim` that the loop host
 (:mod:`~dashboard.runs.execute`) holds: *begin* records the claim's event and picks what
 the graph is fed (the input, the answers, a fork's copied checkpoint, or nothing to go on
 from the last checkpoint); *stream* runs LangGraph's stream, translating each part
@@ -26,11 +26,11 @@ from langgraph.types import Command
 
 from dashboard.models import Run, RunEvent
 from dashboard.runs import debugging, finish
-from dashboard.runs.claims import Claim
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import EventWriter, track
 from dashboard.runs.savers import CheckpointWriteFailed, WriteWatch
+from dashboard.runs.store import Claim, atake_breakpoints
 from dashboard.runs.translate import STREAM_MODES, StreamTranslator
 from planner.registry import get_graph
 
@@ -89,7 +89,7 @@ class Breakpoints:
     @classmethod
     async def aread(cls, run_id: uuid.UUID) -> Breakpoints:
         """The run's breakpoints as an operator just set them (and their change taken)."""
-        return cls.of(await _aread_breakpoints(run_id))
+        return cls.of(await atake_breakpoints(run_id))
 
     def __bool__(self) -> bool:
         return bool(self.before or self.after)
@@ -109,12 +109,6 @@ class Breakpoints:
     def stopped_after(self, node: str) -> str:
         """``node`` if the pause came after it (a step, or a breakpoint after it), else ""."""
         return node if node and (self.step or "*" in self.after or node in self.after) else ""
-
-
-@database_sync_to_async
-def _aread_breakpoints(run_id: uuid.UUID) -> Run:
-    Run.objects.filter(id=run_id).update(breakpoints_changed=False)
-    return Run.objects.only("interrupt_before", "interrupt_after", "step_once").get(id=run_id)
 
 
 @database_sync_to_async

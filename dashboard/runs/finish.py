@@ -13,18 +13,12 @@ from typing import Any
 
 from dashboard.models import Run, RunEvent
 from dashboard.runs.jsonsafe import to_jsonable
-from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import EventWriter
+from dashboard.runs.store import acancelled_by
 from dashboard.runs.translate import StreamTranslator
 from planner.registry import GraphSpec
 
 Kind = RunEvent.Kind
-
-
-@database_sync_to_async
-def _acancelled_by(run_id: Any) -> str:
-    by: str = Run.objects.values_list("cancel_requested_by", flat=True).get(id=run_id)
-    return by
 
 
 def pending_from(state: Any, translator: StreamTranslator) -> list[dict[str, Any]]:
@@ -82,6 +76,6 @@ async def afail(writer: EventWriter, exc: BaseException) -> None:
 
 async def acancel(writer: EventWriter) -> None:
     """An operator cancelled the run: it stops at this node boundary (the event says who)."""
-    by = await _acancelled_by(writer.run.id)
+    by = await acancelled_by(writer.run.id)
     writer.add({"kind": Kind.RUN_CANCELLED, "payload": {"reason": "cancelled", "by": by}})
     await writer.afinish(status=Run.Status.CANCELLED, cancel_interrupts=True)

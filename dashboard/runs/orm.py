@@ -15,7 +15,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from dashboard.runs.sink import relaxed_commits
+from dashboard.runs.conf import planwatch_setting
 
 
 def _usable_connection() -> None:
@@ -42,8 +42,14 @@ def database_sync_to_async[**P, R](func: Callable[P, R]) -> Callable[P, Coroutin
     return sync_to_async(on_usable_connection)
 
 
+def relaxed_commits() -> bool:
+    """Whether executor bookkeeping may commit without waiting for the WAL flush (see
+    :mod:`dashboard.runs.store`)."""
+    return not planwatch_setting("SYNC_EVENT_COMMITS")
+
+
 def relax_commit() -> None:
-    """Inside a transaction: let it commit without waiting for the WAL (see the sink)."""
+    """Inside a transaction: let it commit without waiting for the WAL (see the store)."""
     if connection.vendor == "postgresql" and relaxed_commits():
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")

@@ -3,29 +3,25 @@
 Every run's events are buffered by its :class:`EventWriter` and written behind the graph
 by the executor's :class:`WriteBehind`, which takes the buffered events of *all* its runs
 in one write (one statement on PostgreSQL, one transaction on SQLite: see
-:mod:`dashboard.runs.sink`), at most one every ``interval``. A run's final write (its status,
-output or error) is its own, after any write in flight with its earlier events; only a
-paused run's questions (get-or-create of its interrupts) go through the ORM. After each
-write, every run in it rings its watchers' doorbell.
+:mod:`dashboard.runs.store`, which does every write), at most one every ``interval``. A
+run's final write (its status, output or error) is its own, after any write in flight with
+its earlier events. After each write, every run in it rings its watchers' doorbell.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
 from collections.abc import Coroutine
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
-from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.models import Run, RunEvent
 from dashboard.runs import doorbells, transitions
-from dashboard.runs.orm import database_sync_to_async, relax_commit
-from dashboard.runs.sink import EventSink
+from dashboard.runs.store import RunStore, awrite_orm
 
 logger = logging.getLogger("planwatch.recorder")
 
@@ -57,9 +53,9 @@ class WriteBehind:
     RETRIES = 5
     RETRY_PAUSE = 0.2
 
-    def __init__(self, sink: EventSink | None, *, interval: float = 0.0,
+    def __init__(self, store: RunStore | None, *, interval: float = 0.0,
                  tasks: set[asyncio.Task[Any]] | None = None) -> None:
-        self.sink = sink
+        self.store = store
         self.interval = interval
         self.tasks = set() if tasks is None else tasks
         self.waiting: dict[uuid.UUID, EventWriter] = {}
@@ -103,13 +99,13 @@ class WriteBehind:
         batches = [(w, rows) for w, rows in batches if rows]
         if not batches:
             return
-        if self.sink is None:  # no sink opened yet: the ORM, run by run
-            summaries = [await awrite_final(w.run.id, rows, w.current_node, {},
-                                            calls=transitions.rollups(w.run))
+        if self.store is None:  # no store opened yet: the ORM, run by run
+            summaries = [await awrite_orm(w.run.id, rows, w.current_node, {},
+                                          calls=transitions.rollups(w.run))
                          for w, rows in batches]
         else:
             try:
-                summaries = await self.sink.awrite_many(
+                summaries = await self.store.aprogress(
                     [(w.run, rows, w.current_node) for w, rows in batches], now=now)
             except Exception:
                 if len(batches) == 1:
@@ -147,9 +143,9 @@ class WriteBehind:
 
     async def _awrite_one(self, writer: EventWriter, rows: list[dict[str, Any]],
                           now: Any) -> None:
-        assert self.sink is not None
-        (summary,) = await self.sink.awrite_many([(writer.run, rows, writer.current_node)],
-                                                 now=now)
+        assert self.store is not None
+        (summary,) = await self.store.aprogress([(writer.run, rows, writer.current_node)],
+                                               now=now)
         self._failures.pop(writer.run.id, None)
         await writer.published(rows, summary, time.time())
 
@@ -157,13 +153,13 @@ class WriteBehind:
 class EventWriter:
     """Buffers a run's events, numbers them, and has them written behind the graph."""
 
-    def __init__(self, run: Run, *, next_seq: int, sink: EventSink | None = None,
+    def __init__(self, run: Run, *, next_seq: int, store: RunStore | None = None,
                  behind: WriteBehind | None = None, interval: float = 0.0,
                  tasks: set[asyncio.Task[Any]] | None = None,
                  digest: doorbells.RunsDigest | None = None) -> None:
-        """Write behind through the executor's ``behind``, or one of its own on ``sink``."""
+        """Write behind through the executor's ``behind``, or one of its own on ``store``."""
         self.run = run
-        self.behind = behind or WriteBehind(sink, interval=interval, tasks=tasks)
+        self.behind = behind or WriteBehind(store, interval=interval, tasks=tasks)
         self.digest = digest
         self.next_seq = next_seq
         self.buffer: list[dict[str, Any]] = []
@@ -200,23 +196,20 @@ class EventWriter:
         ordered); events still waiting for the next one are written here instead.
         """
         await self.behind.arelease(self)
-        sink = self.behind.sink
+        store = self.behind.store
         batch = self.take(timezone.now())
         if not batch and not final:
             return
         now = batch[0]["created_at"] if batch else timezone.now()
-        if sink is None or final.get("pending") is not None:
-            # a paused run records its questions through the ORM (get-or-create)
-            lock = sink.lock() if sink else contextlib.nullcontext()
-            async with lock:
-                summary = await awrite_final(self.run.id, batch, self.current_node, final,
-                                             calls=transitions.rollups(self.run))
+        if store is None:
+            summary = await awrite_orm(self.run.id, batch, self.current_node, final,
+                                       calls=transitions.rollups(self.run))
         elif final:
-            summary = await sink.awrite(self.run, batch, current_node=self.current_node,
-                                        now=now, final=final)
+            summary = await store.astop(self.run, batch, current_node=self.current_node,
+                                       now=now, final=final)
         else:
-            (summary,) = await sink.awrite_many([(self.run, batch, self.current_node)],
-                                                now=now)
+            (summary,) = await store.aprogress([(self.run, batch, self.current_node)],
+                                              now=now)
         await self.published(batch, summary, time.time())
 
     async def published(self, batch: list[dict[str, Any]], summary: dict[str, Any],
@@ -267,42 +260,3 @@ def event_dict(event: RunEvent | dict[str, Any]) -> dict[str, Any]:
         "duration_ms": get("duration_ms"),
         "created_at": created.isoformat() if created else None,
     }
-
-
-@database_sync_to_async
-def awrite_final(
-    run_id: uuid.UUID, batch: list[dict[str, Any]], current_node: str, final: dict[str, Any],
-    *, calls: transitions.Fields | None = None,
-) -> dict[str, Any]:
-    """Insert the last events and the run's final (or paused) status in one transaction
-    (with the run's model-call rollups, ``calls``, when given)."""
-    now = batch[0]["created_at"] if batch else timezone.now()
-    last_seq = batch[-1]["seq"] if batch else None
-    status = final.get("status")
-    if status:
-        fields = transitions.stop(status=status, now=now, last_seq=last_seq,
-                                  current_node=current_node, output=final.get("output"),
-                                  error=final.get("error"), calls=calls)
-    else:
-        fields = transitions.progress(now=now, last_seq=last_seq, current_node=current_node,
-                                      calls=calls)
-    with transaction.atomic():
-        relax_commit()
-        RunEvent.objects.bulk_create([RunEvent(run_id=run_id, **row) for row in batch])
-        transitions.orm_apply(run_id, fields)
-        for item in final.get("pending") or ():
-            Interrupt.objects.get_or_create(
-                run_id=run_id, interrupt_id=item["interrupt_id"],
-                defaults={k: item[k] for k in ("node", "namespace", "payload")},
-            )
-        if final.get("pending") is not None:
-            live = [i["interrupt_id"] for i in final["pending"]]
-            Interrupt.objects.filter(run_id=run_id, status=Interrupt.Status.PENDING).exclude(
-                interrupt_id__in=live
-            ).update(status=Interrupt.Status.CANCELLED)
-        if final.get("cancel_interrupts"):
-            Interrupt.objects.filter(run_id=run_id, status=Interrupt.Status.PENDING).update(
-                status=Interrupt.Status.CANCELLED
-            )
-        run = Run.objects.values(*doorbells.SUMMARY_FIELDS).get(id=run_id)
-    return doorbells.run_summary(run)

@@ -1,10 +1,9 @@
 """Run transitions: every change of a run's status, owner, seq and final fields is decided here.
 
 A transition is a function that returns the *fields* a run takes (a plain dict of column
-values). Two paths apply them and neither adds a field of its own: the ORM
-(:func:`orm_update`, used by services and the executor's slower paths) and the executor's
-SQL fast path (:meth:`dashboard.runs.sink.EventSink.set_clause`). The contract test runs
-every transition through both paths on both databases and compares the rows.
+values); nothing here writes. The run store (:mod:`dashboard.runs.store`) applies them, on
+the ORM or on the executor's SQL fast path, and adds no field of its own; the contract
+test runs every transition through both paths on both databases and compares the rows.
 
 The event log and ``Run.last_seq`` are always written in one statement or transaction, so
 the next seq of a run is ``last_seq + 1`` (:func:`next_seq`), read nowhere else.
@@ -12,18 +11,13 @@ the next seq of a run is ``last_seq + 1`` (:func:`next_seq`), read nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from uuid import UUID
 
-from django.db import connection
-from django.db.models import F, Q
-from django.db.models.functions import Coalesce
-from django.utils import timezone
+from django.db.models import Q
 
-from dashboard.models import Run, RunEvent, Thread
+from dashboard.models import Run, Thread
 from dashboard.runs.conf import planwatch_setting
 
 Fields = dict[str, Any]
@@ -48,12 +42,11 @@ def stale_before(now: datetime) -> datetime:
 
 
 def free_q(*, owner: str, stale: datetime) -> Q:
-    """ORM form of "nobody else holds the run": no owner, ``owner`` itself, or a dead one."""
+    """ORM form of "nobody else holds the run": no owner, ``owner`` itself, or a dead one
+    (the fast path's claim, ``dashboard.runs.store.CLAIM``, says the same in SQL)."""
     return Q(owner="") | Q(owner=owner) | Q(heartbeat_at__lt=stale)
 
 
-FREE_SQL = "(owner = '' OR owner = {mark} OR heartbeat_at < {mark})"
-"""SQL form of :func:`free_q` (parameters: owner, stale), for the fast path."""
 
 
 def next_seq(run: Run) -> int:
@@ -201,66 +194,6 @@ def thread_status(fields: Fields) -> str | None:
     """The thread status a transition's ``fields`` give its run's thread (None: unchanged)."""
     status = fields.get("status")
     return None if status is None else THREAD_STATUS[Status(status)]
-
-
-_RUN, _THREAD = Run._meta.db_table, Thread._meta.db_table
-THREAD_SQL = (
-    f"UPDATE {_THREAD} SET status = CASE WHEN EXISTS (SELECT 1 FROM {_RUN} AS queued "
-    f"WHERE queued.conversation_id = {_THREAD}.id AND queued.status = 'queued' "
-    f"AND queued.waits_for_id IS NOT NULL AND queued.id <> {{mark}}) THEN 'busy' "
-    f"ELSE {{mark}} END "
-    f"WHERE id = (SELECT conversation_id FROM {_RUN} WHERE id = {{mark}}) "
-    f"AND NOT EXISTS (SELECT 1 FROM {_RUN} AS this, {_RUN} AS newer "
-    f"WHERE this.id = {{mark}} AND newer.conversation_id = this.conversation_id "
-    f"AND newer.created_at > this.created_at "
-    f"AND NOT (newer.status = 'queued' AND newer.waits_for_id IS NOT NULL))"
-)
-"""How a run's new status reaches its thread, on both paths (parameters: run id, thread
-status, run id, run id): the thread takes it only from its latest run (runs enqueued
-behind it aside), and stays busy while runs are enqueued on it."""
-
-
-def thread_params(run_id: Any, status: str) -> list[Any]:
-    """The parameters of :data:`THREAD_SQL` (``run_id`` as the driver takes it)."""
-    return [run_id, str(status), run_id, run_id]
-
-
-# -- the ORM path ----------------------------------------------------------------------
-
-
-def orm_update(fields: Fields) -> dict[str, Any]:
-    """``fields`` as keyword arguments of ``QuerySet.update`` (``FirstSet`` → ``Coalesce``)."""
-    return {name: Coalesce(F(name), value.value) if isinstance(value, FirstSet) else value
-            for name, value in fields.items()}
-
-
-def orm_apply(run_id: Any, fields: Fields) -> int:
-    """Write a transition's ``fields`` to one run, and its new status to its thread."""
-    updated = Run.objects.filter(id=run_id).update(**orm_update(fields))
-    if (status := thread_status(fields)) is not None:
-        orm_thread_status(run_id, status)
-    return updated
-
-
-def orm_append(locked: Run, kind: str, *, then: Callable[[int], Fields] | None = None,
-               **event: Any) -> int:
-    """Append one event to the log of a run whose row this transaction holds, with the
-    transition that goes with it: ``then(seq)`` (by default :func:`progress` to that seq).
-    The ORM path's one place where a seq is assigned (the executor's is its writer's)."""
-    seq = next_seq(locked)
-    RunEvent.objects.create(run=locked, seq=seq, kind=kind, **event)
-    fields = then(seq) if then is not None else progress(now=timezone.now(), last_seq=seq)
-    orm_apply(locked.id, fields)
-    apply_to(locked, fields)
-    return seq
-
-
-def orm_thread_status(run_id: Any, status: str) -> None:
-    """Give the run's thread ``status`` (a :data:`THREAD_STATUS` value) by :data:`THREAD_SQL`."""
-    uid = run_id if isinstance(run_id, UUID) else UUID(str(run_id))
-    stored = uid if connection.vendor == "postgresql" else uid.hex  # Django's UUID columns
-    with connection.cursor() as cursor:
-        cursor.execute(THREAD_SQL.format(mark="%s"), thread_params(stored, status))
 
 
 def apply_to(run: Run, fields: Fields) -> None:

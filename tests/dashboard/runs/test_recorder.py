@@ -14,7 +14,7 @@ from dashboard.runs.record import EventWriter, WriteBehind
 
 
 class SlowSink:
-    """A sink that records what it is asked to write and takes ``seconds`` for each write.
+    """A store that records what it is asked to write and takes ``seconds`` for each write.
 
     ``writes``: one entry a write, ``(seqs, final status)`` for a single run's write, or a
     list of those for a write of several runs together.
@@ -31,7 +31,7 @@ class SlowSink:
         return {"id": str(run.id), "graph": run.graph, "current_node": node, "status": status,
                 "last_seq": rows[-1]["seq"] if rows else run.last_seq}
 
-    async def awrite_many(self, batches: list[Any], *, now: Any) -> list[dict[str, Any]]:
+    async def aprogress(self, batches: list[Any], *, now: Any) -> list[dict[str, Any]]:
         if len(batches) > 1 and any(node == self.fail_with for _, _, node in batches):
             raise ValueError("a bad row")
         entries = [([r["seq"] for r in rows], None) for _, rows, _ in batches]
@@ -39,7 +39,7 @@ class SlowSink:
         await asyncio.sleep(self.seconds)
         return [self._summary(run, rows, node, Run.Status.RUNNING) for run, rows, node in batches]
 
-    async def awrite(self, run: Run, rows: list[dict[str, Any]], *, current_node: str,
+    async def astop(self, run: Run, rows: list[dict[str, Any]], *, current_node: str,
                      now: Any, final: dict[str, Any]) -> dict[str, Any]:
         self.writes.append(([r["seq"] for r in rows], final["status"]))
         await asyncio.sleep(self.seconds)
@@ -57,7 +57,7 @@ async def until(condition: Any) -> None:
 def _writer(sink: SlowSink | None, interval: float, digest: broadcast.RunsDigest | None = None,
             behind: WriteBehind | None = None) -> EventWriter:
     run = Run(id=uuid.uuid4(), graph="test.echo", status=Run.Status.RUNNING)
-    return EventWriter(run, next_seq=1, sink=sink, interval=interval,  # type: ignore[arg-type]
+    return EventWriter(run, next_seq=1, store=sink, interval=interval,  # type: ignore[arg-type]
                        digest=digest, behind=behind)
 
 
@@ -184,11 +184,11 @@ class FlakySink(SlowSink):
         super().__init__(0)
         self.failures = failures
 
-    async def awrite_many(self, batches: list[Any], *, now: Any) -> list[dict[str, Any]]:
+    async def aprogress(self, batches: list[Any], *, now: Any) -> list[dict[str, Any]]:
         if self.failures:
             self.failures -= 1
             raise OSError("server closed the connection unexpectedly")
-        return await super().awrite_many(batches, now=now)
+        return await super().aprogress(batches, now=now)
 
 
 async def test_a_failed_write_is_retried_with_its_rows_so_no_seq_is_lost(sent, monkeypatch):

@@ -181,7 +181,7 @@ def test_the_final_write_ends_the_run_and_withdraws_its_questions_in_one_go(exec
     now = timezone.now()
     rows = [{**EVENT_DEFAULTS, "seq": 4, "kind": Kind.RUN_FAILED,
              "payload": {"error": "ValueError: ünïcode"}}]
-    summary = _on_loop(executor, sink.awrite(run, rows, current_node="ask", now=now, final={
+    summary = _on_loop(executor, sink.astop(run, rows, current_node="ask", now=now, final={
         "status": Run.Status.FAILED, "error": ("ValueError: ünïcode", "Traceback …"),
         "cancel_interrupts": True,
     }))

@@ -18,8 +18,8 @@ import pytest
 from django.utils import timezone
 
 from dashboard.models import Interrupt, Run, Thread
-from dashboard.runs import claims, transitions
-from dashboard.runs.record import EVENT_DEFAULTS, awrite_final
+from dashboard.runs import store, transitions
+from dashboard.runs.record import EVENT_DEFAULTS
 
 COLUMNS = ("status", "owner", "last_seq", "current_node", "output", "error_message",
            "error_traceback", "cancel_requested", "heartbeat_at", "started_at", "finished_at")
@@ -64,10 +64,9 @@ def sink(executor):
 
 def test_claiming_a_queued_run(executor, sink):
     orm, fast = _pair()
-    assert _on_loop(executor, claims._aclaim_orm(orm.id, "exec-1", "start")) is not None
-    now = timezone.now()
-    assert _on_loop(executor, sink.aclaim_queued(fast.id, owner="exec-1", now=now,
-                                                 stale=transitions.stale_before(now)))
+    assert _on_loop(executor, store.aclaim_orm(orm.id, "exec-1", "start")) is not None
+    assert _on_loop(executor, sink.aclaim_queued(fast.id, owner="exec-1", now=timezone.now(),
+                                                 stale=timezone.now()))
     row = _same(orm, fast, moments=("heartbeat_at", "started_at"))
     assert (row["status"], row["owner"], row["started_at"]) == ("running", "exec-1", "set")
     assert row["thread status"] == "busy"
@@ -81,7 +80,7 @@ def test_a_live_owner_keeps_its_run_and_a_dead_one_loses_it(executor, sink, path
 
     def take(run: Run) -> Any:
         if path == "orm":
-            return _on_loop(executor, claims._aclaim_orm(run.id, "exec-2", "recover"))
+            return _on_loop(executor, store.aclaim_orm(run.id, "exec-2", "recover"))
         Run.objects.filter(id=run.id).update(status="queued")  # the fast path takes queued runs
         return _on_loop(executor, sink.aclaim_queued(run.id, owner="exec-2", now=now,
                                                      stale=transitions.stale_before(now)))
@@ -95,7 +94,7 @@ def test_recovering_a_run_of_a_dead_executor(executor, sink):
     then = timezone.now() - timedelta(hours=1)
     orm, fast = _pair(status="running", owner="dead", heartbeat_at=then, started_at=then,
                       last_seq=7, current_node="work")
-    claim = _on_loop(executor, claims._aclaim_orm(orm.id, "exec-3", "recover"))
+    claim = _on_loop(executor, store.aclaim_orm(orm.id, "exec-3", "recover"))
     assert claim is not None and claim.kind == "run_recovered" and claim.next_seq == 8
     _on_loop(executor, sink.aapply(fast.id, transitions.claim(owner="exec-3",
                                                               now=timezone.now())))
@@ -108,7 +107,7 @@ def test_resuming_an_answered_run(executor, sink, operator):
     orm, fast = _pair(status="interrupted", started_at=then, last_seq=4, current_node="ask")
     Interrupt.objects.create(run=orm, interrupt_id="q", status="answered", answer="yes",
                              answered_by=operator, answered_at=timezone.now())
-    claim = _on_loop(executor, claims._aclaim_orm(orm.id, "exec-4", "resume"))
+    claim = _on_loop(executor, store.aclaim_orm(orm.id, "exec-4", "resume"))
     assert claim is not None and claim.kind == "run_resumed"
     assert [a.answer for a in claim.answers] == ["yes"] and claim.next_seq == 5
     _on_loop(executor, sink.aapply(fast.id, transitions.claim(owner="exec-4",
@@ -134,9 +133,9 @@ def test_where_an_execution_leaves_the_run(executor, sink, name):
         Interrupt.objects.create(run=run, interrupt_id="q", node="ask")
     final = FINALS[name]
     rows = [{**EVENT_DEFAULTS, "seq": 3, "kind": "custom", "created_at": now}]
-    _on_loop(executor, awrite_final(orm.id, rows, "ask", dict(final)))
+    _on_loop(executor, store.awrite_orm(orm.id, rows, "ask", dict(final)))
     fast.refresh_from_db()
-    _on_loop(executor, sink.awrite(fast, [dict(r) for r in rows], current_node="ask", now=now,
+    _on_loop(executor, sink.astop(fast, [dict(r) for r in rows], current_node="ask", now=now,
                                    final=dict(final)))
     row = _same(orm, fast)
     assert (row["status"], row["owner"], row["last_seq"]) == (final["status"], "", 3)
@@ -174,7 +173,7 @@ def test_a_thread_takes_its_status_from_its_latest_run_only(executor, sink, path
     def stop(run: Run, status: str) -> None:
         fields = transitions.finish(status=status, now=timezone.now())
         if path == "orm":
-            transitions.orm_apply(run.id, fields)
+            store.apply(run.id, fields)
         else:
             _on_loop(executor, sink.aapply(run.id, fields))
         thread.refresh_from_db()

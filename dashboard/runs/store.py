@@ -1,0 +1,685 @@
+"""The run store: the only code that writes a run, its event log and its thread's status.
+
+Every write is one method here, named for the transition it makes; *which* fields a
+transition sets is :mod:`dashboard.runs.transitions`' to say, and this module only applies
+them. Two paths, one set of rules (the contract test, ``tests/dashboard/runs/
+test_transitions.py``, runs every transition through both and compares the rows):
+
+- **the ORM** (:func:`create_run`, :func:`apply`, :func:`append`, :func:`set_thread_status`,
+  and the executor's slower paths: a resume's or a recovery's claim, a paused run's
+  questions), used inside the services' transactions;
+- **the executor's fast path** (:class:`RunStore`): literal SQL, run on the executor's own
+  loop with no thread hop. On PostgreSQL each write is *one statement* (data-modifying
+  CTEs) in autocommit on a small psycopg pool of the store's own, with prepared
+  statements; on SQLite one transaction on the *checkpointer's own* aiosqlite connection,
+  under its lock, so the graph's checkpoint writes and the event writes never contend for
+  SQLite's single write lock (whose busy handler sleeps for milliseconds).
+
+A run's events and its ``last_seq`` are always written in one statement or transaction, so
+the next seq is ``last_seq + 1`` (:func:`~dashboard.runs.transitions.next_seq`): the ORM
+path numbers an event in :func:`append`, the executor in its run's
+:class:`~dashboard.runs.record.EventWriter`, which alone writes the run while it holds it.
+
+Event rows travel as *one* JSON parameter, whatever their number and however many runs
+they belong to: the statement's text never changes, so the driver and the server parse
+and plan it once, and serialising a write is one ``json.dumps``. Values are converted by
+Django's own fields (``get_db_prep_save``), so the SQL path stores exactly what the ORM
+would (SQLite's text datetimes and hex UUIDs included).
+
+On PostgreSQL the store's sessions commit with ``synchronous_commit = off`` unless
+``PLANWATCH["SYNC_EVENT_COMMITS"]`` is set: the checkpoints (the graph's truth) are still
+committed durably by the saver, so a crash of the *database server* can lose at most the
+last few hundred milliseconds of event rows, never a checkpoint, and the run is recovered
+from its checkpoint. A crash of Planwatch itself loses nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, connection, connections, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from dashboard.models import Interrupt, Run, RunEvent, Thread
+from dashboard.runs import transitions
+from dashboard.runs.doorbells import SUMMARY_FIELDS, run_summary
+from dashboard.runs.orm import database_sync_to_async, relax_commit, relaxed_commits
+from dashboard.runs.savers import SaverHandle, postgres_conninfo
+
+Kind = RunEvent.Kind
+Fields = transitions.Fields
+Statement = tuple[str, list[Any]]
+
+Batch = tuple[Run, list[dict[str, Any]], str]
+"""One run's share of a write: the run, its new event rows (numbered) and its node now."""
+
+RUN_FIELDS = {field.name: field for field in Run._meta.concrete_fields}
+"""Run's fields by name: their conversions are how a value is stored (Django's own)."""
+
+EVENT_COLUMNS = ("seq", "kind", "node", "namespace", "step", "task_id", "checkpoint_id",
+                 "payload", "duration_ms")
+"""An event row's columns in a write's JSON batch, after ``run_id`` (``created_at`` is the
+same for every row of a write: a parameter)."""
+
+
+# -- the SQL of the fast path ------------------------------------------------------------
+# Literal statements, one per write; ``{mark}`` is the driver's placeholder. A new column
+# of Run or RunEvent that a write must carry is added to the model and to these.
+
+INSERT_EVENTS = {
+    "postgresql": """
+        INSERT INTO dashboard_runevent (run_id, seq, kind, node, namespace, step, task_id,
+                                        checkpoint_id, payload, duration_ms, created_at)
+        SELECT e.run_id, e.seq, e.kind, e.node, e.namespace, e.step, e.task_id,
+               e.checkpoint_id, e.payload, e.duration_ms, %s
+        FROM jsonb_to_recordset(%s::jsonb) AS e(
+            run_id uuid, seq integer, kind text, node text, namespace text, step integer,
+            task_id text, checkpoint_id text, payload jsonb, duration_ms double precision)
+    """,
+    # json_extract gives SQL values for scalars and JSON text for the payload (always an
+    # object), as Django's JSONField stores it on SQLite
+    "sqlite": """
+        INSERT INTO dashboard_runevent (run_id, seq, kind, node, namespace, step, task_id,
+                                        checkpoint_id, payload, duration_ms, created_at)
+        SELECT json_extract(e.value, '$.run_id'), json_extract(e.value, '$.seq'),
+               json_extract(e.value, '$.kind'), json_extract(e.value, '$.node'),
+               json_extract(e.value, '$.namespace'), json_extract(e.value, '$.step'),
+               json_extract(e.value, '$.task_id'), json_extract(e.value, '$.checkpoint_id'),
+               json_extract(e.value, '$.payload'), json_extract(e.value, '$.duration_ms'), ?
+        FROM json_each(?) AS e
+    """,
+}
+"""Insert a write's event rows (parameters: created_at, the rows as one JSON array)."""
+
+PROGRESS = {
+    "postgresql": """
+        UPDATE dashboard_run SET last_seq = p.last_seq, current_node = p.current_node,
+            model_calls = p.model_calls, input_tokens = p.input_tokens,
+            output_tokens = p.output_tokens, total_tokens = p.total_tokens,
+            cost_usd = p.cost_usd, heartbeat_at = %s
+        FROM jsonb_to_recordset(%s::jsonb) AS p(
+            id uuid, last_seq integer, current_node text, model_calls integer,
+            input_tokens integer, output_tokens integer, total_tokens integer,
+            cost_usd double precision)
+        WHERE dashboard_run.id = p.id
+    """,
+    "sqlite": """
+        UPDATE dashboard_run SET last_seq = p.last_seq, current_node = p.current_node,
+            model_calls = p.model_calls, input_tokens = p.input_tokens,
+            output_tokens = p.output_tokens, total_tokens = p.total_tokens,
+            cost_usd = p.cost_usd, heartbeat_at = ?
+        FROM (SELECT json_extract(j.value, '$.id') AS id,
+                     json_extract(j.value, '$.last_seq') AS last_seq,
+                     json_extract(j.value, '$.current_node') AS current_node,
+                     json_extract(j.value, '$.model_calls') AS model_calls,
+                     json_extract(j.value, '$.input_tokens') AS input_tokens,
+                     json_extract(j.value, '$.output_tokens') AS output_tokens,
+                     json_extract(j.value, '$.total_tokens') AS total_tokens,
+                     json_extract(j.value, '$.cost_usd') AS cost_usd
+              FROM json_each(?) AS j) AS p
+        WHERE dashboard_run.id = p.id
+    """,
+}
+"""Every run of a write moves on: its last seq, its node, its model-call rollups
+(:data:`~dashboard.runs.transitions.ROLLUPS`) and its heartbeat (parameters: heartbeat_at,
+one JSON array of ``{id, last_seq, current_node, <rollups>}``)."""
+
+CLAIM_FIELDS = ("status", "owner", "heartbeat_at", "started_at", "breakpoints_changed")
+"""The fields :func:`~dashboard.runs.transitions.claim` sets, in :data:`CLAIM`'s order."""
+
+CLAIM = """
+    UPDATE dashboard_run
+    SET status = {mark}, owner = {mark}, heartbeat_at = {mark},
+        started_at = COALESCE(started_at, {mark}), breakpoints_changed = {mark}
+    WHERE id = {mark} AND status = 'queued'
+      AND (owner = '' OR owner = {mark} OR heartbeat_at < {mark})
+      -- a fork copies its parent's state first: the ORM path
+      AND parent_id IS NULL
+      -- another run of its thread executes: this one waits (and is dispatched when that
+      -- one stops); the constraint run_one_running_per_thread settles a race
+      AND NOT EXISTS (SELECT 1 FROM dashboard_run AS sibling
+                      WHERE sibling.conversation_id = dashboard_run.conversation_id
+                        AND sibling.status = 'running' AND sibling.id <> dashboard_run.id)
+    RETURNING graph, thread_id, input, current_node, last_seq, started_at, interrupt_before,
+              interrupt_after, step_once, configurable, context, recursion_limit
+"""
+"""Take a queued run (parameters: the claim's :data:`CLAIM_FIELDS`, run id, owner, stale)."""
+
+WITHDRAW_QUESTIONS = """
+    UPDATE dashboard_interrupt SET status = 'cancelled'
+    WHERE run_id = {mark} AND status = 'pending'
+"""
+"""The questions a failed or cancelled run leaves are withdrawn (parameter: run id)."""
+
+THREAD_STATUS = """
+    UPDATE dashboard_thread SET status = CASE
+        WHEN EXISTS (SELECT 1 FROM dashboard_run AS queued
+                     WHERE queued.conversation_id = dashboard_thread.id
+                       AND queued.status = 'queued' AND queued.waits_for_id IS NOT NULL
+                       AND queued.id <> {mark}) THEN 'busy'
+        ELSE {mark} END
+    WHERE id = (SELECT conversation_id FROM dashboard_run WHERE id = {mark})
+      AND NOT EXISTS (SELECT 1 FROM dashboard_run AS this, dashboard_run AS newer
+                      WHERE this.id = {mark} AND newer.conversation_id = this.conversation_id
+                        AND newer.created_at > this.created_at
+                        AND NOT (newer.status = 'queued' AND newer.waits_for_id IS NOT NULL))
+"""
+"""How a run's new status reaches its thread, on both paths (parameters: run id, thread
+status, run id, run id): the thread takes it only from its latest run (runs enqueued
+behind it aside), and stays busy while runs are enqueued on it."""
+
+
+def _sql(statement: str, postgres: bool) -> str:
+    return statement.format(mark="%s" if postgres else "?")
+
+
+def _thread_params(run_id: Any, status: str) -> list[Any]:
+    return [run_id, str(status), run_id, run_id]
+
+
+# -- the ORM path --------------------------------------------------------------------------
+
+
+def orm_fields(fields: Fields) -> dict[str, Any]:
+    """``fields`` as keyword arguments of ``QuerySet.update`` (``FirstSet`` → ``Coalesce``)."""
+    return {name: Coalesce(F(name), value.value) if isinstance(value, transitions.FirstSet)
+            else value for name, value in fields.items()}
+
+
+def create_run(**columns: Any) -> Run:
+    """A new run, queued (started, forked or enqueued), and its thread busy with it."""
+    run = Run.objects.create(**columns)
+    set_thread_status(run.id, transitions.QUEUED_THREAD)
+    return run
+
+
+def apply(run_id: Any, fields: Fields) -> int:
+    """Write a transition's ``fields`` to one run, and its new status to its thread."""
+    updated = Run.objects.filter(id=run_id).update(**orm_fields(fields))
+    if (status := transitions.thread_status(fields)) is not None:
+        set_thread_status(run_id, status)
+    return updated
+
+
+def append(locked: Run, kind: str, *, then: Callable[[int], Fields] | None = None,
+           **event: Any) -> int:
+    """Append one event to the log of a run whose row this transaction holds, with the
+    transition that goes with it: ``then(seq)`` (by default
+    :func:`~dashboard.runs.transitions.progress` to that seq)."""
+    seq = transitions.next_seq(locked)
+    RunEvent.objects.create(run=locked, seq=seq, kind=kind, **event)
+    fields = then(seq) if then is not None else transitions.progress(now=timezone.now(),
+                                                                     last_seq=seq)
+    apply(locked.id, fields)
+    transitions.apply_to(locked, fields)
+    return seq
+
+
+def set_thread_status(run_id: Any, status: str) -> None:
+    """Give the run's thread ``status`` (a ``THREAD_STATUS`` value of transitions) by
+    :data:`THREAD_STATUS`, from its latest run only."""
+    uid = run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(str(run_id))
+    stored = RUN_FIELDS["id"].get_db_prep_value(uid, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(THREAD_STATUS, connection.vendor == "postgresql"),
+                       _thread_params(stored, status))
+
+
+def settle_thread(thread_id: Any) -> None:
+    """A thread whose latest run was deleted takes the status of its latest remaining run
+    (runs enqueued behind another aside), or is idle with none."""
+    latest = (Run.objects.filter(conversation_id=thread_id)
+              .exclude(status=Run.Status.QUEUED, waits_for__isnull=False)
+              .order_by("-created_at").first())
+    if latest is None:
+        Thread.objects.filter(id=thread_id).update(status=Thread.Status.IDLE)
+    else:
+        set_thread_status(latest.id, transitions.THREAD_STATUS[Run.Status(latest.status)])
+
+
+def withdraw_questions(run_id: Any) -> None:
+    """The run's questions still pending are withdrawn (it failed or was cancelled)."""
+    Interrupt.objects.filter(run_id=run_id, status=Interrupt.Status.PENDING).update(
+        status=Interrupt.Status.CANCELLED)
+
+
+@database_sync_to_async
+def awrite_orm(run_id: uuid.UUID, batch: list[dict[str, Any]], current_node: str,
+               final: dict[str, Any], *, calls: Fields | None = None) -> dict[str, Any]:
+    """Insert a run's events with its progress, or with where it stops (``final``: status,
+    output or error, the questions it waits on, whether those it leaves are withdrawn), in
+    one ORM transaction; the run's summary as broadcast. The executor's write for a paused
+    run (its questions are get-or-created) and before its fast path is open."""
+    now = batch[0]["created_at"] if batch else timezone.now()
+    last_seq = batch[-1]["seq"] if batch else None
+    if status := final.get("status"):
+        fields = transitions.stop(status=status, now=now, last_seq=last_seq,
+                                  current_node=current_node, output=final.get("output"),
+                                  error=final.get("error"), calls=calls)
+    else:
+        fields = transitions.progress(now=now, last_seq=last_seq, current_node=current_node,
+                                      calls=calls)
+    with transaction.atomic():
+        relax_commit()
+        RunEvent.objects.bulk_create([RunEvent(run_id=run_id, **row) for row in batch])
+        apply(run_id, fields)
+        pending = final.get("pending")
+        for item in pending or ():
+            Interrupt.objects.get_or_create(
+                run_id=run_id, interrupt_id=item["interrupt_id"],
+                defaults={k: item[k] for k in ("node", "namespace", "payload")},
+            )
+        if pending is not None:  # questions the graph no longer asks are withdrawn
+            Interrupt.objects.filter(run_id=run_id, status=Interrupt.Status.PENDING).exclude(
+                interrupt_id__in=[i["interrupt_id"] for i in pending]
+            ).update(status=Interrupt.Status.CANCELLED)
+        if final.get("cancel_interrupts"):
+            withdraw_questions(run_id)
+        run = Run.objects.values(*SUMMARY_FIELDS).get(id=run_id)
+    return run_summary(run)
+
+
+# -- claims --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An operator's answer, taken from the database to resume the graph with."""
+
+    interrupt_id: str
+    answer: Any
+    answered_by: str
+    node: str
+    namespace: str
+
+    def event(self) -> dict[str, Any]:
+        """The ``interrupt_answered`` event that records it in the run's log."""
+        return {
+            "kind": Kind.INTERRUPT_ANSWERED, "node": self.node, "namespace": self.namespace,
+            "payload": {"interrupt_id": self.interrupt_id, "answer": self.answer,
+                        "answered_by": self.answered_by},
+        }
+
+
+@dataclass
+class Claim:
+    """A run this executor now holds: how it starts, its next seq, what it already saw."""
+
+    run: Run
+    kind: str
+    """``run_started``, ``run_forked``, ``run_resumed`` or ``run_recovered``: the event the
+    claim writes."""
+    next_seq: int
+    checkpoint_ids: list[str]
+    answers: list[Answer]
+
+
+def _driver_integrity_errors() -> tuple[type[Exception], ...]:
+    """The drivers' own integrity errors (the fast path's connections are not Django's)."""
+    errors: list[type[Exception]] = [sqlite3.IntegrityError]
+    with contextlib.suppress(ImportError):
+        import psycopg
+
+        errors.append(psycopg.IntegrityError)
+    return tuple(errors)
+
+
+DRIVER_INTEGRITY_ERRORS = _driver_integrity_errors()
+
+
+def sibling_running(run: Run) -> bool:
+    """Whether another run of the run's thread executes (the run then waits its turn)."""
+    return run.conversation_id is not None and Run.objects.running().filter(
+        conversation_id=run.conversation_id).exclude(id=run.id).exists()
+
+
+@database_sync_to_async
+def aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
+    """Take any claimable run (start, resume, recover, continue) through the ORM, or None."""
+    now = timezone.now()
+    free = transitions.free_q(owner=owner, stale=transitions.stale_before(now))
+    with transaction.atomic():
+        relax_commit()  # a lost claim leaves the run queued: recovery dispatches it again
+        run = Run.objects.select_for_update().filter(id=run_id).filter(free).first()
+        if run is None:
+            return None
+        answers: list[Answer] = []
+        if run.status != Run.Status.RUNNING and sibling_running(run):
+            return None  # dispatched again when that run stops
+        if run.status == Run.Status.QUEUED and mode == "start":
+            if run.waits_for_id is not None and not _take_turn(run):
+                return None  # enqueued behind a run of its thread that has not stopped
+            kind = Kind.RUN_FORKED if run.parent_id else Kind.RUN_STARTED
+        elif run.status == Run.Status.PAUSED and mode == "continue":
+            kind = Kind.RUN_RESUMED
+        elif run.status == Run.Status.RUNNING and run.owner != owner:
+            kind = Kind.RUN_RECOVERED  # its executor died (stale heartbeat)
+        elif run.status == Run.Status.INTERRUPTED:
+            answers = _take_answers(run)
+            if not answers:
+                return None  # nothing to resume with yet
+            kind = Kind.RUN_RESUMED
+        else:
+            return None
+        fields = transitions.claim(owner=owner, now=now)
+        apply(run.id, fields)
+        transitions.apply_to(run, fields)
+        if kind in (Kind.RUN_STARTED, Kind.RUN_FORKED):  # a fresh run: no checkpoints yet
+            return Claim(run, kind, transitions.next_seq(run), [], answers)
+        checkpoints = list(
+            run.events.filter(kind=Kind.CHECKPOINT).values_list("checkpoint_id", flat=True)
+        )
+    return Claim(run, kind, transitions.next_seq(run), checkpoints, answers)
+
+
+def _take_turn(run: Run) -> bool:
+    """Whether an enqueued run may start: the run it waits for has stopped (ended, or
+    waits for an answer or at a breakpoint, with nothing about to resume it). It then
+    goes on from that run's last checkpoint, as read now."""
+    ahead = run.waits_for
+    if ahead is not None:
+        if Run.objects.busy().filter(id=ahead.id).exists():
+            return False
+        last = ahead.last_root_checkpoint()
+        if last and not run.forked_from_checkpoint:
+            run.forked_from_checkpoint = last
+            Run.objects.filter(id=run.id).update(forked_from_checkpoint=last)
+    if run.parent_id and not run.forked_from_checkpoint:  # it never wrote one: start afresh
+        run.parent_id = None
+        Run.objects.filter(id=run.id).update(parent=None)
+    return True
+
+
+def _take_answers(run: Run) -> list[Answer]:
+    """Answered interrupts not yet fed to the graph; mark them taken up."""
+    rows = list(Interrupt.objects.unconsumed().filter(run=run).select_related("answered_by"))
+    Interrupt.objects.filter(pk__in=[r.pk for r in rows]).take_up(run.last_root_checkpoint())
+    return [Answer(r.interrupt_id, r.answer, r.answerer_name, r.node, r.namespace)
+            for r in rows]
+
+
+@database_sync_to_async
+def aheartbeat(run_ids: list[uuid.UUID], owner: str
+               ) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
+    """Prove ``owner`` is alive for its runs; return those an operator asked to cancel,
+    and those whose breakpoints an operator changed."""
+    fields = transitions.heartbeat(now=timezone.now())
+    Run.objects.filter(id__in=run_ids, owner=owner).update(**orm_fields(fields))
+    flagged = Run.objects.filter(id__in=run_ids, owner=owner).filter(
+        Q(cancel_requested=True) | Q(breakpoints_changed=True))
+    cancel: set[uuid.UUID] = set()
+    rebreak: set[uuid.UUID] = set()
+    for run_id, cancelled, changed in flagged.values_list(
+            "id", "cancel_requested", "breakpoints_changed"):
+        if cancelled:
+            cancel.add(run_id)
+        if changed:
+            rebreak.add(run_id)
+    return cancel, rebreak
+
+
+@database_sync_to_async
+def atake_breakpoints(run_id: uuid.UUID) -> Run:
+    """The run's breakpoints as an operator just set them; their change is taken."""
+    Run.objects.filter(id=run_id).update(breakpoints_changed=False)
+    return Run.objects.only("interrupt_before", "interrupt_after", "step_once").get(id=run_id)
+
+
+@database_sync_to_async
+def acancelled_by(run_id: uuid.UUID) -> str:
+    """Who asked to cancel the run."""
+    by: str = Run.objects.values_list("cancel_requested_by", flat=True).get(id=run_id)
+    return by
+
+
+# -- the executor's fast path ----------------------------------------------------------------
+
+
+class RunStore:
+    """The executor's writes of its runs, next to the checkpointer (see the module)."""
+
+    def __init__(self, handle: SaverHandle | None, *, postgres: bool, pool: Any = None) -> None:
+        # AsyncSqliteSaver's connection and lock, on SQLite (the base class has neither)
+        self.saver: Any = handle.saver if handle is not None else None
+        self.postgres = postgres
+        self.pool = pool
+        vendor = "postgresql" if postgres else "sqlite"
+        self.insert_sql, self.progress_sql = INSERT_EVENTS[vendor], PROGRESS[vendor]
+        self.claim_sql = _sql(CLAIM, postgres)
+        self.withdraw_sql = _sql(WITHDRAW_QUESTIONS, postgres)
+        self.thread_sql = _sql(THREAD_STATUS, postgres)
+        self.mark = "%s" if postgres else "?"
+        self._connection = connections["default"]  # its fields' conversions, never a query
+
+    @classmethod
+    async def aopen(cls, handle: SaverHandle, *, postgres: bool, pool_size: int) -> RunStore:
+        """The store for an open saver (on PostgreSQL with its own pool)."""
+        if not postgres:
+            return cls(handle, postgres=False)
+        from psycopg_pool import AsyncConnectionPool
+
+        from config import pgpool
+
+        async def configure(conn: Any) -> None:
+            if relaxed_commits():
+                await conn.execute("SET synchronous_commit TO OFF")
+
+        # statements are prepared at once: there are a handful, run thousands of times, and
+        # the server shares the machine's cores with the graphs
+        pool = AsyncConnectionPool(
+            postgres_conninfo(), min_size=1, max_size=pool_size, configure=configure,
+            kwargs={"autocommit": True, "prepare_threshold": 0}, open=False,
+            # a connection the server dropped (a restart, pg_terminate_backend) is found
+            # out on checkout and replaced, not used for a write that would then fail
+            check=pgpool.acheck,
+        )
+        await pool.open()
+        return cls(handle, postgres=True, pool=pool)
+
+    async def aclose(self) -> None:
+        """Close the store's own pool, if it has one."""
+        if self.pool is not None:
+            await self.pool.close()
+
+    @contextlib.asynccontextmanager
+    async def lock(self) -> AsyncIterator[None]:
+        """Hold SQLite's one writer (the saver's connection lock); free on PostgreSQL."""
+        if self.postgres:
+            yield
+        else:
+            async with self.saver.lock:
+                yield
+
+    # -- transitions ---------------------------------------------------------------------
+
+    async def aclaim(self, run_id: uuid.UUID, *, owner: str, mode: str) -> Claim | None:
+        """Take the run for ``owner``, or return None if it is not ``owner``'s to run now.
+
+        A fresh run (the common case) in one conditional UPDATE on the store's own
+        connection; anything else (a resume, a recovery, a fork, an enqueued run) through
+        the ORM, which also hands over the answers the graph resumes with.
+        """
+        if mode == "start":
+            try:
+                now = timezone.now()
+                run = await self.aclaim_queued(run_id, owner=owner, now=now,
+                                               stale=transitions.stale_before(now))
+            except DRIVER_INTEGRITY_ERRORS:  # another run of its thread was claimed meanwhile
+                return None
+            if run is not None:
+                return Claim(run, Kind.RUN_STARTED, transitions.next_seq(run), [], [])
+        try:
+            return await aclaim_orm(run_id, owner, mode)
+        except IntegrityError:  # another run of its thread was claimed meanwhile: it waits
+            return None
+
+    async def aclaim_queued(self, run_id: uuid.UUID, *, owner: str, now: datetime,
+                            stale: datetime) -> Run | None:
+        """Take a queued run in one conditional UPDATE; None if it is not queued and free
+        (heart-beating since ``stale``)."""
+        fields = transitions.claim(owner=owner, now=now)
+        assert tuple(fields) == CLAIM_FIELDS, "transitions.claim and CLAIM disagree"
+        params = [*self._params(fields), self._prep("id", run_id), owner,
+                  self._prep("heartbeat_at", stale)]
+        # the thread's status first: the claim's RETURNING is the write's answer
+        row = await self._aexecute([*self._thread_statements(run_id, fields),
+                                    (self.claim_sql, params)], returning=True)
+        if row is None:
+            return None
+        (graph, thread_id, input_, current_node, last_seq, started_at, before, after, step,
+         configurable, context, recursion_limit) = row
+        if not self.postgres:  # text columns: parse as Django would
+            input_, before, after = json.loads(input_), json.loads(before), json.loads(after)
+            configurable = json.loads(configurable)
+            context = json.loads(context) if context is not None else None
+            started_at = parse_datetime(started_at)
+            if settings.USE_TZ and started_at is not None:
+                started_at = timezone.make_aware(started_at, UTC)
+        run = Run(id=run_id, graph=graph, thread_id=thread_id, input=input_,
+                  current_node=current_node, last_seq=last_seq, started_at=started_at,
+                  interrupt_before=before, interrupt_after=after, step_once=bool(step),
+                  configurable=configurable, context=context,
+                  recursion_limit=recursion_limit)
+        transitions.apply_to(run, fields)
+        return run
+
+    async def aprogress(self, batches: list[Batch], *, now: datetime) -> list[dict[str, Any]]:
+        """Insert the rows of several running runs and record their progress, atomically.
+
+        One statement for every run an executor has rows of, whatever their number.
+        Returns each run's summary as broadcast, in the order of ``batches``.
+        """
+        progress = []
+        for run, rows, node in batches:
+            moved = transitions.progress(now=now, last_seq=rows[-1]["seq"] if rows else None,
+                                         current_node=node, calls=transitions.rollups(run))
+            progress.append({"id": str(self._prep("id", run.id)),
+                             "current_node": moved.get("current_node", run.current_node),
+                             "last_seq": moved.get("last_seq", run.last_seq),
+                             **{name: moved[name] for name in transitions.ROLLUPS}})
+        statements: list[Statement] = []
+        if any(rows for _, rows, _ in batches):
+            statements.append(self._insert(batches, now))
+        statements.append((self.progress_sql, [self._moment(now), json.dumps(progress)]))
+        await self._aexecute(statements)
+        return [
+            run_summary({
+                "id": run.id, "graph": run.graph, "status": run.status,
+                "current_node": moved["current_node"], "last_seq": moved["last_seq"],
+                "started_at": run.started_at, "finished_at": None,
+                "error_message": run.error_message,
+                **{name: moved[name] for name in transitions.ROLLUPS},
+            })
+            for (run, _, _), moved in zip(batches, progress, strict=True)
+        ]
+
+    async def astop(self, run: Run, rows: list[dict[str, Any]], *, current_node: str,
+                    now: datetime, final: dict[str, Any]) -> dict[str, Any]:
+        """Insert a run's last ``rows`` together with where it stops, atomically.
+
+        ``final`` (as :meth:`~dashboard.runs.record.EventWriter.afinish` builds it) gives
+        the status (paused or final), output or error, the questions a paused run waits on
+        (``pending``: through the ORM, which get-or-creates them) and whether the questions
+        it leaves are withdrawn. Returns the run's summary as broadcast.
+        """
+        if final.get("pending") is not None:
+            async with self.lock():
+                return await awrite_orm(run.id, rows, current_node, final,
+                                        calls=transitions.rollups(run))
+        fields = transitions.stop(
+            status=final["status"], now=now, last_seq=rows[-1]["seq"] if rows else None,
+            current_node=current_node, output=final.get("output"), error=final.get("error"),
+            calls=transitions.rollups(run))
+        statements: list[Statement] = []
+        if rows:
+            statements.append(self._insert([(run, rows, current_node)], now))
+        if final.get("cancel_interrupts"):
+            statements.append((self.withdraw_sql, [self._prep("id", run.id)]))
+        statements.append(self._update(run.id, fields))
+        statements.extend(self._thread_statements(run.id, fields))
+        await self._aexecute(statements)
+        transitions.apply_to(run, fields)
+        return run_summary({name: getattr(run, name) for name in SUMMARY_FIELDS})
+
+    async def aapply(self, run_id: uuid.UUID, fields: Fields) -> None:
+        """Apply a transition's ``fields`` to one run (and its thread) on the fast path."""
+        await self._aexecute([self._update(run_id, fields),
+                              *self._thread_statements(run_id, fields)])
+
+    # -- statements ----------------------------------------------------------------------
+
+    def _insert(self, batches: list[Batch], now: datetime) -> Statement:
+        rows = json.dumps([
+            {"run_id": str(self._prep("id", run.id)),
+             **{name: row[name] for name in EVENT_COLUMNS}}
+            for run, rows, _ in batches for row in rows
+        ])
+        return self.insert_sql, [self._moment(now), rows]
+
+    def _update(self, run_id: uuid.UUID, fields: Fields) -> Statement:
+        """The ``UPDATE`` that applies a transition's ``fields`` to one run: the one
+        statement whose columns vary (each transition sets its own; ``FirstSet`` keeps a
+        value already set)."""
+        assignments = ", ".join(
+            f"{name} = COALESCE({name}, {self.mark})"
+            if isinstance(value, transitions.FirstSet) else f"{name} = {self.mark}"
+            for name, value in fields.items())
+        return (f"UPDATE dashboard_run SET {assignments} WHERE id = {self.mark}",
+                [*self._params(fields), self._prep("id", run_id)])
+
+    def _thread_statements(self, run_id: uuid.UUID, fields: Fields) -> list[Statement]:
+        """The ``UPDATE`` that gives the run's thread its new status, if ``fields`` change
+        the run's (:data:`THREAD_STATUS`, as the ORM path runs it)."""
+        status = transitions.thread_status(fields)
+        if status is None:
+            return []
+        return [(self.thread_sql, _thread_params(self._prep("id", run_id), status))]
+
+    def _params(self, fields: Fields) -> list[Any]:
+        return [self._prep(name, v.value if isinstance(v, transitions.FirstSet) else v)
+                for name, v in fields.items()]
+
+    def _prep(self, column: str, value: Any) -> Any:
+        """``value`` as Django's field for ``column`` of Run stores it on this database."""
+        return RUN_FIELDS[column].get_db_prep_save(value, self._connection)
+
+    def _moment(self, value: datetime) -> Any:
+        """A moment as Django stores it on this database (SQLite: naive UTC text)."""
+        return self._connection.ops.adapt_datetimefield_value(value)
+
+    async def _aexecute(self, statements: list[Statement], *, returning: bool = False
+                        ) -> Any:
+        """Run ``statements`` atomically; the last one's first row if ``returning``.
+
+        PostgreSQL: all but the last become data-modifying CTEs of the last (each runs
+        exactly once, whether referenced or not), so the write is a single statement.
+        SQLite: each statement is one hop to aiosqlite's thread, then one for the commit.
+        """
+        if self.postgres:
+            head = [f"w{i} AS ({sql})" for i, (sql, _) in enumerate(statements[:-1])]
+            sql = (f"WITH {', '.join(head)} " if head else "") + statements[-1][0]
+            params = [p for _, ps in statements for p in ps]
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(sql, params)
+                return await cur.fetchone() if returning else None
+        async with self.saver.lock:
+            conn = self.saver.conn
+            try:
+                for sql, params in statements:
+                    rows = await conn.execute_fetchall(sql, params)
+            except BaseException:
+                await conn.rollback()
+                raise
+            await conn.commit()
+            return next(iter(rows), None)
