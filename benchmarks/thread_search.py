@@ -45,7 +45,7 @@ def _seed() -> Any:
     from django.contrib.auth.models import Permission, User
 
     from dashboard.models import Run, Thread
-    from dashboard.runs.transitions import THREAD_STATUS
+    from dashboard.runs.store import THREAD_STATUS
 
     user = User.objects.create_user("bench-search", password=uuid.uuid4().hex)
     user.user_permissions.set(Permission.objects.filter(codename="view_all_threads"))

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Run, RunEvent
-from dashboard.runs.transitions import ROLLUPS, model_call
+from dashboard.runs.store import ROLLUPS, model_call
 from dashboard.trace import run_duration
 from dashboard.waterfall import HumanWait, seconds_text
 

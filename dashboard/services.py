@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from dashboard.checkpoints import compiled, config_of, sync_saver
 from dashboard.models import Interrupt, Run, RunEvent, Thread
-from dashboard.runs import debugging, dispatch, doorbells, store, transitions
+from dashboard.runs import debugging, dispatch, doorbells, store
 from dashboard.runs.conf import planwatch_setting
 from planner.registry import GraphSpec, InputError, get_graph
 
@@ -155,7 +155,7 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User) -> Interr
         if not won:
             raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
         run_id = interrupt.run_id
-        store.set_thread_status(run_id, transitions.UNSETTLED)
+        store.set_thread_status(run_id, store.UNSETTLED)
         transaction.on_commit(lambda: _after_change(run_id, "resume"))
     return interrupt
 
@@ -190,14 +190,14 @@ def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:
                 "runs can be cancelled"
             )
         if locked.owner:  # an executor holds it: ask it to stop
-            store.apply(run.id, transitions.request_cancel(by=_name(user)))
+            store.apply(run.id, store.request_cancel(by=_name(user)))
             transaction.on_commit(lambda: dispatch.request_cancel(run.id))
         else:
             who = user.get_username() if user.is_authenticated else ""
             store.append(
                 locked, RunEvent.Kind.RUN_CANCELLED,
                 payload={"by": who, **({"reason": reason} if reason else {})},
-                then=lambda seq: transitions.finish(status=Run.Status.CANCELLED,
+                then=lambda seq: store.finish(status=Run.Status.CANCELLED,
                                                     now=timezone.now(), last_seq=seq))
             store.withdraw_questions(run.id)
             transaction.on_commit(lambda: _announce(run.id))
@@ -216,7 +216,7 @@ def run_breakpoints_set(*, run: Run, interrupt_before: list[str],
             raise RunStateError(f"run {run.id} already {locked.status}; breakpoints apply "
                                 "only to queued, running, paused or interrupted runs")
         held = bool(locked.owner)
-        fields = transitions.set_breakpoints(before=interrupt_before, after=interrupt_after,
+        fields = store.set_breakpoints(before=interrupt_before, after=interrupt_after,
                                              held=held)
         store.apply(run.id, fields)
         if held:  # its executor numbers the events: it records the change when it applies it
@@ -236,9 +236,9 @@ def run_continue(*, run: Run, user: User, step: bool = False) -> Run:
             raise RunStateError(f"run {run.id} is {locked.status}, not paused at a breakpoint; "
                                 "only paused runs can be continued or stepped")
         if step:
-            store.apply(run.id, transitions.request_step())
+            store.apply(run.id, store.request_step())
         _record(locked, RunEvent.Kind.RUN_CONTINUED, user, step=step)
-        store.set_thread_status(run.id, transitions.UNSETTLED)
+        store.set_thread_status(run.id, store.UNSETTLED)
         transaction.on_commit(lambda: _after_change(run.id, "continue"))
     run.refresh_from_db()
     return run

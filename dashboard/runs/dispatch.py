@@ -22,7 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.models import Run
-from dashboard.runs import transitions
+from dashboard.runs import store
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.execute import Executor
 
@@ -114,7 +114,7 @@ def recover_stale(*, include_queued: bool = False) -> list[UUID]:
     ``include_queued`` also dispatches runs still queued (at start-up: their dispatch may
     have died with the process that created them).
     """
-    stale = transitions.stale_before(timezone.now())
+    stale = store.stale_before(timezone.now())
     ids = list(
         Run.objects.running().filter(heartbeat_at__lt=stale)
         .values_list("id", flat=True)

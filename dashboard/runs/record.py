@@ -20,8 +20,7 @@ from typing import Any
 from django.utils import timezone
 
 from dashboard.models import Run, RunEvent
-from dashboard.runs import doorbells, transitions
-from dashboard.runs.store import RunStore, awrite_orm
+from dashboard.runs import doorbells, store
 
 logger = logging.getLogger("planwatch.recorder")
 
@@ -53,7 +52,7 @@ class WriteBehind:
     RETRIES = 5
     RETRY_PAUSE = 0.2
 
-    def __init__(self, store: RunStore | None, *, interval: float = 0.0,
+    def __init__(self, store: store.RunStore | None, *, interval: float = 0.0,
                  tasks: set[asyncio.Task[Any]] | None = None) -> None:
         self.store = store
         self.interval = interval
@@ -100,12 +99,11 @@ class WriteBehind:
         if not batches:
             return
         if self.store is None:  # no store opened yet: the ORM, run by run
-            summaries = [await awrite_orm(w.run.id, rows, w.current_node, {},
-                                          calls=transitions.rollups(w.run))
-                         for w, rows in batches]
+            written = [await store.awrite_orm(w.run, rows, w.current_node, {})
+                       for w, rows in batches]
         else:
             try:
-                summaries = await self.store.aprogress(
+                written = await self.store.aprogress(
                     [(w.run, rows, w.current_node) for w, rows in batches], now=now)
             except Exception:
                 if len(batches) == 1:
@@ -123,8 +121,8 @@ class WriteBehind:
             self._failures.pop(w.run.id, None)
         committed_at = time.time()
         # side by side: a hundred runs' doorbells one after the other held the next write
-        await asyncio.gather(*(w.published(rows, summary, committed_at)
-                               for (w, rows), summary in zip(batches, summaries, strict=True)))
+        await asyncio.gather(*(w.published(rows, values, committed_at)
+                               for (w, rows), values in zip(batches, written, strict=True)))
 
     def _retry(self, writer: EventWriter, rows: list[dict[str, Any]]) -> None:
         """A write failed (a dropped connection, say): its rows go back in front of the
@@ -144,16 +142,16 @@ class WriteBehind:
     async def _awrite_one(self, writer: EventWriter, rows: list[dict[str, Any]],
                           now: Any) -> None:
         assert self.store is not None
-        (summary,) = await self.store.aprogress([(writer.run, rows, writer.current_node)],
+        (values,) = await self.store.aprogress([(writer.run, rows, writer.current_node)],
                                                now=now)
         self._failures.pop(writer.run.id, None)
-        await writer.published(rows, summary, time.time())
+        await writer.published(rows, values, time.time())
 
 
 class EventWriter:
     """Buffers a run's events, numbers them, and has them written behind the graph."""
 
-    def __init__(self, run: Run, *, next_seq: int, store: RunStore | None = None,
+    def __init__(self, run: Run, *, next_seq: int, store: store.RunStore | None = None,
                  behind: WriteBehind | None = None, interval: float = 0.0,
                  tasks: set[asyncio.Task[Any]] | None = None,
                  digest: doorbells.RunsDigest | None = None) -> None:
@@ -167,15 +165,9 @@ class EventWriter:
         self._published: tuple[str, str] = (run.status, run.current_node)
 
     def add(self, fields: dict[str, Any]) -> None:
-        """Number one event and buffer it (a finished model call moves the run's rollups,
-        written with it)."""
+        """Number one event and buffer it."""
         self.buffer.append({**EVENT_DEFAULTS, **fields, "seq": self.next_seq})
         self.next_seq += 1
-        if fields["kind"] == RunEvent.Kind.MODEL_FINISHED:
-            payload = fields["payload"]
-            cost = payload.get("cost")
-            transitions.apply_to(self.run, transitions.model_call(
-                self.run, usage=payload.get("usage"), cost=cost["total"] if cost else None))
 
     def flush_behind(self) -> None:
         """Have what is buffered written behind the graph (see :class:`WriteBehind`)."""
@@ -196,27 +188,28 @@ class EventWriter:
         ordered); events still waiting for the next one are written here instead.
         """
         await self.behind.arelease(self)
-        store = self.behind.store
+        writes = self.behind.store
         batch = self.take(timezone.now())
         if not batch and not final:
             return
         now = batch[0]["created_at"] if batch else timezone.now()
-        if store is None:
-            summary = await awrite_orm(self.run.id, batch, self.current_node, final,
-                                       calls=transitions.rollups(self.run))
+        if writes is None:
+            values = await store.awrite_orm(self.run, batch, self.current_node, final)
         elif final:
-            summary = await store.astop(self.run, batch, current_node=self.current_node,
-                                       now=now, final=final)
+            values = await writes.astop(self.run, batch, current_node=self.current_node,
+                                        now=now, final=final)
         else:
-            (summary,) = await store.aprogress([(self.run, batch, self.current_node)],
-                                              now=now)
-        await self.published(batch, summary, time.time())
+            (values,) = await writes.aprogress([(self.run, batch, self.current_node)],
+                                               now=now)
+        await self.published(batch, values, time.time())
 
-    async def published(self, batch: list[dict[str, Any]], summary: dict[str, Any],
+    async def published(self, batch: list[dict[str, Any]], values: dict[str, Any],
                         committed_at: float) -> None:
-        """Ring the doorbells of a committed write: the run's watchers, the runs list."""
+        """Ring the doorbells of a committed write (``values``: the run's, as written): the
+        run's watchers, the runs list."""
         if batch:
             self.run.last_seq = batch[-1]["seq"]
+        summary = doorbells.run_summary(values)
         key = (summary["status"], summary["current_node"])
         moved, new_status = key != self._published, key[0] != self._published[0]
         self._published = key

@@ -3,7 +3,7 @@
 Every write is one method here, named for the transition it makes; *which* fields a
 transition sets is :mod:`dashboard.runs.transitions`' to say, and this module only applies
 them. Two paths, one set of rules (the contract test, ``tests/dashboard/runs/
-test_transitions.py``, runs every transition through both and compares the rows):
+test_py``, runs every transition through both and compares the rows):
 
 - **the ORM** (:func:`create_run`, :func:`apply`, :func:`append`, :func:`set_thread_status`,
   and the executor's slower paths: a resume's or a recovery's claim, a paused run's
@@ -16,7 +16,7 @@ test_transitions.py``, runs every transition through both and compares the rows)
   SQLite's single write lock (whose busy handler sleeps for milliseconds).
 
 A run's events and its ``last_seq`` are always written in one statement or transaction, so
-the next seq is ``last_seq + 1`` (:func:`~dashboard.runs.transitions.next_seq`): the ORM
+the next seq is ``last_seq + 1`` (:func:`~dashboard.runs.next_seq`): the ORM
 path numbers an event in :func:`append`, the executor in its run's
 :class:`~dashboard.runs.record.EventWriter`, which alone writes the run while it holds it.
 
@@ -41,7 +41,8 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 from django.conf import settings
@@ -52,13 +53,13 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Interrupt, Run, RunEvent, Thread
-from dashboard.runs import transitions
-from dashboard.runs.doorbells import SUMMARY_FIELDS, run_summary
+from dashboard.runs.conf import planwatch_setting
+from dashboard.runs.doorbells import SUMMARY_FIELDS
 from dashboard.runs.orm import database_sync_to_async, relax_commit, relaxed_commits
 from dashboard.runs.savers import SaverHandle, postgres_conninfo
 
 Kind = RunEvent.Kind
-Fields = transitions.Fields
+Status = Run.Status
 Statement = tuple[str, list[Any]]
 
 Batch = tuple[Run, list[dict[str, Any]], str]
@@ -71,6 +72,201 @@ EVENT_COLUMNS = ("seq", "kind", "node", "namespace", "step", "task_id", "checkpo
                  "payload", "duration_ms")
 """An event row's columns in a write's JSON batch, after ``run_id`` (``created_at`` is the
 same for every row of a write: a parameter)."""
+
+
+# -- transitions: the fields each one sets ------------------------------------------------
+
+Fields = dict[str, Any]
+"""Column values of a run, as a transition sets them."""
+
+
+
+@dataclass(frozen=True)
+class FirstSet:
+    """A value a column takes only if it has none yet (``COALESCE(column, value)``)."""
+
+    value: Any
+
+
+# -- conditions ------------------------------------------------------------------------
+
+
+def stale_before(now: datetime) -> datetime:
+    """Heartbeats older than this belong to a dead executor."""
+    return now - timedelta(seconds=planwatch_setting("STALE_AFTER_SECONDS"))
+
+
+def free_q(*, owner: str, stale: datetime) -> Q:
+    """ORM form of "nobody else holds the run": no owner, ``owner`` itself, or a dead one
+    (the fast path's claim, :data:`CLAIM`, says the same in SQL)."""
+    return Q(owner="") | Q(owner=owner) | Q(heartbeat_at__lt=stale)
+
+
+
+
+def next_seq(run: Run) -> int:
+    """The seq the run's next event takes (events and ``last_seq`` are written together)."""
+    return run.last_seq + 1
+
+
+# -- transitions -----------------------------------------------------------------------
+
+
+def claim(*, owner: str, now: datetime) -> Fields:
+    """An executor takes the run (start, resume or recover): it is running and heart-beats.
+
+    It reads the breakpoints as they are now, so an earlier change needs no applying.
+    """
+    return {"status": Status.RUNNING, "owner": owner, "heartbeat_at": now,
+            "started_at": FirstSet(now), "breakpoints_changed": False}
+
+
+def heartbeat(*, now: datetime) -> Fields:
+    """The executor that holds the run is alive."""
+    return {"heartbeat_at": now}
+
+
+def progress(*, now: datetime, last_seq: int | None = None, current_node: str = "",
+             calls: Fields | None = None) -> Fields:
+    """Events were written: the run's last seq, the node it is in and its model rollups
+    (``calls``, from :func:`rollups`) move on."""
+    fields: Fields = {"heartbeat_at": now}
+    if last_seq is not None:
+        fields["last_seq"] = last_seq
+    if current_node:
+        fields["current_node"] = current_node
+    if calls:
+        fields.update(calls)
+    return fields
+
+
+ROLLUPS = ("model_calls", "input_tokens", "output_tokens", "total_tokens", "cost_usd")
+"""The run's model-call rollups, written with the events that moved them."""
+
+
+def model_call(run: Any, *, usage: dict[str, Any] | None, cost: float | None) -> Fields:
+    """A model call finished: it counts, and its reported tokens and known cost add up
+    (``run``: the rollups so far, as attributes).
+
+    A rollup stays null (not reported / unknown) until some call reports it.
+    """
+    def add(total: Any, part: Any) -> Any:
+        if part is None:
+            return total
+        return part if total is None else total + part
+
+    usage = usage or {}
+    return {"model_calls": run.model_calls + 1,
+            "input_tokens": add(run.input_tokens, usage.get("input_tokens")),
+            "output_tokens": add(run.output_tokens, usage.get("output_tokens")),
+            "total_tokens": add(run.total_tokens, usage.get("total_tokens")),
+            "cost_usd": add(run.cost_usd, cost)}
+
+
+def rollups_after(run: Run, rows: list[dict[str, Any]]) -> Fields:
+    """The model-call rollups of an in-memory ``run`` once ``rows`` (its new events) are
+    written: each finished model call among them counts (:func:`model_call`)."""
+    totals = SimpleNamespace(**{name: getattr(run, name) for name in ROLLUPS})
+    for row in rows:
+        if row["kind"] == Kind.MODEL_FINISHED:
+            cost = row["payload"].get("cost")
+            vars(totals).update(model_call(totals, usage=row["payload"].get("usage"),
+                                           cost=cost["total"] if cost else None))
+    return vars(totals).copy()
+
+
+def pause(*, now: datetime, last_seq: int | None = None, current_node: str = "",
+          calls: Fields | None = None) -> Fields:
+    """The graph waits for an operator's answer: nobody holds the run meanwhile."""
+    return {**progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls),
+            "status": Status.INTERRUPTED, "owner": ""}
+
+
+def finish(*, status: str, now: datetime, last_seq: int | None = None, current_node: str = "",
+           output: Any = None, error: tuple[str, str] | None = None,
+           calls: Fields | None = None) -> Fields:
+    """The run ends (succeeded, failed or cancelled), with its output or its error."""
+    if status not in Run.FINISHED:
+        raise ValueError(f"{status!r} is not a final status; use one of {Run.FINISHED}")
+    fields = {**progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls),
+              "status": status, "finished_at": now, "owner": "", "cancel_requested": False}
+    if output is not None:
+        fields["output"] = output
+    if error is not None:
+        fields["error_message"], fields["error_traceback"] = error
+    return fields
+
+
+def halt(*, now: datetime, last_seq: int | None = None, current_node: str = "",
+         calls: Fields | None = None) -> Fields:
+    """The graph stopped at a breakpoint (or after a step): nobody holds the run meanwhile."""
+    return {**progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls),
+            "status": Status.PAUSED, "owner": "", "step_once": False,
+            "breakpoints_changed": False}
+
+
+def stop(*, status: str, now: datetime, last_seq: int | None = None, current_node: str = "",
+         output: Any = None, error: tuple[str, str] | None = None,
+         calls: Fields | None = None) -> Fields:
+    """Where an execution leaves the run: paused (interrupted) or finished."""
+    if status == Status.INTERRUPTED:
+        return pause(now=now, last_seq=last_seq, current_node=current_node, calls=calls)
+    if status == Status.PAUSED:
+        return halt(now=now, last_seq=last_seq, current_node=current_node, calls=calls)
+    return finish(status=status, now=now, last_seq=last_seq, current_node=current_node,
+                  output=output, error=error, calls=calls)
+
+
+def set_breakpoints(*, before: list[str], after: list[str], held: bool) -> Fields:
+    """New breakpoints; an executor that holds the run applies them at its next boundary."""
+    return {"interrupt_before": before, "interrupt_after": after, "breakpoints_changed": held}
+
+
+def request_step() -> Fields:
+    """The next execution runs one super-step, then pauses again."""
+    return {"step_once": True}
+
+
+def request_cancel(*, by: str = "") -> Fields:
+    """An operator asks the executor that holds the run to stop at the next node boundary."""
+    return {"cancel_requested": True, "cancel_requested_by": by}
+
+
+# -- the thread's status ----------------------------------------------------------------
+
+THREAD_STATUS = {
+    Status.QUEUED: Thread.Status.BUSY,
+    Status.RUNNING: Thread.Status.BUSY,
+    Status.INTERRUPTED: Thread.Status.INTERRUPTED,
+    Status.PAUSED: Thread.Status.INTERRUPTED,
+    Status.FAILED: Thread.Status.ERROR,
+    Status.SUCCEEDED: Thread.Status.IDLE,
+    Status.CANCELLED: Thread.Status.IDLE,
+}
+"""The status a LangGraph thread takes when its latest run takes a status (an answer or a
+continue recorded and not yet taken up makes it busy: :data:`UNSETTLED`)."""
+
+QUEUED_THREAD = THREAD_STATUS[Status.QUEUED]
+"""A thread with a new run (started, forked or enqueued on it)."""
+
+UNSETTLED = Thread.Status.BUSY
+"""A thread whose run has an answer or a continue recorded that no executor took up yet."""
+
+
+def thread_status(fields: Fields) -> str | None:
+    """The thread status a transition's ``fields`` give its run's thread (None: unchanged)."""
+    status = fields.get("status")
+    return None if status is None else THREAD_STATUS[Status(status)]
+
+
+def apply_to(run: Run, fields: Fields) -> None:
+    """Mirror ``fields`` on an in-memory ``run`` (after they were written)."""
+    for name, value in fields.items():
+        if isinstance(value, FirstSet):
+            if getattr(run, name) is None:
+                setattr(run, name, value.value)
+        else:
+            setattr(run, name, value)
 
 
 # -- the SQL of the fast path ------------------------------------------------------------
@@ -132,11 +328,11 @@ PROGRESS = {
     """,
 }
 """Every run of a write moves on: its last seq, its node, its model-call rollups
-(:data:`~dashboard.runs.transitions.ROLLUPS`) and its heartbeat (parameters: heartbeat_at,
+(:data:`~dashboard.runs.ROLLUPS`) and its heartbeat (parameters: heartbeat_at,
 one JSON array of ``{id, last_seq, current_node, <rollups>}``)."""
 
 CLAIM_FIELDS = ("status", "owner", "heartbeat_at", "started_at", "breakpoints_changed")
-"""The fields :func:`~dashboard.runs.transitions.claim` sets, in :data:`CLAIM`'s order."""
+"""The fields :func:`~dashboard.runs.claim` sets, in :data:`CLAIM`'s order."""
 
 CLAIM = """
     UPDATE dashboard_run
@@ -162,7 +358,7 @@ WITHDRAW_QUESTIONS = """
 """
 """The questions a failed or cancelled run leaves are withdrawn (parameter: run id)."""
 
-THREAD_STATUS = """
+SET_THREAD_STATUS = """
     UPDATE dashboard_thread SET status = CASE
         WHEN EXISTS (SELECT 1 FROM dashboard_run AS queued
                      WHERE queued.conversation_id = dashboard_thread.id
@@ -193,21 +389,21 @@ def _thread_params(run_id: Any, status: str) -> list[Any]:
 
 def orm_fields(fields: Fields) -> dict[str, Any]:
     """``fields`` as keyword arguments of ``QuerySet.update`` (``FirstSet`` → ``Coalesce``)."""
-    return {name: Coalesce(F(name), value.value) if isinstance(value, transitions.FirstSet)
+    return {name: Coalesce(F(name), value.value) if isinstance(value, FirstSet)
             else value for name, value in fields.items()}
 
 
 def create_run(**columns: Any) -> Run:
     """A new run, queued (started, forked or enqueued), and its thread busy with it."""
     run = Run.objects.create(**columns)
-    set_thread_status(run.id, transitions.QUEUED_THREAD)
+    set_thread_status(run.id, QUEUED_THREAD)
     return run
 
 
 def apply(run_id: Any, fields: Fields) -> int:
     """Write a transition's ``fields`` to one run, and its new status to its thread."""
     updated = Run.objects.filter(id=run_id).update(**orm_fields(fields))
-    if (status := transitions.thread_status(fields)) is not None:
+    if (status := thread_status(fields)) is not None:
         set_thread_status(run_id, status)
     return updated
 
@@ -216,23 +412,23 @@ def append(locked: Run, kind: str, *, then: Callable[[int], Fields] | None = Non
            **event: Any) -> int:
     """Append one event to the log of a run whose row this transaction holds, with the
     transition that goes with it: ``then(seq)`` (by default
-    :func:`~dashboard.runs.transitions.progress` to that seq)."""
-    seq = transitions.next_seq(locked)
+    :func:`~dashboard.runs.progress` to that seq)."""
+    seq = next_seq(locked)
     RunEvent.objects.create(run=locked, seq=seq, kind=kind, **event)
-    fields = then(seq) if then is not None else transitions.progress(now=timezone.now(),
+    fields = then(seq) if then is not None else progress(now=timezone.now(),
                                                                      last_seq=seq)
     apply(locked.id, fields)
-    transitions.apply_to(locked, fields)
+    apply_to(locked, fields)
     return seq
 
 
 def set_thread_status(run_id: Any, status: str) -> None:
-    """Give the run's thread ``status`` (a ``THREAD_STATUS`` value of transitions) by
-    :data:`THREAD_STATUS`, from its latest run only."""
+    """Give the run's thread ``status`` (a :data:`THREAD_STATUS` value) by
+    :data:`SET_THREAD_STATUS`, from its latest run only."""
     uid = run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(str(run_id))
     stored = RUN_FIELDS["id"].get_db_prep_value(uid, connection)
     with connection.cursor() as cursor:
-        cursor.execute(_sql(THREAD_STATUS, connection.vendor == "postgresql"),
+        cursor.execute(_sql(SET_THREAD_STATUS, connection.vendor == "postgresql"),
                        _thread_params(stored, status))
 
 
@@ -245,7 +441,7 @@ def settle_thread(thread_id: Any) -> None:
     if latest is None:
         Thread.objects.filter(id=thread_id).update(status=Thread.Status.IDLE)
     else:
-        set_thread_status(latest.id, transitions.THREAD_STATUS[Run.Status(latest.status)])
+        set_thread_status(latest.id, THREAD_STATUS[Run.Status(latest.status)])
 
 
 def withdraw_questions(run_id: Any) -> None:
@@ -255,39 +451,39 @@ def withdraw_questions(run_id: Any) -> None:
 
 
 @database_sync_to_async
-def awrite_orm(run_id: uuid.UUID, batch: list[dict[str, Any]], current_node: str,
-               final: dict[str, Any], *, calls: Fields | None = None) -> dict[str, Any]:
+def awrite_orm(run: Run, rows: list[dict[str, Any]], current_node: str,
+               final: dict[str, Any]) -> dict[str, Any]:
     """Insert a run's events with its progress, or with where it stops (``final``: status,
     output or error, the questions it waits on, whether those it leaves are withdrawn), in
-    one ORM transaction; the run's summary as broadcast. The executor's write for a paused
-    run (its questions are get-or-created) and before its fast path is open."""
-    now = batch[0]["created_at"] if batch else timezone.now()
-    last_seq = batch[-1]["seq"] if batch else None
+    one ORM transaction; the run's values as a doorbell tells them. The executor's write
+    for a paused run (its questions are get-or-created) and before its fast path is open."""
+    now = rows[0]["created_at"] if rows else timezone.now()
+    last_seq = rows[-1]["seq"] if rows else None
+    calls = rollups_after(run, rows)
     if status := final.get("status"):
-        fields = transitions.stop(status=status, now=now, last_seq=last_seq,
-                                  current_node=current_node, output=final.get("output"),
-                                  error=final.get("error"), calls=calls)
+        fields = stop(status=status, now=now, last_seq=last_seq, current_node=current_node,
+                      output=final.get("output"), error=final.get("error"), calls=calls)
     else:
-        fields = transitions.progress(now=now, last_seq=last_seq, current_node=current_node,
-                                      calls=calls)
+        fields = progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls)
     with transaction.atomic():
         relax_commit()
-        RunEvent.objects.bulk_create([RunEvent(run_id=run_id, **row) for row in batch])
-        apply(run_id, fields)
+        RunEvent.objects.bulk_create([RunEvent(run_id=run.id, **row) for row in rows])
+        apply(run.id, fields)
         pending = final.get("pending")
         for item in pending or ():
             Interrupt.objects.get_or_create(
-                run_id=run_id, interrupt_id=item["interrupt_id"],
+                run_id=run.id, interrupt_id=item["interrupt_id"],
                 defaults={k: item[k] for k in ("node", "namespace", "payload")},
             )
         if pending is not None:  # questions the graph no longer asks are withdrawn
-            Interrupt.objects.filter(run_id=run_id, status=Interrupt.Status.PENDING).exclude(
+            Interrupt.objects.filter(run_id=run.id, status=Interrupt.Status.PENDING).exclude(
                 interrupt_id__in=[i["interrupt_id"] for i in pending]
             ).update(status=Interrupt.Status.CANCELLED)
         if final.get("cancel_interrupts"):
-            withdraw_questions(run_id)
-        run = Run.objects.values(*SUMMARY_FIELDS).get(id=run_id)
-    return run_summary(run)
+            withdraw_questions(run.id)
+        values: dict[str, Any] = Run.objects.values(*SUMMARY_FIELDS).get(id=run.id)
+    apply_to(run, calls)
+    return values
 
 
 # -- claims --------------------------------------------------------------------------------
@@ -348,7 +544,7 @@ def sibling_running(run: Run) -> bool:
 def aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
     """Take any claimable run (start, resume, recover, continue) through the ORM, or None."""
     now = timezone.now()
-    free = transitions.free_q(owner=owner, stale=transitions.stale_before(now))
+    free = free_q(owner=owner, stale=stale_before(now))
     with transaction.atomic():
         relax_commit()  # a lost claim leaves the run queued: recovery dispatches it again
         run = Run.objects.select_for_update().filter(id=run_id).filter(free).first()
@@ -372,15 +568,15 @@ def aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
             kind = Kind.RUN_RESUMED
         else:
             return None
-        fields = transitions.claim(owner=owner, now=now)
+        fields = claim(owner=owner, now=now)
         apply(run.id, fields)
-        transitions.apply_to(run, fields)
+        apply_to(run, fields)
         if kind in (Kind.RUN_STARTED, Kind.RUN_FORKED):  # a fresh run: no checkpoints yet
-            return Claim(run, kind, transitions.next_seq(run), [], answers)
+            return Claim(run, kind, next_seq(run), [], answers)
         checkpoints = list(
             run.events.filter(kind=Kind.CHECKPOINT).values_list("checkpoint_id", flat=True)
         )
-    return Claim(run, kind, transitions.next_seq(run), checkpoints, answers)
+    return Claim(run, kind, next_seq(run), checkpoints, answers)
 
 
 def _take_turn(run: Run) -> bool:
@@ -414,7 +610,7 @@ def aheartbeat(run_ids: list[uuid.UUID], owner: str
                ) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
     """Prove ``owner`` is alive for its runs; return those an operator asked to cancel,
     and those whose breakpoints an operator changed."""
-    fields = transitions.heartbeat(now=timezone.now())
+    fields = heartbeat(now=timezone.now())
     Run.objects.filter(id__in=run_ids, owner=owner).update(**orm_fields(fields))
     flagged = Run.objects.filter(id__in=run_ids, owner=owner).filter(
         Q(cancel_requested=True) | Q(breakpoints_changed=True))
@@ -458,7 +654,7 @@ class RunStore:
         self.insert_sql, self.progress_sql = INSERT_EVENTS[vendor], PROGRESS[vendor]
         self.claim_sql = _sql(CLAIM, postgres)
         self.withdraw_sql = _sql(WITHDRAW_QUESTIONS, postgres)
-        self.thread_sql = _sql(THREAD_STATUS, postgres)
+        self.thread_sql = _sql(SET_THREAD_STATUS, postgres)
         self.mark = "%s" if postgres else "?"
         self._connection = connections["default"]  # its fields' conversions, never a query
 
@@ -514,11 +710,11 @@ class RunStore:
             try:
                 now = timezone.now()
                 run = await self.aclaim_queued(run_id, owner=owner, now=now,
-                                               stale=transitions.stale_before(now))
+                                               stale=stale_before(now))
             except DRIVER_INTEGRITY_ERRORS:  # another run of its thread was claimed meanwhile
                 return None
             if run is not None:
-                return Claim(run, Kind.RUN_STARTED, transitions.next_seq(run), [], [])
+                return Claim(run, Kind.RUN_STARTED, next_seq(run), [], [])
         try:
             return await aclaim_orm(run_id, owner, mode)
         except IntegrityError:  # another run of its thread was claimed meanwhile: it waits
@@ -528,8 +724,8 @@ class RunStore:
                             stale: datetime) -> Run | None:
         """Take a queued run in one conditional UPDATE; None if it is not queued and free
         (heart-beating since ``stale``)."""
-        fields = transitions.claim(owner=owner, now=now)
-        assert tuple(fields) == CLAIM_FIELDS, "transitions.claim and CLAIM disagree"
+        fields = claim(owner=owner, now=now)
+        assert tuple(fields) == CLAIM_FIELDS, "claim and CLAIM disagree"
         params = [*self._params(fields), self._prep("id", run_id), owner,
                   self._prep("heartbeat_at", stale)]
         # the thread's status first: the claim's RETURNING is the write's answer
@@ -551,38 +747,35 @@ class RunStore:
                   interrupt_before=before, interrupt_after=after, step_once=bool(step),
                   configurable=configurable, context=context,
                   recursion_limit=recursion_limit)
-        transitions.apply_to(run, fields)
+        apply_to(run, fields)
         return run
 
     async def aprogress(self, batches: list[Batch], *, now: datetime) -> list[dict[str, Any]]:
         """Insert the rows of several running runs and record their progress, atomically.
 
         One statement for every run an executor has rows of, whatever their number.
-        Returns each run's summary as broadcast, in the order of ``batches``.
+        Returns each run's values as a doorbell tells them, in the order of ``batches``.
         """
-        progress = []
+        moves = []
         for run, rows, node in batches:
-            moved = transitions.progress(now=now, last_seq=rows[-1]["seq"] if rows else None,
-                                         current_node=node, calls=transitions.rollups(run))
-            progress.append({"id": str(self._prep("id", run.id)),
-                             "current_node": moved.get("current_node", run.current_node),
-                             "last_seq": moved.get("last_seq", run.last_seq),
-                             **{name: moved[name] for name in transitions.ROLLUPS}})
+            moved = progress(now=now, last_seq=rows[-1]["seq"] if rows else None,
+                             current_node=node, calls=rollups_after(run, rows))
+            moves.append({"id": str(self._prep("id", run.id)),
+                          "current_node": moved.get("current_node", run.current_node),
+                          "last_seq": moved.get("last_seq", run.last_seq),
+                          **{name: moved[name] for name in ROLLUPS}})
         statements: list[Statement] = []
         if any(rows for _, rows, _ in batches):
             statements.append(self._insert(batches, now))
-        statements.append((self.progress_sql, [self._moment(now), json.dumps(progress)]))
+        statements.append((self.progress_sql, [self._moment(now), json.dumps(moves)]))
         await self._aexecute(statements)
-        return [
-            run_summary({
-                "id": run.id, "graph": run.graph, "status": run.status,
-                "current_node": moved["current_node"], "last_seq": moved["last_seq"],
-                "started_at": run.started_at, "finished_at": None,
-                "error_message": run.error_message,
-                **{name: moved[name] for name in transitions.ROLLUPS},
-            })
-            for (run, _, _), moved in zip(batches, progress, strict=True)
-        ]
+        values = []
+        for (run, _, _), moved in zip(batches, moves, strict=True):
+            apply_to(run, {name: moved[name] for name in ROLLUPS})
+            values.append({**{name: getattr(run, name) for name in SUMMARY_FIELDS},
+                           "current_node": moved["current_node"],
+                           "last_seq": moved["last_seq"], "finished_at": None})
+        return values
 
     async def astop(self, run: Run, rows: list[dict[str, Any]], *, current_node: str,
                     now: datetime, final: dict[str, Any]) -> dict[str, Any]:
@@ -591,16 +784,15 @@ class RunStore:
         ``final`` (as :meth:`~dashboard.runs.record.EventWriter.afinish` builds it) gives
         the status (paused or final), output or error, the questions a paused run waits on
         (``pending``: through the ORM, which get-or-creates them) and whether the questions
-        it leaves are withdrawn. Returns the run's summary as broadcast.
+        it leaves are withdrawn. Returns the run's values as a doorbell tells them.
         """
         if final.get("pending") is not None:
             async with self.lock():
-                return await awrite_orm(run.id, rows, current_node, final,
-                                        calls=transitions.rollups(run))
-        fields = transitions.stop(
+                return await awrite_orm(run, rows, current_node, final)
+        fields = stop(
             status=final["status"], now=now, last_seq=rows[-1]["seq"] if rows else None,
             current_node=current_node, output=final.get("output"), error=final.get("error"),
-            calls=transitions.rollups(run))
+            calls=rollups_after(run, rows))
         statements: list[Statement] = []
         if rows:
             statements.append(self._insert([(run, rows, current_node)], now))
@@ -609,8 +801,8 @@ class RunStore:
         statements.append(self._update(run.id, fields))
         statements.extend(self._thread_statements(run.id, fields))
         await self._aexecute(statements)
-        transitions.apply_to(run, fields)
-        return run_summary({name: getattr(run, name) for name in SUMMARY_FIELDS})
+        apply_to(run, fields)
+        return {name: getattr(run, name) for name in SUMMARY_FIELDS}
 
     async def aapply(self, run_id: uuid.UUID, fields: Fields) -> None:
         """Apply a transition's ``fields`` to one run (and its thread) on the fast path."""
@@ -633,21 +825,21 @@ class RunStore:
         value already set)."""
         assignments = ", ".join(
             f"{name} = COALESCE({name}, {self.mark})"
-            if isinstance(value, transitions.FirstSet) else f"{name} = {self.mark}"
+            if isinstance(value, FirstSet) else f"{name} = {self.mark}"
             for name, value in fields.items())
         return (f"UPDATE dashboard_run SET {assignments} WHERE id = {self.mark}",
                 [*self._params(fields), self._prep("id", run_id)])
 
     def _thread_statements(self, run_id: uuid.UUID, fields: Fields) -> list[Statement]:
         """The ``UPDATE`` that gives the run's thread its new status, if ``fields`` change
-        the run's (:data:`THREAD_STATUS`, as the ORM path runs it)."""
-        status = transitions.thread_status(fields)
+        the run's (:data:`SET_THREAD_STATUS`, as the ORM path runs it)."""
+        status = thread_status(fields)
         if status is None:
             return []
         return [(self.thread_sql, _thread_params(self._prep("id", run_id), status))]
 
     def _params(self, fields: Fields) -> list[Any]:
-        return [self._prep(name, v.value if isinstance(v, transitions.FirstSet) else v)
+        return [self._prep(name, v.value if isinstance(v, FirstSet) else v)
                 for name, v in fields.items()]
 
     def _prep(self, column: str, value: Any) -> Any:

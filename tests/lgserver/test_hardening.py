@@ -20,7 +20,7 @@ from django.test import Client
 
 from dashboard import services
 from dashboard.models import Run, Thread
-from dashboard.runs import store, transitions
+from dashboard.runs import store
 from tests.conftest import api_token
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +57,7 @@ def thread_with_run(user, status: str, metadata=None) -> Thread:
     Run.objects.create(id=run_id, graph="acquisition", thread_id=f"{run_id}:planner",
                        status=status, conversation=thread, created_by=user)
     # what the run's transitions would have written to its thread
-    store.set_thread_status(run_id, transitions.THREAD_STATUS[Run.Status(status)])
+    store.set_thread_status(run_id, store.THREAD_STATUS[Run.Status(status)])
     return thread
 
 

@@ -29,7 +29,10 @@ class SlowSink:
     def _summary(run: Run, rows: list[dict[str, Any]], node: str, status: str
                  ) -> dict[str, Any]:
         return {"id": str(run.id), "graph": run.graph, "current_node": node, "status": status,
-                "last_seq": rows[-1]["seq"] if rows else run.last_seq}
+                "last_seq": rows[-1]["seq"] if rows else run.last_seq, "started_at": None,
+                "finished_at": None, "error_message": "", "model_calls": 0,
+                "input_tokens": None, "output_tokens": None, "total_tokens": None,
+                "cost_usd": None}
 
     async def aprogress(self, batches: list[Any], *, now: Any) -> list[dict[str, Any]]:
         if len(batches) > 1 and any(node == self.fail_with for _, _, node in batches):

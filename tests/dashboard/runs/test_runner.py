@@ -172,6 +172,7 @@ def test_a_queued_run_is_claimed_once_on_the_savers_connection(executor, operato
 def test_the_final_write_ends_the_run_and_withdraws_its_questions_in_one_go(executor, operator):
     from django.utils import timezone
 
+    from dashboard.runs import doorbells
     from dashboard.runs.record import EVENT_DEFAULTS
 
     run = Run.objects.create(graph="test.echo", thread_id="final-write", input={},
@@ -181,12 +182,12 @@ def test_the_final_write_ends_the_run_and_withdraws_its_questions_in_one_go(exec
     now = timezone.now()
     rows = [{**EVENT_DEFAULTS, "seq": 4, "kind": Kind.RUN_FAILED,
              "payload": {"error": "ValueError: ünïcode"}}]
-    summary = _on_loop(executor, sink.astop(run, rows, current_node="ask", now=now, final={
+    values = _on_loop(executor, sink.astop(run, rows, current_node="ask", now=now, final={
         "status": Run.Status.FAILED, "error": ("ValueError: ünïcode", "Traceback …"),
         "cancel_interrupts": True,
     }))
     # what the runs list and the trace header redraw from, without reading the run
-    assert summary == {"id": str(run.id), "graph": "test.echo", "status": "failed",
+    assert doorbells.run_summary(values) == {"id": str(run.id), "graph": "test.echo", "status": "failed",
                        "current_node": "ask", "last_seq": 4, "started_at": None,
                        "finished_at": now.isoformat(), "error_message": "ValueError: ünïcode"}
     run.refresh_from_db()

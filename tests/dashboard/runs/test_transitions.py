@@ -18,7 +18,7 @@ import pytest
 from django.utils import timezone
 
 from dashboard.models import Interrupt, Run, Thread
-from dashboard.runs import store, transitions
+from dashboard.runs import store
 from dashboard.runs.record import EVENT_DEFAULTS
 
 COLUMNS = ("status", "owner", "last_seq", "current_node", "output", "error_message",
@@ -83,7 +83,7 @@ def test_a_live_owner_keeps_its_run_and_a_dead_one_loses_it(executor, sink, path
             return _on_loop(executor, store.aclaim_orm(run.id, "exec-2", "recover"))
         Run.objects.filter(id=run.id).update(status="queued")  # the fast path takes queued runs
         return _on_loop(executor, sink.aclaim_queued(run.id, owner="exec-2", now=now,
-                                                     stale=transitions.stale_before(now)))
+                                                     stale=store.stale_before(now)))
 
     assert take(live) is None and _row(live)["owner"] == "other"
     assert take(dead) is not None and _row(dead)["owner"] == "exec-2"
@@ -96,7 +96,7 @@ def test_recovering_a_run_of_a_dead_executor(executor, sink):
                       last_seq=7, current_node="work")
     claim = _on_loop(executor, store.aclaim_orm(orm.id, "exec-3", "recover"))
     assert claim is not None and claim.kind == "run_recovered" and claim.next_seq == 8
-    _on_loop(executor, sink.aapply(fast.id, transitions.claim(owner="exec-3",
+    _on_loop(executor, sink.aapply(fast.id, store.claim(owner="exec-3",
                                                               now=timezone.now())))
     row = _same(orm, fast, moments=("heartbeat_at",))
     assert (row["owner"], row["started_at"], row["last_seq"]) == ("exec-3", then, 7)
@@ -110,7 +110,7 @@ def test_resuming_an_answered_run(executor, sink, operator):
     claim = _on_loop(executor, store.aclaim_orm(orm.id, "exec-4", "resume"))
     assert claim is not None and claim.kind == "run_resumed"
     assert [a.answer for a in claim.answers] == ["yes"] and claim.next_seq == 5
-    _on_loop(executor, sink.aapply(fast.id, transitions.claim(owner="exec-4",
+    _on_loop(executor, sink.aapply(fast.id, store.claim(owner="exec-4",
                                                               now=timezone.now())))
     _same(orm, fast, moments=("heartbeat_at",))
 
@@ -133,7 +133,7 @@ def test_where_an_execution_leaves_the_run(executor, sink, name):
         Interrupt.objects.create(run=run, interrupt_id="q", node="ask")
     final = FINALS[name]
     rows = [{**EVENT_DEFAULTS, "seq": 3, "kind": "custom", "created_at": now}]
-    _on_loop(executor, store.awrite_orm(orm.id, rows, "ask", dict(final)))
+    _on_loop(executor, store.awrite_orm(orm, rows, "ask", dict(final)))
     fast.refresh_from_db()
     _on_loop(executor, sink.astop(fast, [dict(r) for r in rows], current_node="ask", now=now,
                                    final=dict(final)))
@@ -154,7 +154,7 @@ def test_cancelling_an_idle_run_uses_the_final_transition(operator):
                              last_seq=5)
     services.run_cancel(run=run, user=operator)
     run.refresh_from_db()
-    expected = transitions.finish(status="cancelled", now=timezone.now(), last_seq=6)
+    expected = store.finish(status="cancelled", now=timezone.now(), last_seq=6)
     assert (run.status, run.owner, run.last_seq, run.cancel_requested) == (
         expected["status"], expected["owner"], expected["last_seq"], False)
     assert run.finished_at is not None and run.events.get().seq == 6
@@ -171,7 +171,7 @@ def test_a_thread_takes_its_status_from_its_latest_run_only(executor, sink, path
                 for i, status in enumerate(("running", "queued")))
 
     def stop(run: Run, status: str) -> None:
-        fields = transitions.finish(status=status, now=timezone.now())
+        fields = store.finish(status=status, now=timezone.now())
         if path == "orm":
             store.apply(run.id, fields)
         else:
