@@ -96,7 +96,7 @@ async def _abare(executor: Any, durability: str | None = None, *, parts: str = "
     from planner.registry import get_graph
 
     # the saver as the run service gives each run (its own instance on PostgreSQL)
-    graph, _watch = await executor.agraph(GRAPH)
+    _spec, graph, _watch = await executor.agraph(GRAPH)
     config = {"configurable": {"thread_id": f"bare-{uuid.uuid4()}"}, "recursion_limit": 10_000}
     durable = durability or settings.PLANWATCH["DURABILITY"]
     payload = get_graph(GRAPH).make_input(INPUT)

@@ -194,7 +194,7 @@ def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:
             transaction.on_commit(lambda: dispatch.request_cancel(run.id))
         else:
             who = user.get_username() if user.is_authenticated else ""
-            store.append(
+            store.append_event(
                 locked, RunEvent.Kind.RUN_CANCELLED,
                 payload={"by": who, **({"reason": reason} if reason else {})},
                 then=lambda seq: store.finish(status=Run.Status.CANCELLED,
@@ -424,7 +424,7 @@ def _check(rule: Any, spec: GraphSpec, *args: Any, **kwargs: Any) -> None:
 
 def _record(locked: Run, kind: str, user: User, **payload: Any) -> None:
     """Record an operator's action on a run nobody executes (the row is locked)."""
-    store.append(locked, kind, payload={"by": user.get_username(), **payload})
+    store.append_event(locked, kind, payload={"by": user.get_username(), **payload})
 
 
 def run_recover_stale(*, include_queued: bool = False) -> list[UUID]:
@@ -519,7 +519,7 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     parent = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(id=run.id)
-        store.append(
+        store.append_event(
             locked, RunEvent.Kind.CHECKPOINT, checkpoint_id=new_id,
             step=(snap.metadata or {}).get("step"),
             payload={"source": "update", "next": list(snap.next), "by": _name(user),

@@ -131,6 +131,35 @@ class RunsDigest:
             await asend(RUNS_GROUP, {"type": "runs.moved", "runs": runs})
 
 
+class RunBell:
+    """What one run's watchers and the runs list were last told of it; after each committed
+    write of the run, :meth:`aring` tells them what is new."""
+
+    def __init__(self, run_id: UUID, *, status: str, node: str,
+                 digest: RunsDigest | None = None) -> None:
+        self.run_id = run_id
+        self.digest = digest
+        self._told: tuple[str, str] = (status, node)
+
+    async def aring(self, events: list[dict[str, Any]], values: dict[str, Any],
+                    committed_at: float) -> None:
+        """Ring for a committed write: its ``events`` (``event_dict`` form) and the run's
+        ``values`` as written; the run itself only if its status or node moved."""
+        summary = run_summary(values)
+        key = (summary["status"], summary["current_node"])
+        moved, new_status = key != self._told, key[0] != self._told[0]
+        self._told = key
+        if events:  # one message to the run's watchers: the events and, if it moved, the run
+            await abroadcast_events(self.run_id, events, run=summary if moved else None,
+                                    committed_at=committed_at)
+        if moved and events and not new_status and self.digest is not None:
+            self.digest.note(summary)  # the runs list hears of node moves together
+        elif moved:
+            if self.digest is not None:
+                self.digest.forget(summary["id"])
+            await abroadcast_run(summary, watchers=not events)
+
+
 async def abroadcast_inbox() -> None:
     """Tell inbox watchers that the set of pending interrupts changed."""
     await asend(INBOX_GROUP, {"type": "inbox.changed"})

@@ -29,15 +29,15 @@ from django.db import connections
 
 from dashboard.runs import doorbells, otel
 from dashboard.runs.conf import planwatch_setting
-from dashboard.runs.execution import Outcome, Requests, aexecute
+from dashboard.runs.execution import EventWriter, Outcome, Requests, aexecute
 from dashboard.runs.modelcalls import ContentPolicy, ModelCallRecorder
 from dashboard.runs.orm import database_sync_to_async
-from dashboard.runs.record import EventWriter, WriteBehind
+from dashboard.runs.record import WriteBehind
 from dashboard.runs.savers import SaverHandle, WriteWatch, aopen_saver, is_postgres
-from dashboard.runs.store import Claim, RunStore, aheartbeat
+from dashboard.runs.store import RunStore, aheartbeat
 from dashboard.runs.stores import aopen_store
 from planner.llm import make_llm
-from planner.registry import get_graph
+from planner.registry import GraphSpec, get_graph
 from planner.search import default_search
 
 logger = logging.getLogger("planwatch.runs")
@@ -195,39 +195,35 @@ class Executor:
             assert self._runs is not None
             return self._runs
 
-    async def agraph(self, graph_name: str) -> tuple[Any, WriteWatch]:
-        """The compiled graph, with a saver instance for one run (see ``SaverHandle``), and
-        the watch of that saver's checkpoint writes."""
+    async def agraph(self, graph_name: str) -> tuple[GraphSpec, Any, WriteWatch]:
+        """The graph's spec and compiled graph, with a saver instance for one run (see
+        ``SaverHandle``), and the watch of that saver's checkpoint writes."""
         await self._aopen_saver()
         assert self._saver is not None
+        spec = get_graph(graph_name)
         if graph_name not in self._graphs:
-            spec = get_graph(graph_name)
             llm = make_llm(planwatch_setting("LLM"), think_time=self.think_time,
                            timeout=planwatch_setting("LLM_TIMEOUT"))
             builder = spec.build(llm=llm, search=default_search())
             self._graphs[graph_name] = builder.compile(checkpointer=self._saver.saver,
                                                        store=self._store)
-        return self._saver.for_run(self._graphs[graph_name])
-
-    async def _aclaim(self, run_id: uuid.UUID, mode: str) -> Claim | None:
-        """Take the run for this executor, or return None if it is not ours to run."""
-        runs = await self._aopen_saver()
-        return await runs.aclaim(run_id, owner=self.owner, mode=mode)
+        return (spec, *self._saver.for_run(self._graphs[graph_name]))
 
     async def aexecute(self, run_id: uuid.UUID, mode: str = "start") -> None:
-        """Claim and execute one run until it finishes, interrupts, fails or is cancelled."""
+        """Claim and execute one run until it finishes, interrupts, fails or is cancelled;
+        answers that arrived while it ran are taken up at once (claimed again to resume)."""
         assert self._sem is not None
         task = asyncio.current_task()
         assert task is not None
         self._jobs.add(task)  # from the start: stop() must not close the saver under a claim
         try:
             async with self._sem:
-                claim = await self._aclaim(run_id, mode)
-                if claim is None:
-                    return
                 requests = self._active[run_id] = Requests()
+                executed = False  # a run this executor never held hands nothing on
                 try:
-                    while claim is not None:
+                    runs = await self._aopen_saver()
+                    while claim := await runs.aclaim(run_id, owner=self.owner, mode=mode):
+                        executed = True
                         run, first = claim.run, claim.next_seq
                         # the run's recorders: its events, on the write-behind every run
                         # shares, and every model call of its graph, whoever makes it
@@ -242,20 +238,16 @@ class Executor:
                                                  requests=requests)
                         # the execution's spans, built and sent on threads of their own
                         otel.export_soon(run.id, after=first - 1, upto=run.last_seq)
-                        # answers that arrived while it ran are consumed straight away
-                        claim = (await self._aclaim(run_id, "resume")
-                                 if outcome is Outcome.PAUSED else None)
+                        if outcome is not Outcome.PAUSED:
+                            break
+                        mode = "resume"
                 finally:
                     self._active.pop(run_id, None)
             # outside the slot: runs enqueued behind this one may start now
-            await self._astopped(run_id)
+            if executed and self.on_stopped is not None:
+                await database_sync_to_async(_stopped)(self.on_stopped, run_id)
         finally:
             self._jobs.discard(task)
-
-    async def _astopped(self, run_id: uuid.UUID) -> None:
-        """Tell ``on_stopped`` the run left its slot (in a worker thread, with the ORM)."""
-        if self.on_stopped is not None:
-            await _acall_stopped(self.on_stopped, run_id)
 
     async def _heartbeat_forever(self) -> None:
         interval = planwatch_setting("HEARTBEAT_SECONDS")
@@ -272,8 +264,8 @@ class Executor:
                 logger.warning("heartbeat failed", exc_info=True)
 
 
-@database_sync_to_async
-def _acall_stopped(on_stopped: OnStopped, run_id: uuid.UUID) -> None:
+def _stopped(on_stopped: OnStopped, run_id: uuid.UUID) -> None:
+    """Tell ``on_stopped`` the run left its slot (in a worker thread, with the ORM)."""
     try:
         on_stopped(run_id)
     except Exception:

@@ -1,13 +1,16 @@
 """Executing one claimed run, in three steps: begin, stream, outcome.
 
 :func:`aexecute` takes a :class:`~dashboard.runs.store.Claim` that the loop host
-(:mod:`~dashboard.runs.execute`) holds: *begin* records the claim's event and picks what
-the graph is fed (the input, the answers, a fork's copied checkpoint, or nothing to go on
-from the last checkpoint); *stream* runs LangGraph's stream, translating each part
-(:mod:`~dashboard.runs.translate`) and having it written behind
-(:mod:`~dashboard.runs.record`), until the stream ends or an operator's request stops it
-at a node boundary, and says which as a :class:`Stop` value; *outcome* has
-:mod:`~dashboard.runs.finish` record where the run stands, returned as an :class:`Outcome`.
+(:mod:`~dashboard.runs.execute`) holds, and the run's :class:`EventWriter` (its events,
+numbered and buffered, written behind by the executor's
+:class:`~dashboard.runs.record.WriteBehind`): *begin* records the claim's event and picks
+what the graph is fed (the input, the answers, a fork's copied checkpoint, or nothing to
+go on from the last checkpoint); *stream* runs LangGraph's stream, translating each part
+(:mod:`~dashboard.runs.translate`) into events, until the stream ends or an operator's
+request stops it at a node boundary, and says which as a :class:`Stop` value; *outcome*
+records where the run stands (paused with its questions, halted at a breakpoint,
+succeeded with the output its ``GraphSpec.output_of`` picks, failed, cancelled), each
+with its last events in one write, returned as an :class:`Outcome`.
 """
 
 from __future__ import annotations
@@ -16,23 +19,27 @@ import asyncio
 import contextlib
 import enum
 import logging
+import time
+import traceback
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from django.utils import timezone
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from dashboard.models import Run, RunEvent
-from dashboard.runs import debugging, finish
+from dashboard.runs import debugging, doorbells
 from dashboard.runs.conf import planwatch_setting
+from dashboard.runs.jsonsafe import to_jsonable
 from dashboard.runs.orm import database_sync_to_async
-from dashboard.runs.record import EventWriter, track
+from dashboard.runs.record import EVENT_DEFAULTS, WriteBehind, event_dict, track
 from dashboard.runs.savers import CheckpointWriteFailed, WriteWatch
-from dashboard.runs.store import Claim, atake_breakpoints
+from dashboard.runs.store import Claim, RunStore, acancelled_by, atake_breakpoints, awrite_orm
 from dashboard.runs.translate import STREAM_MODES, StreamTranslator
-from planner.registry import get_graph
+from planner.registry import GraphSpec
 
 if TYPE_CHECKING:
     from dashboard.runs.modelcalls import ModelCallRecorder
@@ -119,15 +126,88 @@ def aparent_thread(run: Run) -> str:
     return thread
 
 
+class EventWriter:
+    """Buffers a run's events, numbers them, and has them written behind the graph."""
+
+    def __init__(self, run: Run, *, next_seq: int, store: RunStore | None = None,
+                 behind: WriteBehind | None = None, interval: float = 0.0,
+                 tasks: set[asyncio.Task[Any]] | None = None,
+                 digest: doorbells.RunsDigest | None = None) -> None:
+        """Write behind through the executor's ``behind``, or one of its own on ``store``."""
+        self.run = run
+        self.behind = behind or WriteBehind(store, interval=interval, tasks=tasks)
+        self.bell = doorbells.RunBell(run.id, status=run.status, node=run.current_node,
+                                      digest=digest)
+        self.next_seq = next_seq
+        self.buffer: list[dict[str, Any]] = []
+        self.current_node = run.current_node
+
+    def add(self, fields: dict[str, Any]) -> None:
+        """Number one event and buffer it."""
+        self.buffer.append({**EVENT_DEFAULTS, **fields, "seq": self.next_seq})
+        self.next_seq += 1
+
+    def flush_behind(self) -> None:
+        """Have what is buffered written behind the graph (see :class:`WriteBehind`)."""
+        if self.buffer:
+            self.behind.note(self)
+
+    def take(self, now: Any) -> list[dict[str, Any]]:
+        """Hand over the buffered events, stamped with the moment of their write."""
+        batch, self.buffer = self.buffer, []
+        for row in batch:
+            row["created_at"] = now
+        return batch
+
+    async def aflush(self, **final: Any) -> None:
+        """Write everything buffered now (with the run's final status, if given).
+
+        A write behind in flight with earlier events of this run lands first (seq stays
+        ordered); events still waiting for the next one are written here instead.
+        """
+        await self.behind.arelease(self)
+        writes = self.behind.store
+        batch = self.take(timezone.now())
+        if not batch and not final:
+            return
+        now = batch[0]["created_at"] if batch else timezone.now()
+        if writes is None:
+            values = await awrite_orm(self.run, batch, self.current_node, final)
+        elif final:
+            values = await writes.astop(self.run, batch, current_node=self.current_node,
+                                        now=now, final=final)
+        else:
+            (values,) = await writes.aprogress([(self.run, batch, self.current_node)],
+                                               now=now)
+        await self.bell.aring([event_dict(r) for r in batch], values, time.time())
+
+    async def afinish(
+        self, *, status: str, output: Any = None, error: tuple[str, str] | None = None,
+        pending: list[dict[str, Any]] | None = None, cancel_interrupts: bool = False,
+    ) -> None:
+        """Write the last events together with the run's final (or paused) status."""
+        final: dict[str, Any] = {"status": status}
+        if output is not None:
+            final["output"] = output
+        if error:
+            final["error"] = error
+        if pending is not None:
+            final["pending"] = pending
+        final["cancel_interrupts"] = cancel_interrupts
+        await self.aflush(**final)
+        if pending or cancel_interrupts:
+            await doorbells.abroadcast_inbox()
+
+
 class Host(Protocol):
     """What an execution needs of the loop host that holds its claim."""
 
     owner: str
     writes: set[asyncio.Task[None]]
 
-    async def agraph(self, graph_name: str) -> tuple[Any, WriteWatch]:
-        """The compiled graph, with a saver instance for one run, and that saver's watch
-        of its checkpoint writes."""
+    async def agraph(self, graph_name: str) -> tuple[GraphSpec, Any, WriteWatch]:
+        """The graph's spec and compiled graph, with a saver instance for one run, and that
+        saver's watch of its checkpoint writes."""
 
 
 async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
@@ -144,9 +224,8 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
                      run.recursion_limit or planwatch_setting("MAX_RECURSION_LIMIT"))
     breaks = Breakpoints.of(run)
     try:
-        spec = get_graph(run.graph)
-        graph, watch = await host.agraph(run.graph)
-        payload = await _abegin(claim, graph, config, writer, owner=host.owner)
+        spec, graph, watch = await host.agraph(run.graph)
+        payload = await _abegin(claim, spec, graph, config, writer, owner=host.owner)
         stop, breaks = await _astream(graph, payload, config, breaks, writer, translator,
                                       requests, watch)
         state = None
@@ -163,20 +242,20 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
         raise
     except Exception as exc:
         logger.exception("run %s failed", run.id)
-        await finish.afail(writer, exc)
+        await afail(writer, exc)
         return Outcome.FAILED
     if stop is Stop.CANCEL:
-        await finish.acancel(writer)
+        await acancel(writer)
         return Outcome.CANCELLED
-    if finish.is_paused(state):
-        await finish.apause(writer, state=state, translator=translator)
+    if is_paused(state):
+        await apause(writer, state=state, translator=translator)
         return Outcome.PAUSED
     if state is not None and state.next:  # a breakpoint (or a step) stopped the graph
-        await finish.ahalt(writer, state=state, translator=translator,
+        await ahalt(writer, state=state, translator=translator,
                            after=breaks.stopped_after(translator.last_root_node))
         return Outcome.HALTED
     values = state.values if state is not None else translator.root_values
-    await finish.asucceed(writer, spec=spec, values=values)
+    await asucceed(writer, spec=spec, values=values)
     return Outcome.SUCCEEDED
 
 
@@ -190,8 +269,8 @@ def _config(configurable: dict[str, Any] | None, thread_id: str,
             "callbacks": [calls] if planwatch_setting("MODEL_CALLS") else []}
 
 
-async def _abegin(claim: Claim, graph: Any, config: RunnableConfig, writer: EventWriter,
-                  *, owner: str) -> Any:
+async def _abegin(claim: Claim, spec: GraphSpec, graph: Any, config: RunnableConfig,
+                  writer: EventWriter, *, owner: str) -> Any:
     """Record the claim's event (and the answers it took); return what to feed the graph."""
     run = claim.run
     writer.add({"kind": claim.kind, "payload": _first_payload(claim, owner)})
@@ -200,7 +279,7 @@ async def _abegin(claim: Claim, graph: Any, config: RunnableConfig, writer: Even
             writer.add(answer.event())
         return Command(resume={a.interrupt_id: a.answer for a in claim.answers})
     if claim.kind == Kind.RUN_FORKED:
-        await _afork(graph, claim)
+        await _afork(spec, graph, claim)
         # go on from the copied (and edited) checkpoint, with the thread's next input if it
         # has one (LangGraph's server API's next run on a thread)
         return (run.fork_edit or {}).get("input")
@@ -222,7 +301,7 @@ def _first_payload(claim: Claim, owner: str) -> dict[str, Any]:
     return payload
 
 
-async def _afork(graph: Any, claim: Claim) -> None:
+async def _afork(spec: GraphSpec, graph: Any, claim: Claim) -> None:
     """Copy the parent's checkpoint into the fork's thread, then apply its edit."""
     run = claim.run
     source = await aparent_thread(run)
@@ -232,8 +311,7 @@ async def _afork(graph: Any, claim: Claim) -> None:
     edit = run.fork_edit or {}
     if edit.get("values"):
         await debugging.aapply_edit(graph, saved, edit["values"],
-                                    as_node=edit.get("as_node") or "",
-                                    spec=get_graph(run.graph))
+                                    as_node=edit.get("as_node") or "", spec=spec)
 
 
 async def _astream(graph: Any, payload: Any, config: RunnableConfig, breaks: Breakpoints,
@@ -286,3 +364,66 @@ async def _astream_once(graph: Any, payload: Any, config: RunnableConfig,
         watch.check()  # the failed write is the cause: say so
         raise
     return Stop.END
+
+
+# -- outcome: where the run stands when its stream ends or raises -----------------------
+
+
+def pending_from(state: Any, translator: StreamTranslator) -> list[dict[str, Any]]:
+    """The interrupts the graph now waits on, with node and namespace where known."""
+    seen = {i.interrupt_id: i for i in translator.interrupts}
+    pending = []
+    for task in state.tasks:
+        for item in task.interrupts:
+            known = seen.get(item.id)
+            pending.append({
+                "interrupt_id": item.id,
+                "node": known.node if known else task.name,
+                "namespace": known.namespace if known else "",
+                "payload": to_jsonable(item.value),
+            })
+    return pending
+
+
+def is_paused(state: Any) -> bool:
+    """Whether the graph's state (``aget_state``) waits on an operator's answer."""
+    return state is not None and bool(
+        state.interrupts or any(t.interrupts for t in state.tasks))
+
+
+async def apause(writer: EventWriter, *, state: Any, translator: StreamTranslator) -> None:
+    """The graph waits for answers: record its questions, nobody holds the run meanwhile."""
+    await writer.afinish(status=Run.Status.INTERRUPTED, pending=pending_from(state, translator))
+
+
+async def ahalt(writer: EventWriter, *, state: Any, translator: StreamTranslator,
+                after: str) -> None:
+    """A breakpoint (or a step) stopped the graph: say where, nobody holds the run meanwhile."""
+    writer.add({"kind": Kind.RUN_PAUSED, "node": after,
+                "payload": {"before": list(state.next), "after": after}})
+    if not after and state.next:
+        writer.current_node = state.next[0]
+    await writer.afinish(status=Run.Status.PAUSED)
+
+
+async def asucceed(writer: EventWriter, *, spec: GraphSpec, values: Any) -> Any:
+    """The graph reached its end: the run's output is what its graph picks from the state."""
+    output = to_jsonable(spec.output_of(values))
+    writer.add({"kind": Kind.RUN_SUCCEEDED, "payload": {"output": output}})
+    await writer.afinish(status=Run.Status.SUCCEEDED, output=output)
+    return output
+
+
+async def afail(writer: EventWriter, exc: BaseException) -> None:
+    """A node raised (or the executor could not go on): the run fails with the error."""
+    message = f"{type(exc).__name__}: {exc}"
+    writer.add({"kind": Kind.RUN_FAILED, "payload": {"error": message}})
+    await writer.afinish(status=Run.Status.FAILED, error=(message, traceback.format_exc()),
+                         cancel_interrupts=True)
+
+
+async def acancel(writer: EventWriter) -> None:
+    """An operator cancelled the run: it stops at this node boundary (the event says who)."""
+    by = await acancelled_by(writer.run.id)
+    writer.add({"kind": Kind.RUN_CANCELLED, "payload": {"reason": "cancelled", "by": by}})
+    await writer.afinish(status=Run.Status.CANCELLED, cancel_interrupts=True)

@@ -4,7 +4,7 @@ The executor adds one :class:`ModelCallRecorder` per execution to the config it 
 the graph with, so every chat model or LLM a node calls (the LLM port's LangChain
 adapter, the scripted model, a ``langgraph.json`` graph's own ``ChatOpenAI``) reports its
 start, tokens and end here, sync or async, streamed or not. Each call becomes two events
-of the run's gapless log, numbered by its :class:`~dashboard.runs.record.EventWriter`:
+of the run's gapless log, numbered by its :class:`~dashboard.runs.execution.EventWriter`:
 ``model_started`` (the messages) and ``model_finished`` (the answer, usage as reported,
 cost from ``PLANWATCH_MODEL_PRICES``, latency, time to first token, error). The node,
 task and namespace come from the metadata LangGraph gives each task's config; a graph
@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import BaseMessage
@@ -36,8 +36,10 @@ from langchain_core.outputs import (
 
 from dashboard.models import RunEvent
 from dashboard.runs.jsonsafe import to_jsonable
-from dashboard.runs.record import EventWriter
 from planner.llm import PURPOSE_METADATA
+
+if TYPE_CHECKING:
+    from dashboard.runs.execution import EventWriter
 
 Kind = RunEvent.Kind
 

@@ -1,7 +1,8 @@
-"""Recording a run: numbering its events and writing them behind the graph.
+"""Writing behind the graphs: one write for the buffered events of every run of an executor.
 
-Every run's events are buffered by its :class:`EventWriter` and written behind the graph
-by the executor's :class:`WriteBehind`, which takes the buffered events of *all* its runs
+Every run's events are numbered and buffered by its execution's
+:class:`~dashboard.runs.execution.Buffered` and written behind the graph by the
+executor's :class:`WriteBehind`, which takes the buffered events of *all* its runs
 in one write (one statement on PostgreSQL, one transaction on SQLite: see
 :mod:`dashboard.runs.store`, which does every write), at most one every ``interval``. A
 run's final write (its status, output or error) is its own, after any write in flight with
@@ -15,7 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 from django.utils import timezone
 
@@ -26,6 +27,18 @@ logger = logging.getLogger("planwatch.recorder")
 
 EVENT_DEFAULTS: dict[str, Any] = {"node": "", "namespace": "", "step": None, "task_id": "",
                                   "checkpoint_id": "", "payload": {}, "duration_ms": None}
+
+
+class Buffered(Protocol):
+    """What the write-behind needs of a run's event writer."""
+
+    run: Run
+    current_node: str
+    buffer: list[dict[str, Any]]
+    bell: doorbells.RunBell
+
+    def take(self, now: Any) -> list[dict[str, Any]]:
+        """Hand over the buffered events, stamped with the moment of their write."""
 
 
 def track(tasks: set[asyncio.Task[Any]], work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -57,20 +70,20 @@ class WriteBehind:
         self.store = store
         self.interval = interval
         self.tasks = set() if tasks is None else tasks
-        self.waiting: dict[uuid.UUID, EventWriter] = {}
+        self.waiting: dict[uuid.UUID, Buffered] = {}
         self._task: asyncio.Task[None] | None = None
         self._last_write = float("-inf")
         self._writing: set[uuid.UUID] = set()  # the runs of the write in flight
         self._written: asyncio.Event | None = None  # set when that write is done
         self._failures: dict[uuid.UUID, int] = {}  # failed writes in a row, by run
 
-    def note(self, writer: EventWriter) -> None:
+    def note(self, writer: Buffered) -> None:
         """Have ``writer``'s buffered events written by the next write."""
         self.waiting[writer.run.id] = writer
         if self._task is None or self._task.done():
             self._task = track(self.tasks, self._arun())
 
-    async def arelease(self, writer: EventWriter) -> None:
+    async def arelease(self, writer: Buffered) -> None:
         """Leave ``writer`` out of the next write; wait for one in flight with its events."""
         self.waiting.pop(writer.run.id, None)
         if writer.run.id in self._writing and self._written is not None:
@@ -92,7 +105,7 @@ class WriteBehind:
                 self._writing = set()
                 self._written.set()
 
-    async def _awrite(self, writers: list[EventWriter]) -> None:
+    async def _awrite(self, writers: list[Buffered]) -> None:
         now = timezone.now()
         batches = [(w, w.take(now)) for w in writers]
         batches = [(w, rows) for w, rows in batches if rows]
@@ -121,10 +134,10 @@ class WriteBehind:
             self._failures.pop(w.run.id, None)
         committed_at = time.time()
         # side by side: a hundred runs' doorbells one after the other held the next write
-        await asyncio.gather(*(w.published(rows, values, committed_at)
+        await asyncio.gather(*(w.bell.aring([event_dict(r) for r in rows], values, committed_at)
                                for (w, rows), values in zip(batches, written, strict=True)))
 
-    def _retry(self, writer: EventWriter, rows: list[dict[str, Any]]) -> None:
+    def _retry(self, writer: Buffered, rows: list[dict[str, Any]]) -> None:
         """A write failed (a dropped connection, say): its rows go back in front of the
         run's buffer, numbered as they were, for the next write (after a pause) or the
         run's final write, so a failed write leaves no gap. After ``RETRIES`` failures in
@@ -139,107 +152,13 @@ class WriteBehind:
         self._last_write += self.RETRY_PAUSE  # the next write waits a little longer
         self.note(writer)
 
-    async def _awrite_one(self, writer: EventWriter, rows: list[dict[str, Any]],
+    async def _awrite_one(self, writer: Buffered, rows: list[dict[str, Any]],
                           now: Any) -> None:
         assert self.store is not None
         (values,) = await self.store.aprogress([(writer.run, rows, writer.current_node)],
                                                now=now)
         self._failures.pop(writer.run.id, None)
-        await writer.published(rows, values, time.time())
-
-
-class EventWriter:
-    """Buffers a run's events, numbers them, and has them written behind the graph."""
-
-    def __init__(self, run: Run, *, next_seq: int, store: store.RunStore | None = None,
-                 behind: WriteBehind | None = None, interval: float = 0.0,
-                 tasks: set[asyncio.Task[Any]] | None = None,
-                 digest: doorbells.RunsDigest | None = None) -> None:
-        """Write behind through the executor's ``behind``, or one of its own on ``store``."""
-        self.run = run
-        self.behind = behind or WriteBehind(store, interval=interval, tasks=tasks)
-        self.digest = digest
-        self.next_seq = next_seq
-        self.buffer: list[dict[str, Any]] = []
-        self.current_node = run.current_node
-        self._published: tuple[str, str] = (run.status, run.current_node)
-
-    def add(self, fields: dict[str, Any]) -> None:
-        """Number one event and buffer it."""
-        self.buffer.append({**EVENT_DEFAULTS, **fields, "seq": self.next_seq})
-        self.next_seq += 1
-
-    def flush_behind(self) -> None:
-        """Have what is buffered written behind the graph (see :class:`WriteBehind`)."""
-        if self.buffer:
-            self.behind.note(self)
-
-    def take(self, now: Any) -> list[dict[str, Any]]:
-        """Hand over the buffered events, stamped with the moment of their write."""
-        batch, self.buffer = self.buffer, []
-        for row in batch:
-            row["created_at"] = now
-        return batch
-
-    async def aflush(self, **final: Any) -> None:
-        """Write everything buffered now (with the run's final status, if given).
-
-        A write behind in flight with earlier events of this run lands first (seq stays
-        ordered); events still waiting for the next one are written here instead.
-        """
-        await self.behind.arelease(self)
-        writes = self.behind.store
-        batch = self.take(timezone.now())
-        if not batch and not final:
-            return
-        now = batch[0]["created_at"] if batch else timezone.now()
-        if writes is None:
-            values = await store.awrite_orm(self.run, batch, self.current_node, final)
-        elif final:
-            values = await writes.astop(self.run, batch, current_node=self.current_node,
-                                        now=now, final=final)
-        else:
-            (values,) = await writes.aprogress([(self.run, batch, self.current_node)],
-                                               now=now)
-        await self.published(batch, values, time.time())
-
-    async def published(self, batch: list[dict[str, Any]], values: dict[str, Any],
-                        committed_at: float) -> None:
-        """Ring the doorbells of a committed write (``values``: the run's, as written): the
-        run's watchers, the runs list."""
-        if batch:
-            self.run.last_seq = batch[-1]["seq"]
-        summary = doorbells.run_summary(values)
-        key = (summary["status"], summary["current_node"])
-        moved, new_status = key != self._published, key[0] != self._published[0]
-        self._published = key
-        if batch:  # one message to the run's watchers: the events and, if it moved, the run
-            await doorbells.abroadcast_events(self.run.id, [event_dict(r) for r in batch],
-                                              run=summary if moved else None,
-                                              committed_at=committed_at)
-        if moved and batch and not new_status and self.digest is not None:
-            self.digest.note(summary)  # the runs list hears of node moves together
-        elif moved:
-            if self.digest is not None:
-                self.digest.forget(summary["id"])
-            await doorbells.abroadcast_run(summary, watchers=not batch)
-
-    async def afinish(
-        self, *, status: str, output: Any = None, error: tuple[str, str] | None = None,
-        pending: list[dict[str, Any]] | None = None, cancel_interrupts: bool = False,
-    ) -> None:
-        """Write the last events together with the run's final (or paused) status."""
-        final: dict[str, Any] = {"status": status}
-        if output is not None:
-            final["output"] = output
-        if error:
-            final["error"] = error
-        if pending is not None:
-            final["pending"] = pending
-        final["cancel_interrupts"] = cancel_interrupts
-        await self.aflush(**final)
-        if pending or cancel_interrupts:
-            await doorbells.abroadcast_inbox()
+        await writer.bell.aring([event_dict(r) for r in rows], values, time.time())
 
 
 def event_dict(event: RunEvent | dict[str, Any]) -> dict[str, Any]:

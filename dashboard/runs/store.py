@@ -5,7 +5,7 @@ transition sets is :mod:`dashboard.runs.transitions`' to say, and this module on
 them. Two paths, one set of rules (the contract test, ``tests/dashboard/runs/
 test_py``, runs every transition through both and compares the rows):
 
-- **the ORM** (:func:`create_run`, :func:`apply`, :func:`append`, :func:`set_thread_status`,
+- **the ORM** (:func:`create_run`, :func:`apply`, :func:`append_event`, :func:`set_thread_status`,
   and the executor's slower paths: a resume's or a recovery's claim, a paused run's
   questions), used inside the services' transactions;
 - **the executor's fast path** (:class:`RunStore`): literal SQL, run on the executor's own
@@ -17,7 +17,7 @@ test_py``, runs every transition through both and compares the rows):
 
 A run's events and its ``last_seq`` are always written in one statement or transaction, so
 the next seq is ``last_seq + 1`` (:func:`~dashboard.runs.next_seq`): the ORM
-path numbers an event in :func:`append`, the executor in its run's
+path numbers an event in :func:`append_event`, the executor in its run's
 :class:`~dashboard.runs.record.EventWriter`, which alone writes the run while it holds it.
 
 Event rows travel as *one* JSON parameter, whatever their number and however many runs
@@ -408,7 +408,7 @@ def apply(run_id: Any, fields: Fields) -> int:
     return updated
 
 
-def append(locked: Run, kind: str, *, then: Callable[[int], Fields] | None = None,
+def append_event(locked: Run, kind: str, *, then: Callable[[int], Fields] | None = None,
            **event: Any) -> int:
     """Append one event to the log of a run whose row this transaction holds, with the
     transition that goes with it: ``then(seq)`` (by default
@@ -482,7 +482,7 @@ def awrite_orm(run: Run, rows: list[dict[str, Any]], current_node: str,
         if final.get("cancel_interrupts"):
             withdraw_questions(run.id)
         values: dict[str, Any] = Run.objects.values(*SUMMARY_FIELDS).get(id=run.id)
-    apply_to(run, calls)
+    apply_to(run, fields)
     return values
 
 
@@ -771,7 +771,7 @@ class RunStore:
         await self._aexecute(statements)
         values = []
         for (run, _, _), moved in zip(batches, moves, strict=True):
-            apply_to(run, {name: moved[name] for name in ROLLUPS})
+            apply_to(run, {name: moved[name] for name in ("last_seq", *ROLLUPS)})
             values.append({**{name: getattr(run, name) for name in SUMMARY_FIELDS},
                            "current_node": moved["current_node"],
                            "last_seq": moved["last_seq"], "finished_at": None})

@@ -10,7 +10,8 @@ import pytest
 
 from dashboard.models import Run
 from dashboard.runs import doorbells as broadcast
-from dashboard.runs.record import EventWriter, WriteBehind
+from dashboard.runs.execution import EventWriter
+from dashboard.runs.record import WriteBehind
 
 
 class SlowSink:

@@ -187,9 +187,10 @@ def test_the_final_write_ends_the_run_and_withdraws_its_questions_in_one_go(exec
         "cancel_interrupts": True,
     }))
     # what the runs list and the trace header redraw from, without reading the run
-    assert doorbells.run_summary(values) == {"id": str(run.id), "graph": "test.echo", "status": "failed",
-                       "current_node": "ask", "last_seq": 4, "started_at": None,
-                       "finished_at": now.isoformat(), "error_message": "ValueError: ünïcode"}
+    assert doorbells.run_summary(values) == {
+        "id": str(run.id), "graph": "test.echo", "status": "failed", "current_node": "ask",
+        "last_seq": 4, "started_at": None, "finished_at": now.isoformat(),
+        "error_message": "ValueError: ünïcode"}
     run.refresh_from_db()
     assert (run.status, run.owner, run.last_seq, run.finished_at) == ("failed", "", 4, now)
     assert run.error_message == "ValueError: ünïcode" and run.error_traceback == "Traceback …"
