@@ -1,6 +1,6 @@
 """Checking a pooled PostgreSQL connection on checkout, without a round trip.
 
-Every pool (Django's, the event sink's, the savers') must not hand out a connection the
+Every pool (Django's, the run store's, the savers') must not hand out a connection the
 server dropped (a restart, ``pg_terminate_backend``): the write drawn on it would fail.
 psycopg_pool's own ``check_connection`` finds out with an empty query, a round trip on
 every checkout — 13 % of a worker's samples with the 80-node chain at 10 runs at once,

@@ -174,7 +174,7 @@ if PROCESS_ROLE not in {"web", "worker", "command"}:
     )
 # Django's connections by role: a web process's requests and watchers each hold one only
 # for a statement (see dashboard/runs/follow.py), so 20 serve hundreds of open streams;
-# a worker's runs write through pools of their own (the saver's and the event sink's).
+# a worker's runs write through pools of their own (the saver's and the run store's).
 POOL_SIZES = {"web": 20, "worker": 10, "command": 4}
 if IS_POSTGRES and not DATABASES["default"]["CONN_MAX_AGE"]:
     # Under ASGI every database_sync_to_async call would otherwise open a new connection

@@ -29,7 +29,7 @@ class Thread(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     metadata = models.JSONField(default=dict, blank=True)
     # LangGraph's thread status, written with every change of its runs' statuses (by
-    # dashboard.runs.transitions' rule), so a search filters on a column
+    # dashboard.runs.store's rule), so a search filters on a column
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.IDLE)
     graph = models.CharField(max_length=100, blank=True,
                              help_text="The graph of its runs (empty until the first run).")

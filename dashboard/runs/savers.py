@@ -126,7 +126,7 @@ class SaverHandle:
         single instance makes every run's checkpoint I/O wait for every other run's
         (measured on an 80-node chain, 10 at once: 5.8 runs/s with one saver, 9.5 with one
         per run; the copy costs 0.2 ms). SQLite: a shallow copy of the one saver, sharing
-        its connection and its lock (which order the saver's writes and the event sink's).
+        its connection and its lock (which order the saver's writes and the run store's).
         Either way the copy's writes are watched (:class:`WriteWatch`).
         """
         saver = self._fork() if self._fork is not None else copy.copy(self.saver)

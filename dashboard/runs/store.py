@@ -1,13 +1,15 @@
-"""The run store: the only code that writes a run, its event log and its thread's status.
+"""The run store: every transition of a run, decided and written in one place.
 
-Every write is one method here, named for the transition it makes; *which* fields a
-transition sets is :mod:`dashboard.runs.transitions`' to say, and this module only applies
-them. Two paths, one set of rules (the contract test, ``tests/dashboard/runs/
-test_py``, runs every transition through both and compares the rows):
+A transition (claim, heartbeat, progress, pause, halt, finish, a cancel or step request,
+new breakpoints) is a function below that returns the *fields* a run takes: a plain dict
+of column values. This module is also the only code that writes a run, its event log and
+its thread's status; it applies those fields, adding none of its own, on two paths (the
+contract test, ``tests/dashboard/runs/test_transitions.py``, runs every transition
+through both and compares the rows):
 
-- **the ORM** (:func:`create_run`, :func:`apply`, :func:`append_event`, :func:`set_thread_status`,
-  and the executor's slower paths: a resume's or a recovery's claim, a paused run's
-  questions), used inside the services' transactions;
+- **the ORM** (:func:`create_run`, :func:`apply`, :func:`append_event`,
+  :func:`set_thread_status`, and the executor's slower paths: a resume's or a recovery's
+  claim, a paused run's questions), used inside the services' transactions;
 - **the executor's fast path** (:class:`RunStore`): literal SQL, run on the executor's own
   loop with no thread hop. On PostgreSQL each write is *one statement* (data-modifying
   CTEs) in autocommit on a small psycopg pool of the store's own, with prepared
@@ -16,9 +18,9 @@ test_py``, runs every transition through both and compares the rows):
   SQLite's single write lock (whose busy handler sleeps for milliseconds).
 
 A run's events and its ``last_seq`` are always written in one statement or transaction, so
-the next seq is ``last_seq + 1`` (:func:`~dashboard.runs.next_seq`): the ORM
+the next seq is ``last_seq + 1`` (:func:`next_seq`): the ORM
 path numbers an event in :func:`append_event`, the executor in its run's
-:class:`~dashboard.runs.record.EventWriter`, which alone writes the run while it holds it.
+:class:`~dashboard.runs.execution.EventWriter`, which alone writes the run while it holds it.
 
 Event rows travel as *one* JSON parameter, whatever their number and however many runs
 they belong to: the statement's text never changes, so the driver and the server parse
@@ -328,11 +330,11 @@ PROGRESS = {
     """,
 }
 """Every run of a write moves on: its last seq, its node, its model-call rollups
-(:data:`~dashboard.runs.ROLLUPS`) and its heartbeat (parameters: heartbeat_at,
+(:data:`ROLLUPS`) and its heartbeat (parameters: heartbeat_at,
 one JSON array of ``{id, last_seq, current_node, <rollups>}``)."""
 
 CLAIM_FIELDS = ("status", "owner", "heartbeat_at", "started_at", "breakpoints_changed")
-"""The fields :func:`~dashboard.runs.claim` sets, in :data:`CLAIM`'s order."""
+"""The fields :func:`claim` sets, in :data:`CLAIM`'s order."""
 
 CLAIM = """
     UPDATE dashboard_run
@@ -412,7 +414,7 @@ def append_event(locked: Run, kind: str, *, then: Callable[[int], Fields] | None
            **event: Any) -> int:
     """Append one event to the log of a run whose row this transaction holds, with the
     transition that goes with it: ``then(seq)`` (by default
-    :func:`~dashboard.runs.progress` to that seq)."""
+    :func:`progress` to that seq)."""
     seq = next_seq(locked)
     RunEvent.objects.create(run=locked, seq=seq, kind=kind, **event)
     fields = then(seq) if then is not None else progress(now=timezone.now(),
@@ -781,7 +783,7 @@ class RunStore:
                     now: datetime, final: dict[str, Any]) -> dict[str, Any]:
         """Insert a run's last ``rows`` together with where it stops, atomically.
 
-        ``final`` (as :meth:`~dashboard.runs.record.EventWriter.afinish` builds it) gives
+        ``final`` (as :meth:`~dashboard.runs.execution.EventWriter.afinish` builds it) gives
         the status (paused or final), output or error, the questions a paused run waits on
         (``pending``: through the ORM, which get-or-creates them) and whether the questions
         it leaves are withdrawn. Returns the run's values as a doorbell tells them.
