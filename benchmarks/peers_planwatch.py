@@ -5,7 +5,7 @@ PostgreSQL database of the bench's own with the Redis pub/sub channel layer; the
 :mod:`benchmarks.peer_graph` is registered through ``PLANWATCH_GRAPH_MODULES``. Runs are
 started through the run service (``run_create``) in a small long-lived Django process and
 watched over ``/ws/runs/<id>/?after=0`` with a logged-in operator's session cookie. Until
-that consumer is routed (``dashboard/routing.py``), the watcher joins the run's channel
+that consumer is routed (``dashboard/web/routing.py``), the watcher joins the run's channel
 group on Redis directly and says so in ``watched_through``.
 """
 
@@ -326,7 +326,7 @@ def websocket_routed() -> bool:
     """Whether ``/ws/runs/<id>/`` is routed (``BENCH_PLANWATCH_WATCH=group`` bypasses it)."""
     if os.environ.get("BENCH_PLANWATCH_WATCH") == "group":
         return False
-    return "ws/runs/<" in (peers.ROOT / "dashboard" / "routing.py").read_text()
+    return "ws/runs/<" in (peers.ROOT / "dashboard" / "web" / "routing.py").read_text()
 
 
 def env() -> dict[str, str]:

@@ -132,8 +132,8 @@ def _render_ms(run_id: str) -> float:
     """The waterfall's own share of the page: fold and lay out its bars (median of 5)."""
     import time
 
-    from dashboard import trace
     from dashboard.models import Run
+    from dashboard.web.presentation import trace
 
     run = Run.objects.get(id=run_id)
     fold, _ = trace.trace_fold(run=run)

@@ -12,8 +12,8 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs apps loaded)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from dashboard.guard import WebsocketGate  # noqa: E402
-from dashboard.routing import websocket_urlpatterns  # noqa: E402
+from dashboard.web.middleware import WebsocketGate  # noqa: E402
+from dashboard.web.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

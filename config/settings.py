@@ -102,8 +102,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "dashboard.guard.CraftedInputMiddleware",  # NUL, lone surrogates, deep JSON: a 400
-    "dashboard.guard.LostConnectionMiddleware",  # a dropped connection: again, or a 503
+    "dashboard.web.middleware.CraftedInputMiddleware",  # NUL, lone surrogates, deep JSON: a 400
+    "dashboard.web.middleware.LostConnectionMiddleware",  # a dropped connection: again, or a 503
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -141,8 +141,12 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "dashboard.context_processors.navigation",
+                "dashboard.web.context_processors.navigation",
             ],
+            # the web layer's tags live in dashboard/web/, not in the app's own
+            # templatetags package where Django would look; templates still say
+            # {% load planwatch %}
+            "libraries": {"planwatch": "dashboard.web.templatetags.planwatch"},
         },
     },
 ]

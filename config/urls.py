@@ -28,7 +28,7 @@ urlpatterns = [
     # pages name their icon; this answers browsers and tools that ask the root anyway
     path("favicon.ico", login_not_required(RedirectView.as_view(
         url=static("planwatch/favicon.svg"), permanent=True))),
-    path("", include("dashboard.urls")),
+    path("", include("dashboard.web.urls")),
 ]
 
-handler400 = "dashboard.views.errors.bad_request"
+handler400 = "dashboard.web.views.errors.bad_request"

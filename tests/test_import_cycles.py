@@ -99,8 +99,8 @@ def test_the_checker_sees_a_cycle_through_a_function_level_import():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycles(graph) == [["a", "b", "c", "a"]]
     tree = ast.parse("def f():\n    from dashboard.runs import execute\n"
-                     "if TYPE_CHECKING:\n    import dashboard.views\n")
-    assert _imports(tree, "x", False, {"dashboard.runs.execute", "dashboard.views"}) == {
+                     "if TYPE_CHECKING:\n    import dashboard.web.views\n")
+    assert _imports(tree, "x", False, {"dashboard.runs.execute", "dashboard.web.views"}) == {
         "dashboard.runs.execute"}
 
 
@@ -113,3 +113,22 @@ def test_planner_never_imports_django_or_the_dashboard():
     graph = import_graph()
     for name, path in ((n, n) for n in graph if n.startswith("planner")):
         assert not any(i.startswith("dashboard") for i in graph[path]), name
+
+
+ENTRY_POINTS = ("dashboard.web", "dashboard.api", "dashboard.lgserver", "dashboard.admin",
+                "dashboard.management")
+"""The packages requests and commands come in by; only these may import the web layer."""
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_nothing_below_the_web_layer_imports_it():
+    graph = import_graph()
+    below = [n for n in graph
+             if n.startswith("dashboard") and not any(_within(n, p) for p in ENTRY_POINTS)]
+    assert "dashboard.services" in below and "dashboard.runs.execute" in below
+    wrong = {n: sorted(i for i in graph[n] if _within(i, "dashboard.web")) for n in below}
+    wrong = {n: found for n, found in wrong.items() if found}
+    assert not wrong, f"modules below the web layer import it: {wrong}"

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer, Serializer
 from rest_framework.views import APIView
 
-from dashboard import exports, selectors, services, trace
+from dashboard import selectors, services
 from dashboard.api import serializers as s
 from dashboard.api.pagination import (
     EventCursorPagination,
@@ -33,6 +33,7 @@ from dashboard.api.permissions import (
 )
 from dashboard.checkpoints import checkpoint_get, checkpoint_list
 from dashboard.models import Interrupt, Run
+from dashboard.web.presentation import exports, trace
 from planner.registry import all_graphs, get_graph
 
 

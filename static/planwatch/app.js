@@ -26,7 +26,7 @@
     },
   });
 
-  // Seconds for people, as the server writes them (dashboard.waterfall.seconds_text).
+  // Seconds for people, as the server writes them (dashboard.web.presentation.waterfall.seconds_text).
   function secondsText(value) {
     if (value < 60) return value.toFixed(1) + " s";
     var whole = Math.round(value), rest = whole % 60;

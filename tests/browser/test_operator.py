@@ -13,8 +13,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from dashboard import header, trace
 from dashboard.models import Run
+from dashboard.web.presentation import header, trace
 from tests.browser.conftest import DESKTOP, PHONE, no_overflow
 from tests.conftest import login, screenshot, wait_run
 

@@ -17,9 +17,9 @@ import pytest
 from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
-from dashboard import trace
 from dashboard.models import Interrupt, Run, RunEvent
-from dashboard.timeline import replay_stops, timeline_rows
+from dashboard.web.presentation import trace
+from dashboard.web.presentation.timeline import replay_stops, timeline_rows
 from tests.browser.conftest import DESKTOP, PHONE, no_overflow
 from tests.browser.test_operator import TYPED, header_says, start_from_form
 from tests.browser.test_trace import rows_match_the_log

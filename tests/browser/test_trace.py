@@ -7,8 +7,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from dashboard import trace
 from dashboard.models import Run, RunEvent
+from dashboard.web.presentation import trace
 from tests.conftest import login, screenshot, wait_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -13,15 +13,15 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from dashboard import services
-from dashboard.consumers import (
+from dashboard.runs import doorbells as broadcast
+from dashboard.runs.record import event_dict
+from dashboard.web.consumers import (
     CLOSE_BAD_REQUEST,
     CLOSE_FORBIDDEN,
     CLOSE_NOT_FOUND,
     CLOSE_UNAUTHENTICATED,
 )
-from dashboard.routing import websocket_urlpatterns
-from dashboard.runs import doorbells as broadcast
-from dashboard.runs.record import event_dict
+from dashboard.web.routing import websocket_urlpatterns
 from tests.conftest import wait_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,8 +9,8 @@ import uuid
 import pytest
 from django.utils import timezone
 
-from dashboard import inbox
 from dashboard.models import Interrupt, Run
+from dashboard.web.presentation import inbox
 
 pytestmark = pytest.mark.django_db
 

@@ -9,9 +9,9 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from dashboard.forms.interrupts import InterruptAnswerForm
-from dashboard.forms.run_start import RunStartForm
 from dashboard.models import Interrupt, Run
+from dashboard.web.forms.interrupts import InterruptAnswerForm
+from dashboard.web.forms.run_start import RunStartForm
 from planner import registry
 from planner.langgraph_config import ConfigError, load_config
 from tests.lgserver.conftest import GRAPHS_PY

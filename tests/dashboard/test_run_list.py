@@ -15,7 +15,7 @@ from django.test import Client
 import tests.dashboard.survey_graph  # noqa: F401  (registers test.survey: its goal is "topic")
 from dashboard import selectors
 from dashboard.models import Run
-from dashboard.views.runs import RUNS_PER_PAGE
+from dashboard.web.views.runs import RUNS_PER_PAGE
 from tests.conftest import api_token
 
 pytestmark = pytest.mark.django_db

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.timeline import (
+from dashboard.web.presentation.timeline import (
     Timeline,
     answers_upto,
     replay_stops,

@@ -7,9 +7,10 @@ import re
 
 import pytest
 
-from dashboard import services, trace
+from dashboard import services
 from dashboard.checkpoints import checkpoint_get
 from dashboard.models import Run, RunEvent
+from dashboard.web.presentation import trace
 from tests.conftest import assert_gapless, wait_run
 
 

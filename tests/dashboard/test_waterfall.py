@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from dashboard.models import Run, RunEvent
-from dashboard.trace_calls import model_calls
-from dashboard.waterfall import (
+from dashboard.web.presentation.trace_calls import model_calls
+from dashboard.web.presentation.waterfall import (
     BREAK_SHARE,
     Axis,
     WaterfallFold,

@@ -11,7 +11,7 @@ from django.test import Client
 
 from dashboard import limits
 from dashboard.models import Run
-from dashboard.routing import websocket_urlpatterns
+from dashboard.web.routing import websocket_urlpatterns
 from tests.conftest import api_token
 
 pytestmark = pytest.mark.django_db(transaction=True)

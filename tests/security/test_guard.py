@@ -1,6 +1,6 @@
 """Crafted input gets a 400 that names the problem, never a 500; websockets are gated.
 
-Each case below answered 500 before ``dashboard.guard`` (a NUL or a lone surrogate the
+Each case below answered 500 before ``dashboard.web.middleware`` (a NUL or a lone surrogate the
 database cannot store, a nesting the JSON parser cannot follow, a path no websocket route
 knows) or opened a socket from another port.
 """

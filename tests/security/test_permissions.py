@@ -17,7 +17,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from dashboard import crons, services
 from dashboard.models import RunEvent
-from dashboard.routing import websocket_urlpatterns
+from dashboard.web.routing import websocket_urlpatterns
 from tests.conftest import wait_run
 
 PUBLIC = {"accounts/login/", "accounts/logout/", "favicon.ico"}

@@ -13,7 +13,7 @@ from django.contrib.auth.models import Permission
 from django.contrib.auth.signals import user_logged_out
 from django.test import RequestFactory
 
-from dashboard.consumers import RunsConsumer
+from dashboard.web.consumers import RunsConsumer
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.reliability]
 

@@ -8,8 +8,8 @@ from daphne.cli import CommandLineInterface
 from django.core.management.base import BaseCommand
 
 from dashboard import crons
-from dashboard.accesslog import RedactingServer
 from dashboard.runs import dispatch
+from dashboard.web.accesslog import RedactingServer
 
 
 class RedactingCommandLine(CommandLineInterface):  # type: ignore[misc]  # daphne is untyped

@@ -13,16 +13,16 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_http_methods
 
 from dashboard import selectors, services
-from dashboard.forms.interrupts import InterruptAnswerForm
-from dashboard.htmx import HtmxHttpRequest
-from dashboard.inbox import (
+from dashboard.models import Interrupt, Run
+from dashboard.web.forms.interrupts import InterruptAnswerForm
+from dashboard.web.htmx import HtmxHttpRequest
+from dashboard.web.presentation.inbox import (
     ANSWER_PERMISSION,
     FRAGMENT,
     inbox_context,
     run_interrupts_context,
     run_url,
 )
-from dashboard.models import Interrupt, Run
 from planner.registry import all_graphs
 
 

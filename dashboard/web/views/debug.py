@@ -17,13 +17,14 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
-from dashboard import results, selectors, services
+from dashboard import selectors, services
 from dashboard.checkpoints import checkpoint_get, values_diff
-from dashboard.forms.debug import BreakpointsForm, StateEditForm
-from dashboard.htmx import HtmxHttpRequest
 from dashboard.models import Run, RunEvent
-from dashboard.trace import pretty
-from dashboard.views.common import run_or_404
+from dashboard.web.forms.debug import BreakpointsForm, StateEditForm
+from dashboard.web.htmx import HtmxHttpRequest
+from dashboard.web.presentation import results
+from dashboard.web.presentation.trace import pretty
+from dashboard.web.views.common import run_or_404
 
 DEBUG, FORK = "dashboard.debug_run", "dashboard.fork_run"
 

@@ -22,8 +22,8 @@ from dashboard import selectors
 from dashboard.checkpoints import checkpoint_get
 from dashboard.models import Run, RunEvent
 from dashboard.runs.record import event_dict
-from dashboard.timeline import Timeline, replay_stops, timeline_rows
-from dashboard.waterfall import WaterfallFold, waterfall_view
+from dashboard.web.presentation.timeline import Timeline, replay_stops, timeline_rows
+from dashboard.web.presentation.waterfall import WaterfallFold, waterfall_view
 from planner.registry import GraphSpec, TaskView, get_graph
 
 Kind = RunEvent.Kind

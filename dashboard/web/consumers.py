@@ -15,12 +15,13 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 from django.utils.dateparse import parse_datetime
 
-from dashboard import header, inbox, limits, results, selectors, signals, trace
+from dashboard import limits, selectors, signals
 from dashboard.models import Run
 from dashboard.runs import doorbells
 from dashboard.runs.follow import Step, finished, follow
 from dashboard.services import LimitReached
-from dashboard.waterfall import HumanWait, human_wait
+from dashboard.web.presentation import header, inbox, results, trace
+from dashboard.web.presentation.waterfall import HumanWait, human_wait
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403

@@ -7,7 +7,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponseBadRequest
 from django.utils.html import escape
 
-from dashboard.guard import too_large
+from dashboard.web.middleware import too_large
 
 
 def bad_request(request: HttpRequest, exception: Exception | None = None

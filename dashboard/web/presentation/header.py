@@ -16,8 +16,8 @@ from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Run, RunEvent
 from dashboard.runs.store import ROLLUPS, model_call
-from dashboard.trace import run_duration
-from dashboard.waterfall import HumanWait, seconds_text
+from dashboard.web.presentation.trace import run_duration
+from dashboard.web.presentation.waterfall import HumanWait, seconds_text
 
 Kind = RunEvent.Kind
 # The status a run has right after an event of this kind.
@@ -105,7 +105,8 @@ WAITING_FOR_PEOPLE = (Run.Status.INTERRUPTED, Run.Status.PAUSED)
 def run_head(run: Run, *, waits: HumanWait | None = None) -> Head:
     """The header of a run as it stands now (its place in the line if it was read with
     ``Run.objects.with_queue_position()``); with ``waits`` (folded from its events, see
-    :func:`dashboard.waterfall.human_wait`) its working time and its waits for people apart."""
+    :func:`dashboard.web.presentation.waterfall.human_wait`) its working time and its
+    waits for people apart."""
     now = timezone.now()
     active = run.started_at is not None and not run.is_finished
     elapsed = elapsed_seconds(run, now=now)

@@ -5,10 +5,10 @@ calls, the question it raised and the answer to it, its end or failure, and the 
 its super-step wrote when it ran alone in that step. Every other event is a row of its
 own; the bookkeeping among them (checkpoints between steps, a run started, resumed or
 continued, breakpoints changed) is hidden unless asked for. :class:`Timeline` takes events
-one at a time, in ``seq`` order, as :class:`dashboard.trace.TraceFold` does, so the page
-load, the websocket (which appends new rows and completes running ones in place) and the
-replay group the same rows the same way; :func:`timeline_rows` is the same fold over a
-whole log.
+one at a time, in ``seq`` order, as :class:`dashboard.web.presentation.trace.TraceFold`
+does, so the page load, the websocket (which appends new rows and completes running ones
+in place) and the replay group the same rows the same way; :func:`timeline_rows` is the
+same fold over a whole log.
 """
 
 from __future__ import annotations

@@ -13,15 +13,16 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
-from dashboard import header, results, selectors, services, timeline, trace, trace_calls
+from dashboard import selectors, services
 from dashboard.checkpoints import checkpoint_get, values_diff
-from dashboard.forms.timeline import TimelineFilterForm
-from dashboard.htmx import HtmxHttpRequest
-from dashboard.inbox import render_run_interrupts
 from dashboard.models import Run, RunEvent
-from dashboard.views.common import run_or_404
-from dashboard.views.debug import debug_context
-from dashboard.waterfall import human_wait
+from dashboard.web.forms.timeline import TimelineFilterForm
+from dashboard.web.htmx import HtmxHttpRequest
+from dashboard.web.presentation import header, results, timeline, trace, trace_calls
+from dashboard.web.presentation.inbox import render_run_interrupts
+from dashboard.web.presentation.waterfall import human_wait
+from dashboard.web.views.common import run_or_404
+from dashboard.web.views.debug import debug_context
 
 _WITH_TRACEBACK = (RunEvent.Kind.RUN_FAILED, RunEvent.Kind.NODE_FAILED)
 

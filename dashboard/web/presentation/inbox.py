@@ -10,8 +10,8 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from dashboard import selectors
-from dashboard.forms.interrupts import InterruptAnswerForm, question_summary
 from dashboard.models import Interrupt, Run
+from dashboard.web.forms.interrupts import InterruptAnswerForm, question_summary
 from planner.registry import all_graphs
 
 ANSWER_PERMISSION = "dashboard.answer_interrupt"

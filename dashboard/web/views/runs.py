@@ -10,11 +10,11 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from dashboard import selectors, services
-from dashboard.forms.debug import BreakpointsForm
-from dashboard.forms.run_list import DEFAULT_SORT, RunListFilters
-from dashboard.forms.run_start import RunStartForm
-from dashboard.htmx import HtmxHttpRequest
 from dashboard.models import Run
+from dashboard.web.forms.debug import BreakpointsForm
+from dashboard.web.forms.run_list import DEFAULT_SORT, RunListFilters
+from dashboard.web.forms.run_start import RunStartForm
+from dashboard.web.htmx import HtmxHttpRequest
 from planner.registry import all_graphs, failed_graphs, get_graph
 
 RUNS_PER_PAGE = 25

@@ -4,10 +4,11 @@ One bar per node execution, decomposition task, model call (nested under the nod
 in) and wait for a human, on one time axis, coloured by kind: ``model``, ``tool`` (the
 nodes the graph's ``GraphSpec.tool_nodes`` names), ``human`` and ``engine`` (every other
 node); tasks get a colour of their own. :class:`WaterfallFold` takes events one at a time,
-as :class:`dashboard.trace.TraceFold` does, so the page load, the websocket and the replay
-draw the same bars from the same rows; :func:`waterfall_view` lays them out for the
-template, and :func:`rows_html` writes the rows in Python (a 215-task plan has hundreds of
-rows, re-rendered with every batch: a template include per row would cost ten times more).
+as :class:`dashboard.web.presentation.trace.TraceFold` does, so the page load, the
+websocket and the replay draw the same bars from the same rows; :func:`waterfall_view`
+lays them out for the template, and :func:`rows_html` writes the rows in Python (a
+215-task plan has hundreds of rows, re-rendered with every batch: a template include per
+row would cost ten times more).
 """
 
 from __future__ import annotations

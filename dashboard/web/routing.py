@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from dashboard import consumers
+from dashboard.web import consumers
 
 websocket_urlpatterns = [
     path("ws/runs/", consumers.RunsConsumer.as_asgi()),

@@ -17,7 +17,7 @@ from uuid import UUID
 from dashboard import selectors
 from dashboard.models import RunEvent
 from dashboard.runs.record import event_dict
-from dashboard.waterfall import (
+from dashboard.web.presentation.waterfall import (
     MODEL_FINISHED,
     MODEL_KINDS,
     MODEL_STARTED,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.views import crons, debug, interrupts, runs, trace
+from dashboard.web.views import crons, debug, interrupts, runs, trace
 
 app_name = "dashboard"
 

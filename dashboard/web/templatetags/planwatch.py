@@ -6,8 +6,8 @@ import json
 
 from django import template
 
-from dashboard import header, results
 from dashboard.models import Run
+from dashboard.web.presentation import header, results
 from planner.registry import get_graph
 
 register = template.Library()
@@ -15,13 +15,15 @@ register = template.Library()
 
 @register.filter
 def run_goal(run: Run) -> str:
-    """The goal ``run`` was started with (see :func:`dashboard.results.run_goal`)."""
+    """The goal ``run`` was started with (see
+    :func:`dashboard.web.presentation.results.run_goal`)."""
     return results.run_goal(run=run)
 
 
 @register.filter
 def run_status_label(run: Run) -> str:
-    """The run's status as people read it (see :func:`dashboard.header.status_label`)."""
+    """The run's status as people read it (see
+    :func:`dashboard.web.presentation.header.status_label`)."""
     return header.status_label(run.status, getattr(run, "queue_position", None))
 
 
@@ -42,7 +44,8 @@ def graph_title(name: str) -> str:
 
 @register.filter
 def run_elapsed(run: Run) -> str:
-    """How long the run has run, start to end or now (see :func:`dashboard.header.elapsed`)."""
+    """How long the run has run, start to end or now (see
+    :func:`dashboard.web.presentation.header.elapsed`)."""
     return header.elapsed_text(run)
 
 
