@@ -166,6 +166,13 @@ def _arun(run_id: str) -> Run | None:
 
 
 @database_sync_to_async
+def _aqueue_position(run_id: str) -> int | None:
+    """The run's place in the line for a slot now (None once it left the line)."""
+    run = Run.objects.with_queue_position().only("id").filter(id=run_id).first()
+    return getattr(run, "queue_position", None)
+
+
+@database_sync_to_async
 def _afold(run: Run) -> tuple[trace.TraceFold, list[dict[str, Any]]]:
     """The run's whole log folded, and the events as dicts."""
     return trace.trace_fold(run=run)
@@ -233,6 +240,11 @@ class RunConsumer(PlanwatchConsumer):
             await self._send_interrupts()
         if missed:
             await self._send_result()
+        if getattr(self.run, "queue_position", None) is not None:
+            # its place in the line moves as runs ahead of it start or go: the runs list's
+            # doorbell says so (left again once this run starts)
+            await self.channel_layer.group_add(doorbells.RUNS_GROUP, self.channel_name)
+            self.in_line = True
         if not self.run.is_finished:
             # follow() reads the log after what was sent before it waits on the doorbell:
             # whatever was committed since the fold above arrives with its first step
@@ -240,6 +252,7 @@ class RunConsumer(PlanwatchConsumer):
 
     async def disconnect(self, code: int) -> None:
         """Stop following the run (which leaves its group); give the stream's slot back."""
+        await self._leave_line()
         if getattr(self, "slot", None) is not None:
             self.slot.close()
         follower = getattr(self, "follower", None)
@@ -294,8 +307,12 @@ class RunConsumer(PlanwatchConsumer):
             await self._send_interrupts()
 
     async def run_changed(self, message: dict[str, Any]) -> None:
-        """Redraw the header from what a doorbell says of the run's new status."""
+        """Redraw the header from what a doorbell says of the run's new status (another
+        run's, heard while this one waits in line: its place may have moved)."""
         summary = message["run"]
+        if summary["id"] != self.run_key:
+            await self._line_moved()
+            return
         if summary["last_seq"] < self.run.last_seq:
             return  # older than what the header shows already (a late doorbell)
         run = self.run
@@ -306,8 +323,31 @@ class RunConsumer(PlanwatchConsumer):
         _take_rollups(run, summary)
         await self._show_run(run)
 
+    async def runs_moved(self, message: dict[str, Any]) -> None:
+        """Other runs moved to their next node (heard while waiting in line): the line is
+        the same."""
+
+    async def _line_moved(self) -> None:
+        """A run started, ended or went: redraw this queued run's place in the line."""
+        if not getattr(self, "in_line", False) or self.run.status != Run.Status.QUEUED:
+            return
+        position = await _aqueue_position(self.run_key)
+        if position != getattr(self.run, "queue_position", None):
+            self.run.queue_position = position  # type: ignore[attr-defined]
+            await self._send_header()
+
+    async def _leave_line(self) -> None:
+        if getattr(self, "in_line", False):
+            self.in_line = False
+            await self.channel_layer.group_discard(doorbells.RUNS_GROUP, self.channel_name)
+
     async def _show_run(self, run: Run) -> None:
         """Re-render the header; reload the questions (and the result) when the status moved."""
+        # a run read from the log has no place in the line: it keeps the one shown
+        place = getattr(self.run, "queue_position", None)
+        run.queue_position = place if run.status == Run.Status.QUEUED else None  # type: ignore[attr-defined]
+        if run.status != Run.Status.QUEUED:
+            await self._leave_line()
         self.run = run
         await self._send_header()
         if run.status != self.status:

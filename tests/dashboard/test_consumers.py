@@ -365,3 +365,47 @@ def test_a_node_run_begun_before_the_page_is_completed_in_place_and_new_ones_app
     got = [s for f in frames for s in seqs(f)]  # each row's events go to that row, so a
     # frame's rows are in row order, not seq order: every event once is what counts
     assert sorted(got) == list(range(asked.seq, wait_run(run.id).last_seq + 1))
+
+
+def test_a_queued_run_hears_its_place_in_the_line_move(transactional_db, operator):
+    """A run waiting for a slot shows its place in the line, and the place moves live as the
+    runs ahead of it start (the runs list's doorbell), not only when the page is reloaded;
+    once it starts, other runs' news no longer reaches it."""
+    from django.utils import timezone
+
+    from dashboard.models import Run
+    from dashboard.runs import store
+
+    first, second, third = (
+        Run.objects.create(graph="test.echo", thread_id=f"line-{n}:planner", created_by=operator)
+        for n in range(3))
+
+    def started(run: Run) -> dict:
+        store.apply(run.id, store.claim(owner="elsewhere", now=timezone.now()))
+        return {"type": "run.changed", "run": broadcast.run_summary(
+            Run.objects.values(*broadcast.SUMMARY_FIELDS).get(id=run.id))}
+
+    async def scenario():
+        comm, ok, _ = await connect(operator, f"/ws/runs/{third.id}/?after=0")
+        assert ok and "3rd in line" in await comm.receive_from(timeout=5)
+        layer = get_channel_layer()
+        await layer.group_send(broadcast.RUNS_GROUP, await database_sync_to_async(started)(first))
+        assert "2nd in line" in await comm.receive_from(timeout=5)
+        # node moves of other runs leave the line as it is: nothing is sent
+        await layer.group_send(broadcast.RUNS_GROUP, {"type": "runs.moved", "runs": []})
+        assert await comm.receive_nothing(timeout=0.3)
+        await layer.group_send(broadcast.RUNS_GROUP, await database_sync_to_async(started)(second))
+        assert "1st in line" in await comm.receive_from(timeout=5)
+        # its own start: the header says so, and the line is left
+        await layer.group_send(broadcast.run_group(third.id),
+                               await database_sync_to_async(started)(third))
+        seen = await comm.receive_from(timeout=5)
+        while not await comm.receive_nothing(timeout=0.3):  # the questions panel follows
+            seen += await comm.receive_from(timeout=5)
+        assert ">Running<" in seen and "in line" not in seen
+        await layer.group_send(broadcast.RUNS_GROUP, {"type": "run.changed", "run": {
+            "id": str(first.id), "status": "succeeded"}})
+        assert await comm.receive_nothing(timeout=0.3)
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
