@@ -91,11 +91,39 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
         spec = get_graph(graph)
     except KeyError as exc:
         raise RunInputError(str(exc.args[0]), errors={"graph": str(exc.args[0])}) from None
+    return _queue(spec, user, thread, graph_version=spec.version,
+                  input=_input(spec, input), before=interrupt_before, after=interrupt_after,
+                  options=_options(metadata, multitask_strategy, configurable, context, assistant,
+                                   assistant_version, recursion_limit))
+
+
+def _input(spec: GraphSpec, input: Any) -> Any:
+    """``input`` as the graph takes it, or a ``RunInputError`` naming what is wrong."""
     try:
-        initial = spec.make_input(input)
+        return spec.make_input(input)
     except InputError as exc:
-        raise RunInputError(f"invalid input for {graph!r}: {exc}", errors=exc.errors) from None
-    before, after = list(interrupt_before or ()), list(interrupt_after or ())
+        raise RunInputError(f"invalid input for {spec.name!r}: {exc}",
+                            errors=exc.errors) from None
+
+
+def _options(metadata: dict[str, Any] | None, multitask_strategy: str,
+             configurable: dict[str, Any] | None, context: Any, assistant: Any,
+             assistant_version: int | None, recursion_limit: int | None) -> dict[str, Any]:
+    """A client's options of a new run, as its columns."""
+    return {"metadata": metadata or {}, "multitask_strategy": multitask_strategy,
+            "configurable": configurable or {}, "context": context, "assistant": assistant,
+            "assistant_version": assistant_version, "recursion_limit": recursion_limit}
+
+
+def _queue(spec: GraphSpec, user: User | None, thread: Thread | None, *, graph_version: int,
+           input: Any, before: list[str] | None, after: list[str] | None,
+           options: dict[str, Any], **columns: Any) -> Run:
+    """Store a new queued run of ``spec`` (started, forked or enqueued) and dispatch it once
+    the transaction commits: its breakpoints checked against the graph, the user's queued
+    runs within ``PLANWATCH_MAX_QUEUED_RUNS_PER_USER``, its thread ``thread`` or a new one
+    with the run's id. ``options`` are a client's (metadata, strategy, configurable values,
+    context, assistant, recursion limit); ``columns`` the kind's own (parent, fork...)."""
+    before, after = list(before or ()), list(after or ())
     if before or after:
         _check(debugging.check_breakpoints, spec, before=before, after=after)
     _check_queued(user)
@@ -104,17 +132,12 @@ def run_create(*, graph: str, input: dict[str, Any], user: User | None,
     # SQLite's one write lock): its error ends that transaction anyway, and every statement
     # under the lock keeps the executor's writes and the other requests waiting
     with transaction.atomic(savepoint=False):
-        thread = _thread_for(thread, run_uuid, spec.name, user)
         run = store.create_run(
-            id=run_uuid, graph=spec.name, graph_version=spec.version,
-            thread_id=spec.thread_id(str(run_uuid)), input=initial,
-            created_by=user if user is not None and user.is_authenticated else None,
-            created_by_name=_name(user), interrupt_before=before, interrupt_after=after,
-            conversation=thread, metadata=metadata or {},
-            multitask_strategy=multitask_strategy, configurable=configurable or {},
-            context=context, assistant=assistant, assistant_version=assistant_version,
-            recursion_limit=recursion_limit,
-        )
+            id=run_uuid, graph=spec.name, graph_version=graph_version,
+            thread_id=spec.thread_id(str(run_uuid)), input=input,
+            created_by=_user_or_none(user), created_by_name=_name(user),
+            interrupt_before=before, interrupt_after=after,
+            conversation=_thread_for(thread, run_uuid, spec.name, user), **options, **columns)
         transaction.on_commit(lambda: _after_create(run))
     return run
 
@@ -275,33 +298,12 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
         _check(debugging.check_edit, spec, values, as_node=as_node)
         edit = {"values": values, "as_node": as_node}
     if input is not NO_INPUT and input is not None:
-        try:
-            edit = {**(edit or {}), "input": spec.make_input(input)}
-        except InputError as exc:
-            raise RunInputError(f"invalid input for {run.graph!r}: {exc}",
-                                errors=exc.errors) from None
-    before, after = list(interrupt_before or ()), list(interrupt_after or ())
-    if before or after:
-        _check(debugging.check_breakpoints, spec, before=before, after=after)
-    run_uuid = uuid4()
-    # no savepoint inside a caller's transaction (a thread's run decision, which holds
-    # SQLite's one write lock): its error ends that transaction anyway, and every statement
-    # under the lock keeps the executor's writes and the other requests waiting
-    with transaction.atomic(savepoint=False):
-        thread = _thread_for(thread, run_uuid, spec.name, user)
-        child = store.create_run(
-            id=run_uuid, graph=run.graph, graph_version=run.graph_version,
-            thread_id=spec.thread_id(str(run_uuid)), input=run.input, parent=run,
-            forked_from_checkpoint=checkpoint_id, fork_edit=edit,
-            created_by=user if user.is_authenticated else None, created_by_name=_name(user),
-            conversation=thread, metadata=metadata or {},
-            multitask_strategy=multitask_strategy, interrupt_before=before,
-            interrupt_after=after, configurable=configurable or {}, context=context,
-            assistant=assistant, assistant_version=assistant_version,
-            recursion_limit=recursion_limit,
-        )
-        transaction.on_commit(lambda: _after_create(child))
-    return child
+        edit = {**(edit or {}), "input": _input(spec, input)}
+    return _queue(spec, user, thread, graph_version=run.graph_version, input=run.input,
+                  before=interrupt_before, after=interrupt_after,
+                  options=_options(metadata, multitask_strategy, configurable, context, assistant,
+                                   assistant_version, recursion_limit),
+                  parent=run, forked_from_checkpoint=checkpoint_id, fork_edit=edit)
 
 
 def thread_create(*, user: User | None, thread_id: UUID | None = None, graph: str = "",
@@ -363,31 +365,13 @@ def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
     """Queue a run behind ``after`` on its thread (LangGraph's multitask "enqueue"): it
     starts once ``after`` stops, from its last checkpoint then, with ``input``."""
     spec = get_graph(after.graph)
-    edit: dict[str, Any] | None = None
-    if input is not None:
-        try:
-            edit = {"input": spec.make_input(input)}
-        except InputError as exc:
-            raise RunInputError(f"invalid input for {after.graph!r}: {exc}",
-                                errors=exc.errors) from None
-    before, breaks_after = list(interrupt_before or ()), list(interrupt_after or ())
-    if before or breaks_after:
-        _check(debugging.check_breakpoints, spec, before=before, after=breaks_after)
-    run_uuid = uuid4()
-    with transaction.atomic():
-        queued = store.create_run(
-            id=run_uuid, graph=after.graph, graph_version=after.graph_version,
-            thread_id=spec.thread_id(str(run_uuid)),
-            input=(edit or {}).get("input", after.input), parent=after, waits_for=after,
-            fork_edit=edit, created_by=_user_or_none(user), created_by_name=_name(user),
-            conversation=thread, metadata=metadata or {},
-            multitask_strategy=multitask_strategy, interrupt_before=before,
-            interrupt_after=breaks_after, configurable=configurable or {}, context=context,
-            assistant=assistant, assistant_version=assistant_version,
-            recursion_limit=recursion_limit,
-        )
-        transaction.on_commit(lambda: _after_create(queued))
-    return queued
+    edit = {"input": _input(spec, input)} if input is not None else None
+    return _queue(spec, user, thread, graph_version=after.graph_version,
+                  input=(edit or {}).get("input", after.input),
+                  before=interrupt_before, after=interrupt_after,
+                  options=_options(metadata, multitask_strategy, configurable, context, assistant,
+                                   assistant_version, recursion_limit),
+                  parent=after, waits_for=after, fork_edit=edit)
 
 
 def _thread_for(thread: Thread | None, run_uuid: UUID, graph: str, user: User | None

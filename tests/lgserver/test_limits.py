@@ -78,6 +78,25 @@ def test_a_run_past_the_users_queued_runs_is_a_429(api, settings, operator):
     assert Run.objects.count() == 1
 
 
+def test_enqueued_runs_count_against_the_users_queued_runs(api, settings, operator):
+    """A thread's next runs (multitask "enqueue" behind a busy run) are queued runs like any:
+    past the limit they are refused, and nothing is added to the thread."""
+    limit(settings, MAX_QUEUED_RUNS_PER_USER=1)
+    thread = api.post("/langgraph/threads", {}, content_type="application/json").json()
+    busy = Run.objects.create(graph="test.echo", thread_id="busy:planner", created_by=operator,
+                              conversation_id=thread["thread_id"], status=Run.Status.RUNNING)
+    response = api.post(f"/langgraph/threads/{thread['thread_id']}/runs",
+                        {"assistant_id": "test.echo", "input": {"steps": 1},
+                         "multitask_strategy": "enqueue"}, content_type="application/json")
+    assert response.status_code == 200, response.content  # the first waits behind the busy run
+    response = api.post(f"/langgraph/threads/{thread['thread_id']}/runs",
+                        {"assistant_id": "test.echo", "input": {"steps": 1},
+                         "multitask_strategy": "enqueue"}, content_type="application/json")
+    assert response.status_code == 429
+    assert response.json()["errors"] == {"limit": "PLANWATCH_MAX_QUEUED_RUNS_PER_USER"}
+    assert Run.objects.filter(conversation_id=thread["thread_id"]).exclude(id=busy.id).count() == 1
+
+
 def test_a_trace_socket_past_the_limit_is_closed_4429(settings, operator):
     limit(settings, MAX_STREAMS_PER_USER=1)
     run = Run.objects.create(graph="test.echo", thread_id="watched:planner",
