@@ -159,3 +159,25 @@ def test_an_operators_state_edit_is_a_row_of_its_own_never_hidden():
                                by="olga", values={"n": 99}, as_node="", next=["done"])])
     assert edit.title == "State edited" and not edit.bookkeeping
     assert edit.summary == "by olga: n = 99"
+
+
+def test_a_node_the_run_ended_under_is_stopped_and_redrawn_with_the_final_event():
+    """A run cancelled (or failed elsewhere) while a node ran or waited: the node's row says
+    stopped, not running for ever, and the batch with the final event redraws that row."""
+    timeline = Timeline()
+    for event in [ev(1, "run_started"), ev(2, "node_started", "slow", task="a", step=1),
+                  ev(3, "node_started", "ask", task="b", step=1),
+                  ev(4, "interrupt_raised", "ask", task="b", step=1, interrupt_id="i1"),
+                  ev(5, "node_started", "quick", task="c", step=1),
+                  ev(6, "node_finished", "quick", task="c", step=1, update={})]:
+        timeline.add(event)
+    assert [r.status for r in timeline.rows.values() if r.kind == "node"] == [
+        "running", "waiting", "finished"]
+    timeline.add(ev(7, "run_cancelled", reason="cancelled", by="olga"))
+    rows = {r.node: r for r in timeline.rows.values() if r.kind == "node"}
+    assert {n: (r.status, r.status_label) for n, r in rows.items()} == {
+        "slow": ("cancelled", "stopped"), "ask": ("cancelled", "stopped"),
+        "quick": ("finished", "done")}
+    redrawn = {row.key: (events, new) for row, events, new in timeline.touched(7, 7)}
+    assert redrawn["t-a"] == ([], False) and redrawn["t-b"] == ([], False)
+    assert "t-c" not in redrawn and redrawn["e-7"][1] is True

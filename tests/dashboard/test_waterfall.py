@@ -284,3 +284,17 @@ def test_the_trace_header_shows_working_time_and_the_wait_for_people_apart(opera
     ids = page[page.index('<details class="run-ids"'):]
     ids = ids[:ids.index("</details>")]
     assert str(run.id) in ids and run.thread_id in ids
+
+
+def test_a_node_and_its_call_the_run_ended_under_are_drawn_stopped_not_running(db):
+    """An operator cancels a run mid-call: the node's bar and its call's end where the run
+    ended, marked stopped; neither says "running…" or "calling…" for ever."""
+    log = Log().add(0, "run_started").add(0, "node_started", "decide", "t1", step=1)
+    log.call(0.5, None, "decide", "t1", "c1", model="gpt-slow")
+    log.add(2.0, "run_cancelled", payload={"reason": "cancelled", "by": "olga"})
+    fold = fold_of(log)
+    (node,) = fold.items
+    (call,) = node.children
+    assert (node.end, node.status, call.end, call.status) == (2.0, "stopped", 2.0, "stopped")
+    html = str(waterfall_view(fold, run_id=uuid.uuid4(), now=60.0).rows)
+    assert "wf-open" not in html and "calling gpt-slow" not in html and "wf-s-stopped" in html

@@ -29,8 +29,11 @@ BOOKKEEPING = frozenset({CHECKPOINT, "run_started", "run_resumed", "run_recovere
 NODE = "node"
 """The kind of a row that is one node execution (other rows are named by their event)."""
 RUNNING, WAITING, FINISHED, FAILED = "running", "waiting", "finished", "failed"
+STOPPED = "cancelled"
+"""A node execution the run ended under (cancelled, or failed elsewhere): it never finished."""
 STATUS_LABELS = {RUNNING: "running", WAITING: "waiting for you", FINISHED: "done",
-                 FAILED: "failed"}
+                 FAILED: "failed", STOPPED: "stopped"}
+RUN_ENDS = frozenset({"run_succeeded", "run_failed", "run_cancelled"})
 SHOWN = ("seq", "kind", "node", "namespace", "step", "task_id", "checkpoint_id",
          "duration_ms", "created_at")
 """The fields of an event a row keeps (its line in the timeline shows them)."""
@@ -58,6 +61,8 @@ class Row:
     """Its events as their lines show them (``SHOWN``; of the payload only ``KEPT``)."""
     parts: list[str] = field(default_factory=list)
     """What each event said, for the summary."""
+    stopped: bool = False
+    """The run ended while this node execution was running or waiting: it never will end."""
 
     @property
     def first_seq(self) -> int:
@@ -110,7 +115,7 @@ class Row:
             status = {NODE_STARTED: RUNNING, INTERRUPT_RAISED: WAITING,
                       INTERRUPT_ANSWERED: RUNNING, NODE_FINISHED: FINISHED,
                       NODE_FAILED: FAILED}.get(str(event["kind"]), status)
-        return status
+        return STOPPED if self.stopped and status in (RUNNING, WAITING) else status
 
     @property
     def status_label(self) -> str:
@@ -239,6 +244,8 @@ class Timeline:
     """Each seq's row key."""
     _step_rows: dict[tuple[str, int], dict[str, None]] = field(default_factory=dict)
     _asked_by: dict[str, str] = field(default_factory=dict)
+    _ended: dict[int, list[str]] = field(default_factory=dict)
+    """The rows a run's final event stopped, by its seq (redrawn in place with it)."""
 
     def add(self, event: dict[str, Any]) -> Row:
         """Put ``event`` in its row (a new row, or the node execution it belongs to)."""
@@ -256,6 +263,11 @@ class Timeline:
                                        {})[key] = None
         if event["kind"] == INTERRUPT_RAISED and isinstance(event.get("payload"), dict):
             self._asked_by[str(event["payload"].get("interrupt_id"))] = key
+        if event["kind"] in RUN_ENDS:
+            open_rows = [r for r in self.rows.values() if r.status in (RUNNING, WAITING)]
+            for open_row in open_rows:
+                open_row.stopped = True
+            self._ended[int(event["seq"])] = [r.key for r in open_rows]
         return row
 
     def _key(self, event: dict[str, Any]) -> str:
@@ -278,6 +290,8 @@ class Timeline:
         """The rows events ``first``..``last`` went to, each with those events and whether
         the row began among them (a new row) or earlier (a row to complete in place)."""
         keys = dict.fromkeys(self.row_of[s] for s in range(first, last + 1) if s in self.row_of)
+        for seq in range(first, last + 1):  # rows a final event stopped: redrawn in place
+            keys.update(dict.fromkeys(self._ended.get(seq, ())))
         out = []
         for key in keys:
             row = self.rows[key]

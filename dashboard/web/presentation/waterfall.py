@@ -151,6 +151,12 @@ class WaterfallFold:
             for span in self._waits.values():
                 span.stop(t)
             self._waits.clear()
+            # node executions and model calls the run ended under never will end: drawn to
+            # the end of the run, as stopped, not "running…" for ever
+            for span in [*self._nodes.values(), *self.calls.values()]:
+                if span.end is None:
+                    span.stop(t)
+                    span.status = "stopped"
 
     def _call_started(self, payload: Mapping[str, Any], key: tuple[str, str], t: float,
                       seq: int) -> None:
