@@ -409,3 +409,34 @@ def test_a_queued_run_hears_its_place_in_the_line_move(transactional_db, operato
         await comm.disconnect()
 
     async_to_sync(scenario)()
+
+
+def test_the_runs_lists_duration_ticks_while_a_run_goes_and_stops_when_it_ends(
+        transactional_db, operator):
+    """A running run's duration cell carries its start for the page to tick; the doorbell
+    of its end swaps in the final duration, which no longer ticks."""
+    from django.test import Client
+    from django.utils import timezone
+
+    from dashboard.models import Run
+
+    started = timezone.now() - timezone.timedelta(seconds=30)
+    run = Run.objects.create(graph="test.echo", thread_id="clock:planner", created_by=operator,
+                             status=Run.Status.RUNNING, started_at=started)
+    client = Client()
+    client.force_login(operator)
+    page = client.get("/").content.decode()
+    cell = re.search(rf'<td id="run-{run.id}-duration"[^>]*>(.*?)</td>', page).group(1)
+    assert f'data-started="{started.isoformat()}"' in cell and "30" in cell
+
+    since = timezone.now().isoformat()
+    ended = broadcast.run_summary({
+        "id": run.id, "graph": run.graph, "status": "succeeded", "current_node": "",
+        "last_seq": 4, "started_at": started, "error_message": "",
+        "finished_at": started + timezone.timedelta(seconds=42.5)})
+    messages = async_to_sync(runs_list_hears)(operator, since,
+                                               {"type": "run.changed", "run": ended})
+    (frame,) = [m for m in messages if f"run-{run.id}-duration" in m]
+    cell = re.search(rf'<td id="run-{run.id}-duration"[^>]*hx-swap-oob="true">(.*?)</td>',
+                     frame).group(1)
+    assert "data-started" not in cell and "42.5 s" in cell

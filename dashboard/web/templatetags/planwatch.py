@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django import template
+from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Run
 from dashboard.web.presentation import header, results
@@ -43,10 +45,26 @@ def graph_title(name: str) -> str:
 
 
 @register.filter
-def run_elapsed(run: Run) -> str:
-    """How long the run has run, start to end or now (see
-    :func:`dashboard.web.presentation.header.elapsed`)."""
-    return header.elapsed_text(run)
+def run_elapsed(run: Run | dict[str, Any]) -> str:
+    """How long the run (or a doorbell's summary of it) has run, start to end or now (see
+    :func:`dashboard.web.presentation.header.elapsed_text`)."""
+    return header.elapsed_text(_as_run(run))
+
+
+@register.filter
+def run_clock(run: Run | dict[str, Any]) -> str:
+    """When the clock of a run still going started (ISO 8601), for the page to tick; "" for
+    a run not started or ended."""
+    run = _as_run(run)
+    return run.started_at.isoformat() if run.started_at and not run.is_finished else ""
+
+
+def _as_run(run: Run | dict[str, Any]) -> Run:
+    """A run, or a doorbell's summary of one (its times as ISO 8601) as an unsaved run."""
+    if isinstance(run, Run):
+        return run
+    return Run(status=run["status"], started_at=parse_datetime(run.get("started_at") or ""),
+               finished_at=parse_datetime(run.get("finished_at") or ""))
 
 
 @register.filter
