@@ -167,9 +167,9 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User) -> Interr
         # Lock the run (run_cancel locks it too), then one UPDATE with no join: on
         # PostgreSQL a joined UPDATE becomes ``id IN (subquery)``, which is not re-checked
         # after waiting for a concurrent answer's row lock, so both answers would win.
-        waiting = Run.objects.select_for_update().filter(
-            id=interrupt.run_id, status__in=[Run.Status.INTERRUPTED, Run.Status.RUNNING],
-        ).exists()
+        locked = store.lock_run(interrupt.run_id)
+        waiting = locked is not None and locked.status in (Run.Status.INTERRUPTED,
+                                                           Run.Status.RUNNING)
         won = waiting and Interrupt.objects.filter(
             pk=interrupt.pk, status=Interrupt.Status.PENDING,
         ).update(status=Interrupt.Status.ANSWERED, answer=answer, answered_by=user,
@@ -206,7 +206,7 @@ def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:
     """Cancel a run: at once if nobody executes it, else at its next node boundary
     (``reason``, if given, is recorded with who cancelled it)."""
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(id=run.id)
+        locked = store.lock_run(run.id, must=True)
         if locked.is_finished:
             raise RunStateError(
                 f"run {run.id} already {locked.status}; only queued, running or interrupted "
@@ -234,7 +234,7 @@ def run_breakpoints_set(*, run: Run, interrupt_before: list[str],
     _check(debugging.check_breakpoints, get_graph(run.graph), before=interrupt_before,
            after=interrupt_after)
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(id=run.id)
+        locked = store.lock_run(run.id, must=True)
         if locked.is_finished:
             raise RunStateError(f"run {run.id} already {locked.status}; breakpoints apply "
                                 "only to queued, running, paused or interrupted runs")
@@ -254,7 +254,7 @@ def run_breakpoints_set(*, run: Run, interrupt_before: list[str],
 def run_continue(*, run: Run, user: User, step: bool = False) -> Run:
     """Continue a run paused at a breakpoint, to the next breakpoint or one super-step on."""
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(id=run.id)
+        locked = store.lock_run(run.id, must=True)
         if locked.status != Run.Status.PAUSED:
             raise RunStateError(f"run {run.id} is {locked.status}, not paused at a breakpoint; "
                                 "only paused runs can be continued or stepped")
@@ -338,7 +338,7 @@ def run_delete(*, run: Run) -> None:
     """Delete a run that is not busy, its events and its LangGraph checkpoints; its
     thread's status is then its latest remaining run's."""
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(id=run.id)
+        locked = store.lock_run(run.id, must=True)
         if Run.objects.busy().filter(id=run.id).exists():
             raise RunStateError(f"run {run.id} is {locked.status}; cancel it before deleting it")
         held, thread_id = locked.thread_id, locked.conversation_id
@@ -502,7 +502,7 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     new_id = str(config["configurable"]["checkpoint_id"])
     parent = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(id=run.id)
+        locked = store.lock_run(run.id, must=True)
         store.append_event(
             locked, RunEvent.Kind.CHECKPOINT, checkpoint_id=new_id,
             step=(snap.metadata or {}).get("step"),

@@ -436,9 +436,11 @@ def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[
                 run = start(thread, req, request.user, before)
             break
         except OperationalError as exc:
-            # PostgreSQL chose this decision as a deadlock's victim (the thread's row and a
-            # run's, taken by an executor in the other order) and rolled it all back: decide
-            # again; past the attempts the handler answers 503 with Retry-After
+            # PostgreSQL chose this decision as a deadlock's victim and rolled it all back:
+            # decide again; past the attempts the handler answers 503 with Retry-After.
+            # Every writer of a run and its thread takes the thread's row first
+            # (store.lock_run, the claim's SQL), so this is a guard, not an expected path
+            # (before that order, an executor's claim took them the other way round)
             if attempt + 1 == DECISION_ATTEMPTS or type(exc.__cause__).__name__ != (
                     "DeadlockDetected"):
                 raise

@@ -45,7 +45,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal, overload
 
 from django.conf import settings
 from django.db import IntegrityError, connection, connections, transaction
@@ -349,6 +349,7 @@ CLAIM = """
       AND NOT EXISTS (SELECT 1 FROM dashboard_run AS sibling
                       WHERE sibling.conversation_id = dashboard_run.conversation_id
                         AND sibling.status = 'running' AND sibling.id <> dashboard_run.id)
+      {lock_thread}
     RETURNING graph, thread_id, input, current_node, last_seq, started_at, interrupt_before,
               interrupt_after, step_once, configurable, context, recursion_limit
 """
@@ -378,8 +379,19 @@ status, run id, run id): the thread takes it only from its latest run (runs enqu
 behind it aside), and stays busy while runs are enqueued on it."""
 
 
+LOCK_THREAD = """
+      -- its thread's row first (checked last, so only for a run it takes), then the run's
+      -- as the UPDATE writes it: the order of every writer of both (see lock_run)
+      AND (conversation_id IS NULL OR EXISTS (
+          SELECT 1 FROM dashboard_thread AS thread
+          WHERE thread.id = dashboard_run.conversation_id FOR UPDATE))
+"""
+"""PostgreSQL's part of :data:`CLAIM` (SQLite has one writer at a time: no row locks)."""
+
+
 def _sql(statement: str, postgres: bool) -> str:
-    return statement.format(mark="%s" if postgres else "?")
+    return statement.format(mark="%s" if postgres else "?",
+                            lock_thread=LOCK_THREAD.strip() if postgres else "")
 
 
 def _thread_params(run_id: Any, status: str) -> list[Any]:
@@ -422,6 +434,27 @@ def append_event(locked: Run, kind: str, *, then: Callable[[int], Fields] | None
     apply(locked.id, fields)
     apply_to(locked, fields)
     return seq
+
+
+@overload
+def lock_run(run_id: Any, *, must: Literal[True]) -> Run: ...
+@overload
+def lock_run(run_id: Any, *, where: Q | None = None) -> Run | None: ...
+def lock_run(run_id: Any, *, must: bool = False, where: Q | None = None) -> Run | None:
+    """The run's row, locked until this transaction ends, taken after its thread's row.
+
+    Every transaction that writes a run and its thread takes the two in this order (the
+    thread, then the run), as a thread's run decisions do (``lgserver``'s ``locked``), so
+    two of them never wait on each other. None if there is no such run, or it does not
+    meet ``where`` once locked (``must``: raise ``Run.DoesNotExist``).
+    """
+    thread_id = Run.objects.filter(id=run_id).values_list("conversation_id", flat=True).first()
+    if thread_id is not None:
+        Thread.objects.select_for_update().filter(id=thread_id).values_list("id").first()
+    runs = Run.objects.select_for_update().filter(id=run_id)
+    if where is not None:
+        runs = runs.filter(where)
+    return runs.get() if must else runs.first()
 
 
 def set_thread_status(run_id: Any, status: str) -> None:
@@ -549,7 +582,7 @@ def aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
     free = free_q(owner=owner, stale=stale_before(now))
     with transaction.atomic():
         relax_commit()  # a lost claim leaves the run queued: recovery dispatches it again
-        run = Run.objects.select_for_update().filter(id=run_id).filter(free).first()
+        run = lock_run(run_id, where=free)
         if run is None:
             return None
         answers: list[Answer] = []
