@@ -82,15 +82,11 @@ Fields = dict[str, Any]
 """Column values of a run, as a transition sets them."""
 
 
-
 @dataclass(frozen=True)
 class FirstSet:
     """A value a column takes only if it has none yet (``COALESCE(column, value)``)."""
 
     value: Any
-
-
-# -- conditions ------------------------------------------------------------------------
 
 
 def stale_before(now: datetime) -> datetime:
@@ -104,14 +100,9 @@ def free_q(*, owner: str, stale: datetime) -> Q:
     return Q(owner="") | Q(owner=owner) | Q(heartbeat_at__lt=stale)
 
 
-
-
 def next_seq(run: Run) -> int:
     """The seq the run's next event takes (events and ``last_seq`` are written together)."""
     return run.last_seq + 1
-
-
-# -- transitions -----------------------------------------------------------------------
 
 
 def claim(*, owner: str, now: datetime) -> Fields:
