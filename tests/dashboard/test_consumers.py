@@ -24,7 +24,7 @@ from dashboard.runs import doorbells as broadcast
 from dashboard.runs.record import event_dict
 from tests.conftest import wait_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 APP = URLRouter(websocket_urlpatterns)
 

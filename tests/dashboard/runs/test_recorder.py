@@ -12,6 +12,8 @@ from dashboard.models import Run
 from dashboard.runs import doorbells as broadcast
 from dashboard.runs.record import EventWriter, WriteBehind
 
+pytestmark = pytest.mark.pg
+
 
 class SlowSink:
     """A sink that records what it is asked to write and takes ``seconds`` for each write.
