@@ -8,10 +8,16 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/planwatch
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
-# The second pass runs what depends on the database and the channel layer; the browser
-# tests (pages driven in Chromium) and the graphs' own tests (planner/, no database) ran in
-# the first pass, on the embedded default that `make run` serves.
-SECOND_PASS ?= -m "not browser" --ignore=tests/planner
+# The second pass runs again, on PostgreSQL + Redis, the tests marked `pg` (a module's
+# `pytestmark`; `postgres` and `redis` tests count too): those whose code takes another path
+# there. That is the engine (dashboard/runs/: claims and locks, the event sink's SQL fast
+# paths, savers, pools, recovery), the checkpoint reads (dashboard/checkpoints.py: admin,
+# debugging, forks, the interrupts API), filtering, search and sums in SQL (runs list and
+# API, model calls), the channel layer (consumers, sockets, streams), the LangGraph API's
+# state, store, crons, deletes and races, and the faults of a server going away. Pages
+# built from the event log, request parsing, permissions and the browser tests take the
+# same path on both databases and ran in the first pass. A new test of such code: mark it.
+SECOND_PASS ?= -m "pg and not browser"
 
 .PHONY: run test lint typecheck bench mutants migrate install install-dev install-js clean
 

@@ -262,7 +262,11 @@ def assert_gapless(run) -> list:
 
 def pytest_collection_modifyitems(config, items):
     """Run browser tests last: Playwright's sync API leaves an event loop in the main thread,
-    which the asyncio tests after it would trip over."""
+    which the asyncio tests after it would trip over. A test that needs a real PostgreSQL
+    or Redis belongs to the second pass (``pg``) without saying so twice."""
+    for item in items:
+        if item.get_closest_marker("postgres") or item.get_closest_marker("redis"):
+            item.add_marker(pytest.mark.pg)
     items.sort(key=lambda item: (item.get_closest_marker("browser") is not None,
                                  _file_order(item)))
 

@@ -11,6 +11,8 @@ from urllib.parse import urlparse
 
 import pytest
 
+from dashboard.models import Run
+
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1400, "height": 900}
 
@@ -95,6 +97,47 @@ def no_overflow(page) -> None:
         ".slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className)]")
     assert widths[0] <= widths[1], f"{page.url} lays out at {widths[0]} px in {widths[1]}: " \
         f"{widths[2]}"
+
+
+def fill_start_form(page, fields: dict[str, str], before: tuple[str, ...] = ()) -> None:
+    """Fill the new-run form on ``page`` as a user would: each of ``fields`` by its kind
+    (a select, a checkbox, a text box), and a breakpoint before each node of ``before``."""
+    for name, value in fields.items():
+        field = page.locator(f"#start-form [name={name}]")
+        if field.evaluate("e => e.tagName") == "SELECT":
+            field.select_option(value)
+        elif field.get_attribute("type") == "checkbox":
+            field.check()
+        else:
+            field.fill(value)
+    if before:
+        page.locator("#start-form details.start-breakpoints summary").click()
+        for node in before:
+            page.check(f"#start-form input[name=bp-interrupt_before][value={node}]")
+
+
+def submit_start_form(page) -> Run:
+    """Send the new-run form; the run it started, once its page is there."""
+    page.click("#start-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
+    return Run.objects.get(id=page.url.rstrip("/").rsplit("/", 1)[1])
+
+
+def start_run(page, base: str, graph: str, fields: dict[str, str],
+              before: tuple[str, ...] = ()) -> Run:
+    """Start ``graph`` through /runs/new/ (with breakpoints ``before``); land on its page."""
+    page.goto(f"{base}/runs/new/?graph={graph}")
+    fill_start_form(page, fields, before)
+    return submit_start_form(page)
+
+
+def start_paused_before_decide(page, base: str) -> Run:
+    """An acquisition run started through the form with a breakpoint before ``decide``,
+    where it pauses; the form, its breakpoints open, lays out within the screen."""
+    page.goto(f"{base}/runs/new/?graph=acquisition")
+    fill_start_form(page, {"region": "Germany", "currency": "EUR"}, before=("decide",))
+    no_overflow(page)
+    return submit_start_form(page)
 
 
 SERIOUS = ("serious", "critical")

@@ -15,33 +15,19 @@ from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
 from dashboard.models import Run, RunEvent
-from tests.browser.conftest import DESKTOP, PHONE, axe_violations, no_overflow, watched
+from tests.browser.conftest import (
+    DESKTOP,
+    PHONE,
+    axe_violations,
+    no_overflow,
+    start_run,
+    watched,
+)
 from tests.conftest import login, screenshot, served, wait_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 WAITING = (*Run.FINISHED, Run.Status.INTERRUPTED, Run.Status.PAUSED)
-
-
-def start(page, base: str, graph: str, fields: dict[str, str],
-          before: tuple[str, ...] = ()) -> Run:
-    """Start ``graph`` through the new-run form (with breakpoints ``before``)."""
-    page.goto(f"{base}/runs/new/?graph={graph}")
-    for name, value in fields.items():
-        field = page.locator(f"#start-form [name={name}]")
-        if field.evaluate("e => e.tagName") == "SELECT":
-            field.select_option(value)
-        elif field.get_attribute("type") == "checkbox":
-            field.check()
-        else:
-            field.fill(value)
-    if before:
-        page.locator("#start-form details.start-breakpoints summary").click()
-        for node in before:
-            page.check(f"#start-form input[name=bp-interrupt_before][value={node}]")
-    page.click("#start-form button[type=submit]")
-    page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
-    return Run.objects.get(id=page.url.rstrip("/").rsplit("/", 1)[1])
 
 
 def visit(page, url: str, name: str, found: list[str]) -> None:
@@ -97,9 +83,9 @@ def test_every_page_has_no_serious_axe_violation(live_server_url, page, operator
         there, report = watched(browser, slow)
         login(there, slow, "olga", "pw-olga-1234")
         running = {
-            "acquisition": start(there, slow, "acquisition",
+            "acquisition": start_run(there, slow, "acquisition",
                                  {"region": "Germany", "currency": "EUR"}),
-            "decomposition": start(there, slow, "decomposition", {"breadth": "6"}),
+            "decomposition": start_run(there, slow, "decomposition", {"breadth": "6"}),
         }
         for graph, run in running.items():
             wait_run(run.id, statuses=(Run.Status.RUNNING,))
@@ -110,22 +96,22 @@ def test_every_page_has_no_serious_axe_violation(live_server_url, page, operator
         report()
 
     waiting = {
-        "acquisition": start(page, base, "acquisition", {"max_iters": "8"}),
-        "decomposition": start(page, base, "decomposition",
+        "acquisition": start_run(page, base, "acquisition", {"max_iters": "8"}),
+        "decomposition": start_run(page, base, "decomposition",
                                {"breadth": "8", "ask_clarifications": "on"}),
     }
     paused = {
-        "acquisition": start(page, base, "acquisition",
+        "acquisition": start_run(page, base, "acquisition",
                              {"region": "Germany", "currency": "EUR"}, before=("decide",)),
-        "decomposition": start(page, base, "decomposition", {"breadth": "8"},
+        "decomposition": start_run(page, base, "decomposition", {"breadth": "8"},
                                before=("join",)),
     }
-    finished = {"acquisition": start(page, base, "acquisition",
+    finished = {"acquisition": start_run(page, base, "acquisition",
                                      {"region": "Germany", "currency": "EUR"})}
     price = page.locator('.question[data-field="market.price"] input')
     price.fill("47.88")
     price.press("Enter")
-    finished["decomposition"] = start(page, base, "decomposition", {"breadth": "14"})
+    finished["decomposition"] = start_run(page, base, "decomposition", {"breadth": "14"})
     for states, status in ((waiting, "interrupted"), (paused, "paused"),
                            (finished, "succeeded")):
         for graph, run in states.items():
@@ -176,7 +162,7 @@ def test_the_keyboard_skips_to_content_past_folded_breakpoints_to_the_graph(
     screenshot(page, "a11y-skip-link")
     page.keyboard.press("Enter")
     assert page.evaluate("() => document.activeElement.id") == "content"
-    run = start(page, live_server_url, "acquisition", {"max_iters": "8"})
+    run = start_run(page, live_server_url, "acquisition", {"max_iters": "8"})
     wait_run(run.id, statuses=WAITING)
     page.goto(f"{live_server_url}/runs/{run.id}/")
     page.locator("#run-interrupts .question").first.wait_for()
@@ -208,7 +194,7 @@ def test_without_javascript_a_question_is_answered_by_a_plain_form_post(
     for size, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
         page, report = watched(browser, base, viewport, java_script_enabled=False)
         login(page, base, "olga", "pw-olga-1234")
-        run = start(page, base, "acquisition", {"region": "Germany", "currency": "EUR"})
+        run = start_run(page, base, "acquisition", {"region": "Germany", "currency": "EUR"})
         run = wait_run(run.id, statuses=WAITING)
         assert run.status == Run.Status.INTERRUPTED, run.status
         page.goto(f"{base}/runs/{run.id}/")

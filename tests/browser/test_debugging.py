@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from dashboard.models import Run, RunEvent
 from planner.acquisition.presentation import format_amount
-from tests.browser.conftest import DESKTOP, PHONE, no_overflow
+from tests.browser.conftest import DESKTOP, PHONE, no_overflow, start_paused_before_decide
 from tests.browser.test_operator import header_says
 from tests.conftest import login, screenshot, wait_run
 
@@ -52,15 +52,7 @@ def test_pause_step_continue_then_fork_with_a_new_price(live_server_url, page, o
         codename__in=["debug_run", "fork_run"]))
     size = "phone" if page.viewport_size["width"] < 600 else "desktop"
     login(page, live_server_url, "olga", "pw-olga-1234")
-    page.goto(f"{live_server_url}/runs/new/?graph=acquisition")
-    page.select_option("#start-form [name=region]", "Germany")
-    page.fill("#start-form [name=currency]", "EUR")
-    page.locator("#start-form details.start-breakpoints summary").click()
-    page.check("#start-form input[name=bp-interrupt_before][value=decide]")
-    no_overflow(page)
-    page.click("#start-form button[type=submit]")
-    page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
-    run = Run.objects.get(id=page.url.rstrip("/").rsplit("/", 1)[1])
+    run = start_paused_before_decide(page, live_server_url)
 
     paused_says(page, "Paused before decide")
     header_says(page, "Paused")

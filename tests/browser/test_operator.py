@@ -15,7 +15,13 @@ from playwright.sync_api import expect
 
 from dashboard.models import Run
 from dashboard.web.presentation import header, trace
-from tests.browser.conftest import DESKTOP, PHONE, no_overflow
+from tests.browser.conftest import (
+    DESKTOP,
+    PHONE,
+    fill_start_form,
+    no_overflow,
+    submit_start_form,
+)
 from tests.conftest import login, screenshot, wait_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -43,17 +49,8 @@ def start_from_form(page, base: str, graph: str, fields: dict[str, str]) -> Run:
     page.goto(f"{base}/runs/new/?graph={graph}")
     no_overflow(page)
     shot(page, f"new-{graph}")
-    for name, value in fields.items():
-        field = page.locator(f"#start-form [name={name}]")
-        if field.evaluate("e => e.tagName") == "SELECT":
-            field.select_option(value)
-        elif field.get_attribute("type") == "checkbox":
-            field.check()
-        else:
-            field.fill(value)
-    page.click("#start-form button[type=submit]")
-    page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
-    return Run.objects.get(id=page.url.rstrip("/").rsplit("/", 1)[1])
+    fill_start_form(page, fields)
+    return submit_start_form(page)
 
 
 SCROLL_AWAY = ("() => { const b = document.getElementById('trace-timeline'); b.scrollTop = 0;"

@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 from dashboard.models import Interrupt, Run, RunEvent
 from dashboard.web.presentation import trace
 from dashboard.web.presentation.timeline import replay_stops, timeline_rows
-from tests.browser.conftest import DESKTOP, PHONE, no_overflow
+from tests.browser.conftest import DESKTOP, PHONE, no_overflow, start_paused_before_decide
 from tests.browser.test_operator import TYPED, header_says, start_from_form
 from tests.browser.test_trace import rows_match_the_log
 from tests.conftest import login, screenshot, wait_run
@@ -178,14 +178,7 @@ def test_paused_the_state_shows_first_and_is_edited_then_continued(live_server_u
         codename__in=["debug_run", "fork_run"]))
     size = size_name(page)
     login(page, live_server_url, "olga", "pw-olga-1234")
-    page.goto(f"{live_server_url}/runs/new/?graph=acquisition")
-    page.select_option("#start-form [name=region]", "Germany")
-    page.fill("#start-form [name=currency]", "EUR")
-    page.locator("#start-form details.start-breakpoints summary").click()
-    page.check("#start-form input[name=bp-interrupt_before][value=decide]")
-    page.click("#start-form button[type=submit]")
-    page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
-    run = Run.objects.get(id=page.url.rstrip("/").rsplit("/", 1)[1])
+    run = start_paused_before_decide(page, live_server_url)
     expect(page.locator("#run-paused")).to_contain_text("Paused before decide", timeout=30_000)
     state = page.locator("#paused-state-values")
     expect(state).to_contain_text('"max_iters": 20')

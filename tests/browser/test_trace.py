@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from playwright.sync_api import expect
 
 from dashboard.models import Run, RunEvent
 from dashboard.web.presentation import trace
+from tests.browser.conftest import start_run
 from tests.conftest import login, screenshot, wait_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -33,19 +32,8 @@ WATCH = """() => {
 
 
 def start(page, base: str, graph: str, fields: dict[str, str]) -> Run:
-    """Start a run through /runs/new/ and land on its trace page."""
-    page.goto(f"{base}/runs/new/?graph={graph}")
-    for name, value in fields.items():
-        field = page.locator(f"[name={name}]")
-        if field.evaluate("e => e.tagName") == "SELECT":
-            field.select_option(value)
-        elif field.get_attribute("type") == "checkbox":
-            field.check()
-        else:
-            field.fill(value)
-    page.click("#start-form button[type=submit]")
-    page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
-    run = Run.objects.get(id=page.url.rstrip("/").rsplit("/", 1)[1])
+    """Start a run through /runs/new/ and land on its trace page, watched (``WATCH``)."""
+    run = start_run(page, base, graph, fields)
     page.wait_for_function("() => window.planwatchTrace && planwatchTrace.drawn")
     page.evaluate(WATCH)
     return run

@@ -17,6 +17,8 @@ from dashboard.admin.base import changelist_url, trace_url
 from dashboard.models import Checkpoint, Interrupt, Run, Thread
 from tests.conftest import wait_run
 
+pytestmark = pytest.mark.pg
+
 VIEW_PERMS = ["view_run", "view_runevent", "view_interrupt", "view_checkpoint"]
 
 

@@ -11,6 +11,8 @@ from django.test import Client
 from dashboard.models import Interrupt, Run
 from tests.conftest import api_token, wait_run
 
+pytestmark = pytest.mark.pg
+
 
 def token_client(user) -> Client:
     """``user``'s token client."""

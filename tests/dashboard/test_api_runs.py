@@ -12,7 +12,7 @@ from dashboard.models import Run, RunEvent
 from dashboard.runs.record import event_dict
 from tests.conftest import api_token
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 
 
 

@@ -24,7 +24,7 @@ from dashboard.web.consumers import (
 from dashboard.web.routing import websocket_urlpatterns
 from tests.conftest import wait_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 APP = URLRouter(websocket_urlpatterns)
 

@@ -18,7 +18,7 @@ from dashboard.runs.savers import postgres_conninfo
 from tests.conftest import api_token
 from tests.lgserver.conftest import PERMS
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 TABLES = (Run._meta.db_table, Thread._meta.db_table)
 

@@ -11,6 +11,8 @@ from dashboard import services
 from dashboard.models import Run, RunEvent
 from tests.conftest import wait_run
 
+pytestmark = pytest.mark.pg
+
 Kind = RunEvent.Kind
 DONE = ("succeeded", "failed", "cancelled")
 

@@ -10,6 +10,8 @@ from dashboard import services
 from dashboard.models import Run, RunEvent
 from tests.conftest import assert_gapless, wait_run
 
+pytestmark = pytest.mark.pg
+
 Kind = RunEvent.Kind
 PAUSED = ("paused", "succeeded", "failed", "cancelled")
 DONE = ("succeeded", "failed", "cancelled")

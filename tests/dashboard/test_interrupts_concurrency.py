@@ -17,7 +17,7 @@ FINAL = ("succeeded", "failed", "cancelled")
 HTMX = {"HX-Request": "true"}
 ROUNDS = 12
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.pg, pytest.mark.reliability]
 
 
 def second_operator(django_user_model):

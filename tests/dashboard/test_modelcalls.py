@@ -13,6 +13,8 @@ from planner import registry
 from tests.conftest import assert_gapless, wait_run
 from tests.openai_server import DECISION, MODEL, REPLY, OpenAIServer
 
+pytestmark = pytest.mark.pg
+
 Kind = RunEvent.Kind
 PRICES = {MODEL: {"input": 2.0, "output": 10.0}}  # USD per million tokens
 CALL_COST = 120 * 2.0 / 1e6 + 30 * 10.0 / 1e6

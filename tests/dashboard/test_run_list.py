@@ -18,7 +18,7 @@ from dashboard.models import Run
 from dashboard.web.views.runs import RUNS_PER_PAGE
 from tests.conftest import api_token
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 
 T0 = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
 

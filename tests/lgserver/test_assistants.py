@@ -15,7 +15,7 @@ from langgraph_sdk.errors import (
 from dashboard.models import Assistant, Run, Thread
 from tests.conftest import api_token
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
 def test_create_get_update_version_and_set_latest(sdk):

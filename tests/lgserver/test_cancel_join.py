@@ -14,7 +14,7 @@ from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 from dashboard.models import Interrupt, Run, RunEvent
 from tests.conftest import wait_run
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
 def running(sdk, thread_id: str, **input_) -> dict:

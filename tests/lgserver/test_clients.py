@@ -12,7 +12,7 @@ import pytest
 from dashboard.models import Interrupt, Run, RunEvent
 from tests.conftest import wait_run
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 HI = {"messages": [{"type": "human", "content": "hi"}]}
 

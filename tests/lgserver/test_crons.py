@@ -10,7 +10,7 @@ from langgraph_sdk.errors import NotFoundError, PermissionDeniedError, Unprocess
 from dashboard.models import Cron, Run
 from tests.conftest import api_token
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 EVERY_SECOND = "* * * * * *"  # croniter's sixth field: seconds (the test's fast tick)
 

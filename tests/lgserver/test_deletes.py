@@ -9,7 +9,7 @@ from dashboard.models import Run, Thread
 from dashboard.models_checkpoints import Checkpoint
 from tests.conftest import wait_run
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
 def checkpoints_of(run_id: str) -> int:

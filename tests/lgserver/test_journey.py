@@ -9,7 +9,7 @@ from langgraph_sdk.errors import NotFoundError
 from dashboard.models import Assistant, Cron, Run, Thread
 from tests.lgserver.test_crons import EVERY_SECOND, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
 def test_assistant_context_versions_memories_cron_and_cleanup(sdk):

@@ -20,7 +20,7 @@ from django.db import connection
 from dashboard.models import Run
 from tests.conftest import api_token, served, wait_run
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.reliability]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True), pytest.mark.reliability]
 
 REQUESTS = 20
 

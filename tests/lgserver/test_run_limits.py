@@ -11,7 +11,7 @@ from langgraph_sdk.errors import UnprocessableEntityError
 from dashboard.models import Run, RunEvent
 from tests.conftest import wait_run
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
 def refusal(sdk, thread_id: str, wanted) -> str:

@@ -24,7 +24,7 @@ from dashboard import services
 from dashboard.models import Interrupt, Run, RunEvent, Thread
 from tests.conftest import api_token, assert_gapless, wait_run
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 GOAL = {"goal": "Estimate the TAM of a budgeting app"}
 

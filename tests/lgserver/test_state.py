@@ -11,7 +11,7 @@ from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
 from tests.conftest import api_token
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 from dashboard.models import Run, Thread
 from tests.conftest import api_token
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
 def gone(thread_id: str, deadline: float = 30) -> bool:

@@ -8,7 +8,7 @@ from langgraph_sdk.errors import NotFoundError, PermissionDeniedError, Unprocess
 
 from tests.conftest import api_token
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
 def test_memories_a_graph_stores_are_served_and_the_graph_reads_the_served_ones(sdk):

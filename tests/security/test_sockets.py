@@ -15,7 +15,7 @@ from django.test import RequestFactory
 
 from dashboard.web.consumers import RunsConsumer
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.reliability]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True), pytest.mark.reliability]
 
 
 async def _open(user, session_key="s3ss10n"):

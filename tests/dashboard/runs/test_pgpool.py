@@ -13,7 +13,7 @@ from django.db import connection
 from config import pgpool
 from tests.conftest import database_url
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
+pytestmark = [pytest.mark.pg, pytest.mark.postgres, pytest.mark.django_db]
 
 
 @pytest.fixture

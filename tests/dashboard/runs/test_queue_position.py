@@ -11,7 +11,7 @@ from django.test import Client
 from dashboard import services
 from tests.conftest import api_token, wait_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

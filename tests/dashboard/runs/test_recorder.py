@@ -13,6 +13,8 @@ from dashboard.runs import doorbells as broadcast
 from dashboard.runs.execution import EventWriter
 from dashboard.runs.record import WriteBehind
 
+pytestmark = pytest.mark.pg
+
 
 class SlowSink:
     """A store that records what it is asked to write and takes ``seconds`` for each write.

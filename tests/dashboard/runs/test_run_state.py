@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from dashboard.models import Interrupt, Run, RunEvent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 
 S = Run.Status
 

@@ -8,6 +8,8 @@ from dashboard import services
 from dashboard.models import Interrupt, Run, RunEvent
 from tests.conftest import assert_gapless, wait_run
 
+pytestmark = pytest.mark.pg
+
 Kind = RunEvent.Kind
 
 

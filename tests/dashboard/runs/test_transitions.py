@@ -21,6 +21,8 @@ from dashboard.models import Interrupt, Run, Thread
 from dashboard.runs import store
 from dashboard.runs.record import EVENT_DEFAULTS
 
+pytestmark = pytest.mark.pg
+
 COLUMNS = ("status", "owner", "last_seq", "current_node", "output", "error_message",
            "error_traceback", "cancel_requested", "heartbeat_at", "started_at", "finished_at")
 
