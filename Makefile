@@ -10,7 +10,7 @@ REDIS_TEST_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
 # The second pass runs again, on PostgreSQL + Redis, the tests marked `pg` (a module's
 # `pytestmark`; `postgres` and `redis` tests count too): those whose code takes another path
-# there. That is the engine (dashboard/runs/: claims and locks, the event sink's SQL fast
+# there. That is the engine (dashboard/runs/: claims and locks, the run store's SQL fast
 # paths, savers, pools, recovery), the checkpoint reads (dashboard/checkpoints.py: admin,
 # debugging, forks, the interrupts API), filtering, search and sums in SQL (runs list and
 # API, model calls), the channel layer (consumers, sockets, streams), the LangGraph API's
