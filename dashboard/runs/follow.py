@@ -10,8 +10,8 @@ to the pool): 200 open streams share a few connections instead of pinning 200.
 A doorbell carries its events; they are used as they are when they follow the cursor with
 no gap. A gap, a status that may have stopped the run, or a quiet spell of
 :data:`WAKE_EVERY` seconds (a lost doorbell) makes the follower read the log instead; a
-quiet spell first asks only the run's last seq and status, once per process and period
-for all of a run's followers.
+quiet spell first asks only the run's last seq and status, in one query with every other
+follower's that asked meanwhile (:class:`_Looks`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+import weakref
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, cast
 from uuid import UUID
@@ -81,31 +81,62 @@ def aread(runs: QuerySet[Run], run_id: UUID | str, after: int
 
 
 @short
-def _acursor(run_id: str) -> tuple[int, str] | None:
-    """The run's last seq and status (one indexed row), or None if it was deleted."""
-    rows = Run.objects.filter(id=run_id).values_list("last_seq", "status")
-    cursor: tuple[int, str] | None = rows.first()
-    return cursor
+def _acursors(run_ids: list[str]) -> dict[str, tuple[int, str]]:
+    """Last seq and status of each of these runs (one indexed query; a deleted run is
+    left out)."""
+    rows = Run.objects.filter(id__in=run_ids).values_list("id", "last_seq", "status")
+    return {str(run_id): (last_seq, status) for run_id, last_seq, status in rows}
 
 
-_SHARED: dict[tuple[str, int], asyncio.Future[Any]] = {}
+class _Looks:
+    """The quiet-spell looks of every follower on one event loop, read together.
+
+    A follower that heard no doorbell for a while asks for its run's last seq and status.
+    Two hundred streams of model-bound runs ask a hundred times a second; asked one by one,
+    each look is a hop to the one thread the ORM runs on, and a follower waiting its turn
+    there hears no doorbell meanwhile. Here the looks asked while a read is in flight wait
+    for the next read, which answers all of them with one query.
+    """
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, asyncio.Future[tuple[int, str] | None]] = {}
+        self.reader: asyncio.Task[None] | None = None
+
+    async def acursor(self, run_id: str) -> tuple[int, str] | None:
+        look = self.waiting.get(run_id)
+        if look is None:
+            look = self.waiting[run_id] = asyncio.get_running_loop().create_future()
+            if self.reader is None or self.reader.done():
+                self.reader = asyncio.ensure_future(self._aread())
+        return await asyncio.shield(look)
+
+    async def _aread(self) -> None:
+        while self.waiting:
+            batch, self.waiting = self.waiting, {}
+            try:
+                known = await _acursors(list(batch))
+            except Exception as exc:  # each follower hears why (as its own read would)
+                for look in batch.values():
+                    if not look.done():
+                        look.set_exception(exc)
+                continue
+            for run_id, look in batch.items():
+                if not look.done():
+                    look.set_result(known.get(run_id))
 
 
-async def _shared(key: tuple[str, int], read: Callable[[], Awaitable[Any]]) -> Any:
-    """One read per process for every follower that asks for ``key`` at once."""
-    pending = _SHARED.get(key)
-    if pending is None:
-        pending = _SHARED[key] = asyncio.ensure_future(read())
-        pending.add_done_callback(lambda _: _SHARED.pop(key, None))
-    return await asyncio.shield(pending)
+_LOOKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Looks] = (
+    weakref.WeakKeyDictionary())
 
 
 async def acursor(run_id: UUID | str) -> tuple[int, str] | None:
-    """The run's last seq and status, read at most once a period for all its followers."""
-    key = str(run_id)
-    period = int(time.monotonic() / WAKE_EVERY)
-    cursor: tuple[int, str] | None = await _shared((key, period), lambda: _acursor(key))
-    return cursor
+    """The run's last seq and status, or None if it was deleted; read together with every
+    other follower's look on this loop (see :class:`_Looks`)."""
+    loop = asyncio.get_running_loop()
+    looks = _LOOKS.get(loop)
+    if looks is None:
+        looks = _LOOKS[loop] = _Looks()
+    return await looks.acursor(str(run_id))
 
 
 class Doorbell:
