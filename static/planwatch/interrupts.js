@@ -122,6 +122,10 @@ document.addEventListener("htmx:beforeSwap", (event) => {
       if (focused && focused.key === key) {
         const f = fields(q)[focused.index];
         if (f) {
+          // this runs on swap: bind the new form now (htmx would on settle), so that an
+          // Enter typed into the field meanwhile posts it as htmx does, not the old way
+          const form = f.closest("form");
+          if (form && window.htmx) htmx.process(form);
           f.focus();
           try { if (focused.start !== null) f.setSelectionRange(focused.start, focused.end); } catch (e) { /* not a text field */ }
         }
