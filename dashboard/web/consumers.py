@@ -146,6 +146,9 @@ CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_MANY = 4429  # past PLANWATCH_MAX_STREAMS_PER_USER or _PER_PROCESS (see limits)
 REPLAY_CHUNK = 500  # events per message when catching a client up from the log
+NOTICE_CLEARED = '<div id="trace-notice" aria-live="polite" hx-swap-oob="true"></div>'
+"""The trace page's notice line, emptied (an OOB swap)."""
+
 RENDERED_BATCHES = 512  # recently rendered batches and headers, shared by a run's watchers
 _RENDERED: dict[tuple[Any, ...], Any] = {}
 
@@ -355,6 +358,9 @@ class RunConsumer(PlanwatchConsumer):
             await self._send_interrupts()
             if run.is_finished:
                 await self._send_result()
+                # "Cancel requested; the run stops at its next node." and the like said what
+                # was about to happen: the run has stopped, its card says how
+                await self.send(text_data=NOTICE_CLEARED)
 
     async def _send_batch(self, events: list[dict[str, Any]], changes: trace.Changes) -> None:
         self.sent = max(self.sent, events[-1]["seq"])

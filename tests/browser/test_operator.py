@@ -206,6 +206,9 @@ def test_a_decomposition_answered_by_keyboard_then_cancelled_mid_round(
     page.once("dialog", lambda dialog: dialog.accept())
     page.locator("#trace-cancel").click()
     header_says(page, "Cancelled")
+    # waiting for an answer, nobody executed it: cancelled at once, and never said to be
+    # stopping "at its next node" (the notice says so, or the socket emptied it)
+    expect(page.locator("#trace-notice")).not_to_contain_text("next node")
     run = wait_run(run.id)
     assert run.status == Run.Status.CANCELLED
     result = page.locator("#trace-result")

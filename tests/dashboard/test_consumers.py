@@ -219,12 +219,16 @@ def test_a_status_doorbell_redraws_the_header_from_what_it_carries(transactional
         seen = ""
         while 'id="run-interrupts-bell"' not in seen:
             seen += await comm.receive_from(timeout=5)
+        while not await comm.receive_nothing(timeout=0.5):  # the result and the notice follow
+            seen += await comm.receive_from(timeout=5)
         await comm.disconnect()
         return seen
 
     seen = async_to_sync(scenario)()
     assert 'class="badge status-failed" role="status">Failed<' in seen
     assert "ValueError: told" in seen and ">2.5 s<" in seen
+    # a notice of the page ("Cancel requested; …") is stale once the run stopped
+    assert '<div id="trace-notice" aria-live="polite" hx-swap-oob="true"></div>' in seen
     assert 'id="trace-replay-link"' in seen  # a finished run can be replayed
 
 

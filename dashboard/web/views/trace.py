@@ -181,11 +181,12 @@ def run_cancel(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
     if not request.user.has_perm("dashboard.cancel_run"):
         raise PermissionDenied("you need the 'Can cancel runs' permission to cancel a run")
     try:
-        services.run_cancel(run=run, user=request.user)
+        run = services.run_cancel(run=run, user=request.user)
     except services.ServiceError as exc:
         level, text = "error", exc.message
-    else:
-        level, text = "success", "Cancel requested; the run stops at its next node."
+    else:  # a run nobody executes is cancelled at once; a running one at its next node
+        level, text = "success", ("Run cancelled." if run.is_finished else
+                                  "Cancel requested; the run stops at its next node.")
     if request.htmx:  # the page stays (its socket brings the new status): only say it here
         return TemplateResponse(request, "dashboard/_trace_notice.html",
                                 {"level": level, "text": text})
