@@ -169,15 +169,19 @@ def test_a_node_the_run_ended_under_is_stopped_and_redrawn_with_the_final_event(
                   ev(3, "node_started", "ask", task="b", step=1),
                   ev(4, "interrupt_raised", "ask", task="b", step=1, interrupt_id="i1"),
                   ev(5, "node_started", "quick", task="c", step=1),
-                  ev(6, "node_finished", "quick", task="c", step=1, update={})]:
+                  ev(6, "node_finished", "quick", task="c", step=1, update={}),
+                  # a resume replays a finished task's start: it does not open it again
+                  ev(7, "node_started", "done", task="d", step=1),
+                  ev(8, "node_finished", "done", task="d", step=1, update={}),
+                  ev(9, "node_started", "done", task="d", step=1)]:
         timeline.add(event)
     assert [r.status for r in timeline.rows.values() if r.kind == "node"] == [
-        "running", "waiting", "finished"]
-    timeline.add(ev(7, "run_cancelled", reason="cancelled", by="olga"))
+        "running", "waiting", "finished", "running"]
+    timeline.add(ev(10, "run_cancelled", reason="cancelled", by="olga"))
     rows = {r.node: r for r in timeline.rows.values() if r.kind == "node"}
     assert {n: (r.status, r.status_label) for n, r in rows.items()} == {
         "slow": ("cancelled", "stopped"), "ask": ("cancelled", "stopped"),
-        "quick": ("finished", "done")}
-    redrawn = {row.key: (events, new) for row, events, new in timeline.touched(7, 7)}
+        "quick": ("finished", "done"), "done": ("finished", "done")}
+    redrawn = {row.key: (events, new) for row, events, new in timeline.touched(10, 10)}
     assert redrawn["t-a"] == ([], False) and redrawn["t-b"] == ([], False)
-    assert "t-c" not in redrawn and redrawn["e-7"][1] is True
+    assert "t-c" not in redrawn and redrawn["e-10"][1] is True

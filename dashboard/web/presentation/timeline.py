@@ -115,7 +115,10 @@ class Row:
             status = {NODE_STARTED: RUNNING, INTERRUPT_RAISED: WAITING,
                       INTERRUPT_ANSWERED: RUNNING, NODE_FINISHED: FINISHED,
                       NODE_FAILED: FAILED}.get(str(event["kind"]), status)
-        return STOPPED if self.stopped and status in (RUNNING, WAITING) else status
+        if self.stopped and status in (RUNNING, WAITING):
+            # a start after its end is a resume replaying a finished task: it was done
+            return FINISHED if NODE_FINISHED in self.kinds else STOPPED
+        return status
 
     @property
     def status_label(self) -> str:
