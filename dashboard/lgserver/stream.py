@@ -87,8 +87,10 @@ class PartMaker:
                                       checkpoint_id=event["checkpoint_id"], checkpoint_ns=ns)
                 values = view.values if view else {}
                 # as LangGraph's values mode: the state once the input is in (the input
-                # checkpoint holds only the input, not yet applied)
-                if "values" in modes and event["payload"].get("source") != "input":
+                # checkpoint holds only the input, not yet applied), read from the
+                # checkpoint, none at all if it was not saved (durability "exit")
+                if ("values" in modes and view is not None
+                        and event["payload"].get("source") != "input"):
                     out.append((_name("values", ns, self.subgraphs), values))
                 cp = self._checkpoint(event, values)
                 if "checkpoints" in modes:

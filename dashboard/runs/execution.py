@@ -127,7 +127,16 @@ def aparent_thread(run: Run) -> str:
 
 
 class EventWriter:
-    """Buffers a run's events, numbers them, and has them written behind the graph."""
+    """Buffers a run's events, numbers them, and has them written behind the graph.
+
+    An event that names a checkpoint waits in the buffer, with the events after it, until
+    the saver has saved that checkpoint (:meth:`watch_saves`): with durability "async"
+    LangGraph streams a checkpoint while its save is still under way, and a reader that
+    follows the log (a stream's ``values``, a trace's checkpoint link) must find it. It
+    waits ``HOLD_MAX`` seconds at most (a checkpoint never saved holds nothing up).
+    """
+
+    HOLD_MAX = 1.0
 
     def __init__(self, run: Run, *, next_seq: int, store: RunStore | None = None,
                  behind: WriteBehind | None = None, interval: float = 0.0,
@@ -141,6 +150,8 @@ class EventWriter:
         self.next_seq = next_seq
         self.buffer: list[dict[str, Any]] = []
         self.current_node = run.current_node
+        self.watch: WriteWatch | None = None
+        self._holding: tuple[str, float] | None = None  # (checkpoint id, since)
 
     def add(self, fields: dict[str, Any]) -> None:
         """Number one event and buffer it."""
@@ -152,12 +163,43 @@ class EventWriter:
         if self.buffer:
             self.behind.note(self)
 
-    def take(self, now: Any) -> list[dict[str, Any]]:
-        """Hand over the buffered events, stamped with the moment of their write."""
-        batch, self.buffer = self.buffer, []
+    def watch_saves(self, watch: WriteWatch) -> None:
+        """Hold an event that names a checkpoint until ``watch`` has seen it saved."""
+        self.watch = watch
+        watch.on_saved = self.flush_behind
+
+    def take(self, now: Any, *, everything: bool = False) -> list[dict[str, Any]]:
+        """Hand over the buffered events that may be written (``everything``: all of
+        them), stamped with the moment of their write."""
+        cut = len(self.buffer) if everything else self._ready()
+        batch, self.buffer = self.buffer[:cut], self.buffer[cut:]
         for row in batch:
             row["created_at"] = now
         return batch
+
+    def _ready(self) -> int:
+        """How many buffered events may be written: those before the first that names a
+        checkpoint not yet saved, unless it has waited ``HOLD_MAX`` already."""
+        if self.watch is None:
+            return len(self.buffer)
+        saved = self.watch.saved
+        for index, row in enumerate(self.buffer):
+            if row["kind"] != Kind.CHECKPOINT:
+                continue
+            checkpoint_id = row["checkpoint_id"]
+            if checkpoint_id in saved:
+                saved.discard(checkpoint_id)  # each is named once
+                continue
+            loop = asyncio.get_running_loop()
+            if self._holding is None or self._holding[0] != checkpoint_id:
+                self._holding = (checkpoint_id, loop.time())
+                loop.call_later(self.HOLD_MAX, self.flush_behind)
+                return index
+            if loop.time() - self._holding[1] < self.HOLD_MAX:
+                return index
+            logger.warning("run %s: checkpoint %s not saved after %.1f s; its event is "
+                           "written without it", self.run.id, checkpoint_id, self.HOLD_MAX)
+        return len(self.buffer)
 
     async def aflush(self, **final: Any) -> None:
         """Write everything buffered now (with the run's final status, if given).
@@ -167,7 +209,7 @@ class EventWriter:
         """
         await self.behind.arelease(self)
         writes = self.behind.store
-        batch = self.take(timezone.now())
+        batch = self.take(timezone.now(), everything=True)
         if not batch and not final:
             return
         now = batch[0]["created_at"] if batch else timezone.now()
@@ -225,6 +267,8 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
     breaks = Breakpoints.of(run)
     try:
         spec, graph, watch = await host.agraph(run.graph)
+        if planwatch_setting("DURABILITY") != "exit":  # "exit" saves the last one only
+            writer.watch_saves(watch)
         payload = await _abegin(claim, spec, graph, config, writer, owner=host.owner)
         stop, breaks = await _astream(graph, payload, config, breaks, writer, translator,
                                       requests, watch)

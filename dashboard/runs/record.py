@@ -38,7 +38,8 @@ class Buffered(Protocol):
     bell: doorbells.RunBell
 
     def take(self, now: Any) -> list[dict[str, Any]]:
-        """Hand over the buffered events, stamped with the moment of their write."""
+        """Hand over the buffered events that may be written now, stamped with the moment
+        of their write (the rest wait for a later write)."""
 
 
 def track(tasks: set[asyncio.Task[Any]], work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:

@@ -71,6 +71,24 @@ class WriteWatch:
 
     def __init__(self) -> None:
         self.error: BaseException | None = None
+        self.saved: set[str] = set()  # the ids of the checkpoints saved so far
+        self.on_saved: Callable[[], None] | None = None  # told after each checkpoint saved
+
+    def guard_checkpoints(self, aput: Callable[..., Awaitable[T]]
+                          ) -> Callable[..., Awaitable[T]]:
+        """The saver's ``aput``, guarded, noting each checkpoint saved (a run's event
+        that names a checkpoint is written only once a reader can read it)."""
+        guarded = self.guard(aput)
+
+        @functools.wraps(aput)
+        async def noted(config: Any, checkpoint: Any, *args: Any, **kwargs: Any) -> T:
+            saved = await guarded(config, checkpoint, *args, **kwargs)
+            self.saved.add(checkpoint["id"])
+            if self.on_saved is not None:
+                self.on_saved()
+            return saved
+
+        return noted
 
     def guard(self, write: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
         """``write`` (a saver's ``aput`` or ``aput_writes``), noting its first error."""
@@ -131,7 +149,7 @@ class SaverHandle:
         """
         saver = self._fork() if self._fork is not None else copy.copy(self.saver)
         watch = WriteWatch()
-        saver.aput = watch.guard(saver.aput)  # type: ignore[method-assign,assignment]
+        saver.aput = watch.guard_checkpoints(saver.aput)  # type: ignore[method-assign,assignment]
         saver.aput_writes = watch.guard(saver.aput_writes)  # type: ignore[method-assign,assignment]
         return graph.copy(update={"checkpointer": saver}), watch
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from dashboard import services
 from dashboard.models import Interrupt, Run, RunEvent
@@ -201,3 +204,44 @@ def test_the_final_write_ends_the_run_and_withdraws_its_questions_in_one_go(exec
     event = run.events.get()
     assert (event.seq, event.payload, event.created_at) == (
         4, {"error": "ValueError: ünïcode"}, now)
+
+
+def test_an_event_naming_a_checkpoint_is_written_once_the_checkpoint_can_be_read(
+        executor, operator, monkeypatch):
+    """With durability "async" LangGraph streams a checkpoint while the saver still writes
+    it: a slow save must not let a reader of the log (a stream's ``values``, the trace's
+    checkpoint link) meet a checkpoint it cannot read."""
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    from dashboard import checkpoints
+    from dashboard.runs import doorbells
+
+    saver_class = (AsyncPostgresSaver if connection.vendor == "postgresql"
+                   else AsyncSqliteSaver)
+    slow_put = saver_class.aput
+
+    async def aput(self, *args, **kwargs):
+        await asyncio.sleep(0.2)
+        return await slow_put(self, *args, **kwargs)
+
+    monkeypatch.setattr(saver_class, "aput", aput)
+    readable: list[bool] = []
+    ring = doorbells.RunBell.aring
+
+    async def aring(self, events, values, committed_at):
+        for event in events:
+            if event["kind"] == Kind.CHECKPOINT:
+                view = await sync_to_async(checkpoints.checkpoint_get, thread_sensitive=False)(
+                    thread_id=f"{self.run_id}:planner", checkpoint_id=event["checkpoint_id"],
+                    checkpoint_ns=event["namespace"])
+                readable.append(view is not None)
+        await ring(self, events, values, committed_at)
+
+    monkeypatch.setattr(doorbells.RunBell, "aring", aring)
+    run = wait_run(services.run_create(graph="test.echo", input={"steps": 3},
+                                       user=operator).id)
+    assert run.status == Run.Status.SUCCEEDED
+    assert len(readable) == run.events.filter(kind=Kind.CHECKPOINT).count() >= 4
+    assert all(readable), readable
