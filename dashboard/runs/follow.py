@@ -142,6 +142,11 @@ async def acursor(run_id: UUID | str) -> tuple[int, str] | None:
 class Doorbell:
     """A run's doorbell: a channel of its own in the run's group, waited on with a timeout.
 
+    One receive stays pending across the waits: a wait that times out leaves it be. (A
+    cancelled ``receive`` of Channels' Redis pub/sub layer drops the channel and
+    unsubscribes it: until the next receive every doorbell of the run was lost, and the
+    follower learnt of those events only at its next quiet-spell look, a second later.)
+
     When the layer fails (Redis restarting, say) the follower reads the log every
     :data:`WAKE_EVERY` seconds instead, and joins the group again once the layer answers.
     """
@@ -150,6 +155,7 @@ class Doorbell:
         self.group = run_group(run_id)
         self.layer = get_channel_layer()
         self.channel: str | None = None
+        self._receive: asyncio.Future[dict[str, Any]] | None = None
 
     async def aopen(self) -> None:
         """Join the run's group (quietly not, if the layer is down)."""
@@ -168,12 +174,15 @@ class Doorbell:
             await asyncio.sleep(seconds if self.layer else 0.05)
             await self.aopen()
             return None
-        try:
-            message: dict[str, Any] = await asyncio.wait_for(
-                self.layer.receive(self.channel), seconds)
-            return message
-        except TimeoutError:
+        if self._receive is None:
+            self._receive = asyncio.ensure_future(self.layer.receive(self.channel))
+        done, _ = await asyncio.wait((self._receive,), timeout=seconds)
+        if not done:
             return None
+        received, self._receive = self._receive, None
+        try:
+            message: dict[str, Any] = received.result()
+            return message
         except Exception:  # the layer failed: poll until it is back
             logger.warning("doorbell lost; polling the log", exc_info=True)
             self.channel = None
@@ -181,7 +190,12 @@ class Doorbell:
             return None
 
     async def aclose(self) -> None:
-        """Leave the group."""
+        """Stop receiving and leave the group."""
+        if self._receive is not None:
+            self._receive.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._receive
+            self._receive = None
         if self.layer is not None and self.channel is not None:
             with contextlib.suppress(Exception):
                 await self.layer.group_discard(self.group, self.channel)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 
 from dashboard.models import Run
 from dashboard.runs import follow
+from dashboard.runs.doorbells import run_group
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
@@ -35,3 +37,39 @@ def test_the_looks_of_many_followers_are_one_query(monkeypatch):
     seen = async_to_sync(scenario)()
     assert seen == [(n, "running") for n in range(5) for _ in range(2)] + [None]
     assert reads == [sorted([str(r.id) for r in runs] + [gone])]  # one query for all
+
+
+@pytest.mark.parametrize("backend", [
+    "channels_redis.pubsub.RedisPubSubChannelLayer",  # the scale-out default
+    "channels_redis.core.RedisChannelLayer",
+    "dashboard.runs.layers.InProcessChannelLayer",  # the embedded default
+])
+def test_a_doorbell_that_rang_while_its_follower_looked_elsewhere_is_heard(
+        settings, redis_url, backend):
+    """A follower's wait times out (a quiet spell), it looks at the log, and meanwhile the
+    run's doorbell rings: the ring is heard at the next wait, not lost until a later look."""
+    from channels.layers import channel_layers
+
+    config = {"hosts": [redis_url]} if "redis" in backend else {}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": backend, "CONFIG": config}}
+    channel_layers.backends.clear()
+    run_id = uuid.uuid4()
+
+    async def scenario() -> tuple[Any, Any]:
+        doorbell = follow.Doorbell(run_id)
+        await doorbell.aopen()
+        try:
+            quiet = await doorbell.await_ring(0.05)  # nothing yet: the follower looks
+            await doorbell.layer.group_send(run_group(run_id), {"type": "run.changed"})
+            await asyncio.sleep(0.2)  # the ring has arrived before the follower waits again
+            return quiet, await doorbell.await_ring(2.0)
+        finally:
+            await doorbell.aclose()
+            await doorbell.layer.flush()
+
+    try:
+        quiet, heard = async_to_sync(scenario)()
+    finally:
+        channel_layers.backends.clear()
+    assert quiet is None
+    assert heard == {"type": "run.changed"}
