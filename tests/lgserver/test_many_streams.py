@@ -106,3 +106,19 @@ def test_memory_does_not_grow_with_streams_that_closed(many_url, user):
     # each round; now what 300 streams (and their 300 runs at once) take is reused
     assert rounds[1] <= rounds[0] * 1.10 + 10, (baseline, rounds)
     assert rounds[1] <= baseline * 2, (baseline, rounds)
+
+
+def test_the_server_queues_a_thousand_connections_before_it_accepts_them(many_url):
+    """Two hundred clients that connect at once must not overflow the listening socket's
+    queue (Twisted's default is 50; the kernel drops the handshakes past it)."""
+    import shutil
+    import subprocess
+
+    from dashboard.management.commands.serve import BACKLOG
+
+    if not shutil.which("ss"):
+        pytest.skip("iproute2's ss is not installed")
+    port = many_url.rsplit(":", 1)[1]
+    listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True,
+                               text=True, check=True).stdout.split()
+    assert listening[0] == "LISTEN" and int(listening[2]) == BACKLOG >= 1000, listening

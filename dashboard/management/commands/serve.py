@@ -5,11 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from daphne.cli import CommandLineInterface
+from daphne.endpoints import build_endpoint_description_strings
 from django.core.management.base import BaseCommand
 
 from dashboard import crons
 from dashboard.runs import dispatch
 from dashboard.web.accesslog import RedactingServer
+
+BACKLOG = 1024
+"""Connections the listening socket queues until daphne accepts them. Twisted's default
+is 50: two hundred SDK clients that connect at once overflow it (the kernel drops their
+handshakes and they retry a second later, or fail); uvicorn's default is 2048."""
 
 
 class RedactingCommandLine(CommandLineInterface):  # type: ignore[misc]  # daphne is untyped
@@ -34,4 +40,6 @@ class Command(BaseCommand):
             dispatch.start_reaper()
         crons.start_scheduler()  # in every web process: a due cron is claimed once
         self.stdout.write(f"Planwatch on http://{host}:{port}/ (Ctrl-C stops it)")
-        RedactingCommandLine().run(["-b", host, "-p", str(port), "config.asgi:application"])
+        (endpoint,) = build_endpoint_description_strings(host=host, port=port)
+        RedactingCommandLine().run(["-e", f"{endpoint}:backlog={BACKLOG}",
+                                    "config.asgi:application"])
