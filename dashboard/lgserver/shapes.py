@@ -231,13 +231,13 @@ def threads(page: Sequence[Thread]) -> list[dict[str, Any]]:
             for item in page]
 
 
-def thread(thread: Thread, *, latest: Run | None = None, values: bool = True,
+def thread(thread: Thread, *, latest: Run | None = None,
            current: dict[str, Any] | None = None) -> dict[str, Any]:
     """A thread as LangGraph's server shapes it (with its state's values and interrupts,
     read here unless ``current`` gives them)."""
     if current is None:
         latest = latest if latest is not None else latest_run(thread)
-        current = run_state(latest, str(thread.id)) if values and latest else None
+        current = run_state(latest, str(thread.id)) if latest else None
     interrupts: dict[str, list[dict[str, Any]]] = {}
     for task in (current or {}).get("tasks", ()):
         if task["interrupts"]:

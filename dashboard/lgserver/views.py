@@ -266,7 +266,7 @@ class ThreadsView(LangGraphView):
         thread = services.thread_create(user=request.user, thread_id=thread_id,
                                         metadata=metadata,
                                         graph=str(metadata.get("graph_id") or ""))
-        return Response(shapes.thread(thread, latest=None, values=False))
+        return Response(shapes.thread(thread, current={}))  # new: no run, no state to read
 
 
 class ThreadSearchView(LangGraphView):
