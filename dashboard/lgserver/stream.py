@@ -21,7 +21,7 @@ from uuid import UUID
 
 from channels.db import database_sync_to_async
 
-from dashboard.checkpoints import checkpoint_get
+from dashboard.checkpoints import CheckpointView, checkpoint_get
 from dashboard.lgserver import shapes
 from dashboard.models import Run, RunEvent
 from dashboard.runs.conf import planwatch_setting
@@ -70,12 +70,21 @@ class PartMaker:
         self.thread_id = str(run.conversation_id)
 
     def reads_saver(self, event: dict[str, Any]) -> bool:
-        """Whether :meth:`parts` reads a checkpoint for ``event`` (then: off the loop)."""
+        """Whether the parts of ``event`` need its checkpoint (:meth:`checkpoint_of`)."""
         return event["kind"] == Kind.CHECKPOINT and bool(
-            self.modes & {"values", "checkpoints", "debug"})
+            self.modes & {"values", "checkpoints", "debug"}) and (
+            self.subgraphs or not event["namespace"])
 
-    def parts(self, event: dict[str, Any]) -> list[tuple[str, Any]]:
-        """The parts of one event (a subgraph's only with ``subgraphs``)."""
+    def checkpoint_of(self, event: dict[str, Any]) -> CheckpointView | None:
+        """The checkpoint ``event`` names, as the saver has it (None: not saved, or not yet)."""
+        return checkpoint_get(thread_id=self.run.thread_id,
+                              checkpoint_id=event["checkpoint_id"],
+                              checkpoint_ns=event["namespace"])
+
+    def parts(self, event: dict[str, Any], view: CheckpointView | None = None
+              ) -> list[tuple[str, Any]]:
+        """The parts of one event (a subgraph's only with ``subgraphs``); ``view``: its
+        checkpoint, where :meth:`reads_saver` says the parts need it."""
         ns = event["namespace"]
         if ns and not self.subgraphs:
             return []
@@ -83,8 +92,6 @@ class PartMaker:
         modes = self.modes
         if kind == Kind.CHECKPOINT:
             if modes & {"values", "checkpoints", "debug"}:
-                view = checkpoint_get(thread_id=self.run.thread_id,
-                                      checkpoint_id=event["checkpoint_id"], checkpoint_ns=ns)
                 values = view.values if view else {}
                 # as LangGraph's values mode: the state once the input is in (the input
                 # checkpoint holds only the input, not yet applied), read from the
@@ -226,6 +233,31 @@ async def with_heartbeats(source: AsyncIterator[bytes], every: float) -> AsyncIt
             await source.aclose()  # type: ignore[attr-defined]
 
 
+SAVE_WAITS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
+"""Pauses between reads of a checkpoint its event names but the saver has not saved yet.
+
+The executor writes such an event once its checkpoint is saved, or after a second if the
+save is slower (seen with 200 runs started at once): then the stream reads again, ~6 s in
+all, rather than send a ``values`` part without the state."""
+
+
+async def _asaved(maker: PartMaker, event: dict[str, Any]) -> CheckpointView | None:
+    """The checkpoint ``event`` names, read again while its save may be late (an event
+    written in the last seconds; durability "exit" saves only the last checkpoint)."""
+    read = database_sync_to_async(maker.checkpoint_of)
+    view = await read(event)
+    written = event.get("created_at")
+    if view is not None or not written or planwatch_setting("DURABILITY") == "exit" or (
+            datetime.now(UTC) - datetime.fromisoformat(written)).total_seconds() > 10:
+        return view
+    for pause in SAVE_WAITS:
+        if view is not None:
+            break
+        await asyncio.sleep(pause)
+        view = await read(event)
+    return view
+
+
 def aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
             metadata: bool = True, keepalive: float | None = None) -> AsyncIterator[bytes]:
     """The run's events after seq ``after`` as SSE, until it stops and all were sent (see
@@ -251,8 +283,8 @@ async def _aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after
                 return  # the run was deleted
             maker = PartMaker(step.run, modes, subgraphs)
         for event in step.events:
-            parts = (await database_sync_to_async(maker.parts)(event)
-                     if maker.reads_saver(event) else maker.parts(event))
+            view = await _asaved(maker, event) if maker.reads_saver(event) else None
+            parts = maker.parts(event, view)
             for index, (name, data) in enumerate(parts):
                 last = index == len(parts) - 1
                 yield sse(name, to_jsonable(data), str(event["seq"]) if last else None)
