@@ -4,7 +4,7 @@ Every web process polls (``PLANWATCH["CRON_POLL_SECONDS"]``) for enabled crons w
 ``next_run_date`` has come; each due cron is claimed with one conditional ``UPDATE`` (its
 next date moves on only if nobody moved it first), so with several processes a due time
 starts one run. The run starts through the same path as a LangGraph run request
-(:func:`dashboard.lgserver.threads.start`): on the cron's thread, or on a new thread of
+(:func:`dashboard.thread_runs.start`): on the cron's thread, or on a new thread of
 its own; with the cron's assistant's config and context merged in. Schedules are cron
 expressions in UTC (``croniter``; a sixth field counts seconds).
 """
@@ -25,11 +25,10 @@ from django.utils import timezone
 
 from dashboard import services
 from dashboard.lgapi import assistant_resolve, run_assistant_fields
-from dashboard.lgserver.shapes import latest_run
-from dashboard.lgserver.threads import RunRequest, start
 from dashboard.models import Cron, Run, Thread
 from dashboard.runs.conf import planwatch_setting
 from dashboard.services import RunInputError, ServiceError, User
+from dashboard.thread_runs import RunRequest, start
 
 logger = logging.getLogger("planwatch.crons")
 
@@ -135,7 +134,7 @@ def _start(cron: Cron) -> Run:
         interrupt_after=list(payload.get("interrupt_after") or []),
         multitask_strategy=str(payload.get("multitask_strategy") or "enqueue"),
         **run_assistant_fields(resolved))
-    return start(thread, req, user, latest_run(thread))
+    return start(thread, req, user, thread.latest_run())
 
 
 async def apoll_forever() -> None:

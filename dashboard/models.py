@@ -53,6 +53,15 @@ class Thread(models.Model):
     def __str__(self) -> str:
         return f"thread {str(self.id)[:8]}"
 
+    def latest_run(self) -> Run | None:
+        """The newest run not waiting its turn (its state is the thread's), read with
+        whether an answer or a continue waits for it (``RunQuerySet.with_unsettled``)."""
+        return self.runs.with_unsettled().latest_first().first()
+
+    def has_queue(self) -> bool:
+        """Whether runs are enqueued on the thread, waiting for their turn."""
+        return self.runs.waiting_turn().exists()
+
 
 class RunQuerySet(models.QuerySet["Run"]):
     """The questions about a run's state, asked in SQL (one place for each rule)."""
@@ -83,6 +92,12 @@ class RunQuerySet(models.QuerySet["Run"]):
     def waiting_turn(self) -> RunQuerySet:
         """Runs enqueued behind another run of their thread, not started yet."""
         return self.filter(status=Run.Status.QUEUED, waits_for__isnull=False)
+
+    def latest_first(self) -> RunQuerySet:
+        """Newest first, without the runs waiting their turn (a thread's state is its
+        latest run's that is not)."""
+        return self.exclude(status=Run.Status.QUEUED, waits_for__isnull=False).order_by(
+            "-created_at")
 
     def with_queue_position(self) -> RunQuerySet:
         """With ``queue_position``: for a run queued for a slot, 1 + the runs queued for

@@ -75,29 +75,14 @@ def run_status(run: Run) -> str:
     return "pending" if unsettled(run) else RUN_STATUS[Run.Status(run.status)]
 
 
-def latest_run(thread: Thread) -> Run | None:
-    """The thread's newest run that is not waiting its turn (its state is the thread's)."""
-    return _newest(thread.runs.with_unsettled()).first()
-
-
-def _newest(runs: QuerySet[Run]) -> QuerySet[Run]:
-    """``runs`` that are not waiting their turn, newest first."""
-    return runs.exclude(status=Run.Status.QUEUED, waits_for__isnull=False).order_by(
-        "-created_at")
-
-
 def latest_runs(threads: Sequence[Thread]) -> dict[Any, Run]:
-    """Each thread's :func:`latest_run` (threads with none left out), in two queries."""
-    latest = Subquery(_newest(Run.objects.filter(conversation=OuterRef("pk"))).values("id")[:1])
+    """Each thread's ``Thread.latest_run`` (threads with none left out), in two queries."""
+    latest = Subquery(Run.objects.filter(conversation=OuterRef("pk")).latest_first()
+                      .values("id")[:1])
     ids = (Thread.objects.filter(id__in=[t.id for t in threads]).annotate(latest=latest)
            .values_list("latest", flat=True))
     runs = with_unsettled(Run.objects.filter(id__in=[i for i in ids if i is not None]))
     return {run.conversation_id: run for run in runs}
-
-
-def has_queue(thread: Thread) -> bool:
-    """Whether runs are enqueued on the thread, waiting for their turn."""
-    return thread.runs.waiting_turn().exists()
 
 
 def run(run: Run) -> dict[str, Any]:
@@ -236,7 +221,7 @@ def thread(thread: Thread, *, latest: Run | None = None,
     """A thread as LangGraph's server shapes it (with its state's values and interrupts,
     read here unless ``current`` gives them)."""
     if current is None:
-        latest = latest if latest is not None else latest_run(thread)
+        latest = latest if latest is not None else thread.latest_run()
         current = run_state(latest, str(thread.id)) if latest else None
     interrupts: dict[str, list[dict[str, Any]]] = {}
     for task in (current or {}).get("tasks", ()):

@@ -25,10 +25,10 @@ from rest_framework.response import Response
 from dashboard import services
 from dashboard.lgserver import shapes
 from dashboard.lgserver.subgraphs import FALSE, TRUE
-from dashboard.lgserver.threads import holder_of, update_state
 from dashboard.lgserver.views import LangGraphView, body, require, thread_of
 from dashboard.models import Thread
 from dashboard.services import RunInputError, RunStateError
+from dashboard.thread_runs import holder_of, update_state
 
 
 def _subgraphs(value: Any) -> bool:
@@ -59,7 +59,7 @@ def _state_at(thread: Thread, checkpoint_id: str, subgraphs: bool) -> dict[str, 
     if checkpoint_id:
         return shapes.run_state(holder_of(thread, checkpoint_id), tid, checkpoint_id,
                                 subgraphs=subgraphs)
-    return shapes.run_state(shapes.latest_run(thread), tid, subgraphs=subgraphs)
+    return shapes.run_state(thread.latest_run(), tid, subgraphs=subgraphs)
 
 
 class ThreadStateView(LangGraphView):
@@ -79,7 +79,7 @@ class ThreadStateView(LangGraphView):
             raise exceptions.ValidationError({"as_node": "a node name"})
         values = data.get("values")
         updates = _updates(None if values in ({}, []) else values)
-        latest = shapes.latest_run(thread)
+        latest = thread.latest_run()
         if latest is None:
             raise RunStateError(f"thread {thread.id} has no run yet; start one first")
         if checkpoint and holder_of(thread, checkpoint).id != latest.id:

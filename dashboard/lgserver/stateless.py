@@ -54,7 +54,7 @@ def temporary_thread_delete(*, thread_id: uuid.UUID) -> bool:
     thread = Thread.objects.filter(id=thread_id).first()
     if thread is None:
         return False
-    if shapes.busy(shapes.latest_run(thread)) or shapes.has_queue(thread):
+    if shapes.busy(thread.latest_run()) or thread.has_queue():
         logger.info("temporary thread %s is busy again; kept", thread_id)
         return False
     try:  # its runs, their events and their LangGraph checkpoints

@@ -33,10 +33,10 @@ from dashboard.api.exceptions import exception_handler as api_exception_handler
 from dashboard.checkpoints import compiled
 from dashboard.lgserver import refusals, search, shapes, stream
 from dashboard.lgserver.auth import ApiKeyAuthentication
-from dashboard.lgserver.threads import RunRequest, locked, start
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import Run, Thread
 from dashboard.services import RunStateError, ServiceError
+from dashboard.thread_runs import RunRequest, locked, start
 from planner.registry import GraphSpec
 from planner.spec import InputError
 
@@ -432,7 +432,7 @@ def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[
     for attempt in range(DECISION_ATTEMPTS):
         try:
             with locked(thread):  # concurrent requests on one thread decide one at a time
-                before = shapes.latest_run(thread)
+                before = thread.latest_run()
                 run = start(thread, req, request.user, before)
             break
         except OperationalError as exc:

@@ -1,4 +1,5 @@
-"""What a LangGraph run request does to a thread, through the run service.
+"""What a run request does to a thread, through the run service: the LangGraph API's
+run requests (``lgserver``) and the crons' runs (``crons``) both decide here.
 
 A thread's next run is decided here, and only here:
 
@@ -28,7 +29,6 @@ from django.utils import timezone
 from langgraph.constants import END
 
 from dashboard import services
-from dashboard.lgserver.shapes import busy, has_queue
 from dashboard.models import Interrupt, Run, RunEvent, Thread
 from dashboard.services import RunInputError, RunStateError, ServiceError, User
 from planner.questions import review_of
@@ -109,7 +109,7 @@ def holder_of(thread: Thread, checkpoint_id: str) -> Run:
 
 def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> Run:
     """Start (or resume, or continue) the thread's next run after ``current`` (its
-    :func:`~dashboard.lgserver.shapes.latest_run`); returns the run that goes on."""
+    :meth:`~dashboard.models.Thread.latest_run`); returns the run that goes on."""
     if req.multitask_strategy not in STRATEGIES:
         raise RunInputError(f"multitask_strategy {req.multitask_strategy!r} is not one of "
                             f"{', '.join(STRATEGIES)}",
@@ -136,7 +136,7 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> R
     checkpoint = ""
     if req.checkpoint_id:
         base, checkpoint = holder_of(thread, req.checkpoint_id), req.checkpoint_id
-    thread_busy = busy(current) or has_queue(thread)
+    thread_busy = current.is_busy() or thread.has_queue()
     if thread_busy and req.multitask_strategy == "enqueue" and not req.checkpoint_id:
         return services.run_enqueue(after=_last_queued(current), input=req.input, user=user,
                                     thread=thread, **req.run_options())
