@@ -265,9 +265,11 @@ PLANWATCH = {
     # Runs one user may have queued (waiting for a slot) at once; past it, 429.
     "MAX_QUEUED_RUNS_PER_USER": int(os.environ.get("PLANWATCH_MAX_QUEUED_RUNS_PER_USER",
                                                    "1000")),
-    # LangGraph's recursion limit (super-steps) of a run that asks for none, and the most a
-    # LangGraph client may ask for (config.recursion_limit; past it, 422)
-    "MAX_RECURSION_LIMIT": int(os.environ.get("PLANWATCH_MAX_RECURSION_LIMIT", "1000")),
+    # LangGraph's recursion limit (super-steps) of a run that asks for none; a client's own
+    # config.recursion_limit is taken as LangGraph's server takes it (any whole number).
+    # PLANWATCH_MAX_RECURSION_LIMIT is its name before it stopped bounding a client's.
+    "RECURSION_LIMIT": int(os.environ.get(
+        "PLANWATCH_RECURSION_LIMIT", os.environ.get("PLANWATCH_MAX_RECURSION_LIMIT", "1000"))),
     # "scripted" (offline, deterministic) or "package.module:factory" for a chat model.
     "LLM": os.environ.get("PLANWATCH_LLM", "scripted"),
     # seconds a model call may take before it fails (the graph's own fallbacks then apply)

@@ -65,7 +65,7 @@ class RunRequest:
     context: Any = None
     assistant: Any = None  # the Assistant row that started it (None: the graph's own)
     assistant_version: int | None = None
-    recursion_limit: int | None = None  # None: PLANWATCH_MAX_RECURSION_LIMIT
+    recursion_limit: int | None = None  # None: PLANWATCH_RECURSION_LIMIT
 
     def run_options(self) -> dict[str, Any]:
         """What every new run of the request is created with."""

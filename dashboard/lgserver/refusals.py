@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.runs.conf import planwatch_setting
-
 INT64 = (-(2**63), 2**63 - 1)
 """The integers a checkpoint (msgpack) and a JSON column can hold."""
 
@@ -40,13 +38,19 @@ def oversized_int(value: Any) -> str:
     return ""
 
 
+RECURSION_LIMIT_MAX = 2**31 - 1
+"""The largest recursion limit a run stores (its column is a 32-bit integer)."""
+
+
 def recursion_limit(value: Any) -> str:
     """Why ``value`` cannot be a run's ``config.recursion_limit`` ("" if it can): a whole
-    number from 1 to ``PLANWATCH_MAX_RECURSION_LIMIT``."""
-    bound = int(planwatch_setting("MAX_RECURSION_LIMIT"))
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        return f"{value!r} is not a whole number from 1 to {bound}"
-    if value > bound:
-        return (f"{value} is past this server's bound ({bound}, "
-                "PLANWATCH_MAX_RECURSION_LIMIT); ask for fewer super-steps")
+    number from 1 to 2**31 - 1.
+
+    A client's own limit is taken as LangGraph's server takes it (the official SDK's
+    benchmark client asks for 10,000); a runaway run is bounded by its client's limit,
+    by cancelling, and by ``PLANWATCH_RECURSION_LIMIT`` when it asks for none."""
+    if isinstance(value, bool) or not isinstance(value, int) or not \
+            1 <= value <= RECURSION_LIMIT_MAX:
+        return (f"{value!r} is not a whole number from 1 to {RECURSION_LIMIT_MAX}; "
+                "leave it out for this server's default (PLANWATCH_RECURSION_LIMIT)")
     return ""

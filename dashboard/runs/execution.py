@@ -263,7 +263,7 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
     run = claim.run
     translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
     config = _config(run.configurable, run.thread_id, calls,
-                     run.recursion_limit or planwatch_setting("MAX_RECURSION_LIMIT"))
+                     run.recursion_limit or planwatch_setting("RECURSION_LIMIT"))
     breaks = Breakpoints.of(run)
     try:
         spec, graph, watch = await host.agraph(run.graph)

@@ -380,8 +380,13 @@ LOCK_THREAD = """
 """PostgreSQL's part of :data:`CLAIM` (SQLite has one writer at a time: no row locks)."""
 
 
-def _sql(statement: str, postgres: bool) -> str:
-    return statement.format(mark="%s" if postgres else "?",
+def _sql(statement: str, postgres: bool, *, django_cursor: bool = False) -> str:
+    """``statement`` for a driver's own cursor: psycopg's ``%s`` or sqlite3's ``?``.
+
+    Through Django's cursor it is always ``%s`` (``django_cursor``): Django turns it into
+    the driver's style itself, and its debug cursor (``DEBUG=true``) formats the statement
+    with ``%`` to log it, which a ``?`` statement with parameters fails."""
+    return statement.format(mark="%s" if postgres or django_cursor else "?",
                             lock_thread=LOCK_THREAD.strip() if postgres else "")
 
 
@@ -454,7 +459,8 @@ def set_thread_status(run_id: Any, status: str) -> None:
     uid = run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(str(run_id))
     stored = RUN_FIELDS["id"].get_db_prep_value(uid, connection)
     with connection.cursor() as cursor:
-        cursor.execute(_sql(SET_THREAD_STATUS, connection.vendor == "postgresql"),
+        cursor.execute(_sql(SET_THREAD_STATUS, connection.vendor == "postgresql",
+                            django_cursor=True),
                        _thread_params(stored, status))
 
 

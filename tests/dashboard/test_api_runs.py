@@ -43,6 +43,16 @@ def test_start_a_run_with_input_checked_by_the_graph(api):
     assert run.input == body["input"]
 
 
+def test_a_run_starts_with_djangos_debug_on(api, settings):
+    # DEBUG's cursor formats each statement with % to log it: a ? statement with
+    # parameters was a TypeError, and every run start a 500
+    settings.DEBUG = True
+    response = post(api, "/api/runs/", {"graph": "acquisition", "input": {"region": "France"}})
+    assert response.status_code == 201, response.content[:500]
+    run = Run.objects.select_related("conversation").get(id=response.json()["id"])
+    assert run.status == "queued" and run.conversation.status == "busy"
+
+
 @pytest.mark.parametrize(("data", "field", "words"), [
     ({}, "graph", "This field is required"),
     ({"graph": "nope"}, "graph", "unknown graph 'nope'; registered graphs: acquisition"),

@@ -1,5 +1,6 @@
-"""How far a run may go: its recursion limit, bounded by a setting, and a checkpoint that
-cannot be written, which fails the run at once, saying why."""
+"""How far a run may go: its recursion limit (the client's own, as LangGraph's server takes
+it, or the server's default), and a checkpoint that cannot be written, which fails the run
+at once, saying why."""
 
 from __future__ import annotations
 
@@ -22,13 +23,20 @@ def refusal(sdk, thread_id: str, wanted) -> str:
     return json.dumps(refused.value.body)
 
 
-def test_a_recursion_limit_past_the_bound_is_refused_naming_it(sdk):
+def test_a_clients_own_recursion_limit_is_taken_as_langgraphs_server_takes_it(sdk):
     thread = sdk.threads.create()
-    past = refusal(sdk, thread["thread_id"], 1001)  # the server's bound is the default
-    assert "config.recursion_limit" in past and "1000" in past
-    assert "PLANWATCH_MAX_RECURSION_LIMIT" in past
-    for wanted in (0, "many", True, 2.5):
-        assert "config.recursion_limit" in refusal(sdk, thread["thread_id"], wanted)
+    # the official SDK's benchmark client asks for 10,000 (past the server's default)
+    started = sdk.runs.create(thread["thread_id"], "slow", input={"count": 0, "limit": 3},
+                              config={"recursion_limit": 10000})
+    run = wait_run(started["run_id"])
+    assert run.recursion_limit == 10000 and run.status == "succeeded"
+
+
+def test_a_recursion_limit_that_is_not_a_whole_number_is_refused_naming_it(sdk):
+    thread = sdk.threads.create()
+    for wanted in (0, "many", True, 2.5, 2**31):
+        why = refusal(sdk, thread["thread_id"], wanted)
+        assert "config.recursion_limit" in why and "PLANWATCH_RECURSION_LIMIT" in why
     assert not Run.objects.filter(conversation_id=thread["thread_id"]).exists()
 
 
@@ -46,7 +54,7 @@ def test_the_runs_recursion_limit_stops_it_on_every_claim(sdk):
     run = wait_run(second["run_id"])
     assert run.parent_id is not None and run.recursion_limit == 3
     assert run.status == "failed" and "Recursion limit of 3" in run.error_message
-    # asked for none: the server's bound, far past what this run needs
+    # asked for none: the server's default, far past what this run needs
     third = sdk.runs.create(thread["thread_id"], "slow", input={"count": 0, "limit": 6})
     run = wait_run(third["run_id"])
     assert run.recursion_limit is None and run.status == "succeeded"
