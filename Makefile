@@ -19,7 +19,10 @@ PYTEST_ARGS ?=
 # same path on both databases and ran in the first pass. A new test of such code: mark it.
 SECOND_PASS ?= -m "pg and not browser"
 
-.PHONY: run test lint typecheck bench mutants migrate install install-dev install-js clean
+# The fast layer: no server, no browser, no PostgreSQL or Redis (run before each commit).
+FAST := -m "not server and not browser and not postgres and not redis"
+
+.PHONY: run test test-fast lint typecheck bench mutants migrate install install-dev install-js clean
 
 $(PY):
 	@python=$$(scripts/find-python) || exit 1; \
@@ -59,6 +62,10 @@ lint: install-dev
 ## typecheck: mypy (strict on planner/ and the run engine, the default level elsewhere)
 typecheck: install-dev
 	$(BIN)/mypy planner dashboard config
+
+## test-fast: lint and the tests that start no process (SQLite, in-memory layer), in minutes
+test-fast: install-dev lint
+	$(PY) -m pytest -q $(FAST) $(PYTEST_ARGS)
 
 ## test: lint, types, the whole suite on SQLite + in-memory layer, then what depends on the
 ## database and the channel layer again on PostgreSQL + Redis (SECOND_PASS)

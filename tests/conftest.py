@@ -260,13 +260,23 @@ def assert_gapless(run) -> list:
     return list(run.events.order_by("seq"))
 
 
+SERVER_FIXTURES = frozenset({"live_server_url", "lg_url", "browser", "page", "chromium",
+                             "phoenix"})
+"""Fixtures that start a process (daphne, Chromium): a test using one is not in the fast
+layer (``make test-fast``) without saying so; a module that starts one itself is marked
+``server``."""
+
+
 def pytest_collection_modifyitems(config, items):
     """Run browser tests last: Playwright's sync API leaves an event loop in the main thread,
     which the asyncio tests after it would trip over. A test that needs a real PostgreSQL
-    or Redis belongs to the second pass (``pg``) without saying so twice."""
+    or Redis belongs to the second pass (``pg``) without saying so twice, and one that
+    starts a server is not in the fast layer (``server``)."""
     for item in items:
         if item.get_closest_marker("postgres") or item.get_closest_marker("redis"):
             item.add_marker(pytest.mark.pg)
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
     items.sort(key=lambda item: (item.get_closest_marker("browser") is not None,
                                  _file_order(item)))
 

@@ -20,7 +20,8 @@ from django.db import connection
 from dashboard.models import Run
 from tests.conftest import api_token, served, wait_run
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True), pytest.mark.reliability]
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True), pytest.mark.reliability,
+              pytest.mark.server]
 
 REQUESTS = 20
 

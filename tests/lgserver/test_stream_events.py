@@ -12,7 +12,7 @@ from langgraph_sdk import get_sync_client
 
 from tests.conftest import api_token, served
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.server, pytest.mark.django_db(transaction=True)]
 
 FAILED = {"error": "ValueError", "message": "cannot sleep"}
 

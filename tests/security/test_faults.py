@@ -36,7 +36,8 @@ from tests.conftest import (
     wait_run,
 )
 
-pytestmark = [pytest.mark.pg, pytest.mark.reliability, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.pg, pytest.mark.reliability, pytest.mark.server,
+              pytest.mark.django_db(transaction=True)]
 
 Kind = RunEvent.Kind
 LONG = {"steps": 120, "delay": 0.03}
