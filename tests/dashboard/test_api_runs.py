@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
 from django.test import Client
 
-from dashboard.models import Run, RunEvent
+from dashboard.models import Interrupt, Run, RunEvent
 from dashboard.runs.record import event_dict
 from tests.conftest import api_token
 
@@ -51,6 +52,25 @@ def test_a_run_starts_with_djangos_debug_on(api, settings):
     assert response.status_code == 201, response.content[:500]
     run = Run.objects.select_related("conversation").get(id=response.json()["id"])
     assert run.status == "queued" and run.conversation.status == "busy"
+
+
+def test_a_run_executes_to_its_question_and_on_with_djangos_debug_on(api, executor, settings):
+    from tests.conftest import wait_run
+
+    settings.DEBUG = True
+    started = post(api, "/api/runs/", {"graph": "acquisition", "input": {"region": "France"}})
+    run = wait_run(started.json()["id"])
+    assert run.status == "interrupted", run.error_message
+    pending = Interrupt.objects.get(run=run, status="pending")
+    answered = post(api, f"/api/interrupts/{pending.pk}/answer/", {"answer": "France"})
+    assert answered.status_code == 200, answered.content[:500]
+    deadline = time.monotonic() + 60  # the answer taken up: the next question, or the end
+    while Run.objects.get(id=run.id).status not in ("succeeded", "failed") and \
+            Interrupt.objects.filter(run=run).count() < 2:
+        assert time.monotonic() < deadline, "the answered run did not go on"
+        time.sleep(0.05)
+    run = Run.objects.get(id=run.id)
+    assert run.status != "failed", run.error_message
 
 
 @pytest.mark.parametrize(("data", "field", "words"), [
