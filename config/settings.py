@@ -272,6 +272,9 @@ PLANWATCH = {
         "PLANWATCH_RECURSION_LIMIT", os.environ.get("PLANWATCH_MAX_RECURSION_LIMIT", "1000"))),
     # "scripted" (offline, deterministic) or "package.module:factory" for a chat model.
     "LLM": os.environ.get("PLANWATCH_LLM", "scripted"),
+    # The OpenAI-compatible (or other) server a "provider:model" LLM setting calls; empty:
+    # the provider's own default (or its usual variable, OPENAI_BASE_URL …).
+    "LLM_BASE_URL": os.environ.get("PLANWATCH_LLM_BASE_URL", ""),
     # seconds a model call may take before it fails (the graph's own fallbacks then apply)
     "LLM_TIMEOUT": float(os.environ.get("PLANWATCH_LLM_TIMEOUT", "120")),
     # Seconds the scripted model "thinks" per call, so live runs are watchable.

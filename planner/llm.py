@@ -226,18 +226,51 @@ class LangChainLLM:
 
 
 def make_llm(spec: str = "scripted", *, think_time: float = 0.0,
-             timeout: float | None = None) -> LLMPort:
-    """Build the configured model: ``"scripted"`` or ``"package.module:factory"``.
+             timeout: float | None = None, base_url: str = "") -> LLMPort:
+    """Build the configured model: ``"scripted"``, a provider's model by name
+    (``"openai:gpt-4o-mini"``, ``"anthropic:claude-sonnet-4-5"``, ``"ollama:llama3"``: any
+    provider LangChain's ``init_chat_model`` knows, its key from the provider's usual
+    variable, ``base_url`` for an OpenAI-compatible server) or ``"package.module:factory"``.
 
-    The factory is called with no arguments and must return a LangChain chat model; each
-    of its calls fails with ``LLMError`` after ``timeout`` seconds.
+    A factory is called with no arguments and must return a LangChain chat model; each
+    call of the model fails with ``LLMError`` after ``timeout`` seconds.
     """
     if spec in ("", "scripted"):
         return ScriptedLLM(think_time=think_time)
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not attr:
+    left, sep, right = spec.partition(":")
+    if not sep or not left or not right:
         raise ValueError(
-            f"unsupported LLM setting {spec!r}; use 'scripted' or 'package.module:factory'"
-        )
-    factory = getattr(importlib.import_module(module_name), attr)
-    return LangChainLLM(factory(), timeout=timeout)
+            f"unsupported LLM setting {spec!r}; use 'scripted', 'provider:model' "
+            "(openai:gpt-4o-mini) or 'package.module:factory'")
+    factory = _factory(left, right)
+    if factory is not None:
+        return LangChainLLM(factory(), timeout=timeout)
+    return LangChainLLM(_provider_model(left, right, base_url), timeout=timeout)
+
+
+def _factory(module_name: str, attr: str) -> Any:
+    """The factory ``module_name:attr`` names, or None when the setting names a provider's
+    model instead (``openai:gpt-4o-mini``: no such attribute, or no such module)."""
+    if not attr.isidentifier():
+        return None
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        if "." in module_name:
+            raise
+        return None
+    return getattr(module, attr, None)
+
+
+def _provider_model(provider: str, model: str, base_url: str) -> Any:
+    """``init_chat_model``'s model, its errors saying which setting to change."""
+    from langchain.chat_models import init_chat_model
+
+    extra: dict[str, Any] = {"base_url": base_url} if base_url else {}
+    try:
+        return init_chat_model(model, model_provider=provider, **extra)
+    except ImportError as exc:
+        raise ValueError(f"PLANWATCH_LLM {provider}:{model}: {exc}") from exc
+    except ValueError as exc:
+        raise ValueError(f"unsupported LLM setting '{provider}:{model}': {exc}; use "
+                         "'scripted', 'provider:model' or 'package.module:factory'") from exc

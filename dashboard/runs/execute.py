@@ -203,7 +203,8 @@ class Executor:
         spec = get_graph(graph_name)
         if graph_name not in self._graphs:
             llm = make_llm(planwatch_setting("LLM"), think_time=self.think_time,
-                           timeout=planwatch_setting("LLM_TIMEOUT"))
+                           timeout=planwatch_setting("LLM_TIMEOUT"),
+                           base_url=planwatch_setting("LLM_BASE_URL"))
             builder = spec.build(llm=llm, search=default_search())
             self._graphs[graph_name] = builder.compile(checkpointer=self._saver.saver,
                                                        store=self._store)

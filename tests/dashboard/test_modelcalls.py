@@ -158,6 +158,27 @@ def test_an_acquisition_run_on_chatopenai_records_tokens_and_cost(on_test_model,
     assert run.cost_usd == pytest.approx(CALL_COST)
 
 
+@pytest.mark.parametrize("graph", ["acquisition", "decomposition"])
+def test_both_planners_run_on_a_provider_model_named_in_one_setting(
+        executor, openai_server, operator, settings, monkeypatch, graph):
+    from dashboard.runs.dispatch import get_executor, reset_executor
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    settings.PLANWATCH = {**settings.PLANWATCH, "LLM": f"openai:{MODEL}",
+                          "LLM_BASE_URL": openai_server.url}
+    reset_executor()
+    get_executor()
+    goal = ({"region": "Germany", "currency": "EUR"} if graph == "acquisition"
+            else {"goal": "Plan a small launch"})
+    run = wait_run(services.run_create(graph=graph, input=goal, user=operator).id)
+    reset_executor()
+    assert run.status != Run.Status.FAILED, run.error_message
+    _started, finished = _calls(run)
+    assert finished and len(openai_server.requests) == len(finished)
+    assert {e.payload["model"] for e in finished} == {MODEL}
+    assert all(r["model"] == MODEL for r in openai_server.requests)
+
+
 def test_a_langgraph_json_graph_calling_chatopenai_is_traced_sync_and_streamed(
         on_test_model, operator, chat_graph):
     run = wait_run(services.run_create(graph=chat_graph, input={

@@ -143,3 +143,15 @@ def test_make_llm_builds_scripted_or_a_langchain_factory() -> None:
     assert isinstance(adapter.model, FakeListChatModel)
     with pytest.raises(ValueError, match="unsupported LLM setting 'gpt'"):
         make_llm("gpt")
+
+
+def test_make_llm_builds_a_providers_model_by_name(monkeypatch) -> None:
+    from langchain_openai import ChatOpenAI
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the provider's usual variable
+    adapter = make_llm("openai:gpt-4o-mini", base_url="http://127.0.0.1:9/v1")
+    assert isinstance(adapter.model, ChatOpenAI)
+    assert adapter.model.model_name == "gpt-4o-mini"
+    assert adapter.model.openai_api_base == "http://127.0.0.1:9/v1"
+    with pytest.raises(ValueError, match="unsupported LLM setting 'nosuch:model'"):
+        make_llm("nosuch:model")
