@@ -7,11 +7,14 @@ LangGraph's own server reads ``{"dependencies": [...], "graphs": {"name": "./fil
 - a compiled graph (its builder is compiled again with Planwatch's checkpointer, as
   LangGraph's server injects its own),
 - an uncompiled ``StateGraph``,
-- a factory, sync or async, taking no argument, a ``RunnableConfig`` (``config``), the
-  server runtime (``runtime``: a ``langgraph_sdk.runtime.ServerRuntime`` read-access
-  variant, as LangGraph's server passes for ``assistants.read``), or both; it is called
-  once, when the graph is loaded (the run's context and store reach the nodes through
-  ``get_runtime()`` / ``get_store()`` at run time).
+- a factory, sync or async or a (sync or async) context manager, taking no argument, a
+  ``RunnableConfig`` (``config``), the server runtime (``runtime``: a
+  ``langgraph_sdk.runtime.ServerRuntime``), or both. As LangGraph's server does, it is
+  called when the graph is loaded (``assistants.read``: its schemas, form and topology)
+  and again for each run (``threads.create_run``: the run's config, and a runtime whose
+  ``execution_runtime.context`` is the run's context and whose ``user`` is the user who
+  started it), so a graph's shape may differ per run; a context manager stays entered
+  while the run executes.
 
 Such a graph declares nothing else: its start form comes from its input schema, its
 questions get the generic answer form, its result card shows the final state, and its
@@ -24,12 +27,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import functools
 import importlib
 import importlib.util
 import inspect
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +99,8 @@ def graph_spec(name: str, entry: Any, *, root: Path) -> GraphSpec:
     target = _resolve(where, root=root, name=name)
     builder = _builder(target)
     schema = _input_schema(builder)
+    factory = target if callable(target) and not isinstance(target, (StateGraph, Pregel)) \
+        else None
     return GraphSpec(
         name=name,
         title=name,
@@ -103,6 +111,7 @@ def graph_spec(name: str, entry: Any, *, root: Path) -> GraphSpec:
         input_fields=input_fields(schema),
         input_schema=schema,
         tags=("langgraph.json",),
+        per_run=functools.partial(run_graph, factory) if factory is not None else None,
     )
 
 
@@ -142,18 +151,75 @@ def _builder(target: Any) -> StateGraph[Any]:
         raise ConfigError("a compiled graph without its StateGraph builder (a functional "
                           "API entrypoint?) cannot take Planwatch's checkpointer")
     if callable(target):
-        made = target(**factory_arguments(target))
-        if inspect.isawaitable(made):
-            made = _await(made)
+        made = _await(_aentered(target(**factory_arguments(target))))
         if made is target:
             raise ConfigError("the factory returned itself")
         return _builder(made)
     raise ConfigError(f"{type(target).__name__} is not a graph, a StateGraph or a factory")
 
 
-def factory_arguments(factory: Any) -> dict[str, Any]:
+async def _aentered(made: Any) -> Any:
+    """What a factory's call gave: its value, awaited, or what its context manager yields
+    (entered and left at once: the graph is only inspected)."""
+    if inspect.isawaitable(made):
+        made = await made
+    if isinstance(made, contextlib.AbstractAsyncContextManager):
+        async with made as graph:
+            return graph
+    if isinstance(made, contextlib.AbstractContextManager) and not isinstance(
+            made, (StateGraph, Pregel)):
+        with made as graph:
+            return graph
+    return made
+
+
+@dataclass(frozen=True)
+class RunUser:
+    """The user who started a run, as a graph factory's ``runtime.user`` (LangGraph's
+    ``BaseUser``: ``identity``, ``display_name``, ``permissions``, read as a mapping too)."""
+
+    identity: str
+    display_name: str
+    permissions: tuple[str, ...] = ()
+    is_authenticated: bool = True
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.__dataclass_fields__
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.__dataclass_fields__)
+
+
+@contextlib.asynccontextmanager
+async def run_graph(factory: Any, *, config: Mapping[str, Any], context: Any,
+                    user: RunUser | None, store: Any = None) -> AsyncIterator[StateGraph[Any]]:
+    """The graph ``factory`` makes for one run, as LangGraph's server calls it for
+    ``threads.create_run``: with the run's ``config`` and an execution runtime holding its
+    ``context``, ``user`` and ``store``; a context manager's graph is used while it is
+    entered."""
+    runtime = _server_runtime(context=context, user=user, execution=True, store=store)
+    made = factory(**factory_arguments(factory, config=config, runtime=runtime))
+    if inspect.isawaitable(made):
+        made = await made
+    if isinstance(made, contextlib.AbstractAsyncContextManager):
+        async with made as graph:
+            yield _builder(graph)
+    elif isinstance(made, contextlib.AbstractContextManager) and not isinstance(
+            made, (StateGraph, Pregel)):
+        with made as graph:
+            yield _builder(graph)
+    else:
+        yield _builder(made)
+
+
+def factory_arguments(factory: Any, *, config: Mapping[str, Any] | None = None,
+                      runtime: Any = None) -> dict[str, Any]:
     """What a factory is called with: ``config`` and/or ``runtime``, by name or type (a
-    single other parameter is taken to be the config, as LangGraph's server does)."""
+    single other parameter is taken to be the config, as LangGraph's server does); by
+    default those of an inspection (``assistants.read``)."""
     try:
         params = list(inspect.signature(factory).parameters.values())
     except (TypeError, ValueError):  # a builtin: no signature to read
@@ -164,22 +230,28 @@ def factory_arguments(factory: Any) -> dict[str, Any]:
             continue
         hint = str(param.annotation)
         if param.name == "runtime" or "Runtime" in hint:
-            args[param.name] = _server_runtime()
+            args[param.name] = runtime if runtime is not None else _server_runtime()
         elif param.name == "config" or "RunnableConfig" in hint or len(params) == 1:
-            args[param.name] = {"configurable": {}}
+            args[param.name] = dict(config) if config is not None else {"configurable": {}}
         elif param.default is param.empty:
             raise ConfigError(f"factory parameter {param.name!r} is not 'config' or "
                               "'runtime'; a factory takes a config, the server runtime or both")
     return args
 
 
-def _server_runtime() -> Any:
-    """The runtime LangGraph's server gives a factory asked for its graph (no context:
-    that reaches nodes per run); its store is an in-memory stand-in at load time."""
+def _server_runtime(*, context: Any = None, user: Any = None, execution: bool = False,
+                    store: Any = None) -> Any:
+    """The runtime LangGraph's server gives a factory: for ``assistants.read`` (no
+    context; an in-memory stand-in store), or for ``threads.create_run`` (``execution``:
+    the run's context, user and store)."""
     from langgraph.store.memory import InMemoryStore
-    from langgraph_sdk.runtime import _ReadRuntime
+    from langgraph_sdk.runtime import _ExecutionRuntime, _ReadRuntime
 
-    return _ReadRuntime(access_context="assistants.read", store=InMemoryStore())
+    if execution:
+        return _ExecutionRuntime(access_context="threads.create_run",
+                                 store=store if store is not None else InMemoryStore(),
+                                 context=context, user=user)
+    return _ReadRuntime(access_context="assistants.read", store=InMemoryStore(), user=user)
 
 
 def _await(awaitable: Any) -> Any:

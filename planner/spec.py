@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
@@ -270,6 +271,10 @@ class GraphSpec:
     """Given the state values before an operator's edit and the edited channels, the other
     channels the graph updates with it to keep its own record true (written in the same
     ``update_state``); the default adds nothing."""
+    per_run: Callable[..., AbstractAsyncContextManager[StateGraph[Any]]] | None = None
+    """A graph made anew for each run (a ``langgraph.json`` factory, as LangGraph's server
+    calls one): ``per_run(config=…, context=…, user=…)`` is entered for the run's
+    execution and yields its uncompiled graph; None: :attr:`build`'s graph serves every run."""
 
     def input_json_schema(self) -> dict[str, Any]:
         """The start input as JSON Schema (what LangGraph's server API calls input_schema)."""

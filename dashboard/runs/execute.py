@@ -195,12 +195,22 @@ class Executor:
             assert self._runs is not None
             return self._runs
 
-    async def agraph(self, graph_name: str) -> tuple[GraphSpec, Any, WriteWatch]:
+    async def astore(self) -> Any:
+        """The LangGraph store the graphs are compiled with (opened with the saver)."""
+        await self._aopen_saver()
+        return self._store
+
+    async def agraph(self, graph_name: str, builder: Any = None
+                     ) -> tuple[GraphSpec, Any, WriteWatch]:
         """The graph's spec and compiled graph, with a saver instance for one run (see
-        ``SaverHandle``), and the watch of that saver's checkpoint writes."""
+        ``SaverHandle``), and the watch of that saver's checkpoint writes; ``builder`` (a
+        graph made for this run) is compiled for it alone."""
         await self._aopen_saver()
         assert self._saver is not None
         spec = get_graph(graph_name)
+        if builder is not None:
+            compiled = builder.compile(checkpointer=self._saver.saver, store=self._store)
+            return (spec, *self._saver.for_run(compiled))
         if graph_name not in self._graphs:
             llm = make_llm(planwatch_setting("LLM"), think_time=self.think_time,
                            timeout=planwatch_setting("LLM_TIMEOUT"),

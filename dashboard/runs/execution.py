@@ -39,7 +39,8 @@ from dashboard.runs.record import EVENT_DEFAULTS, WriteBehind, event_dict, track
 from dashboard.runs.savers import CheckpointWriteFailed, WriteWatch
 from dashboard.runs.store import Claim, RunStore, acancelled_by, atake_breakpoints, awrite_orm
 from dashboard.runs.translate import STREAM_MODES, StreamTranslator
-from planner.registry import GraphSpec
+from planner.langgraph_config import RunUser
+from planner.registry import GraphSpec, get_graph
 
 if TYPE_CHECKING:
     from dashboard.runs.modelcalls import ModelCallRecorder
@@ -247,9 +248,14 @@ class Host(Protocol):
     owner: str
     writes: set[asyncio.Task[None]]
 
-    async def agraph(self, graph_name: str) -> tuple[GraphSpec, Any, WriteWatch]:
-        """The graph's spec and compiled graph, with a saver instance for one run, and that
-        saver's watch of its checkpoint writes."""
+    async def astore(self) -> Any:
+        """The LangGraph store the host's graphs are compiled with."""
+
+    async def agraph(self, graph_name: str, builder: Any = None
+                     ) -> tuple[GraphSpec, Any, WriteWatch]:
+        """The graph's spec and compiled graph (``builder`` compiled, if given: a graph
+        made for this run), with a saver instance for one run, and that saver's watch of
+        its checkpoint writes."""
 
 
 async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
@@ -266,21 +272,23 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
                      run.recursion_limit or planwatch_setting("RECURSION_LIMIT"))
     breaks = Breakpoints.of(run)
     try:
-        spec, graph, watch = await host.agraph(run.graph)
-        if planwatch_setting("DURABILITY") != "exit":  # "exit" saves the last one only
-            writer.watch_saves(watch)
-        payload = await _abegin(claim, spec, graph, config, writer, owner=host.owner)
-        stop, breaks = await _astream(graph, payload, config, breaks, writer, translator,
-                                      requests, watch)
-        state = None
-        if stop is Stop.END:
-            # the node that paused (ask_user, say) started after the last checkpoint
-            writer.current_node = translator.current_node
-            # a run that raised nothing ended in the last root checkpoint it streamed (the
-            # saver's read is needed for the questions a paused run waits on, and to learn
-            # whether a breakpoint stopped it)
-            paused = translator.interrupts or translator.root_values is None or bool(breaks)
-            state = await graph.aget_state(config) if paused else None
+        async with contextlib.AsyncExitStack() as resources:
+            builder = await _aper_run_builder(run, config, host, resources)
+            spec, graph, watch = await host.agraph(run.graph, builder)
+            if planwatch_setting("DURABILITY") != "exit":  # "exit" saves the last one only
+                writer.watch_saves(watch)
+            payload = await _abegin(claim, spec, graph, config, writer, owner=host.owner)
+            stop, breaks = await _astream(graph, payload, config, breaks, writer, translator,
+                                          requests, watch)
+            state = None
+            if stop is Stop.END:
+                # the node that paused (ask_user, say) started after the last checkpoint
+                writer.current_node = translator.current_node
+                # a run that raised nothing ended in the last root checkpoint it streamed (the
+                # saver's read is needed for the questions a paused run waits on, and to learn
+                # whether a breakpoint stopped it)
+                paused = translator.interrupts or translator.root_values is None or bool(breaks)
+                state = await graph.aget_state(config) if paused else None
     except asyncio.CancelledError:
         await asyncio.shield(track(host.writes, writer.aflush()))
         raise
@@ -301,6 +309,22 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
     values = state.values if state is not None else translator.root_values
     await asucceed(writer, spec=spec, values=values)
     return Outcome.SUCCEEDED
+
+
+async def _aper_run_builder(run: Run, config: RunnableConfig, host: Host,
+                            resources: contextlib.AsyncExitStack) -> Any:
+    """The graph a ``langgraph.json`` factory makes for this run (entered on
+    ``resources`` until the run's execution ends), or None: the graph's one serves."""
+    per_run = get_graph(run.graph).per_run
+    if per_run is None:
+        return None
+    # (a claim's run holds the columns the executor needs, not who created it)
+    name = await Run.objects.filter(id=run.id).values_list(
+        "created_by__username", flat=True).afirst()
+    user = RunUser(identity=name, display_name=name) if name else None
+    public = {k: v for k, v in config.items() if k != "callbacks"}
+    return await resources.enter_async_context(
+        per_run(config=public, context=run.context, user=user, store=await host.astore()))
 
 
 def _config(configurable: dict[str, Any] | None, thread_id: str,
