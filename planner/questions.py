@@ -148,6 +148,28 @@ def question_kind(kinds: Mapping[str, QuestionKind], question: Any) -> QuestionK
     return kinds.get(kind) or GENERIC.get(kind)
 
 
+FEW_CHOICES = 12
+"""Choices a question's text lists in words; a longer list (the ~250 countries) is offered
+as choices only (a form's list, an inbox's schema), never as prose."""
+
+
+def question_text(question: Mapping[str, Any]) -> str:
+    """A question in a few plain sentences, as a chat transcript or an inbox shows it: why
+    the last answer was refused, the prompt, a suggestion, and the choices if they are few."""
+    lines = []
+    if question.get("reason"):
+        lines.append(f"The last answer was refused: {text_of(question['reason'])}")
+    lines.append(text_of(question.get("prompt")) or "Answer the question.")
+    choices = _choices(question)
+    if choices and len(choices) <= FEW_CHOICES:
+        lines.append(f"Choose one of: {', '.join(choices)}.")
+    elif choices:
+        lines.append(f"Any of {len(choices)} choices; type to search them.")
+    if text_of(question.get("suggested")):
+        lines.append(f"Suggested: {text_of(question['suggested'])}.")
+    return "\n\n".join(lines)
+
+
 # -- the standard interrupt shapes of chat clients and inboxes ---------------------------
 #
 # Agent Chat UI answers an interrupt shaped as LangChain's HumanInTheLoopMiddleware asks
