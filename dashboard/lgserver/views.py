@@ -36,7 +36,7 @@ from dashboard.lgserver.auth import ApiKeyAuthentication
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import Run, Thread
 from dashboard.services import RunStateError, ServiceError
-from dashboard.thread_runs import RunRequest, locked, start
+from dashboard.thread_runs import RunRequest, end, ends, locked, start
 from planner.registry import GraphSpec
 from planner.spec import InputError
 
@@ -386,7 +386,11 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     )
     if req.input is not None and not isinstance(req.input, dict):
         raise exceptions.ValidationError({"input": "a JSON object (the graph's input)"})
-    if command and "resume" in command:
+    if command and "goto" in command:
+        require(request, "cancel_run", "ending a run with command.goto")
+        if command.get("update") is not None:
+            require(request, "fork_run", "editing a thread's state with command.update")
+    elif command and "resume" in command:
         require(request, "answer_interrupt", "resuming a run with an answer")
     else:
         require(request, "start_run", "starting a run")
@@ -429,6 +433,9 @@ def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[
     data = body(request)
     req = run_request(request, data)
     thread = _thread_for_run(request, thread_id, data)
+    if ends(req.command):  # goto '__end__': no new run, the thread's one ends
+        ended = end(thread, req.command or {}, request.user)
+        return ended, ended.last_seq, data
     for attempt in range(DECISION_ATTEMPTS):
         try:
             with locked(thread):  # concurrent requests on one thread decide one at a time
