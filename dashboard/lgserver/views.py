@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
@@ -485,11 +486,40 @@ class RunStreamView(LangGraphView):
     """``POST /threads/<id>/runs/stream`` (or ``/runs/stream``): start and stream it."""
 
     def post(self, request: Request, thread_id: str | None = None) -> StreamingHttpResponse:
+        cancels = _on_disconnect(body(request)) == "cancel"
         with stream_slot(request) as slot:
             run, after, data = create_run(request, thread_id)
             events = stream.aevents(run.id, modes=_modes(data.get("stream_mode")),
                                     subgraphs=bool(data.get("stream_subgraphs")), after=after)
+            if cancels:  # the run's own stream: its client going away cancels it
+                events = stream.cancel_on_disconnect(events, functools.partial(
+                    _acancel_busy, run.id, request.user))
         return sse_response(SlottedStream(events, slot), run)
+
+
+ON_DISCONNECT = ("continue", "cancel")
+
+
+def _on_disconnect(data: dict[str, Any]) -> str:
+    """A stream request's ``on_disconnect`` (``continue`` by default, as LangGraph's)."""
+    value = data.get("on_disconnect") or "continue"
+    if value not in ON_DISCONNECT:
+        raise exceptions.ValidationError({"on_disconnect": (
+            f"{value!r} is not one of: {', '.join(ON_DISCONNECT)}")})
+    return str(value)
+
+
+def _cancel_busy(run_id: uuid.UUID, user: Any) -> None:
+    """Cancel the run if it still executes or waits to (a stream's client went away)."""
+    run = Run.objects.filter(id=run_id).first()
+    if run is not None and shapes.busy(run):
+        with contextlib.suppress(RunStateError):  # it ended meanwhile
+            services.run_cancel(run=run, user=user, reason=(
+                "the client streaming it disconnected (on_disconnect: cancel)"))
+
+
+async def _acancel_busy(run_id: uuid.UUID, user: Any) -> None:
+    await sync_to_async(_cancel_busy)(run_id, user)
 
 
 @contextlib.contextmanager
