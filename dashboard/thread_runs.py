@@ -120,9 +120,9 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> R
             "use a new thread for another graph", errors={"assistant_id": "another graph"})
     command = req.command or {}
     if set(command) - {"resume"}:
-        raise Unsupported(f"command {sorted(set(command) - {'resume'})} is not served; "
-                          "Planwatch takes Command(resume=…) only (edit state with "
-                          "POST /threads/<id>/state)", errors={"command": "only resume"})
+        raise Unsupported(f"command {sorted(set(command) - {'resume'})} is not served here; "
+                          "a run request takes Command(resume=…), or goto '__end__' "
+                          "(thread_runs.end)", errors={"command": "only resume"})
     if "resume" in command:
         _scope_breakpoints(current, req, user)
         return _resume(thread, current, command["resume"], user)
@@ -200,7 +200,8 @@ def _resume(thread: Thread, current: Run | None, value: Any, user: User) -> Run:
     answers = dict(value) if by_id else {next(iter(pending)): value}
     if get_graph(current.graph).review_questions:
         for interrupt_id, raw in answers.items():
-            review = review_of(raw)
+            question = pending[interrupt_id].payload
+            review = review_of(raw, question if isinstance(question, dict) else None)
             if review is not None and review.declined:
                 return services.run_cancel(run=current, user=user, reason=_declined(
                     pending[interrupt_id], review.note))
@@ -211,6 +212,38 @@ def _resume(thread: Thread, current: Run | None, value: Any, user: User) -> Run:
     else:
         (interrupt_id, answer), = answers.items()
         services.interrupt_answer(interrupt=pending[interrupt_id], answer=answer, user=user)
+    current.refresh_from_db()
+    return current
+
+
+def ends(command: dict[str, Any] | None) -> bool:
+    """Whether a run request's command is for :func:`end` (it names a goto or an update)."""
+    return command is not None and ("goto" in command or "update" in command)
+
+
+def end(thread: Thread, command: dict[str, Any], user: User) -> Run:
+    """``Command(goto="__end__", update=…)``: the thread's run ends where it stands (Agent
+    Chat UI's "Mark as Resolved"), its update written first (as POST /threads/<id>/state
+    writes one), then :func:`update_state` as ``__end__``; the run. Any other goto, an
+    update without one, or with a resume, is refused naming the way out. Called outside
+    :func:`locked` (LangGraph writes the checkpoints on a saver of its own)."""
+    current = thread.latest_run()
+    goto = command.get("goto")
+    if goto != END or "resume" in command:
+        raise Unsupported(
+            f"command {command!r} is not served: Planwatch takes goto '__end__' (with an "
+            "optional update, and no resume) to end a thread's run; answer with "
+            "Command(resume=…) alone, and edit state with POST /threads/<id>/state",
+            errors={"command": "only goto '__end__'"})
+    if current is None:
+        raise RunStateError(f"thread {thread.id} has no run to end; start one first")
+    if current.is_busy():
+        raise ThreadBusy(f"thread {thread.id} is busy with run {current.id} "
+                         f"({current.status}); cancel it to end it")
+    if command.get("update") is not None:  # written as a node would, then the end
+        update_state(thread, current, values=command["update"], as_node="", user=user,
+                     checkpoint_id="")
+    update_state(thread, current, values=None, as_node=END, user=user, checkpoint_id="")
     current.refresh_from_db()
     return current
 

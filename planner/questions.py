@@ -148,6 +148,28 @@ def question_kind(kinds: Mapping[str, QuestionKind], question: Any) -> QuestionK
     return kinds.get(kind) or GENERIC.get(kind)
 
 
+FEW_CHOICES = 12
+"""Choices a question's text lists in words; a longer list (the ~250 countries) is offered
+as choices only (a form's list, an inbox's schema), never as prose."""
+
+
+def question_text(question: Mapping[str, Any]) -> str:
+    """A question in a few plain sentences, as a chat transcript or an inbox shows it: why
+    the last answer was refused, the prompt, a suggestion, and the choices if they are few."""
+    lines = []
+    if question.get("reason"):
+        lines.append(f"The last answer was refused: {text_of(question['reason'])}")
+    lines.append(text_of(question.get("prompt")) or "Answer the question.")
+    choices = _choices(question)
+    if choices and len(choices) <= FEW_CHOICES:
+        lines.append(f"Choose one of: {', '.join(choices)}.")
+    elif choices:
+        lines.append(f"Any of {len(choices)} choices; type to search them.")
+    if text_of(question.get("suggested")):
+        lines.append(f"Suggested: {text_of(question['suggested'])}.")
+    return "\n\n".join(lines)
+
+
 # -- the standard interrupt shapes of chat clients and inboxes ---------------------------
 #
 # Agent Chat UI answers an interrupt shaped as LangChain's HumanInTheLoopMiddleware asks
@@ -162,23 +184,32 @@ REVIEW_TYPES = ("accept", "approve", "edit", "response", "reject", "ignore")
 
 
 def review_request(question: Mapping[str, Any]) -> dict[str, Any]:
-    """The keys that offer ``question`` in the standard interrupt shapes: its prompt,
-    choices and last refusal as the description, an editable ``answer`` as the argument;
-    an answer is given by editing it (or by a response) and the question may be declined."""
+    """The keys that offer ``question`` in the standard interrupt shapes: its text
+    (:func:`question_text`, short) as the description, an editable ``answer`` as the
+    argument (``args`` and ``arguments``: Agent Chat UI reads the one, Agent Inbox the
+    other), pre-filled with the suggestion, if any, which is then also accepted as it is;
+    the choices as the argument's schema. The question may be declined (an inbox's Ignore,
+    a chat client's Reject) unless it says ``"declinable": False``."""
     action = str(question.get("field") or question.get("kind") or "answer")
-    lines = [text_of(question.get("prompt")) or "Answer the question."]
+    description = question_text(question)
+    suggested = text_of(question.get("suggested"))
+    args = {"answer": suggested}
+    answer: dict[str, Any] = {"type": "string", "title": "Answer"}
     if choices := _choices(question):
-        lines.append(f"Choose one of: {', '.join(choices)}.")
-    if question.get("reason"):
-        lines.append(f"The last answer was refused: {text_of(question['reason'])}")
-    description = "\n\n".join(lines)
-    args = {"answer": ""}
+        # a choice question takes only its choices; the others offer them as suggestions
+        answer["enum" if question.get("kind") == "choice" else "examples"] = choices
+    declinable = question.get("declinable", True) is not False
+    decisions = ["approve"] if suggested else []
+    decisions += ["edit", "reject"]
     return {
-        "action_requests": [{"name": action, "args": args, "description": description}],
-        "review_configs": [{"action_name": action, "allowed_decisions": ["edit", "reject"]}],
+        "action_requests": [{"name": action, "args": args, "arguments": args,
+                             "description": description}],
+        "review_configs": [{"action_name": action, "allowed_decisions": decisions,
+                            "args_schema": {"type": "object", "properties": {"answer": answer},
+                                            "required": ["answer"]}}],
         "action_request": {"action": action, "args": args},
-        "config": {"allow_ignore": True, "allow_respond": True, "allow_edit": True,
-                   "allow_accept": False},
+        "config": {"allow_ignore": declinable, "allow_respond": True, "allow_edit": True,
+                   "allow_accept": bool(suggested)},
         "description": description,
     }
 
@@ -195,14 +226,14 @@ class Review:
     """Why, as the operator wrote it (a reject's message)."""
 
 
-def review_of(resume: Any) -> Review | None:
+def review_of(resume: Any, question: Mapping[str, Any] | None = None) -> Review | None:
     """The decision a resume value carries in one of the standard shapes, or None when it
     is a plain answer.
 
     ``response`` (and Agent Inbox's ``reject`` carrying the typed text as ``args``) answers
     with its text; ``edit`` with the edited ``answer`` argument; ``accept``/``approve``
-    with the argument as offered or sent; ``ignore``, and ``reject`` with a message or
-    nothing, decline.
+    with the argument as sent, or as offered (``question``'s suggestion); ``ignore``, and
+    ``reject`` with a message or nothing, decline.
     """
     decision: Any = resume
     if isinstance(resume, Mapping) and isinstance(resume.get("decisions"), list):
@@ -218,6 +249,8 @@ def review_of(resume: Any) -> Review | None:
         return Review(answer=args)
     if kind == "edit":
         return Review(answer=_argument(decision.get("edited_action") or args))
+    if args is None and question is not None:  # accepted as offered
+        return Review(answer=text_of(question.get("suggested")))
     return Review(answer=_argument(args))
 
 

@@ -260,6 +260,10 @@ class GraphSpec:
     chat_goal_field: str = ""
     """The input field a chat client's ``{"messages": [...]}`` fills with its last human
     message (Agent Chat UI starts every graph so); empty: the graph takes no chat input."""
+    messages_channel: str = ""
+    """The state channel holding the graph's chat transcript (``planner.chat``: the goal,
+    its questions and answers, its result), which chat clients read as ``values.messages``;
+    a chat client's messages start it. Empty: the graph keeps no transcript."""
     review_questions: bool = False
     """Its questions (``planner.questions``' shape) are also offered to chat clients and
     inboxes in the standard interrupt shapes, and their decisions taken as answers."""
@@ -291,10 +295,12 @@ class GraphSpec:
     def inspection_graph(self) -> Any:
         """The builder compiled once with no checkpointer: topology, schemas, state reads."""
         return self.inspection_builder.compile()
+
     def chat_input(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
         """``values`` with a chat client's ``messages`` taken as :attr:`chat_goal_field`
-        (its last human message), if the graph takes chat input; else as they are.
-        ``InputError`` when the messages hold no human text."""
+        (its last human message), if the graph takes chat input; else as they are. A graph
+        with a :attr:`messages_channel` keeps the messages there too (its transcript
+        starts with them). ``InputError`` when the messages hold no human text."""
         if not self.chat_goal_field or "messages" not in values:
             return values
         rest = {k: v for k, v in values.items() if k != "messages"}
@@ -304,6 +310,8 @@ class GraphSpec:
                 f"no human message with text to take as the {self.chat_goal_field}; send "
                 f'one, such as {{"type": "human", "content": "…"}}')})
         rest.setdefault(self.chat_goal_field, goal)
+        if self.messages_channel:
+            rest[self.messages_channel] = values["messages"]
         return rest
 
     def thread_id(self, run_thread: str) -> str:

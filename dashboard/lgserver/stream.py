@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -23,6 +23,7 @@ from channels.db import database_sync_to_async
 
 from dashboard.checkpoints import CheckpointView, checkpoint_get
 from dashboard.lgserver import shapes
+from dashboard.lgserver.events import stream_events
 from dashboard.models import Run, RunEvent
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.follow import follow
@@ -33,8 +34,7 @@ logger = logging.getLogger("planwatch.lgserver")
 
 MODES = ("values", "updates", "custom", "messages", "messages-tuple", "debug", "tasks",
          "checkpoints", "events")
-"""The stream modes a request may name (``events`` gives nothing: Planwatch has no
-LangChain callback events)."""
+"""The stream modes a request may name (``events``: :mod:`dashboard.lgserver.events`)."""
 
 
 
@@ -88,8 +88,12 @@ class PartMaker:
         ns = event["namespace"]
         if ns and not self.subgraphs:
             return []
-        kind, out = event["kind"], []
+        kind = event["kind"]
+        out: list[tuple[str, Any]] = []
         modes = self.modes
+        if "events" in modes:
+            out.extend((_name("events", ns, self.subgraphs), item) for item in stream_events(
+                event, run_id=str(self.run.id), thread_id=self.thread_id))
         if kind == Kind.CHECKPOINT:
             if modes & {"values", "checkpoints", "debug"}:
                 values = view.values if view else {}
@@ -290,3 +294,25 @@ async def _aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after
                 yield sse(name, to_jsonable(data), str(event["seq"]) if last else None)
         if step.last and step.run is not None and step.run.status == Run.Status.FAILED:
             yield sse("error", run_error(step.run.error_message))
+
+
+_CANCELLING: set[asyncio.Future[None]] = set()
+"""Cancellations scheduled by closed streams, held until done (a task nobody holds may be
+collected before it runs)."""
+
+
+async def cancel_on_disconnect(events: AsyncIterator[bytes],
+                               cancel: Callable[[], Awaitable[None]]) -> AsyncIterator[bytes]:
+    """``events``, and ``cancel()`` scheduled if the stream is closed before its end: its
+    client disconnected (Django cancels a streaming response then), ``on_disconnect:
+    "cancel"``. A stream that ends (the run stopped) cancels nothing."""
+    ended = False
+    try:
+        async for part in events:
+            yield part
+        ended = True
+    finally:
+        if not ended:
+            task = asyncio.ensure_future(cancel())
+            _CANCELLING.add(task)
+            task.add_done_callback(_CANCELLING.discard)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
@@ -36,7 +37,7 @@ from dashboard.lgserver.auth import ApiKeyAuthentication
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import Run, Thread
 from dashboard.services import RunStateError, ServiceError
-from dashboard.thread_runs import RunRequest, locked, start
+from dashboard.thread_runs import RunRequest, end, ends, locked, start
 from planner.registry import GraphSpec
 from planner.spec import InputError
 
@@ -386,7 +387,11 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     )
     if req.input is not None and not isinstance(req.input, dict):
         raise exceptions.ValidationError({"input": "a JSON object (the graph's input)"})
-    if command and "resume" in command:
+    if command and "goto" in command:
+        require(request, "cancel_run", "ending a run with command.goto")
+        if command.get("update") is not None:
+            require(request, "fork_run", "editing a thread's state with command.update")
+    elif command and "resume" in command:
         require(request, "answer_interrupt", "resuming a run with an answer")
     else:
         require(request, "start_run", "starting a run")
@@ -429,6 +434,9 @@ def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[
     data = body(request)
     req = run_request(request, data)
     thread = _thread_for_run(request, thread_id, data)
+    if ends(req.command):  # goto '__end__': no new run, the thread's one ends
+        ended = end(thread, req.command or {}, request.user)
+        return ended, ended.last_seq, data
     for attempt in range(DECISION_ATTEMPTS):
         try:
             with locked(thread):  # concurrent requests on one thread decide one at a time
@@ -478,11 +486,40 @@ class RunStreamView(LangGraphView):
     """``POST /threads/<id>/runs/stream`` (or ``/runs/stream``): start and stream it."""
 
     def post(self, request: Request, thread_id: str | None = None) -> StreamingHttpResponse:
+        cancels = _on_disconnect(body(request)) == "cancel"
         with stream_slot(request) as slot:
             run, after, data = create_run(request, thread_id)
             events = stream.aevents(run.id, modes=_modes(data.get("stream_mode")),
                                     subgraphs=bool(data.get("stream_subgraphs")), after=after)
+            if cancels:  # the run's own stream: its client going away cancels it
+                events = stream.cancel_on_disconnect(events, functools.partial(
+                    _acancel_busy, run.id, request.user))
         return sse_response(SlottedStream(events, slot), run)
+
+
+ON_DISCONNECT = ("continue", "cancel")
+
+
+def _on_disconnect(data: dict[str, Any]) -> str:
+    """A stream request's ``on_disconnect`` (``continue`` by default, as LangGraph's)."""
+    value = data.get("on_disconnect") or "continue"
+    if value not in ON_DISCONNECT:
+        raise exceptions.ValidationError({"on_disconnect": (
+            f"{value!r} is not one of: {', '.join(ON_DISCONNECT)}")})
+    return str(value)
+
+
+def _cancel_busy(run_id: uuid.UUID, user: Any) -> None:
+    """Cancel the run if it still executes or waits to (a stream's client went away)."""
+    run = Run.objects.filter(id=run_id).first()
+    if run is not None and shapes.busy(run):
+        with contextlib.suppress(RunStateError):  # it ended meanwhile
+            services.run_cancel(run=run, user=user, reason=(
+                "the client streaming it disconnected (on_disconnect: cancel)"))
+
+
+async def _acancel_busy(run_id: uuid.UUID, user: Any) -> None:
+    await sync_to_async(_cancel_busy)(run_id, user)
 
 
 @contextlib.contextmanager

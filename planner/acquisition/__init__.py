@@ -32,13 +32,14 @@ SPEC = GraphSpec(
     tool_nodes=("search",),
     questions=QUESTIONS,
     chat_goal_field="goal",
+    messages_channel="messages",
     review_questions=True,
     on_state_edit=sources_after_edit,
     internal_channels=(
         "graph_version", "profile", "iterations", "status", "schema", "dynamic_decompositions",
         "decision", "decision_origin", "decided_by", "decisions", "searches",
         "last_observation", "pending_answer", "answers", "calculation", "calc_runs", "notes",
-        "result", "abort_reason"),
+        "result", "abort_reason", "messages"),
 )
 """What this graph declares to its host (the registry loads it by module name)."""
 

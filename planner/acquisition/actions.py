@@ -12,12 +12,11 @@ from typing import Any
 from langgraph.types import interrupt
 
 from planner.acquisition import recipes
-from planner.acquisition.currencies import COMMON_CURRENCIES
+from planner.acquisition.asking import answer_message, question_for, result_message
 from planner.acquisition.nodes import Node
-from planner.acquisition.profile import FieldSpec, Profile, get_profile
-from planner.acquisition.regions import currency_of, region_in_goal
+from planner.acquisition.profile import get_profile
 from planner.acquisition.state import AcquisitionState
-from planner.acquisition.validation import check_answer, known_regions, region_aliases
+from planner.acquisition.validation import check_answer
 from planner.search import SearchError, SearchPort
 
 
@@ -93,34 +92,6 @@ async def calculate(state: AcquisitionState) -> dict[str, Any]:
     return update
 
 
-def question_for(state: AcquisitionState, profile: Profile, spec: FieldSpec) -> dict[str, Any]:
-    """The interrupt payload for ``spec``: the form the dashboard renders."""
-    cap = profile.bootstrap_attempts if spec.strategy == "bootstrap" else profile.ask_cap
-    question: dict[str, Any] = {
-        "field": spec.name,
-        "label": spec.label,
-        "prompt": recipes.fill(spec.prompt or f"What is the {spec.label.lower()}?", state),
-        "kind": spec.kind,
-        "choices": [],
-        "constraints": {},
-        "unit": recipes.fill(spec.unit, state),
-        "attempt": recipes.ask_count(state, spec.name) + 1,
-        "max_attempts": cap,
-        "reason": recipes.last_rejection(state, spec.name),
-    }
-    if spec.kind == "region":
-        question["choices"] = known_regions()
-        question["suggested"] = region_in_goal(state.get("goal") or "", region_aliases())
-    elif spec.kind == "currency":
-        question["choices"] = list(COMMON_CURRENCIES)
-        question["suggested"] = currency_of(
-            (state.get("values") or {}).get("core.region") or
-            region_in_goal(state.get("goal") or "", region_aliases()))
-    elif spec.kind == "number":
-        question["constraints"] = {"min": spec.min_value, "max": spec.max_value}
-    return question
-
-
 async def ask_user(state: AcquisitionState) -> dict[str, Any]:
     """Interrupt with a question for the decided field; the answer goes to ``observe_user``."""
     profile = get_profile(state["profile"])
@@ -144,7 +115,8 @@ async def observe_user(state: AcquisitionState) -> dict[str, Any]:
     entry = {"iteration": state["iterations"], "field": spec.name, "attempt":
              pending.get("attempt"), "answer": raw if _plain(raw) else str(raw),
              "valid": reason is None, "reason": reason}
-    update: dict[str, Any] = {"answers": [entry], "pending_answer": None}
+    update: dict[str, Any] = {"answers": [entry], "pending_answer": None,
+                              "messages": [answer_message(raw)]}
     if reason is None:
         update["values"] = {**state["values"], spec.name: value}
         update["sources"] = {**state["sources"], spec.name: "user"}
@@ -202,7 +174,8 @@ async def finish(state: AcquisitionState) -> dict[str, Any]:
         "decisions": len(state.get("decisions") or ()),
         "graph_version": state.get("graph_version"),
     }
-    return {"result": result, "status": "aborted" if status == "aborted" else "done"}
+    return {"result": result, "status": "aborted" if status == "aborted" else "done",
+            "messages": [result_message(result)]}
 
 
 def _plain(value: Any) -> bool:

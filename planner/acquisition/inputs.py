@@ -9,6 +9,7 @@ from planner.acquisition.graph import GRAPH_VERSION
 from planner.acquisition.profile import CURRENCY, PROFILES, REGION
 from planner.acquisition.state import AcquisitionState, initial_state
 from planner.acquisition.validation import check_currency, check_region, known_regions
+from planner.chat import opening_messages, split_messages
 from planner.spec import InputField, clean_inputs
 
 DEFAULT_GOAL = ("Estimate the yearly total addressable market (TAM) of a subscription "
@@ -36,9 +37,13 @@ INPUT_FIELDS: tuple[InputField, ...] = (
 
 
 def make_input(data: Mapping[str, Any]) -> AcquisitionState:
-    """Turn start-form or API values into the initial state; ``InputError`` on bad input."""
-    cleaned = clean_inputs(INPUT_FIELDS, data)
+    """Turn start-form or API values into the initial state; ``InputError`` on bad input.
+
+    A chat client's ``messages`` open the transcript (else the goal does)."""
+    rest, sent = split_messages(data)
+    cleaned = clean_inputs(INPUT_FIELDS, rest)
     values = {key: cleaned[name] for name, key in (("region", REGION), ("currency", CURRENCY))
               if cleaned[name]}
     return initial_state(goal=cleaned["goal"], profile=cleaned["profile"],
-                         max_iters=cleaned["max_iters"], version=GRAPH_VERSION, values=values)
+                         max_iters=cleaned["max_iters"], version=GRAPH_VERSION, values=values,
+                         messages=opening_messages(sent, cleaned["goal"]))

@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from planner.acquisition import policy, recipes
+from planner.acquisition.asking import question_asked
 from planner.acquisition.profile import BOOTSTRAP_FIELDS, get_profile
 from planner.acquisition.prompting import PlannerDecision, decide_context, decide_prompt
 from planner.acquisition.state import AcquisitionState, decision, provenance_record
@@ -52,7 +53,7 @@ async def bootstrap_gate(state: AcquisitionState) -> dict[str, Any]:
             spec = profile.field(name)
             d = decision("ask_user", name, reason=f"the {spec.label.lower()} is needed before "
                          f"planning (attempt {asked + 1} of {profile.bootstrap_attempts})")
-            return _recorded(state, d, "bootstrap_gate")
+            return {**_recorded(state, d, "bootstrap_gate"), **question_asked(state, d)}
     return {}
 
 
@@ -113,7 +114,8 @@ async def decision_policy(state: AcquisitionState) -> dict[str, Any]:
     record = provenance_record(iteration=state["iterations"], origin=origin,
                                decided_by=state.get("decided_by") or "select",
                                raw=raw, rules=rules, final=final)
-    update: dict[str, Any] = {"decision": final, "decisions": [record]}
+    update: dict[str, Any] = {"decision": final, "decisions": [record],
+                              **question_asked(state, final)}
     if decomps != state.get("dynamic_decompositions"):
         update["dynamic_decompositions"] = decomps
     return update

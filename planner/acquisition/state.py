@@ -2,7 +2,8 @@
 
 Everything here is serialised by the checkpointer and stored as JSON by the dashboard, so
 no pydantic models or dataclasses live in state. Logs (``decisions``, ``searches``,
-``answers``, ``notes``) are append-only through the ``operator.add`` reducer.
+``answers``, ``notes``) are append-only through the ``operator.add`` reducer; the chat
+transcript (``messages``) is merged by LangGraph's ``add_messages`` and kept as JSON.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypedDict
+
+from planner.chat import ChatMessages, opening_messages
 
 Action = Literal["search", "ask_user", "calculate", "reflect", "finish"]
 ACTIONS: tuple[str, ...] = ("search", "ask_user", "calculate", "reflect", "finish")
@@ -71,6 +74,8 @@ class AcquisitionState(TypedDict):
     """Observations and reflections worth showing an operator."""
     result: dict[str, Any] | None
     """The run's output, written by ``finish``."""
+    messages: ChatMessages
+    """The chat transcript: the goal, each question and answer, the result in words."""
 
 
 def decision(action: str, field: str | None = None, query: str | None = None,
@@ -99,8 +104,10 @@ def provenance_record(*, iteration: int, origin: str, decided_by: str, raw: Deci
 
 
 def initial_state(*, goal: str, profile: str, max_iters: int, version: int,
-                  values: dict[str, Any] | None = None) -> AcquisitionState:
-    """A fresh state with every key present (pre-filled ``values`` come from the input)."""
+                  values: dict[str, Any] | None = None,
+                  messages: list[dict[str, Any]] | None = None) -> AcquisitionState:
+    """A fresh state with every key present (pre-filled ``values`` come from the input,
+    the transcript's opening ``messages`` too: the goal as a human message by default)."""
     values = dict(values or {})
     return {
         "graph_version": version,
@@ -126,6 +133,7 @@ def initial_state(*, goal: str, profile: str, max_iters: int, version: int,
         "calc_runs": 0,
         "notes": [],
         "result": None,
+        "messages": list(messages) if messages is not None else opening_messages(None, goal),
     }
 
 

@@ -48,9 +48,10 @@ SPEC = (
         task_view=TaskView(channel="tasks", merge=merge_tasks, statuses=STATUSES, leads=True),
         tool_nodes=("work",),  # a worker searches, computes or writes one task
         chat_goal_field="goal",
+        messages_channel="messages",
         review_questions=True,
         internal_channels=("plans", "decisions", "round", "status", "result",
-                           "unknown_dependencies"),
+                           "unknown_dependencies", "messages"),
     )
 )
 

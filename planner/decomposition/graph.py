@@ -31,6 +31,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
+from planner.chat import ai, human
 from planner.decomposition.errors import PlanError
 from planner.decomposition.f02 import (
     UNCERTAIN,
@@ -58,13 +59,16 @@ from planner.decomposition.tasks import (
     stop_all,
 )
 from planner.decomposition.workers import (
+    CLARIFY,
     WorkContext,
     Worker,
     WorkerError,
+    clarify_request,
     default_workers,
     resolve_inputs,
 )
 from planner.llm import LLMError, LLMPort
+from planner.questions import question_text
 from planner.search import SearchError, SearchPort
 
 _SETTINGS = ("breadth", "ask_clarifications", "inject_failure", "max_depth")
@@ -162,6 +166,9 @@ def build_graph(
                 work[tid].update(status="running", round=round_no,
                                  worker=work[tid]["worker"] or work[tid]["task_type"])
             decision = {"round": round_no, "action": "continue", "dispatched": dispatch}
+            # the questions this round asks, in the transcript while the run waits for them
+            update["messages"] = [ai(question_text(clarify_request(work[tid], 1, None)))
+                                  for tid in dispatch if work[tid]["worker"] == CLARIFY]
         if unmet:
             decision["unmet"] = unmet
         update.update(tasks=diff(before, work), round=round_no, decisions=[decision])
@@ -205,8 +212,11 @@ def build_graph(
         except Exception as exc:  # a worker bug must fail its task, not the whole run
             return _failed(tid, f"worker {name!r} crashed: {type(exc).__name__}: {exc}",
                            "worker", attempts)
-        return {"tasks": {tid: {"status": "ok", "result": result, "error": None,
+        done = {"tasks": {tid: {"status": "ok", "result": result, "error": None,
                                 "error_kind": None, "attempts": attempts}}}
+        if name == CLARIFY and isinstance(result, Mapping) and "answer" in result:
+            return {**done, "messages": [human(str(result["answer"]))]}
+        return done
 
     async def join(state: DecompositionState) -> dict[str, Any]:
         """Apply the round: redo failed or uncertain tasks, accept or block failures, settle."""
@@ -290,7 +300,9 @@ def build_graph(
                                   if t["status"] == "err" and t.get("accepted") is True],
             "plans": len(state.get("plans") or []),
         }
+        said = synthesis if synthesis else f"The run {status}: {reason or 'no synthesis'}."
         return {"status": status, "synthesis": synthesis, "reason": reason, "result": result,
+                "messages": [ai(said)],
                 "decisions": [{"round": state["round"], "action": status, "reason": reason}]}
 
     # typed as Any: LangGraph's add_node overloads cannot match our async node functions

@@ -11,6 +11,7 @@ import operator
 from collections.abc import Mapping
 from typing import Annotated, Any, TypedDict
 
+from planner.chat import ChatMessages, opening_messages, split_messages
 from planner.decomposition.dag import UNKNOWN_DEPENDENCY_POLICIES
 from planner.decomposition.parsing import PLAN_FORMS
 from planner.decomposition.tasks import ERROR_POLICIES
@@ -53,6 +54,9 @@ class DecompositionState(TypedDict, total=False):
     synthesis: str | None
     synthesis_inputs: dict[str, dict[str, str]] | None
     result: dict[str, Any] | None
+    messages: ChatMessages
+    """The chat transcript (``planner.chat``): the goal, each clarifying question and its
+    answer, the synthesis."""
 
 
 INPUT_FIELDS: tuple[InputField, ...] = (
@@ -83,6 +87,9 @@ INPUT_FIELDS: tuple[InputField, ...] = (
 def make_input(values: Mapping[str, Any]) -> dict[str, Any]:
     """Turn start-form or API values into the initial state; raise ``InputError``.
 
-    Missing fields take their defaults; keys that are not fields are refused.
+    Missing fields take their defaults; keys that are not fields are refused. A chat
+    client's ``messages`` open the transcript (else the goal does).
     """
-    return clean_inputs(INPUT_FIELDS, values)
+    rest, sent = split_messages(values)
+    cleaned = clean_inputs(INPUT_FIELDS, rest)
+    return {**cleaned, "messages": opening_messages(sent, cleaned["goal"])}

@@ -18,6 +18,8 @@ from planner.decomposition.dag import slot_refs
 from planner.llm import LLMPort
 from planner.search import SearchPort
 
+CLARIFY = "clarify"
+"""The worker that asks the operator (its questions and answers join the transcript)."""
 CLARIFY_MAX_ATTEMPTS = 3
 
 
@@ -224,7 +226,7 @@ def default_workers() -> dict[str, Worker]:
         )),
         Worker("think", "reason about the goal with the LLM", _think, (has_goal,)),
         Worker("write", "write the goal's text with the LLM", _write, (has_goal,)),
-        Worker("clarify", "ask the operator a question (interrupt)", _clarify, (has_goal,)),
+        Worker(CLARIFY, "ask the operator a question (interrupt)", _clarify, (has_goal,)),
         Worker("unreliable", "demo tool that fails on 'unreachable' goals", _unreliable),
         Worker("llm_boolean_gate", "forge-lcdl yes/no gate", _gate, (
             Precondition("input has a 'question'", lambda c: bool(c.inputs.get("question"))),

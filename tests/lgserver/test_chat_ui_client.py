@@ -2,7 +2,8 @@
 Chromium on another origin: a chat whose interrupt is answered with Approve and, on the
 next turn, with Edit (``input: {}`` beside ``command.resume``, as the UI sends them), and a
 planner started from a chat message whose question is answered from its
-``action_requests``. Every streamed message carries an id (the UI drops those without) and
+``action_requests``, its transcript read from ``values.messages``. Every streamed message
+carries an id (the UI drops those without) and
 the thread's history is one chain (no false branch switchers).
 """
 
@@ -67,6 +68,8 @@ try {
     chain: history.map((s) => [s.checkpoint.checkpoint_id,
                                s.parent_checkpoint && s.parent_checkpoint.checkpoint_id]),
     asked, region: planned.values.values["core.region"],
+    // Agent Chat UI renders values.messages: every message needs an id
+    transcript: planned.values.messages.map((m) => [m.type, m.content, m.id]),
     next: planned.tasks[0].interrupts[0].value.action_requests[0].name,
   });
   document.getElementById("status").textContent = "done";
@@ -96,7 +99,7 @@ def test_agent_chat_uis_requests_chat_approve_edit_and_a_planner_question(
     # the chat: both turns answered (Approve, then Edit), in one Planwatch run each
     assert [c for c, _ in result["said"]] == [
         "hello", "You said: hello", "Sent.", "again", "You said: again", "Sent."]
-    streamed = result["seen"]["messages"]
+    streamed, planned = result["seen"]["messages"][:4], result["seen"]["messages"][4:]
     assert [m["content"] for m in streamed] == [
         "You said: hello", "Sent.", "You said: again", "Sent."]
     # each with the id its state keeps (the UI merges the two by id)
@@ -111,7 +114,18 @@ def test_agent_chat_uis_requests_chat_approve_edit_and_a_planner_question(
 
     # the planner: its question offered as an action request, answered by an edit
     assert result["asked"]["name"] == "core.region"
-    assert "Germany" in result["asked"]["description"]
+    assert result["asked"]["description"].startswith("Which region")
+    assert "Germany" not in result["asked"]["description"]  # 249 choices are not prose
+    # its transcript, as the UI reads it: the goal, the question, the answer, the next one
+    transcript = result["transcript"]
+    assert [(kind, text.split("\n")[0]) for kind, text, _ in transcript] == [
+        ("human", "Estimate the TAM of a budgeting app"),
+        ("ai", "Which region should the market be sized for?"),
+        ("human", "Germany"),
+        ("ai", "Which currency should prices and the TAM use (ISO 4217 code)?")]
+    assert all(message_id for _, _, message_id in transcript)
+    # its questions streamed as they were said, with the ids the state keeps
+    assert [m["id"] for m in planned] == [i for kind, _, i in transcript if kind == "ai"]
     assert result["region"] == "Germany" and result["next"] == "core.currency"
     question = Interrupt.objects.filter(run__conversation_id=result["plan"]).earliest(
         "created_at")

@@ -135,7 +135,10 @@ def test_a_planner_takes_a_chat_clients_messages_with_the_last_human_one_as_its_
     assert values["goal"] == GOAL["goal"]
     assert values["__interrupt__"][0]["value"]["field"] == "core.region"
     run = Run.objects.get(conversation_id=tid)
-    assert run.input["goal"] == GOAL["goal"] and "messages" not in run.input
+    # the messages open the planner's transcript, each with an id
+    assert run.input["goal"] == GOAL["goal"]
+    assert [m["type"] for m in run.input["messages"]] == ["human", "ai", "human"]
+    assert all(m["id"] for m in run.input["messages"])
     from langgraph_sdk.errors import UnprocessableEntityError
 
     with pytest.raises(UnprocessableEntityError, match="no human message"):
@@ -165,11 +168,17 @@ def test_agent_inbox_lists_answers_and_ignores_planner_questions(sdk):
     assert question["action_request"] == {"action": "core.region", "args": {"answer": ""}}
     assert question["config"] == {"allow_ignore": True, "allow_respond": True,
                                   "allow_edit": True, "allow_accept": False}
-    assert question["description"].startswith("Which region")
-    assert "Germany" in question["description"]
-    assert question["action_requests"][0]["name"] == "core.region"
-    assert question["review_configs"] == [{"action_name": "core.region",
-                                           "allowed_decisions": ["edit", "reject"]}]
+    # short: the 249 countries are the answer's choices, not prose
+    assert question["description"] == (
+        "Which region should the market be sized for?\n\nAny of 249 choices; type to "
+        "search them.")
+    [request] = question["action_requests"]
+    assert request["name"] == "core.region"
+    # Agent Inbox reads arguments, Agent Chat UI args: the answer field to edit
+    assert request["arguments"] == request["args"] == {"answer": ""}
+    [review] = question["review_configs"]
+    assert review["allowed_decisions"] == ["edit", "reject"]
+    assert "Germany" in review["args_schema"]["properties"]["answer"]["examples"]
     assert question["field"] == "core.region"  # the planner's own keys stay
     state = sdk.threads.get_state(tids[0])
     assert state["tasks"][-1]["interrupts"][-1]["value"]["action_request"]["action"] == (
@@ -199,13 +208,20 @@ def test_agent_inbox_lists_answers_and_ignores_planner_questions(sdk):
     sdk.runs.wait(b, "acquisition", command={"resume": {"decisions": [
         {"type": "edit", "edited_action": {"name": "core.region",
                                            "args": {"answer": "France"}}}]}})
-    assert question_of(sdk.threads.get(b))["field"] == "core.currency"
+    offered = question_of(sdk.threads.get(b))
+    assert offered["field"] == "core.currency"
+    # a suggestion is offered as the answer, which may be accepted as it is
+    assert offered["action_requests"][0]["arguments"] == {"answer": "EUR"}
+    assert offered["review_configs"][0]["allowed_decisions"] == ["approve", "edit", "reject"]
+    assert offered["config"]["allow_accept"] is True
+    sdk.runs.wait(b, "acquisition", command={"resume": {"decisions": [{"type": "approve"}]}})
+    assert sdk.threads.get_state(b)["values"]["values"]["core.currency"] == "EUR"
     sdk.runs.wait(b, "acquisition", command={"resume": {"decisions": [
         {"type": "reject", "message": "not this one"}]}})
     run_b = Run.objects.get(conversation_id=b)
     assert run_b.status == Run.Status.CANCELLED and sdk.threads.get(b)["status"] == "idle"
     reason = run_b.events.get(kind=RunEvent.Kind.RUN_CANCELLED).payload["reason"]
-    assert "'core.currency' was declined" in reason and "not this one" in reason
+    assert "'market.price' was declined" in reason and "not this one" in reason
 
     # ignore declines too: the question is withdrawn, "ignore" is never an answer
     sdk.runs.wait(c, "acquisition", command={"resume": [{"type": "ignore", "args": None}]})
@@ -223,3 +239,53 @@ def test_agent_inbox_lists_answers_and_ignores_planner_questions(sdk):
     # Planwatch's own inbox and pages keep the planner's question as it asked it
     stored = Interrupt.objects.filter(run__conversation_id=a).first().payload
     assert "action_requests" not in stored and stored["field"] == "core.region"
+
+
+def test_a_planner_started_from_a_chat_message_speaks_in_values_messages(sdk):
+    """Agent Chat UI's reading: the transcript is ``values.messages``, the question the
+    last AI message beside the interrupt; answered from the chat, the result the last."""
+    tid = sdk.threads.create()["thread_id"]
+    goal = {"type": "human", "content": "Estimate the TAM of a budgeting app in Germany",
+            "id": "said-1"}
+    modes = ["values", "messages-tuple"]
+    parts = list(sdk.runs.stream(tid, "acquisition", input={"messages": [goal]},
+                                 stream_mode=modes))
+    shown = [p.data["messages"] for p in parts if p.event == "values" and "messages" in p.data]
+    asked = next(p.data["__interrupt__"] for p in parts if p.event == "values"
+                 and "__interrupt__" in p.data)
+    assert [(m["type"], m["id"]) for m in shown[0]] == [("human", "said-1")]
+    assert [m["type"] for m in shown[-1]] == ["human", "ai"]
+    assert shown[-1][1]["content"].startswith("Which region should the market be sized for?")
+    assert asked[0]["value"]["action_requests"][0]["arguments"] == {"answer": "Germany"}
+    streamed = [p.data[0] for p in parts if p.event == "messages"]
+    assert [m["id"] for m in streamed] == [shown[-1][1]["id"]]  # the one the state keeps
+
+    accept = {"decisions": [{"type": "approve"}]}  # the region, then the currency offered
+    for resume in (accept, accept, {"decisions": [{"type": "edit", "edited_action": {
+            "name": "market.price", "args": {"answer": "47.88"}}}]}):
+        sdk.runs.wait(tid, "acquisition", input={}, command={"resume": resume})
+    messages = sdk.threads.get_state(tid)["values"]["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai"] * 4
+    assert [m["content"] for m in messages[2:7:2]] == ["Germany", "EUR", "47.88"]
+    assert all(m["id"] for m in messages) and len({m["id"] for m in messages}) == 8
+    final = messages[-1]["content"]
+    assert final.startswith("TAM ") and " EUR a year." in final
+    assert "TAM = population \u00d7 adoption rate \u00d7 yearly price = " in final
+
+
+def test_command_goto_end_resolves_a_waiting_thread_with_its_update(sdk):
+    """Agent Chat UI's "Mark as Resolved": ``command: {goto: "__end__"}``."""
+    from langgraph_sdk.errors import UnprocessableEntityError
+
+    tid = sdk.threads.create()["thread_id"]
+    sdk.runs.wait(tid, "acquisition", input=GOAL)
+    with pytest.raises(UnprocessableEntityError, match="goto '__end__'"):
+        sdk.runs.create(tid, "acquisition", command={"goto": "tick"})
+    sdk.runs.wait(tid, "acquisition", command={"goto": "__end__", "update": {"max_iters": 7}})
+    assert sdk.threads.get(tid)["status"] == "idle"
+    state = sdk.threads.get_state(tid)
+    assert state["values"]["max_iters"] == 7 and state["next"] == []
+    run = Run.objects.get(conversation_id=tid)
+    assert run.status == Run.Status.CANCELLED
+    assert list(run.interrupts.values_list("status", flat=True)) == [
+        Interrupt.Status.CANCELLED]

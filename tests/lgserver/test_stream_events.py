@@ -1,15 +1,18 @@
 """LangGraph's stream semantics through the official SDK: a failed run's ``error`` event
 ends its stream (and its join stream), and a silent stream sends ``: heartbeat``
-comments every ``PLANWATCH_STREAM_KEEPALIVE_SECONDS``, as LangGraph's server does."""
+comments every ``PLANWATCH_STREAM_KEEPALIVE_SECONDS``, as LangGraph's server does; the
+``events`` mode in astream_events v2's shape; ``on_disconnect: "cancel"``."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 
+from dashboard.models import Run, RunEvent
 from tests.conftest import api_token, served
 
 pytestmark = [pytest.mark.pg, pytest.mark.server, pytest.mark.django_db(transaction=True)]
@@ -80,3 +83,56 @@ def test_by_default_a_short_silence_sends_no_heartbeat(lg_url, sdk_user):
     lines = raw_stream(lg_url, sdk_user, "/runs/stream",
                        {"assistant_id": "nap", "input": {"seconds": 0.6}})
     assert ": heartbeat" not in lines  # 15 s by default
+
+
+def test_events_mode_streams_langchains_astream_events_of_nodes_and_model_calls(sdk):
+    """``stream_mode: "events"`` (Agent Inbox's): each node's on_chain_start/end, each model
+    call's on_chat_model_start/stream/end, in astream_events v2's shape."""
+    given = {"goal": "Estimate the TAM of a budgeting app", "region": "Germany",
+             "currency": "EUR"}  # no bootstrap questions: the model decides first
+    parts = list(sdk.runs.stream(None, "acquisition", input=given, stream_mode="events"))
+    events = [p.data for p in parts if p.event == "events"]
+    assert {p.event for p in parts} == {"metadata", "events"}
+    names = [(e["event"], e["name"]) for e in events]
+    assert names[:2] == [("on_chain_start", "tick"), ("on_chain_end", "tick")]
+    started = next(e for e in events if e["event"] == "on_chain_start" and e["name"] == "decide")
+    assert started["metadata"]["langgraph_node"] == "decide" and started["data"] == {
+        "input": None}
+    model = [e for e in events if e["event"].startswith("on_chat_model")]
+    assert [e["event"] for e in model[:3]] == [
+        "on_chat_model_start", "on_chat_model_stream", "on_chat_model_end"]
+    assert model[0]["run_id"] == model[2]["run_id"] and started["run_id"] in (
+        model[0]["parent_ids"])
+    assert model[0]["data"]["input"]["messages"][0][0]["type"] in ("system", "human")
+    assert model[1]["data"]["chunk"]["type"] == "AIMessageChunk"
+    assert model[1]["data"]["chunk"]["content"] == model[2]["data"]["output"]["content"] != ""
+    ended = next(e for e in events if e["event"] == "on_chain_end" and e["name"] == "decide")
+    assert ended["data"]["output"]["decision_origin"] == "llm"
+
+
+def test_a_stream_whose_client_disconnects_cancels_its_run_on_disconnect_cancel(
+        lg_url, sdk_user):
+    with httpx.stream("POST", f"{lg_url}/runs/stream", timeout=30,
+                      headers={"x-api-key": api_token(sdk_user)},
+                      json={"assistant_id": "slow", "input": {"limit": 40},
+                            "stream_mode": ["updates"], "on_disconnect": "cancel"}) as response:
+        assert response.status_code == 200
+        run_id = response.headers["content-location"].rsplit("/", 1)[-1]
+        for line in response.iter_lines():
+            if line.startswith("event: updates"):
+                break  # one tick seen: the client goes away
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        run = Run.objects.get(id=run_id)
+        if run.is_finished:
+            break
+        time.sleep(0.2)
+    assert run.status == Run.Status.CANCELLED  # 40 ticks of 0.1 s would have succeeded
+    assert run.events.filter(kind=RunEvent.Kind.NODE_FINISHED).count() < 40
+
+
+def test_on_disconnect_takes_continue_or_cancel(lg_url, sdk_user):
+    response = httpx.post(f"{lg_url}/runs/stream", timeout=30,
+                          headers={"x-api-key": api_token(sdk_user)},
+                          json={"assistant_id": "nap", "on_disconnect": "stop"})
+    assert response.status_code == 422 and "on_disconnect" in response.text

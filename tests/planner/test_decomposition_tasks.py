@@ -162,7 +162,9 @@ def test_make_input_defaults() -> None:
     assert state["error_policy"] == "stop_on_first_error"
     assert (state["max_rounds"], state["max_depth"], state["breadth"]) == (8, 3, 2)
     assert state["ask_clarifications"] is False and state["inject_failure"] == "none"
-    assert set(state) == {f.name for f in INPUT_FIELDS}
+    assert set(state) == {f.name for f in INPUT_FIELDS} | {"messages"}
+    [goal] = state["messages"]  # the transcript opens with the goal
+    assert (goal["type"], goal["content"]) == ("human", DEFAULT_GOAL) and goal["id"]
 
 
 def test_make_input_converts_web_form_strings() -> None:
