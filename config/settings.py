@@ -404,8 +404,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # JSON only: DRF parses it from Django's body, bounded by DATA_UPLOAD_MAX_MEMORY_SIZE.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON only: DRF parses it from Django's body, bounded by DATA_UPLOAD_MAX_MEMORY_SIZE;
+    # every value is then bounded (finite numbers, 64-bit integers, depth; no NUL).
+    "DEFAULT_PARSER_CLASSES": ["dashboard.api.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

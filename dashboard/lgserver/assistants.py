@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from dashboard import lgapi
-from dashboard.lgserver import shapes
+from dashboard.lgserver import bodies, shapes
 from dashboard.lgserver.views import (
     LangGraphView,
     _dict,
@@ -70,7 +70,7 @@ class AssistantsView(LangGraphView):
 
     def post(self, request: Request) -> Response:
         require(request, "start_run", "creating an assistant")
-        data = body(request)
+        data = body(request, bodies.AssistantBody)
         if not data.get("graph_id"):
             raise exceptions.ValidationError({"graph_id": "required: the graph it runs"})
         row = lgapi.assistant_create(
@@ -93,7 +93,7 @@ class AssistantView(LangGraphView):
 
     def patch(self, request: Request, assistant_id: str) -> Response:
         require(request, "start_run", "updating an assistant")
-        data = body(request)
+        data = body(request, bodies.AssistantBody)
         row = lgapi.assistant_update(
             assistant=_row(assistant_id, "updated"), graph_id=_text(data, "graph_id"),
             name=_text(data, "name"), description=_text(data, "description"),
@@ -113,7 +113,7 @@ class AssistantVersionsView(LangGraphView):
     """``POST /assistants/<id>/versions``: its versions, newest first."""
 
     def post(self, request: Request, assistant_id: str) -> Response:
-        data = body(request)
+        data = body(request, bodies.SearchBody)
         resolved = resolve(assistant_id)
         if resolved.assistant is None:  # a graph's own: its one version
             return Response([{k: v for k, v in shapes.assistant(resolved.spec).items()
@@ -131,9 +131,7 @@ class AssistantLatestView(LangGraphView):
 
     def post(self, request: Request, assistant_id: str) -> Response:
         require(request, "start_run", "changing an assistant's version")
-        data = body(request)
-        if data.get("version") is None:
-            raise exceptions.ValidationError({"version": "required: the version to use"})
+        data = body(request, bodies.AssistantLatestBody)
         row = lgapi.assistant_set_latest(assistant=_row(assistant_id, "versioned"),
                                          version=data["version"])
         return Response(assistant_shape(row))
@@ -157,7 +155,7 @@ class AssistantSearchView(LangGraphView):
     graph, name (a substring) and metadata, sorted, paged."""
 
     def post(self, request: Request) -> Response:
-        data = body(request)
+        data = body(request, bodies.SearchBody)
         graph_id, name, metadata = _filters(data)
         sort_by = str(data.get("sort_by") or "created_at")
         order = str(data.get("sort_order") or "desc")
@@ -185,6 +183,6 @@ class AssistantCountView(LangGraphView):
     """``POST /assistants/count``: how many the same filters find."""
 
     def post(self, request: Request) -> Response:
-        graph_id, name, metadata = _filters(body(request))
+        graph_id, name, metadata = _filters(body(request, bodies.SearchBody))
         rows = lgapi.assistant_rows(graph_id=graph_id, name=name, metadata=metadata).count()
         return Response(rows + sum(_own(s, graph_id, name, metadata) for s in all_graphs()))

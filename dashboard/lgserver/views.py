@@ -26,12 +26,13 @@ from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from dashboard import lgapi, services
 from dashboard.api.exceptions import exception_handler as api_exception_handler
 from dashboard.checkpoints import compiled
-from dashboard.lgserver import refusals, search, shapes, stream
+from dashboard.lgserver import bodies, refusals, search, shapes, stream
 from dashboard.lgserver.auth import ApiKeyAuthentication
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import Run, Thread
@@ -93,16 +94,15 @@ def require(request: Request, perm: str, what: str) -> None:
             f"{what} needs the 'dashboard.{perm}' permission; ask an administrator to grant it")
 
 
-def body(request: Request) -> dict[str, Any]:
-    """The JSON object sent (``{}`` for none); 422 for anything else, or for a number
-    the checkpointer cannot store."""
+def body(request: Request, shape: type[Serializer] | None = None) -> dict[str, Any]:
+    """The JSON object sent (``{}`` for none), bounded by the one JSON parser
+    (:mod:`dashboard.api.parsers`) and, with ``shape``, checked and converted by that
+    declared shape (:mod:`~dashboard.lgserver.bodies`); 422 naming the bad field."""
     data = request.data if request.data not in (None, "") else {}
     if not isinstance(data, dict):
         raise exceptions.ValidationError({"body": "send a JSON object"})
-    if where := refusals.oversized_int(data):
-        raise exceptions.ValidationError({where: (
-            f"{where} holds an integer beyond 64 bits, which checkpoints cannot store; "
-            "send it as a string")})
+    if shape is not None:
+        data = bodies.parse(data, shape)
     if "webhook" in data and data["webhook"] is not None:
         raise exceptions.ValidationError({"webhook": (
             "webhooks are not served by Planwatch; follow the run with runs.join or "
@@ -170,7 +170,7 @@ def _dict(data: dict[str, Any], key: str) -> dict[str, Any]:
 def _limit(data: Any, default: int = 10) -> int:
     try:
         return max(1, min(int(data.get("limit") or default), 1000))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise exceptions.ValidationError({"limit": "a whole number from 1 to 1000"}) from None
 
 
@@ -246,7 +246,7 @@ class ThreadsView(LangGraphView):
 
     def post(self, request: Request) -> Response:
         require(request, "start_run", "creating a thread")
-        data = body(request)
+        data = body(request, bodies.ThreadBody)
         metadata = _dict(data, "metadata")
         wanted = data.get("thread_id")
         if wanted:
@@ -304,7 +304,8 @@ class ThreadView(LangGraphView):
     def patch(self, request: Request, thread_id: str) -> Response:
         require(request, "start_run", "changing a thread's metadata")
         thread = services.thread_update(thread=thread_of(thread_id),
-                                        metadata=_dict(body(request), "metadata"))
+                                        metadata=_dict(body(request, bodies.ThreadBody),
+                                                       "metadata"))
         return Response(shapes.thread(thread))
 
     def delete(self, request: Request, thread_id: str) -> Response:
