@@ -434,6 +434,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # a run's and a thread's statuses are both called "status": name the run's set
     "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "dashboard.models.Run.Status"},
+    # /langgraph/ has its own document (dashboard/lgserver/openapi.py)
+    "PREPROCESSING_HOOKS": ["dashboard.lgserver.openapi.without_langgraph"],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "dashboard.api.schema.add_error_responses",

@@ -68,9 +68,11 @@ def _row(assistant_id: str, doing: str) -> Assistant:
 class AssistantsView(LangGraphView):
     """``POST /assistants``: a new assistant of a graph (``if_exists``)."""
 
+    request_shapes = {"post": bodies.AssistantBody}
+
     def post(self, request: Request) -> Response:
         require(request, "start_run", "creating an assistant")
-        data = body(request, bodies.AssistantBody)
+        data = body(request)
         if not data.get("graph_id"):
             raise exceptions.ValidationError({"graph_id": "required: the graph it runs"})
         row = lgapi.assistant_create(
@@ -85,6 +87,8 @@ class AssistantsView(LangGraphView):
 class AssistantView(LangGraphView):
     """``GET``, ``PATCH`` (a new version) and ``DELETE /assistants/<id>``."""
 
+    request_shapes = {"patch": bodies.AssistantBody}
+
     def get(self, request: Request, assistant_id: str) -> Response:
         resolved = resolve(assistant_id)
         if resolved.assistant is None:
@@ -93,7 +97,7 @@ class AssistantView(LangGraphView):
 
     def patch(self, request: Request, assistant_id: str) -> Response:
         require(request, "start_run", "updating an assistant")
-        data = body(request, bodies.AssistantBody)
+        data = body(request)
         row = lgapi.assistant_update(
             assistant=_row(assistant_id, "updated"), graph_id=_text(data, "graph_id"),
             name=_text(data, "name"), description=_text(data, "description"),
@@ -112,8 +116,10 @@ class AssistantView(LangGraphView):
 class AssistantVersionsView(LangGraphView):
     """``POST /assistants/<id>/versions``: its versions, newest first."""
 
+    request_shapes = {"post": bodies.SearchBody}
+
     def post(self, request: Request, assistant_id: str) -> Response:
-        data = body(request, bodies.SearchBody)
+        data = body(request)
         resolved = resolve(assistant_id)
         if resolved.assistant is None:  # a graph's own: its one version
             return Response([{k: v for k, v in shapes.assistant(resolved.spec).items()
@@ -129,9 +135,11 @@ class AssistantVersionsView(LangGraphView):
 class AssistantLatestView(LangGraphView):
     """``POST /assistants/<id>/latest``: point it at one of its versions."""
 
+    request_shapes = {"post": bodies.AssistantLatestBody}
+
     def post(self, request: Request, assistant_id: str) -> Response:
         require(request, "start_run", "changing an assistant's version")
-        data = body(request, bodies.AssistantLatestBody)
+        data = body(request)
         row = lgapi.assistant_set_latest(assistant=_row(assistant_id, "versioned"),
                                          version=data["version"])
         return Response(assistant_shape(row))
@@ -154,8 +162,10 @@ class AssistantSearchView(LangGraphView):
     """``POST /assistants/search``: created assistants and the graphs' own, filtered by
     graph, name (a substring) and metadata, sorted, paged."""
 
+    request_shapes = {"post": bodies.AssistantSearchBody}
+
     def post(self, request: Request) -> Response:
-        data = body(request, bodies.SearchBody)
+        data = body(request)
         graph_id, name, metadata = _filters(data)
         sort_by = str(data.get("sort_by") or "created_at")
         order = str(data.get("sort_order") or "desc")
@@ -182,7 +192,9 @@ class AssistantSearchView(LangGraphView):
 class AssistantCountView(LangGraphView):
     """``POST /assistants/count``: how many the same filters find."""
 
+    request_shapes = {"post": bodies.AssistantSearchBody}
+
     def post(self, request: Request) -> Response:
-        graph_id, name, metadata = _filters(body(request, bodies.SearchBody))
+        graph_id, name, metadata = _filters(body(request))
         rows = lgapi.assistant_rows(graph_id=graph_id, name=name, metadata=metadata).count()
         return Response(rows + sum(_own(s, graph_id, name, metadata) for s in all_graphs()))

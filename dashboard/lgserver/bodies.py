@@ -40,7 +40,8 @@ FILTER_KEY = re.compile(r"^[A-Za-z0-9_.-]+$")
 class JSONObjectField(serializers.JSONField):
     """A JSON object (``{}`` or more); null when ``allow_null``."""
 
-    default_error_messages = {"not_object": "send a JSON object such as {\"key\": \"value\"}"}
+    # DRF formats its messages: braces doubled
+    default_error_messages = {"not_object": 'send a JSON object such as {{"key": "value"}}'}
 
     def to_internal_value(self, data: Any) -> Any:
         """The object as sent; refused unless it is one."""
@@ -49,14 +50,38 @@ class JSONObjectField(serializers.JSONField):
         return super().to_internal_value(data)
 
 
-def _metadata(**kwargs: Any) -> JSONObjectField:
+def _object(**kwargs: Any) -> JSONObjectField:
     return JSONObjectField(required=False, allow_null=True, **kwargs)
+
+
+def _any(**kwargs: Any) -> serializers.JSONField:
+    """Any JSON value: the view says what it takes (its own 422 names the way out)."""
+    return serializers.JSONField(required=False, allow_null=True, **kwargs)
+
+
+def _text(max_length: int | None = None, **kwargs: Any) -> serializers.CharField:
+    """A string as sent (blank allowed, never trimmed), at most ``max_length`` long."""
+    return serializers.CharField(required=False, allow_null=True, allow_blank=True,
+                                 trim_whitespace=False, max_length=max_length, **kwargs)
+
+
+def _whole(**kwargs: Any) -> serializers.IntegerField:
+    return serializers.IntegerField(required=False, allow_null=True, **kwargs)
+
+
+class Page(serializers.Serializer):
+    """A list's page: ``limit`` (1 to 1000; past it, 1000) and ``offset``."""
+
+    limit = _whole(help_text="At most this many (1 to 1000).")
+    offset = _whole(help_text="Skip this many (up to PLANWATCH_MAX_SEARCH_OFFSET).")
 
 
 class ThreadBody(serializers.Serializer):
     """``POST /threads``, ``PATCH /threads/<id>``: the thread's metadata."""
 
-    metadata = _metadata()
+    thread_id = _text(100, help_text="A UUID for the new thread (POST).")
+    if_exists = _text(20, help_text="raise (409) or do_nothing (POST).")
+    metadata = _object()
 
     def validate_metadata(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
         """``graph_id`` names the thread's graph: a string that fits its column."""
@@ -68,17 +93,66 @@ class ThreadBody(serializers.Serializer):
         return value
 
 
+class ThreadSearchBody(Page):
+    """``POST /threads/search``."""
+
+    metadata = _object()
+    ids = _any(help_text="Thread UUIDs.")
+    status = _text(20)
+    sort_by = _text(20)
+    sort_order = _text(4)
+
+
+class HistoryBody(Page):
+    """``POST /threads/<id>/history``."""
+
+    before = _any(help_text="A checkpoint id, or a checkpoint object.")
+    checkpoint = _any()
+
+
+class StateBody(serializers.Serializer):
+    """``POST /threads/<id>/state`` (an update) and ``…/state/checkpoint`` (a read)."""
+
+    values = _any()
+    as_node = _any()
+    checkpoint_id = _any()
+    checkpoint = _any()
+    subgraphs = _any()
+
+
+class RunBody(serializers.Serializer):
+    """A run request (``POST /threads/<id>/runs`` and its stream and wait, the stateless
+    ones, and what a cron keeps)."""
+
+    assistant_id = _text(200, help_text="A graph's name or an assistant's UUID.")
+    input = _any()
+    command = _object()
+    config = _object()
+    context = _object()  # type: ignore[assignment]  # a field, popped by the metaclass
+    metadata = _object()
+    checkpoint_id = _text(100)
+    checkpoint = _any()
+    interrupt_before = _any()
+    interrupt_after = _any()
+    multitask_strategy = _text(20)
+    stream_mode = _any()
+    stream_subgraphs = _any()
+    if_not_exists = _text(20)
+    on_completion = _text(20)
+    webhook = _any()
+
+
 class AssistantBody(serializers.Serializer):
     """``POST /assistants`` and ``PATCH /assistants/<id>``."""
 
-    graph_id = serializers.CharField(max_length=GRAPH_ID_MAX, required=False, allow_null=True)
-    name = serializers.CharField(max_length=NAME_MAX, required=False, allow_blank=True,
-                                 allow_null=True)
-    description = serializers.CharField(required=False, allow_blank=True, allow_null=True,
-                                        trim_whitespace=False)
-    config = _metadata()
-    context = _metadata()  # type: ignore[assignment]  # a field, popped by the metaclass
-    metadata = _metadata()
+    assistant_id = _text(100)
+    graph_id = _text(GRAPH_ID_MAX)
+    name = _text(NAME_MAX)
+    description = _text()
+    config = _object()
+    context = _object()  # type: ignore[assignment]  # a field, popped by the metaclass
+    metadata = _object()
+    if_exists = _text(20)
 
 
 class AssistantLatestBody(serializers.Serializer):
@@ -90,17 +164,35 @@ class AssistantLatestBody(serializers.Serializer):
                                    "with POST /assistants/<id>/versions"})
 
 
-class SearchBody(serializers.Serializer):
-    """A search's metadata filter (assistants, their versions, crons, threads)."""
+class SearchBody(Page):
+    """A search's metadata filter (an assistant's versions)."""
 
-    metadata = _metadata()
+    metadata = _object()
 
 
-class CronBody(serializers.Serializer):
-    """``POST /runs/crons``, ``POST /threads/<id>/runs/crons``, ``PATCH /runs/crons/<id>``.
+class AssistantSearchBody(SearchBody):
+    """``POST /assistants/search`` and ``/assistants/count``."""
 
-    Whether a schedule fires at all is the cron service's to say; here it must fit its
-    column."""
+    graph_id = _text(GRAPH_ID_MAX)
+    name = _text(NAME_MAX)
+    sort_by = _text(20)
+    sort_order = _text(4)
+
+
+class CronSearchBody(SearchBody):
+    """``POST /runs/crons/search`` and ``/runs/crons/count``."""
+
+    assistant_id = _text(100)
+    thread_id = _text(100)
+    enabled = _any()
+    sort_by = _text(20)
+    sort_order = _text(4)
+
+
+class CronBody(RunBody):
+    """``POST /runs/crons``, ``POST /threads/<id>/runs/crons``, ``PATCH /runs/crons/<id>``:
+    a run request and when to start it. Whether a schedule ever fires is the cron service's
+    to say; here it must fit its column."""
 
     schedule = serializers.CharField(
         max_length=SCHEDULE_MAX, required=False, trim_whitespace=False,
@@ -111,12 +203,20 @@ class CronBody(serializers.Serializer):
         error_messages={"invalid": "an ISO 8601 date and time such as "
                                    "'2026-12-31T23:00:00Z' (a real date, hour and offset)",
                         "overflow": "a date and time between the years 1 and 9999"})
-    metadata = _metadata()
+    enabled = _any()
 
 
-class StorePutBody(serializers.Serializer):
-    """``PUT /store/items``: an item's ``ttl`` in minutes, bounded."""
+class StoreItemBody(serializers.Serializer):
+    """``DELETE /store/items``: which item."""
 
+    namespace = _any(help_text='Labels, such as ["memories", "ann"].')
+    key = _any()
+
+
+class StorePutBody(StoreItemBody):
+    """``PUT /store/items``: an item, its ``ttl`` in minutes bounded."""
+
+    value = _any()
     ttl = serializers.FloatField(
         required=False, allow_null=True, min_value=TTL_MIN_MINUTES, max_value=TTL_MAX_MINUTES,
         error_messages={
@@ -127,10 +227,13 @@ class StorePutBody(serializers.Serializer):
             "invalid": "minutes until it expires (a number), or null to keep it"})
 
 
-class StoreSearchBody(serializers.Serializer):
+class StoreSearchBody(Page):
     """``POST /store/items/search``: a filter of value fields and LangGraph's operators."""
 
-    filter = _metadata()
+    namespace_prefix = _any()
+    filter = _object()
+    query = _any()
+    refresh_ttl = _any()
 
     def validate_filter(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
         """Keys are value fields; an object value holds only LangGraph's operators."""
@@ -146,6 +249,14 @@ class StoreSearchBody(serializers.Serializer):
                         f"operator; use one of {', '.join(STORE_OPERATORS)}, or a plain "
                         "value to match it exactly")})
         return value
+
+
+class StoreNamespacesBody(Page):
+    """``POST /store/namespaces``."""
+
+    prefix = _any()
+    suffix = _any()
+    max_depth = _any()
 
 
 def parse(data: dict[str, Any], shape: type[serializers.Serializer]) -> dict[str, Any]:

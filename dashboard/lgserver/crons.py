@@ -64,7 +64,7 @@ def _payload(request: Request, data: dict[str, Any]) -> dict[str, Any]:
 
 def _create(request: Request, thread_id: str | None) -> Response:
     require(request, "start_run", "scheduling runs")
-    data = body(request, bodies.CronBody)
+    data = body(request)
     if "schedule" not in data:
         raise exceptions.ValidationError({"schedule": "required: a cron expression"})
     thread = thread_of(thread_id) if thread_id else None
@@ -89,12 +89,16 @@ def cron_of(cron_id: str) -> Cron:
 class CronsView(LangGraphView):
     """``POST /runs/crons``: a cron whose runs each get a new thread."""
 
+    request_shapes = {"post": bodies.CronBody}
+
     def post(self, request: Request) -> Response:
         return _create(request, None)
 
 
 class ThreadCronsView(LangGraphView):
     """``POST /threads/<id>/runs/crons``: a cron whose runs go on the thread."""
+
+    request_shapes = {"post": bodies.CronBody}
 
     def post(self, request: Request, thread_id: str) -> Response:
         return _create(request, thread_id)
@@ -103,10 +107,12 @@ class ThreadCronsView(LangGraphView):
 class CronView(LangGraphView):
     """``PATCH`` and ``DELETE /runs/crons/<id>``."""
 
+    request_shapes = {"patch": bodies.CronBody}
+
     def patch(self, request: Request, cron_id: str) -> Response:
         require(request, "start_run", "changing a scheduled run")
         cron = cron_of(cron_id)
-        data = body(request, bodies.CronBody)
+        data = body(request)
         payload = {k: data[k] for k in crons.REQUEST_FIELDS if data.get(k) is not None}
         if payload:
             run_request(request, {"assistant_id": cron.assistant_id, **payload})
@@ -137,8 +143,10 @@ def _filtered(data: dict[str, Any]) -> Any:
 class CronSearchView(LangGraphView):
     """``POST /runs/crons/search``: by assistant, thread, enabled, metadata; sorted, paged."""
 
+    request_shapes = {"post": bodies.CronSearchBody}
+
     def post(self, request: Request) -> Response:
-        data = body(request, bodies.SearchBody)
+        data = body(request)
         sort_by = str(data.get("sort_by") or "created_at")
         order = str(data.get("sort_order") or "desc")
         if sort_by not in SORTABLE:
@@ -155,5 +163,7 @@ class CronSearchView(LangGraphView):
 class CronCountView(LangGraphView):
     """``POST /runs/crons/count``."""
 
+    request_shapes = {"post": bodies.CronSearchBody}
+
     def post(self, request: Request) -> Response:
-        return Response(_filtered(body(request, bodies.SearchBody)).count())
+        return Response(_filtered(body(request)).count())

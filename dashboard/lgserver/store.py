@@ -50,9 +50,11 @@ def _flag(value: Any) -> bool | None:
 class StoreItemsView(LangGraphView):
     """``PUT``, ``GET`` and ``DELETE /store/items``."""
 
+    request_shapes = {"put": bodies.StorePutBody, "delete": bodies.StoreItemBody}
+
     def put(self, request: Request) -> Response:
         require(request, "start_run", "writing to the store")
-        data = body(request, bodies.StorePutBody)
+        data = body(request)
         value = data.get("value")
         if not isinstance(value, dict):
             raise exceptions.ValidationError({"value": "a JSON object"})
@@ -80,8 +82,10 @@ class StoreItemsView(LangGraphView):
 class StoreSearchView(LangGraphView):
     """``POST /store/items/search``: items under a namespace prefix, by value filter."""
 
+    request_shapes = {"post": bodies.StoreSearchBody}
+
     def post(self, request: Request) -> Response:
-        data = body(request, bodies.StoreSearchBody)
+        data = body(request)
         found = data.get("filter")
         query = data.get("query")
         if query is not None and not isinstance(query, str):
@@ -96,6 +100,8 @@ class StoreSearchView(LangGraphView):
 
 class StoreNamespacesView(LangGraphView):
     """``POST /store/namespaces``: the namespaces holding items."""
+
+    request_shapes = {"post": bodies.StoreNamespacesBody}
 
     def post(self, request: Request) -> Response:
         data = body(request)

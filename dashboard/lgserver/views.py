@@ -34,6 +34,7 @@ from dashboard.api.exceptions import exception_handler as api_exception_handler
 from dashboard.checkpoints import compiled
 from dashboard.lgserver import bodies, refusals, search, shapes, stream
 from dashboard.lgserver.auth import ApiKeyAuthentication
+from dashboard.lgserver.openapi import LangGraphSchema
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import Run, Thread
 from dashboard.services import RunStateError, ServiceError
@@ -68,7 +69,11 @@ class LangGraphView(APIView):
 
     authentication_classes = [ApiKeyAuthentication, *APIView.authentication_classes]
     renderer_classes = [JSONRenderer, EventStreamRenderer]
-    schema = None  # LangGraph's API follows its own spec, not Planwatch's /api/schema/
+    # its own document, /langgraph/openapi.json, not Planwatch's /api/schema/
+    schema = LangGraphSchema()
+    request_shapes: dict[str, type[Serializer]] = {}
+    """The declared shape of each method's body (``{"post": bodies.RunBody}``): what
+    :func:`body` parses it with and what the OpenAPI document says it takes."""
 
     def get_exception_handler(self) -> Callable[..., Response | None]:
         return lg_exception_handler
@@ -94,13 +99,16 @@ def require(request: Request, perm: str, what: str) -> None:
             f"{what} needs the 'dashboard.{perm}' permission; ask an administrator to grant it")
 
 
-def body(request: Request, shape: type[Serializer] | None = None) -> dict[str, Any]:
+def body(request: Request) -> dict[str, Any]:
     """The JSON object sent (``{}`` for none), bounded by the one JSON parser
-    (:mod:`dashboard.api.parsers`) and, with ``shape``, checked and converted by that
-    declared shape (:mod:`~dashboard.lgserver.bodies`); 422 naming the bad field."""
+    (:mod:`dashboard.api.parsers`), then checked and converted by the shape its view
+    declares for the method (``request_shapes``, :mod:`~dashboard.lgserver.bodies`);
+    422 naming the bad field."""
     data = request.data if request.data not in (None, "") else {}
     if not isinstance(data, dict):
         raise exceptions.ValidationError({"body": "send a JSON object"})
+    view = (request.parser_context or {}).get("view")
+    shape = getattr(view, "request_shapes", {}).get(str(request.method).lower())
     if shape is not None:
         data = bodies.parse(data, shape)
     if "webhook" in data and data["webhook"] is not None:
@@ -244,9 +252,11 @@ def _schema(make: Callable[[], Any]) -> Any:
 class ThreadsView(LangGraphView):
     """``POST /threads``: a new thread (``if_exists``: raise, or do_nothing)."""
 
+    request_shapes = {"post": bodies.ThreadBody}
+
     def post(self, request: Request) -> Response:
         require(request, "start_run", "creating a thread")
-        data = body(request, bodies.ThreadBody)
+        data = body(request)
         metadata = _dict(data, "metadata")
         wanted = data.get("thread_id")
         if wanted:
@@ -271,6 +281,8 @@ class ThreadsView(LangGraphView):
 
 class ThreadSearchView(LangGraphView):
     """``POST /threads/search``: by metadata, status, ids; newest first; paged in SQL."""
+
+    request_shapes = {"post": bodies.ThreadSearchBody}
 
     def post(self, request: Request) -> Response:
         data = body(request)
@@ -298,13 +310,15 @@ class ThreadSearchView(LangGraphView):
 class ThreadView(LangGraphView):
     """``GET``, ``PATCH`` (metadata) and ``DELETE`` ``/threads/<id>``."""
 
+    request_shapes = {"patch": bodies.ThreadBody}
+
     def get(self, request: Request, thread_id: str) -> Response:
         return Response(shapes.thread(thread_of(thread_id)))
 
     def patch(self, request: Request, thread_id: str) -> Response:
         require(request, "start_run", "changing a thread's metadata")
         thread = services.thread_update(thread=thread_of(thread_id),
-                                        metadata=_dict(body(request, bodies.ThreadBody),
+                                        metadata=_dict(body(request),
                                                        "metadata"))
         return Response(shapes.thread(thread))
 
@@ -316,6 +330,8 @@ class ThreadView(LangGraphView):
 
 class ThreadHistoryView(LangGraphView):
     """``GET`` or ``POST /threads/<id>/history``: past states, newest first."""
+
+    request_shapes = {"post": bodies.HistoryBody}
 
     def get(self, request: Request, thread_id: str) -> Response:
         return self._history(thread_id, request.query_params)
@@ -458,6 +474,8 @@ def location_of(run: Run) -> dict[str, str]:
 class RunsView(LangGraphView):
     """``GET /threads/<id>/runs`` lists; ``POST`` starts a background run."""
 
+    request_shapes = {"post": bodies.RunBody}
+
     def get(self, request: Request, thread_id: str) -> Response:
         thread = thread_of(thread_id)
         runs = thread.runs.with_unsettled().order_by("-created_at", "-id")
@@ -477,6 +495,8 @@ class RunsView(LangGraphView):
 
 class RunStreamView(LangGraphView):
     """``POST /threads/<id>/runs/stream`` (or ``/runs/stream``): start and stream it."""
+
+    request_shapes = {"post": bodies.RunBody}
 
     def post(self, request: Request, thread_id: str | None = None) -> StreamingHttpResponse:
         with stream_slot(request) as slot:
@@ -545,6 +565,8 @@ async def _json_when_stopped(run_id: uuid.UUID) -> AsyncIterator[bytes]:
 class RunWaitView(LangGraphView):
     """``POST /threads/<id>/runs/wait`` (or ``/runs/wait``): start it, answer when it stops."""
 
+    request_shapes = {"post": bodies.RunBody}
+
     def post(self, request: Request, thread_id: str | None = None) -> StreamingHttpResponse:
         with stream_slot(request) as slot:
             run, _, _ = create_run(request, thread_id)
@@ -600,6 +622,8 @@ class RunJoinStreamView(LangGraphView):
 
 class NotServedView(LangGraphView):
     """Anything else under ``/langgraph/``: 404 saying what is served."""
+
+    schema = None  # type: ignore[assignment]  # not an operation of the document
 
     def _answer(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return Response({"detail": f"{request.path} is not served by Planwatch; it serves "

@@ -97,6 +97,7 @@ REFUSED = [
     ("post", "/langgraph/assistants/{assistant}/latest", '{"version": 1e300}', "version"),
     ("post", "/langgraph/threads", json.dumps({"metadata": {"graph_id": "g" * 101}}),
      "metadata.graph_id"),
+    ("post", "/langgraph/runs", '{"assistant_id": "acquisition", "context": ["x"]}', "context"),
 ]
 
 
