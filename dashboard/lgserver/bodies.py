@@ -13,6 +13,8 @@ import re
 from datetime import UTC
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from dashboard.models import Assistant, Cron, Thread
@@ -37,6 +39,7 @@ FILTER_KEY = re.compile(r"^[A-Za-z0-9_.-]+$")
 """A store filter key, as LangGraph's SQLite store takes it (on every database alike)."""
 
 
+@extend_schema_field(OpenApiTypes.OBJECT)
 class JSONObjectField(serializers.JSONField):
     """A JSON object (``{}`` or more); null when ``allow_null``."""
 
