@@ -18,7 +18,7 @@ from django.test import Client
 from dashboard.models import Assistant, AssistantVersion, Cron, Run, StoreItem, Thread
 from tests.conftest import api_token
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]  # 1e400 and long names broke PostgreSQL first
 
 INF = "1e400"  # valid JSON; Python's json reads it as float("inf")
 LONG_SCHEDULE = ",".join(str(m) for m in range(60)) + " * * * *"  # valid, 175 characters
