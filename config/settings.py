@@ -407,8 +407,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # JSON only: DRF parses it from Django's body, bounded by DATA_UPLOAD_MAX_MEMORY_SIZE.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON only: DRF parses it from Django's body, bounded by DATA_UPLOAD_MAX_MEMORY_SIZE;
+    # every value is then bounded (finite numbers, 64-bit integers, depth; no NUL).
+    "DEFAULT_PARSER_CLASSES": ["dashboard.api.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
@@ -436,6 +437,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # a run's and a thread's statuses are both called "status": name the run's set
     "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "dashboard.models.Run.Status"},
+    # /langgraph/ has its own document (dashboard/lgserver/openapi.py)
+    "PREPROCESSING_HOOKS": ["dashboard.lgserver.openapi.without_langgraph"],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "dashboard.api.schema.add_error_responses",

@@ -9,11 +9,13 @@ registry's and cannot be changed; assistants a client creates are rows with a UU
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Max, Model, Q, QuerySet
+from django.db.models.fields.json import KeyTransform
 
 from dashboard.models import Assistant, AssistantVersion, Cron, Run, Thread
 from dashboard.runs.stores import open_store
@@ -76,6 +78,17 @@ def _graph(graph_id: Any) -> GraphSpec:
 # -- selectors --------------------------------------------------------------------------
 
 
+def metadata_match[M: Model](rows: QuerySet[M], metadata: Mapping[str, Any] | None
+                             ) -> QuerySet[M]:
+    """``rows`` whose ``metadata`` holds each key with exactly that JSON value: a key is a
+    key, never an ORM lookup (``x__in`` is the key "x__in", ``x__regex`` no regex)."""
+    for i, (key, value) in enumerate((metadata or {}).items()):
+        name = f"_meta_{i}"
+        rows = rows.annotate(**{name: KeyTransform(str(key), "metadata")}).filter(
+            **{name: value})
+    return rows
+
+
 def assistant_resolve(*, assistant_id: Any) -> Resolved:
     """The graph and assistant an id names (a graph's name is its own assistant)."""
     wanted = _uuid(assistant_id)
@@ -98,18 +111,13 @@ def assistant_rows(*, graph_id: str = "", name: str = "",
         rows = rows.filter(graph=graph_id)
     if name:
         rows = rows.filter(name__icontains=name)
-    for key, value in (metadata or {}).items():
-        rows = rows.filter(**{f"metadata__{key}": value})
-    return rows
+    return metadata_match(rows, metadata)
 
 
 def assistant_versions(*, assistant: Assistant, metadata: dict[str, Any] | None = None
                        ) -> QuerySet[AssistantVersion]:
     """An assistant's versions, newest first (filtered by metadata)."""
-    versions = assistant.versions.all()
-    for key, value in (metadata or {}).items():
-        versions = versions.filter(**{f"metadata__{key}": value})
-    return versions.order_by("-version")
+    return metadata_match(assistant.versions.all(), metadata).order_by("-version")
 
 
 def threads_of_assistant(assistant: Assistant) -> QuerySet[Thread]:

@@ -1,28 +1,36 @@
-"""Schema-driven fuzzing: schemathesis reads /api/schema/ and calls every operation in-process.
+"""Schema-driven fuzzing: schemathesis reads /api/schema/ and /langgraph/openapi.json and
+calls every operation in-process.
 
-No response may be a 5xx or disagree with the schema (status code, content type, body), for
-schema-valid (positive) and schema-violating (negative) requests alike. Examples are bounded
-and derandomized, so a pass takes seconds and a failure reproduces.
+No /api/ response may be a 5xx or disagree with the schema (status code, content type,
+body), for schema-valid (positive) and schema-violating (negative) requests alike; no
+/langgraph/ response may be a 5xx (its answers are LangGraph's shapes, which its document
+does not describe). Examples are bounded and derandomized, so a pass takes seconds and a
+failure reproduces.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
 import schemathesis
+from django.contrib.auth.models import Permission
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from dashboard import crons, lgapi, services
 from dashboard.models import Interrupt, Run, RunEvent
 from tests.conftest import api_token
 
 MAX_EXAMPLES = 10
+LANGGRAPH_EXAMPLES = 5
 # Operations without a parameter or body a request could break: nothing negative to send.
 NOTHING_TO_NEGATE = {"GET /api/graphs/", "GET /api/graphs/{id}/"}
 
@@ -54,16 +62,21 @@ def api_schema(db, operator):
 
 
 def fuzz(operation, mode: GenerationMode, auth: dict[str, str],
-         path_parameters: dict[str, object] | None = None) -> None:
-    """Call ``operation`` with bounded generated requests; raise what schemathesis finds."""
+         path_parameters: dict[str, object] | None = None, *, examples: int = MAX_EXAMPLES,
+         checks: list | None = None) -> None:
+    """Call ``operation`` with bounded generated requests; raise what schemathesis finds
+    (every check but ``positive_data_acceptance``, or only ``checks``)."""
 
     @given(case=operation.as_strategy(generation_mode=mode, path_parameters=path_parameters))
-    @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
+    @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     def call(case):
         # Schema-valid data may still be refused: a graph's input, and whether a run or an
         # interrupt exists or may change, are checked by the services, not by the schema.
-        case.call_and_validate(headers=auth, excluded_checks=[positive_data_acceptance])
+        if checks is not None:
+            case.call_and_validate(headers=auth, checks=checks)
+        else:
+            case.call_and_validate(headers=auth, excluded_checks=[positive_data_acceptance])
 
     call()
 
@@ -92,3 +105,59 @@ def test_every_operation_conforms_to_the_schema(api_schema, mode):
                 failures.append(f"{operation.label} {path_parameters or ''}: {exc}")
     assert not failures, "\n\n".join(failures)
     assert unsatisfiable == (NOTHING_TO_NEGATE if mode == GenerationMode.NEGATIVE else set())
+
+
+# Waiting for a run to stop (its stream, its answer): a run these requests start never
+# executes here. Their bodies are the run request of POST /threads/{thread_id}/runs.
+WAITS = {"POST /langgraph/runs/stream", "POST /langgraph/runs/wait",
+         "POST /langgraph/threads/{thread_id}/runs/stream",
+         "POST /langgraph/threads/{thread_id}/runs/wait",
+         "GET /langgraph/threads/{thread_id}/runs/{run_id}/join",
+         "GET /langgraph/threads/{thread_id}/runs/{run_id}/stream"}
+
+
+@pytest.fixture
+def langgraph_schema(transactional_db, executor, django_user_model):
+    """/langgraph/'s document (read with a token), the token, and ids of what exists: a
+    thread with a run, an assistant, a cron. The store writes on a connection of its own,
+    so the test's writes are committed (``transactional_db``)."""
+    user = django_user_model.objects.create_user(username="fuzz", password="pw-fuzz-12345")
+    user.user_permissions.set(Permission.objects.filter(codename__in=[
+        "start_run", "cancel_run", "answer_interrupt", "debug_run", "fork_run",
+        "delete_run"]))
+    thread = services.thread_create(user=user, graph="acquisition")
+    run = Run.objects.create(graph="acquisition", thread_id=f"{uuid.uuid4()}:planner",
+                             status=Run.Status.SUCCEEDED, created_by=user, conversation=thread)
+    assistant = lgapi.assistant_create(graph_id="acquisition", user=user)
+    cron = crons.cron_create(assistant_id="acquisition", schedule="0 3 * * *", user=user,
+                             thread=None, payload={})
+    known = {"thread_id": str(thread.id), "run_id": str(run.id),
+             "assistant_id": str(assistant.id), "cron_id": str(cron.id),
+             "checkpoint_id": "1", "namespace": "x"}
+    auth = {"x-api-key": api_token(user)}
+    yield schemathesis.openapi.from_wsgi("/langgraph/openapi.json", get_wsgi_application(),
+                                         headers=auth), auth, known
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+def test_no_langgraph_request_is_a_server_error(langgraph_schema, mode):
+    schema, auth, known = langgraph_schema
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) == 46  # every method of every path, so none is skipped silently
+    failures: list[str] = []
+    # deletes last: the thread, assistant and cron they are aimed at serve the others first
+    for operation in sorted(operations, key=lambda o: o.method.upper() == "DELETE"):
+        # with its ids fixed, a request without a body has nothing negative to send
+        if operation.label in WAITS or (mode == GenerationMode.NEGATIVE
+                                        and not len(operation.body)):
+            continue
+        path_parameters = {name: known[name] for name in re.findall(r"{(\w+)}", operation.path)}
+        try:
+            fuzz(operation, mode, auth, path_parameters or None, examples=LANGGRAPH_EXAMPLES,
+                 checks=[not_a_server_error])
+        except Unsatisfiable:
+            if mode != GenerationMode.NEGATIVE:  # a negative one may have nothing to break
+                failures.append(f"{operation.label}: unsatisfiable")
+        except Exception as exc:
+            failures.append(f"{operation.label} {path_parameters or ''}: {exc}")
+    assert not failures, "\n\n".join(failures)

@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from dashboard import lgapi
-from dashboard.lgserver import shapes
+from dashboard.lgserver import bodies, shapes
 from dashboard.lgserver.views import (
     LangGraphView,
     _dict,
@@ -68,6 +68,8 @@ def _row(assistant_id: str, doing: str) -> Assistant:
 class AssistantsView(LangGraphView):
     """``POST /assistants``: a new assistant of a graph (``if_exists``)."""
 
+    request_shapes = {"post": bodies.AssistantBody}
+
     def post(self, request: Request) -> Response:
         require(request, "start_run", "creating an assistant")
         data = body(request)
@@ -84,6 +86,8 @@ class AssistantsView(LangGraphView):
 
 class AssistantView(LangGraphView):
     """``GET``, ``PATCH`` (a new version) and ``DELETE /assistants/<id>``."""
+
+    request_shapes = {"patch": bodies.AssistantBody}
 
     def get(self, request: Request, assistant_id: str) -> Response:
         resolved = resolve(assistant_id)
@@ -112,6 +116,8 @@ class AssistantView(LangGraphView):
 class AssistantVersionsView(LangGraphView):
     """``POST /assistants/<id>/versions``: its versions, newest first."""
 
+    request_shapes = {"post": bodies.SearchBody}
+
     def post(self, request: Request, assistant_id: str) -> Response:
         data = body(request)
         resolved = resolve(assistant_id)
@@ -129,11 +135,11 @@ class AssistantVersionsView(LangGraphView):
 class AssistantLatestView(LangGraphView):
     """``POST /assistants/<id>/latest``: point it at one of its versions."""
 
+    request_shapes = {"post": bodies.AssistantLatestBody}
+
     def post(self, request: Request, assistant_id: str) -> Response:
         require(request, "start_run", "changing an assistant's version")
         data = body(request)
-        if data.get("version") is None:
-            raise exceptions.ValidationError({"version": "required: the version to use"})
         row = lgapi.assistant_set_latest(assistant=_row(assistant_id, "versioned"),
                                          version=data["version"])
         return Response(assistant_shape(row))
@@ -155,6 +161,8 @@ def _own(spec: GraphSpec, graph_id: str, name: str, metadata: dict[str, Any]) ->
 class AssistantSearchView(LangGraphView):
     """``POST /assistants/search``: created assistants and the graphs' own, filtered by
     graph, name (a substring) and metadata, sorted, paged."""
+
+    request_shapes = {"post": bodies.AssistantSearchBody}
 
     def post(self, request: Request) -> Response:
         data = body(request)
@@ -183,6 +191,8 @@ class AssistantSearchView(LangGraphView):
 
 class AssistantCountView(LangGraphView):
     """``POST /assistants/count``: how many the same filters find."""
+
+    request_shapes = {"post": bodies.AssistantSearchBody}
 
     def post(self, request: Request) -> Response:
         graph_id, name, metadata = _filters(body(request))

@@ -8,16 +8,14 @@ a schedule; :mod:`dashboard.crons` starts it when due. Creating and changing one
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Any
 
-from django.utils.dateparse import parse_datetime
 from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from dashboard import crons
-from dashboard.lgserver import shapes
+from dashboard import crons, lgapi
+from dashboard.lgserver import bodies, shapes
 from dashboard.lgserver.views import (
     LangGraphView,
     _dict,
@@ -51,16 +49,6 @@ def cron_shape(cron: Cron) -> dict[str, Any]:
     }
 
 
-def _end_time(data: dict[str, Any]) -> datetime | None:
-    value = data.get("end_time")
-    if value is None:
-        return None
-    parsed = parse_datetime(value) if isinstance(value, str) else None
-    if parsed is None:
-        raise exceptions.ValidationError({"end_time": "an ISO 8601 date and time"})
-    return parsed
-
-
 def _enabled(data: dict[str, Any]) -> bool | None:
     value = data.get("enabled")
     if value is not None and not isinstance(value, bool):
@@ -85,7 +73,7 @@ def _create(request: Request, thread_id: str | None) -> Response:
     cron = crons.cron_create(
         assistant_id=str(data["assistant_id"]), schedule=data["schedule"], user=request.user,
         thread=thread, payload=payload, metadata=_dict(data, "metadata"),
-        end_time=_end_time(data), enabled=True if enabled is None else enabled)
+        end_time=data.get("end_time"), enabled=True if enabled is None else enabled)
     return Response(cron_shape(cron))
 
 
@@ -101,6 +89,8 @@ def cron_of(cron_id: str) -> Cron:
 class CronsView(LangGraphView):
     """``POST /runs/crons``: a cron whose runs each get a new thread."""
 
+    request_shapes = {"post": bodies.CronBody}
+
     def post(self, request: Request) -> Response:
         return _create(request, None)
 
@@ -108,12 +98,16 @@ class CronsView(LangGraphView):
 class ThreadCronsView(LangGraphView):
     """``POST /threads/<id>/runs/crons``: a cron whose runs go on the thread."""
 
+    request_shapes = {"post": bodies.CronBody}
+
     def post(self, request: Request, thread_id: str) -> Response:
         return _create(request, thread_id)
 
 
 class CronView(LangGraphView):
     """``PATCH`` and ``DELETE /runs/crons/<id>``."""
+
+    request_shapes = {"patch": bodies.CronBody}
 
     def patch(self, request: Request, cron_id: str) -> Response:
         require(request, "start_run", "changing a scheduled run")
@@ -125,7 +119,7 @@ class CronView(LangGraphView):
         updated = crons.cron_update(
             cron=cron, schedule=data.get("schedule"), payload=payload,
             metadata=_dict(data, "metadata") if data.get("metadata") is not None else None,
-            end_time=_end_time(data), enabled=_enabled(data))
+            end_time=data.get("end_time"), enabled=_enabled(data))
         return Response(cron_shape(updated))
 
     def delete(self, request: Request, cron_id: str) -> Response:
@@ -143,13 +137,13 @@ def _filtered(data: dict[str, Any]) -> Any:
     enabled = _enabled(data)
     if enabled is not None:
         found = found.filter(enabled=enabled)
-    for key, value in _dict(data, "metadata").items():
-        found = found.filter(**{f"metadata__{key}": value})
-    return found
+    return lgapi.metadata_match(found, _dict(data, "metadata"))
 
 
 class CronSearchView(LangGraphView):
     """``POST /runs/crons/search``: by assistant, thread, enabled, metadata; sorted, paged."""
+
+    request_shapes = {"post": bodies.CronSearchBody}
 
     def post(self, request: Request) -> Response:
         data = body(request)
@@ -168,6 +162,8 @@ class CronSearchView(LangGraphView):
 
 class CronCountView(LangGraphView):
     """``POST /runs/crons/count``."""
+
+    request_shapes = {"post": bodies.CronSearchBody}
 
     def post(self, request: Request) -> Response:
         return Response(_filtered(body(request)).count())

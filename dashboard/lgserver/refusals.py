@@ -1,11 +1,12 @@
-"""What a LangGraph request may not carry: numbers beyond 64 bits, LangGraph's own keys."""
+"""What a LangGraph request may not carry: LangGraph's own keys, a recursion limit out of range.
+
+Numbers beyond 64 bits (and every other unstorable value) are refused by the one JSON
+parser, :mod:`dashboard.api.parsers`.
+"""
 
 from __future__ import annotations
 
 from typing import Any
-
-INT64 = (-(2**63), 2**63 - 1)
-"""The integers a checkpoint (msgpack) and a JSON column can hold."""
 
 RESERVED_CONFIGURABLE = frozenset({
     "thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map", "checkpoint_during",
@@ -20,22 +21,6 @@ def reserved_keys(configurable: dict[str, Any]) -> list[str]:
     other internal keys, and the checkpoint's own), sorted."""
     return sorted(str(k) for k in configurable
                   if k in RESERVED_CONFIGURABLE or str(k).startswith("__"))
-
-
-def oversized_int(value: Any) -> str:
-    """Where in ``value`` an integer beyond 64 bits is ("" if none), without recursion."""
-    stack: list[tuple[str, Any]] = [("", value)]
-    while stack:
-        where, item = stack.pop()
-        if isinstance(item, bool):
-            continue
-        if isinstance(item, int) and not INT64[0] <= item <= INT64[1]:
-            return where or "body"
-        if isinstance(item, dict):
-            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in item.items())
-        elif isinstance(item, list):
-            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
-    return ""
 
 
 RECURSION_LIMIT_MAX = 2**31 - 1

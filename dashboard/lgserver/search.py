@@ -12,8 +12,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Q, QuerySet
-from django.db.models.fields.json import KeyTransform
 
+from dashboard import lgapi
 from dashboard.models import Run, Thread
 
 THREAD_STATUSES = tuple(Thread.Status.values)
@@ -49,16 +49,14 @@ def visible_threads(user: Any) -> QuerySet[Thread]:
 
 
 def metadata_match(threads: QuerySet[Thread], metadata: dict[str, Any]) -> QuerySet[Thread]:
-    """Threads whose metadata has each key with exactly that JSON value; a key is a key,
-    never an ORM lookup (``x__in`` is the key "x__in")."""
-    for i, (key, value) in enumerate(metadata.items()):
-        if key in ("graph_id", "assistant_id"):
-            threads = threads.filter(graph=value if isinstance(value, str) else "\x00")
-            continue
-        name = f"_meta_{i}"
-        threads = threads.annotate(**{name: KeyTransform(str(key), "metadata")}).filter(
-            **{name: value})
-    return threads
+    """Threads whose metadata has each key with exactly that JSON value
+    (:func:`dashboard.lgapi.metadata_match`); ``graph_id`` and ``assistant_id`` are the
+    thread's graph."""
+    graph = {k: v for k, v in metadata.items() if k in ("graph_id", "assistant_id")}
+    for value in graph.values():
+        threads = threads.filter(graph=value if isinstance(value, str) else "\x00")
+    return lgapi.metadata_match(
+        threads, {k: v for k, v in metadata.items() if k not in graph})
 
 
 def runs_with_status(runs: QuerySet[Run], status: str) -> QuerySet[Run]:

@@ -23,7 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from dashboard import services
-from dashboard.lgserver import shapes
+from dashboard.lgserver import bodies, shapes
 from dashboard.lgserver.subgraphs import FALSE, TRUE
 from dashboard.lgserver.views import LangGraphView, body, require, thread_of
 from dashboard.models import Thread
@@ -64,6 +64,8 @@ def _state_at(thread: Thread, checkpoint_id: str, subgraphs: bool) -> dict[str, 
 
 class ThreadStateView(LangGraphView):
     """``GET /threads/<id>/state`` reads it; ``POST`` updates it (as a node)."""
+
+    request_shapes = {"post": bodies.StateBody}
 
     def get(self, request: Request, thread_id: str) -> Response:
         subgraphs = _subgraphs(request.query_params.get("subgraphs"))
@@ -119,6 +121,8 @@ class ThreadStateAtView(LangGraphView):
 
 class ThreadStateCheckpointView(LangGraphView):
     """``POST /threads/<id>/state/checkpoint``: the state at ``checkpoint`` (an object)."""
+
+    request_shapes = {"post": bodies.StateBody}
 
     def post(self, request: Request, thread_id: str) -> Response:
         thread = thread_of(thread_id)

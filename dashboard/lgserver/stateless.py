@@ -20,7 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from dashboard import services
-from dashboard.lgserver import shapes, stream
+from dashboard.lgserver import bodies, shapes, stream
 from dashboard.lgserver.views import (
     LangGraphView,
     RunStreamView,
@@ -118,6 +118,8 @@ def _temporary(response: StreamingHttpResponse, temporary: bool) -> StreamingHtt
 
 class StatelessRunsView(LangGraphView):
     """``POST /runs``: a background run on a temporary thread."""
+
+    request_shapes = {"post": bodies.RunBody}
 
     def post(self, request: Request) -> Response:
         temporary = deletes_thread(request)

@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from dashboard import lgapi
+from dashboard.lgserver import bodies
 from dashboard.lgserver.views import LangGraphView, _limit, _offset, body, require
 
 
@@ -49,18 +50,16 @@ def _flag(value: Any) -> bool | None:
 class StoreItemsView(LangGraphView):
     """``PUT``, ``GET`` and ``DELETE /store/items``."""
 
+    request_shapes = {"put": bodies.StorePutBody, "delete": bodies.StoreItemBody}
+
     def put(self, request: Request) -> Response:
         require(request, "start_run", "writing to the store")
         data = body(request)
         value = data.get("value")
         if not isinstance(value, dict):
             raise exceptions.ValidationError({"value": "a JSON object"})
-        ttl = data.get("ttl")
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)
-                                or ttl <= 0):
-            raise exceptions.ValidationError({"ttl": "minutes until it expires (> 0), or null"})
         lgapi.store_put(namespace=namespace_of(data.get("namespace")), key=_key(data),
-                        value=value, ttl=ttl)
+                        value=value, ttl=data.get("ttl"))
         return Response(status=204)
 
     def get(self, request: Request) -> Response:
@@ -83,11 +82,11 @@ class StoreItemsView(LangGraphView):
 class StoreSearchView(LangGraphView):
     """``POST /store/items/search``: items under a namespace prefix, by value filter."""
 
+    request_shapes = {"post": bodies.StoreSearchBody}
+
     def post(self, request: Request) -> Response:
         data = body(request)
         found = data.get("filter")
-        if found is not None and not isinstance(found, dict):
-            raise exceptions.ValidationError({"filter": "a JSON object of value fields"})
         query = data.get("query")
         if query is not None and not isinstance(query, str):
             raise exceptions.ValidationError({"query": "a string"})
@@ -101,6 +100,8 @@ class StoreSearchView(LangGraphView):
 
 class StoreNamespacesView(LangGraphView):
     """``POST /store/namespaces``: the namespaces holding items."""
+
+    request_shapes = {"post": bodies.StoreNamespacesBody}
 
     def post(self, request: Request) -> Response:
         data = body(request)

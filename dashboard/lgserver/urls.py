@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from django.urls import path, re_path
+from drf_spectacular.views import SpectacularJSONAPIView
 
 from dashboard.lgserver import assistants as a
-from dashboard.lgserver import cancel, state
+from dashboard.lgserver import cancel, openapi, state
 from dashboard.lgserver import crons as c
 from dashboard.lgserver import stateless as sl
 from dashboard.lgserver import store as st
@@ -19,6 +20,10 @@ R = f"{T}/runs/<str:run_id>"
 
 urlpatterns = [
     path("info", v.InfoView.as_view(), name="info"),
+    path("openapi.json", SpectacularJSONAPIView.as_view(
+        custom_settings=openapi.SETTINGS,
+        authentication_classes=v.LangGraphView.authentication_classes),
+        name="openapi"),
     path("assistants", a.AssistantsView.as_view(), name="assistants"),
     path("assistants/search", a.AssistantSearchView.as_view(), name="assistant-search"),
     path("assistants/count", a.AssistantCountView.as_view(), name="assistant-count"),

@@ -27,13 +27,15 @@ from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from dashboard import lgapi, services
 from dashboard.api.exceptions import exception_handler as api_exception_handler
 from dashboard.checkpoints import compiled
-from dashboard.lgserver import refusals, search, shapes, stream
+from dashboard.lgserver import bodies, refusals, search, shapes, stream
 from dashboard.lgserver.auth import ApiKeyAuthentication
+from dashboard.lgserver.openapi import LangGraphSchema
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import Run, Thread
 from dashboard.services import RunStateError, ServiceError
@@ -68,7 +70,11 @@ class LangGraphView(APIView):
 
     authentication_classes = [ApiKeyAuthentication, *APIView.authentication_classes]
     renderer_classes = [JSONRenderer, EventStreamRenderer]
-    schema = None  # LangGraph's API follows its own spec, not Planwatch's /api/schema/
+    # its own document, /langgraph/openapi.json, not Planwatch's /api/schema/
+    schema = LangGraphSchema()
+    request_shapes: dict[str, type[Serializer]] = {}
+    """The declared shape of each method's body (``{"post": bodies.RunBody}``): what
+    :func:`body` parses it with and what the OpenAPI document says it takes."""
 
     def get_exception_handler(self) -> Callable[..., Response | None]:
         return lg_exception_handler
@@ -95,15 +101,17 @@ def require(request: Request, perm: str, what: str) -> None:
 
 
 def body(request: Request) -> dict[str, Any]:
-    """The JSON object sent (``{}`` for none); 422 for anything else, or for a number
-    the checkpointer cannot store."""
+    """The JSON object sent (``{}`` for none), bounded by the one JSON parser
+    (:mod:`dashboard.api.parsers`), then checked and converted by the shape its view
+    declares for the method (``request_shapes``, :mod:`~dashboard.lgserver.bodies`);
+    422 naming the bad field."""
     data = request.data if request.data not in (None, "") else {}
     if not isinstance(data, dict):
         raise exceptions.ValidationError({"body": "send a JSON object"})
-    if where := refusals.oversized_int(data):
-        raise exceptions.ValidationError({where: (
-            f"{where} holds an integer beyond 64 bits, which checkpoints cannot store; "
-            "send it as a string")})
+    view = (request.parser_context or {}).get("view")
+    shape = getattr(view, "request_shapes", {}).get(str(request.method).lower())
+    if shape is not None:
+        data = bodies.parse(data, shape)
     if "webhook" in data and data["webhook"] is not None:
         raise exceptions.ValidationError({"webhook": (
             "webhooks are not served by Planwatch; follow the run with runs.join or "
@@ -171,7 +179,7 @@ def _dict(data: dict[str, Any], key: str) -> dict[str, Any]:
 def _limit(data: Any, default: int = 10) -> int:
     try:
         return max(1, min(int(data.get("limit") or default), 1000))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise exceptions.ValidationError({"limit": "a whole number from 1 to 1000"}) from None
 
 
@@ -245,6 +253,8 @@ def _schema(make: Callable[[], Any]) -> Any:
 class ThreadsView(LangGraphView):
     """``POST /threads``: a new thread (``if_exists``: raise, or do_nothing)."""
 
+    request_shapes = {"post": bodies.ThreadBody}
+
     def post(self, request: Request) -> Response:
         require(request, "start_run", "creating a thread")
         data = body(request)
@@ -273,6 +283,8 @@ class ThreadsView(LangGraphView):
 class ThreadSearchView(LangGraphView):
     """``POST /threads/search``: by metadata, status, ids; newest first; paged in SQL."""
 
+    request_shapes = {"post": bodies.ThreadSearchBody}
+
     def post(self, request: Request) -> Response:
         data = body(request)
         threads = search.metadata_match(search.visible_threads(request.user),
@@ -299,13 +311,16 @@ class ThreadSearchView(LangGraphView):
 class ThreadView(LangGraphView):
     """``GET``, ``PATCH`` (metadata) and ``DELETE`` ``/threads/<id>``."""
 
+    request_shapes = {"patch": bodies.ThreadBody}
+
     def get(self, request: Request, thread_id: str) -> Response:
         return Response(shapes.thread(thread_of(thread_id)))
 
     def patch(self, request: Request, thread_id: str) -> Response:
         require(request, "start_run", "changing a thread's metadata")
         thread = services.thread_update(thread=thread_of(thread_id),
-                                        metadata=_dict(body(request), "metadata"))
+                                        metadata=_dict(body(request),
+                                                       "metadata"))
         return Response(shapes.thread(thread))
 
     def delete(self, request: Request, thread_id: str) -> Response:
@@ -316,6 +331,8 @@ class ThreadView(LangGraphView):
 
 class ThreadHistoryView(LangGraphView):
     """``GET`` or ``POST /threads/<id>/history``: past states, newest first."""
+
+    request_shapes = {"post": bodies.HistoryBody}
 
     def get(self, request: Request, thread_id: str) -> Response:
         return self._history(thread_id, request.query_params)
@@ -465,6 +482,8 @@ def location_of(run: Run) -> dict[str, str]:
 class RunsView(LangGraphView):
     """``GET /threads/<id>/runs`` lists; ``POST`` starts a background run."""
 
+    request_shapes = {"post": bodies.RunBody}
+
     def get(self, request: Request, thread_id: str) -> Response:
         thread = thread_of(thread_id)
         runs = thread.runs.with_unsettled().order_by("-created_at", "-id")
@@ -484,6 +503,8 @@ class RunsView(LangGraphView):
 
 class RunStreamView(LangGraphView):
     """``POST /threads/<id>/runs/stream`` (or ``/runs/stream``): start and stream it."""
+
+    request_shapes = {"post": bodies.RunBody}
 
     def post(self, request: Request, thread_id: str | None = None) -> StreamingHttpResponse:
         cancels = _on_disconnect(body(request)) == "cancel"
@@ -581,6 +602,8 @@ async def _json_when_stopped(run_id: uuid.UUID) -> AsyncIterator[bytes]:
 class RunWaitView(LangGraphView):
     """``POST /threads/<id>/runs/wait`` (or ``/runs/wait``): start it, answer when it stops."""
 
+    request_shapes = {"post": bodies.RunBody}
+
     def post(self, request: Request, thread_id: str | None = None) -> StreamingHttpResponse:
         with stream_slot(request) as slot:
             run, _, _ = create_run(request, thread_id)
@@ -636,6 +659,8 @@ class RunJoinStreamView(LangGraphView):
 
 class NotServedView(LangGraphView):
     """Anything else under ``/langgraph/``: 404 saying what is served."""
+
+    schema = None  # type: ignore[assignment]  # not an operation of the document
 
     def _answer(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return Response({"detail": f"{request.path} is not served by Planwatch; it serves "
