@@ -98,6 +98,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz, /readyz, /metrics: answered before host checks, TLS redirect and sign-in
+    "dashboard.web.probes.probe_middleware",
     "corsheaders.middleware.CorsMiddleware",  # before anything that may answer
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",

@@ -20,8 +20,10 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -45,6 +47,16 @@ logger = logging.getLogger("planwatch.runs")
 OnStopped = Callable[[uuid.UUID], None]
 """Called, in a worker thread, with each run the executor stops executing (ended, paused
 or cancelled): :func:`dashboard.runs.dispatch.dispatch_queued_after` in every process."""
+
+
+@dataclass(frozen=True)
+class ExecutorHealth:
+    """What a readiness probe asks of an executor: its loop alive, slots, last beat."""
+
+    alive: bool  # its loop thread runs
+    slots: int  # runs it may execute at once
+    busy: int  # runs in a slot now
+    beat_age: float | None  # seconds since its heartbeat loop last went round (None: not yet)
 
 
 class Executor:
@@ -74,6 +86,7 @@ class Executor:
         self._jobs: set[asyncio.Task[Any]] = set()  # every aexecute, waiting, claiming or running
         self._digest: doorbells.RunsDigest | None = None  # node moves for the runs list
         self._behind: WriteBehind | None = None  # every run's events, written together
+        self._beat_at: float | None = None  # time.monotonic() of the heartbeat loop's last round
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -176,6 +189,15 @@ class Executor:
             requests.cancel = True
         return requests is not None
 
+    def health(self) -> ExecutorHealth:
+        """Whether the loop runs, its slots, and how long ago its heartbeat loop went round
+        (it goes round every ``HEARTBEAT_SECONDS``, runs or none: a stuck loop stops it)."""
+        thread = self._thread
+        beat = self._beat_at
+        return ExecutorHealth(alive=bool(thread and thread.is_alive()),
+                              slots=int(self.max_concurrent), busy=len(self._active),
+                              beat_age=None if beat is None else time.monotonic() - beat)
+
     # -- execution -------------------------------------------------------------------
 
     async def _aopen_saver(self) -> RunStore:
@@ -252,6 +274,7 @@ class Executor:
     async def _heartbeat_forever(self) -> None:
         interval = planwatch_setting("HEARTBEAT_SECONDS")
         while True:
+            self._beat_at = time.monotonic()
             await asyncio.sleep(interval)
             if not self._active:
                 continue
