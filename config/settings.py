@@ -308,6 +308,10 @@ PLANWATCH = {
     "TRACE_CONTENT_LIMIT": int(os.environ.get("PLANWATCH_TRACE_CONTENT_LIMIT", "20000")),
     # model -> {"input": USD per million tokens, "output": USD per million tokens}
     "MODEL_PRICES": model_prices(os.environ.get("PLANWATCH_MODEL_PRICES", "")),
+    # /metrics: scraped with "Authorization: Bearer <token>" or from these networks (CIDR;
+    # by default loopback only: a Prometheus on another host needs one or the other)
+    "METRICS_TOKEN": os.environ.get("PLANWATCH_METRICS_TOKEN", ""),
+    "METRICS_NETWORKS": env_list("PLANWATCH_METRICS_NETWORKS", "127.0.0.0/8,::1/128"),
     # an OTLP/HTTP traces endpoint (http://host:6006/v1/traces): each run becomes a trace
     "OTLP_ENDPOINT": os.environ.get("PLANWATCH_OTLP_ENDPOINT", ""),
 }

@@ -29,7 +29,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from dashboard.runs import doorbells, otel
+from dashboard.runs import doorbells, instruments, otel
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.execution import EventWriter, Outcome, Requests, aexecute
 from dashboard.runs.modelcalls import ContentPolicy, ModelCallRecorder
@@ -241,6 +241,7 @@ class Executor:
         try:
             async with self._sem:
                 requests = self._active[run_id] = Requests()
+                instruments.RUNS_IN_FLIGHT.inc()
                 executed = False  # a run this executor never held hands nothing on
                 try:
                     runs = await self._aopen_saver()
@@ -265,6 +266,7 @@ class Executor:
                         mode = "resume"
                 finally:
                     self._active.pop(run_id, None)
+                    instruments.RUNS_IN_FLIGHT.dec()
             # outside the slot: runs enqueued behind this one may start now
             if executed and self.on_stopped is not None:
                 await database_sync_to_async(_stopped)(self.on_stopped, run_id)
@@ -273,8 +275,10 @@ class Executor:
 
     async def _heartbeat_forever(self) -> None:
         interval = planwatch_setting("HEARTBEAT_SECONDS")
+        instruments.EXECUTOR_SLOTS.set(self.max_concurrent)
         while True:
             self._beat_at = time.monotonic()
+            instruments.EXECUTOR_HEARTBEAT.set_to_current_time()
             await asyncio.sleep(interval)
             if not self._active:
                 continue

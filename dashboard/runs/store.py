@@ -55,6 +55,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Interrupt, Run, RunEvent, Thread
+from dashboard.runs import instruments
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.doorbells import SUMMARY_FIELDS
 from dashboard.runs.orm import database_sync_to_async, relax_commit, relaxed_commits
@@ -800,7 +801,8 @@ class RunStore:
         if any(rows for _, rows, _ in batches):
             statements.append(self._insert(batches, now))
         statements.append((self.progress_sql, [self._moment(now), json.dumps(moves)]))
-        await self._aexecute(statements)
+        with instruments.event_write(sum(len(rows) for _, rows, _ in batches)):
+            await self._aexecute(statements)
         values = []
         for (run, _, _), moved in zip(batches, moves, strict=True):
             apply_to(run, {name: moved[name] for name in ("last_seq", *ROLLUPS)})
@@ -820,7 +822,8 @@ class RunStore:
         """
         if final.get("pending") is not None:
             async with self.lock():
-                return await awrite_orm(run, rows, current_node, final)
+                with instruments.event_write(len(rows)):
+                    return await awrite_orm(run, rows, current_node, final)
         fields = stop(
             status=final["status"], now=now, last_seq=rows[-1]["seq"] if rows else None,
             current_node=current_node, output=final.get("output"), error=final.get("error"),
@@ -832,7 +835,8 @@ class RunStore:
             statements.append((self.withdraw_sql, [self._prep("id", run.id)]))
         statements.append(self._update(run.id, fields))
         statements.extend(self._thread_statements(run.id, fields))
-        await self._aexecute(statements)
+        with instruments.event_write(len(rows)):
+            await self._aexecute(statements)
         apply_to(run, fields)
         return {name: getattr(run, name) for name in SUMMARY_FIELDS}
 

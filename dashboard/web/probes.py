@@ -1,10 +1,12 @@
-"""Probes for balancers and orchestrators: ``/healthz`` and ``/readyz``, answered first.
+"""Probes for balancers, orchestrators and Prometheus: ``/healthz``, ``/readyz`` and
+``/metrics``, answered first.
 
 :func:`probe_middleware` stands first in ``MIDDLEWARE`` and answers these paths itself,
 before host validation (a balancer asks by address, not by a name in ``ALLOWED_HOSTS``),
 the TLS redirect, sessions, CSRF and sign-in: a probe needs none of them and must stay
 cheap. ``/healthz``: the process answers (200, no database). ``/readyz``: the checks of
 :mod:`dashboard.health`, 200 when all are up, else 503 naming those that are down.
+``/metrics``: :mod:`dashboard.metrics`, to a scraper with its token or from its networks.
 """
 
 from __future__ import annotations
@@ -17,10 +19,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.decorators import sync_and_async_middleware
 
-from dashboard import health
-
-PROBES = ("/healthz", "/readyz")
-"""The paths answered here (with or without a trailing slash)."""
+from dashboard import health, metrics
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -34,8 +33,19 @@ def readyz(request: HttpRequest) -> HttpResponse:
     return JsonResponse(readiness.as_json(), status=200 if readiness.ready else 503)
 
 
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus's exposition, to a scraper the settings let in (403 otherwise)."""
+    if not metrics.scrape_allowed(authorization=request.headers.get("Authorization", ""),
+                                  remote_addr=request.META.get("REMOTE_ADDR", "")):
+        return JsonResponse({"detail": (
+            f"metrics are not served to {request.META.get('REMOTE_ADDR')!r}: send "
+            "'Authorization: Bearer <PLANWATCH_METRICS_TOKEN>' or scrape from an address in "
+            "PLANWATCH_METRICS_NETWORKS (by default loopback only)")}, status=403)
+    return HttpResponse(metrics.scrape(), content_type=metrics.CONTENT_TYPE)
+
+
 VIEWS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
-    "/healthz": healthz, "/readyz": readyz}
+    "/healthz": healthz, "/readyz": readyz, "/metrics": metrics_view}
 
 
 def _answer(request: HttpRequest, view: Callable[[HttpRequest], HttpResponse]) -> HttpResponse:
