@@ -60,6 +60,18 @@ def _age(then: datetime | None, now: datetime) -> float:
 class DatabaseCollector(Collector):
     """What the database knows, asked once a scrape (the same from every process)."""
 
+    NAMES = ("planwatch_runs", "planwatch_graph_model_calls", "planwatch_graph_model_tokens",
+             "planwatch_graph_model_cost_usd", "planwatch_runs_queued",
+             "planwatch_queue_oldest_wait_seconds", "planwatch_questions_waiting",
+             "planwatch_questions_oldest_wait_seconds",
+             "planwatch_running_oldest_heartbeat_age_seconds", "planwatch_running_stale",
+             "planwatch_workers_alive")
+
+    def describe(self) -> Iterator[Metric]:
+        """The metrics' names, without asking the database (registering calls this)."""
+        for name in self.NAMES:
+            yield GaugeMetricFamily(name, "")
+
     def collect(self) -> Iterator[Metric]:
         """Runs by status and graph with their model use (one GROUP BY), the queue,
         questions waiting, running runs' heartbeats, procrastinate workers."""
