@@ -308,6 +308,11 @@ PLANWATCH = {
     "TRACE_CONTENT_LIMIT": int(os.environ.get("PLANWATCH_TRACE_CONTENT_LIMIT", "20000")),
     # model -> {"input": USD per million tokens, "output": USD per million tokens}
     "MODEL_PRICES": model_prices(os.environ.get("PLANWATCH_MODEL_PRICES", "")),
+    # Days after which finished runs (events, checkpoints) and model-call texts are pruned
+    # by the web processes' cron poll, hourly; 0 keeps everything (manage.py prune by hand).
+    "RETENTION_DAYS": float(os.environ.get("PLANWATCH_RETENTION_DAYS", "0")),
+    # a periodic prune keeps each run's row, its questions and answers, its lifecycle events
+    "RETENTION_KEEP_AUDIT": env_bool("PLANWATCH_RETENTION_KEEP_AUDIT", False),
     # /metrics: scraped with "Authorization: Bearer <token>" or from these networks (CIDR;
     # by default loopback only: a Prometheus on another host needs one or the other)
     "METRICS_TOKEN": os.environ.get("PLANWATCH_METRICS_TOKEN", ""),
