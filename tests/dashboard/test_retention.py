@@ -67,7 +67,7 @@ def test_prune_deletes_old_finished_runs_their_events_and_checkpoints(runs, caps
 
 
 def test_keep_audit_keeps_who_answered_what(runs, operator):
-    old, new, waiting = runs
+    old, new, _ = runs
     call_command("prune", "--older-than", "30", "--keep-audit")
     kept = Run.objects.get(id=old.id)
     assert kept.status == Run.Status.SUCCEEDED
