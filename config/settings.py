@@ -450,13 +450,25 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
+# plain: daphne's access log and text lines; json: one JSON object a line (config/jsonlog.py)
+# for every record, a request's (planwatch.requests) and a run transition's
+# (planwatch.transitions) included, each with the run id it concerns
+LOG_FORMAT = os.environ.get("PLANWATCH_LOG_FORMAT", "plain")
+if LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured(
+        f"unsupported PLANWATCH_LOG_FORMAT {LOG_FORMAT!r}; use 'plain' or 'json'")
+# the requests' and transitions' records: one line each, only when asked for in JSON
+_EVERY_REQUEST = "INFO" if LOG_FORMAT == "json" else "WARNING"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+                   "json": {"()": "config.jsonlog.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "loggers": {
         "planwatch": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+        "planwatch.requests": {"level": _EVERY_REQUEST},
+        "planwatch.transitions": {"level": _EVERY_REQUEST},
         # a 4xx is an ordinary answer (a wrong value, a missing page), not a warning:
         # Django logs those at WARNING and server errors at ERROR; only the latter are kept
         "django.request": {
