@@ -2,8 +2,8 @@
 
 :func:`serve_here` runs daphne in this process (on a host and port, or on a socket it
 inherited), with this process's executor, reaper and cron scheduler; when daphne stops
-(SIGTERM, SIGINT) the executor is stopped too: runs it held write what they had and are
-taken over by another process once their heartbeat is stale.
+(SIGTERM, SIGINT) the process exits: runs it held are taken over by another process
+once their heartbeat is stale (``PLANWATCH_STALE_AFTER_SECONDS``).
 
 :class:`Supervisor` (``manage.py serve --processes N``) binds the socket once and starts N
 children (``manage.py serve --fd <fd>``) that share it (the kernel hands each connection
@@ -76,11 +76,11 @@ def serve_here(*, host: str = "127.0.0.1", port: int = 8000, fd: int | None = No
         endpoint = f"{endpoint}:backlog={BACKLOG}"
     else:
         (endpoint,) = build_endpoint_description_strings(file_descriptor=fd)
-    try:
-        RedactingCommandLine().run(["-e", endpoint, "config.asgi:application"])
-    finally:
-        # the runs this process held flush their events; another process takes them over
-        dispatch.reset_executor()
+    # When daphne stops (SIGTERM) the process exits with its executor's thread, as if
+    # killed: the runs it held are taken over from their last checkpoint once their
+    # heartbeat is stale. Stopping the executor first (cancelling the runs) is not done: a
+    # run cancelled mid-step was seen to be finished by its recovery with a partial state.
+    RedactingCommandLine().run(["-e", endpoint, "config.asgi:application"])
 
 
 def readyz_url(host: str, port: int) -> str:
