@@ -98,6 +98,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz, /readyz, /metrics: answered before host checks, TLS redirect and sign-in
+    "dashboard.web.probes.probe_middleware",
     "corsheaders.middleware.CorsMiddleware",  # before anything that may answer
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
@@ -309,6 +311,15 @@ PLANWATCH = {
     "TRACE_CONTENT_LIMIT": int(os.environ.get("PLANWATCH_TRACE_CONTENT_LIMIT", "20000")),
     # model -> {"input": USD per million tokens, "output": USD per million tokens}
     "MODEL_PRICES": model_prices(os.environ.get("PLANWATCH_MODEL_PRICES", "")),
+    # Days after which finished runs (events, checkpoints) and model-call texts are pruned
+    # by the web processes' cron poll, hourly; 0 keeps everything (manage.py prune by hand).
+    "RETENTION_DAYS": float(os.environ.get("PLANWATCH_RETENTION_DAYS", "0")),
+    # a periodic prune keeps each run's row, its questions and answers, its lifecycle events
+    "RETENTION_KEEP_AUDIT": env_bool("PLANWATCH_RETENTION_KEEP_AUDIT", False),
+    # /metrics: scraped with "Authorization: Bearer <token>" or from these networks (CIDR;
+    # by default loopback only: a Prometheus on another host needs one or the other)
+    "METRICS_TOKEN": os.environ.get("PLANWATCH_METRICS_TOKEN", ""),
+    "METRICS_NETWORKS": env_list("PLANWATCH_METRICS_NETWORKS", "127.0.0.0/8,::1/128"),
     # an OTLP/HTTP traces endpoint (http://host:6006/v1/traces): each run becomes a trace
     "OTLP_ENDPOINT": os.environ.get("PLANWATCH_OTLP_ENDPOINT", ""),
 }
@@ -445,13 +456,25 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
+# plain: daphne's access log and text lines; json: one JSON object a line (config/jsonlog.py)
+# for every record, a request's (planwatch.requests) and a run transition's
+# (planwatch.transitions) included, each with the run id it concerns
+LOG_FORMAT = os.environ.get("PLANWATCH_LOG_FORMAT", "plain")
+if LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured(
+        f"unsupported PLANWATCH_LOG_FORMAT {LOG_FORMAT!r}; use 'plain' or 'json'")
+# the requests' and transitions' records: one line each, only when asked for in JSON
+_EVERY_REQUEST = "INFO" if LOG_FORMAT == "json" else "WARNING"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+                   "json": {"()": "config.jsonlog.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "loggers": {
         "planwatch": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+        "planwatch.requests": {"level": _EVERY_REQUEST},
+        "planwatch.transitions": {"level": _EVERY_REQUEST},
         # a 4xx is an ordinary answer (a wrong value, a missing page), not a warning:
         # Django logs those at WARNING and server errors at ERROR; only the latter are kept
         "django.request": {

@@ -23,7 +23,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from dashboard import services
+from dashboard import retention, services
 from dashboard.lgapi import assistant_resolve, run_assistant_fields
 from dashboard.models import Cron, Run, Thread
 from dashboard.runs.conf import planwatch_setting
@@ -138,12 +138,17 @@ def _start(cron: Cron) -> Run:
 
 
 async def apoll_forever() -> None:
-    """Fire due crons every ``CRON_POLL_SECONDS`` (run on the executor's loop)."""
+    """Fire due crons every ``CRON_POLL_SECONDS`` (run on the executor's loop), and prune
+    by ``PLANWATCH_RETENTION_DAYS`` when an hour has passed."""
     while True:
         try:
             await sync_to_async(cron_fire_due)()
         except Exception:
             logger.warning("firing due crons failed", exc_info=True)
+        try:
+            await sync_to_async(retention.prune_periodically)()
+        except Exception:
+            logger.warning("the periodic prune failed", exc_info=True)
         await asyncio.sleep(planwatch_setting("CRON_POLL_SECONDS"))
 
 

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
+from dashboard.runs import instruments
 from dashboard.runs.conf import planwatch_setting
 from dashboard.services import LimitReached
 
@@ -33,6 +34,7 @@ class StreamSlot:
             if self.closed:
                 return
             self.closed = True
+            instruments.STREAMS_OPEN.dec()
             for key in (self.user_key, None):
                 _open[key] -= 1
                 if _open[key] <= 0:
@@ -57,6 +59,7 @@ def stream_slot_take(*, user: Any) -> StreamSlot:
                 limit="PLANWATCH_MAX_STREAMS_PER_USER")
         _open[key] += 1
         _open[None] += 1
+        instruments.STREAMS_OPEN.inc()
     return StreamSlot(key)
 
 

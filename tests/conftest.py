@@ -139,7 +139,10 @@ def served(django_db_blocker, **extra_env: str) -> Iterator[str]:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = (ARTIFACTS / f"daphne-{port}.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        # one process whatever the database (PostgreSQL's default is the cores): the tests
+        # watch this process, its memory and its executor
+        [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port),
+         "--processes", "1"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 30

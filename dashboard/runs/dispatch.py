@@ -24,7 +24,7 @@ from django.utils import timezone
 from dashboard.models import Run
 from dashboard.runs import store
 from dashboard.runs.conf import planwatch_setting
-from dashboard.runs.execute import Executor
+from dashboard.runs.execute import Executor, ExecutorHealth
 
 logger = logging.getLogger("planwatch.runs")
 
@@ -55,6 +55,12 @@ def reset_executor() -> None:
         if _executor is not None:
             _executor.stop()
             _executor = None
+
+
+def executor_health() -> ExecutorHealth | None:
+    """This process's executor's health; None if none was started (it starts on first use)."""
+    executor = _executor
+    return None if executor is None else executor.health()
 
 
 def in_process() -> bool:

@@ -20,14 +20,16 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from dashboard.runs import doorbells, otel
+from dashboard.runs import doorbells, instruments, otel
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.execution import EventWriter, Outcome, Requests, aexecute
 from dashboard.runs.modelcalls import ContentPolicy, ModelCallRecorder
@@ -45,6 +47,16 @@ logger = logging.getLogger("planwatch.runs")
 OnStopped = Callable[[uuid.UUID], None]
 """Called, in a worker thread, with each run the executor stops executing (ended, paused
 or cancelled): :func:`dashboard.runs.dispatch.dispatch_queued_after` in every process."""
+
+
+@dataclass(frozen=True)
+class ExecutorHealth:
+    """What a readiness probe asks of an executor: its loop alive, slots, last beat."""
+
+    alive: bool  # its loop thread runs
+    slots: int  # runs it may execute at once
+    busy: int  # runs in a slot now
+    beat_age: float | None  # seconds since its heartbeat loop last went round (None: not yet)
 
 
 class Executor:
@@ -74,6 +86,7 @@ class Executor:
         self._jobs: set[asyncio.Task[Any]] = set()  # every aexecute, waiting, claiming or running
         self._digest: doorbells.RunsDigest | None = None  # node moves for the runs list
         self._behind: WriteBehind | None = None  # every run's events, written together
+        self._beat_at: float | None = None  # time.monotonic() of the heartbeat loop's last round
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -176,6 +189,15 @@ class Executor:
             requests.cancel = True
         return requests is not None
 
+    def health(self) -> ExecutorHealth:
+        """Whether the loop runs, its slots, and how long ago its heartbeat loop went round
+        (it goes round every ``HEARTBEAT_SECONDS``, runs or none: a stuck loop stops it)."""
+        thread = self._thread
+        beat = self._beat_at
+        return ExecutorHealth(alive=bool(thread and thread.is_alive()),
+                              slots=int(self.max_concurrent), busy=len(self._active),
+                              beat_age=None if beat is None else time.monotonic() - beat)
+
     # -- execution -------------------------------------------------------------------
 
     async def _aopen_saver(self) -> RunStore:
@@ -230,6 +252,7 @@ class Executor:
         try:
             async with self._sem:
                 requests = self._active[run_id] = Requests()
+                instruments.RUNS_IN_FLIGHT.inc()
                 executed = False  # a run this executor never held hands nothing on
                 try:
                     runs = await self._aopen_saver()
@@ -254,6 +277,7 @@ class Executor:
                         mode = "resume"
                 finally:
                     self._active.pop(run_id, None)
+                    instruments.RUNS_IN_FLIGHT.dec()
             # outside the slot: runs enqueued behind this one may start now
             if executed and self.on_stopped is not None:
                 await database_sync_to_async(_stopped)(self.on_stopped, run_id)
@@ -262,7 +286,10 @@ class Executor:
 
     async def _heartbeat_forever(self) -> None:
         interval = planwatch_setting("HEARTBEAT_SECONDS")
+        instruments.EXECUTOR_SLOTS.set(self.max_concurrent)
         while True:
+            self._beat_at = time.monotonic()
+            instruments.EXECUTOR_HEARTBEAT.set_to_current_time()
             await asyncio.sleep(interval)
             if not self._active:
                 continue

@@ -35,6 +35,7 @@ from langchain_core.outputs import (
 )
 
 from dashboard.models import RunEvent
+from dashboard.runs import instruments
 from dashboard.runs.jsonsafe import to_jsonable
 from planner.llm import PURPOSE_METADATA
 
@@ -267,6 +268,7 @@ class ModelCallRecorder(AsyncCallbackHandler):
                    "error": error}
         if not self.policy.keep:
             payload["redacted"] = True
+        instruments.model_call(head.get("model"), usage, cost)
         self._emit({"kind": Kind.MODEL_FINISHED, **call.where, "duration_ms": latency,
                     "payload": payload})
 

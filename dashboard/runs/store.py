@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -55,10 +56,13 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Interrupt, Run, RunEvent, Thread
+from dashboard.runs import instruments
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.doorbells import SUMMARY_FIELDS
 from dashboard.runs.orm import database_sync_to_async, relax_commit, relaxed_commits
 from dashboard.runs.savers import SaverHandle, postgres_conninfo
+
+transitions_log = logging.getLogger("planwatch.transitions")
 
 Kind = RunEvent.Kind
 Status = Run.Status
@@ -252,8 +256,25 @@ def thread_status(fields: Fields) -> str | None:
     return None if status is None else THREAD_STATUS[Status(status)]
 
 
+def log_transition(run_id: Any, fields: Fields, *, graph: str = "") -> None:
+    """One log record (``planwatch.transitions``, INFO) for a change of a run's status that
+    was written: with ``PLANWATCH_LOG_FORMAT=json`` one JSON line carrying the run id."""
+    status = fields.get("status")
+    if status is None or not transitions_log.isEnabledFor(logging.INFO):
+        return
+    extra: dict[str, Any] = {"run_id": str(run_id), "status": str(status)}
+    if graph:
+        extra["graph"] = graph
+    if fields.get("owner"):
+        extra["owner"] = fields["owner"]
+    transitions_log.info("run %s %s", run_id, status, extra=extra)
+
+
 def apply_to(run: Run, fields: Fields) -> None:
-    """Mirror ``fields`` on an in-memory ``run`` (after they were written)."""
+    """Mirror ``fields`` on an in-memory ``run`` (after they were written), and log a change
+    of its status."""
+    if fields.get("status") not in (None, run.status) or "owner" in fields:
+        log_transition(run.id, fields, graph=run.graph)
     for name, value in fields.items():
         if isinstance(value, FirstSet):
             if getattr(run, name) is None:
@@ -413,6 +434,8 @@ def create_run(**columns: Any) -> Run:
 def apply(run_id: Any, fields: Fields) -> int:
     """Write a transition's ``fields`` to one run, and its new status to its thread."""
     updated = Run.objects.filter(id=run_id).update(**orm_fields(fields))
+    if updated:
+        log_transition(run_id, fields)
     if (status := thread_status(fields)) is not None:
         set_thread_status(run_id, status)
     return updated
@@ -800,7 +823,8 @@ class RunStore:
         if any(rows for _, rows, _ in batches):
             statements.append(self._insert(batches, now))
         statements.append((self.progress_sql, [self._moment(now), json.dumps(moves)]))
-        await self._aexecute(statements)
+        with instruments.event_write(sum(len(rows) for _, rows, _ in batches)):
+            await self._aexecute(statements)
         values = []
         for (run, _, _), moved in zip(batches, moves, strict=True):
             apply_to(run, {name: moved[name] for name in ("last_seq", *ROLLUPS)})
@@ -820,7 +844,8 @@ class RunStore:
         """
         if final.get("pending") is not None:
             async with self.lock():
-                return await awrite_orm(run, rows, current_node, final)
+                with instruments.event_write(len(rows)):
+                    return await awrite_orm(run, rows, current_node, final)
         fields = stop(
             status=final["status"], now=now, last_seq=rows[-1]["seq"] if rows else None,
             current_node=current_node, output=final.get("output"), error=final.get("error"),
@@ -832,7 +857,8 @@ class RunStore:
             statements.append((self.withdraw_sql, [self._prep("id", run.id)]))
         statements.append(self._update(run.id, fields))
         statements.extend(self._thread_statements(run.id, fields))
-        await self._aexecute(statements)
+        with instruments.event_write(len(rows)):
+            await self._aexecute(statements)
         apply_to(run, fields)
         return {name: getattr(run, name) for name in SUMMARY_FIELDS}
 
