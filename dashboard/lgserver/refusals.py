@@ -22,6 +22,23 @@ def reserved_keys(configurable: dict[str, Any]) -> list[str]:
                   if k in RESERVED_CONFIGURABLE or str(k).startswith("__"))
 
 
+def reserved_config(config: Any) -> str:
+    """Why ``config`` (a run's, an assistant's or a cron's) may not reach a run ("" if it
+    may): its ``configurable`` names keys LangGraph or Planwatch sets, or the config
+    itself carries LangGraph's internal ``__…`` keys. Every place a config comes from
+    asks this: a run request, an assistant's create and update, a cron's payload and
+    each of its fires."""
+    if not isinstance(config, dict):
+        return ""
+    configurable = config.get("configurable")
+    keys = reserved_keys(configurable) if isinstance(configurable, dict) else []
+    keys += sorted(str(k) for k in config if str(k).startswith("__"))
+    if not keys:
+        return ""
+    return (f"{', '.join(keys)} are Planwatch's (LangGraph's) to set; pass the thread in "
+            "the URL and a past checkpoint as checkpoint_id")
+
+
 def oversized_int(value: Any) -> str:
     """Where in ``value`` an integer beyond 64 bits is ("" if none), without recursion."""
     stack: list[tuple[str, Any]] = [("", value)]

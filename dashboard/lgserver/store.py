@@ -2,8 +2,12 @@
 
 The items graphs write with ``get_store()`` are the ones served here: put, get, delete,
 search under a namespace prefix (with a value filter), and list namespaces; an item may
-carry a ``ttl`` in minutes. Reading is every signed-in user's; writing needs
-``start_run``, deleting ``delete_run``.
+carry a ``ttl`` in minutes. Writing needs ``start_run``, deleting ``delete_run``.
+An item written here is its writer's (:mod:`dashboard.policy`): another user (not of the
+team) does not find it, and cannot overwrite or delete it. An item a graph wrote inside a
+run is every signed-in user's to read (any run of the graph reads it too) and the team's
+to change, as LangGraph's server, whose store namespaces are shared unless an auth
+handler scopes them.
 """
 
 from __future__ import annotations
@@ -59,15 +63,15 @@ class StoreItemsView(LangGraphView):
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)
                                 or ttl <= 0):
             raise exceptions.ValidationError({"ttl": "minutes until it expires (> 0), or null"})
-        lgapi.store_put(namespace=namespace_of(data.get("namespace")), key=_key(data),
-                        value=value, ttl=ttl)
+        lgapi.store_put(user=request.user, namespace=namespace_of(data.get("namespace")),
+                        key=_key(data), value=value, ttl=ttl)
         return Response(status=204)
 
     def get(self, request: Request) -> Response:
         params = request.query_params
         namespace = namespace_of(params.get("namespace"), dotted=True)
         key = _key(params)
-        item = lgapi.store_get(namespace=namespace, key=key,
+        item = lgapi.store_get(user=request.user, namespace=namespace, key=key,
                                refresh_ttl=_flag(params.get("refresh_ttl")))
         if item is None:
             raise exceptions.NotFound(f"no item {key!r} in namespace {list(namespace)}")
@@ -76,7 +80,8 @@ class StoreItemsView(LangGraphView):
     def delete(self, request: Request) -> Response:
         require(request, "delete_run", "deleting from the store")
         data = body(request)
-        lgapi.store_delete(namespace=namespace_of(data.get("namespace")), key=_key(data))
+        lgapi.store_delete(user=request.user, namespace=namespace_of(data.get("namespace")),
+                           key=_key(data))
         return Response(status=204)
 
 
@@ -91,7 +96,7 @@ class StoreSearchView(LangGraphView):
         query = data.get("query")
         if query is not None and not isinstance(query, str):
             raise exceptions.ValidationError({"query": "a string"})
-        items = lgapi.store_search(
+        items = lgapi.store_search(user=request.user,
             namespace_prefix=namespace_of(data.get("namespace_prefix"), "namespace_prefix",
                                           empty=True),
             filter=found, limit=_limit(data), offset=_offset(data), query=query,
@@ -110,7 +115,7 @@ class StoreNamespacesView(LangGraphView):
             raise exceptions.ValidationError({"max_depth": "a whole number from 1"})
         prefix = data.get("prefix")
         suffix = data.get("suffix")
-        found = lgapi.store_namespaces(
+        found = lgapi.store_namespaces(user=request.user,
             prefix=namespace_of(prefix, "prefix") if prefix else None,
             suffix=namespace_of(suffix, "suffix") if suffix else None,
             max_depth=depth, limit=_limit(data, 100), offset=_offset(data))
