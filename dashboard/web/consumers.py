@@ -239,7 +239,7 @@ class RunConsumer(PlanwatchConsumer):
             await self.close(code=CLOSE_BAD_REQUEST if run else CLOSE_NOT_FOUND)
             return
         if not await _acan_view(user, run):
-            await self.close(code=CLOSE_NOT_FOUND)  # another user's run does not exist for them
+            await self.close(code=CLOSE_FORBIDDEN)
             return
         try:
             self.slot = limits.stream_slot_take(user=user)
