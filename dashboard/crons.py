@@ -25,11 +25,10 @@ from django.utils import timezone
 
 from dashboard import policy, services
 from dashboard.lgapi import assistant_resolve, run_assistant_fields
-from dashboard.lgserver.refusals import reserved_config  # a leaf: the rule, no views
 from dashboard.models import Cron, Run, Thread
 from dashboard.runs.conf import planwatch_setting
 from dashboard.services import RunInputError, ServiceError, User
-from dashboard.thread_runs import RunRequest, start
+from dashboard.thread_runs import RunRequest, reserved_config, start
 
 logger = logging.getLogger("planwatch.crons")
 

@@ -12,7 +12,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Max, Q, QuerySet
 from django.http import Http404
@@ -254,19 +253,14 @@ def _hidden(namespace: tuple[str, ...], key: str) -> Http404:
 def store_put(*, user: User, namespace: tuple[str, ...], key: str, value: dict[str, Any],
               ttl: float | None = None) -> None:
     """Write one item (``ttl`` in minutes; none: kept until deleted); a new item is
-    ``user``'s. Another user's item is not found, a graph's is changed by the team only."""
+    ``user``'s. Another user's item is not found (a graph's is shared)."""
+    owner = _owner_of(namespace, key)
+    if not policy.may_change_item(user, owner):
+        raise _hidden(namespace, key)
     with open_store() as store:
-        owner = _owner_of(namespace, key)
-        exists = owner is not None or store.get(namespace, key) is not None
-        if exists and not policy.may_change_item(user, owner):
-            if owner is not None and not policy.may_read_item(user, owner):
-                raise _hidden(namespace, key)
-            raise PermissionDenied(
-                f"item {key!r} in namespace {list(namespace)} was written by a graph; "
-                f"changing it needs the {policy.TEAM_PERMISSION!r} permission (the team); "
-                "write under a key of your own")
+        new = owner is None and store.get(namespace, key) is None
         store.put(namespace, key, value, ttl=ttl)
-    if not exists and user.is_authenticated:
+    if new and user.is_authenticated:
         StoreOwner.objects.get_or_create(prefix=".".join(namespace), key=key,
                                          defaults={"user": user})
 
@@ -283,15 +277,9 @@ def store_get(*, user: User, namespace: tuple[str, ...], key: str,
 
 def store_delete(*, user: User, namespace: tuple[str, ...], key: str) -> None:
     """Delete one item ``user`` may change (nothing happens for one that does not exist)."""
-    owner = _owner_of(namespace, key)
+    if not policy.may_change_item(user, _owner_of(namespace, key)):
+        raise _hidden(namespace, key)
     with open_store() as store:
-        if not policy.may_change_item(user, owner):
-            if not policy.may_read_item(user, owner):
-                raise _hidden(namespace, key)
-            if store.get(namespace, key) is not None:
-                raise PermissionDenied(
-                    f"item {key!r} in namespace {list(namespace)} was written by a graph; "
-                    f"deleting it needs the {policy.TEAM_PERMISSION!r} permission (the team)")
         store.delete(namespace, key)
     StoreOwner.objects.filter(prefix=".".join(namespace), key=key).delete()
 

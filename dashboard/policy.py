@@ -11,7 +11,9 @@ Every resource has an owner: the user who created it.
   all read it, nobody changes it);
 - a cron: ``Cron.user``, and its runs start as that user (checked at each fire);
 - a store item: the user who wrote it through ``/langgraph/store`` (:class:`StoreOwner`);
-  an item a graph wrote inside a run has no owner and is the team's.
+  an item a graph wrote inside a run has no owner: it is the graph's shared memory,
+  read and changed by every signed-in user with the action's permission (any run of the
+  graph reads and changes it too).
 
 The rule, the same on the pages, ``/api/`` and ``/langgraph/``:
 
@@ -157,5 +159,7 @@ def may_read_item(user: Any, owner_id: int | None) -> bool:
 
 def may_change_item(user: Any, owner_id: int | None) -> bool:
     """Whether ``user`` may overwrite or delete an existing store item: its writer, or the
-    team (a graph's item: the team only)."""
-    return may_read(user, owner_id) if owner_id is not None else is_team(user)
+    team; a graph's item is shared, as the graph's memory (whoever may run the graph
+    changes it through its runs anyway), so every signed-in user may (the view checks
+    ``start_run`` or ``delete_run``)."""
+    return may_read_item(user, owner_id)

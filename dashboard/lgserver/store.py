@@ -5,9 +5,9 @@ search under a namespace prefix (with a value filter), and list namespaces; an i
 carry a ``ttl`` in minutes. Writing needs ``start_run``, deleting ``delete_run``.
 An item written here is its writer's (:mod:`dashboard.policy`): another user (not of the
 team) does not find it, and cannot overwrite or delete it. An item a graph wrote inside a
-run is every signed-in user's to read (any run of the graph reads it too) and the team's
-to change, as LangGraph's server, whose store namespaces are shared unless an auth
-handler scopes them.
+run is the graph's shared memory (any run of the graph reads and changes it too): every
+signed-in user reads it, and changes it with the action's permission, as on LangGraph's
+server, whose store namespaces are shared unless an auth handler scopes them.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from dashboard import crons, lgapi, services
 from dashboard.models import Assistant, Cron, Interrupt, Run, RunEvent, Thread
 from tests.conftest import api_token, wait_run
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.pg]  # the store differs on PostgreSQL
 
 ACTIONS = ["start_run", "cancel_run", "answer_interrupt", "debug_run", "fork_run",
            "delete_run"]
