@@ -43,7 +43,8 @@ class World:
     checkpoint: str
     assistant: Assistant
     cron: Cron
-    key: str  # A's store item in namespace ["notes"] (the store's table outlives a test)
+    space: str  # A's store item is "secret" in namespace [space] (the store's table
+    # outlives a test: a namespace of its own)
 
 
 def make_user(django_user_model, name: str):
@@ -67,20 +68,20 @@ def world(executor, django_user_model) -> tuple[dict, World]:
     thread.save()
     cron = crons.cron_create(assistant_id="test.echo", schedule="0 3 * * *", user=a,
                              thread=thread, payload={"input": {"steps": 1}}, enabled=False)
-    key = f"secret-{uuid.uuid4()}"
+    space = f"notes{uuid.uuid4().hex}"
     put = call(client_of(a), "put", "/langgraph/store/items",
-               {"namespace": ["notes"], "key": key, "value": {"text": "A's"}})
+               {"namespace": [space], "key": "secret", "value": {"text": "A's"}})
     assert put.status_code == 204
     return users, World(
         run=run, thread=thread, interrupt=run.interrupts.get(status="pending"),
         checkpoint=run.events.filter(kind=RunEvent.Kind.CHECKPOINT).first().checkpoint_id,
-        assistant=assistant, cron=cron, key=key)
+        assistant=assistant, cron=cron, space=space)
 
 
 # (method, url, body, the permission it needs or ""); reads first, then acts, then deletes
 def routes(w: World) -> list[tuple[str, str, dict | None, str]]:
     r, t, i, a, c = w.run.id, w.thread.id, w.interrupt.pk, w.assistant.id, w.cron.id
-    store = {"namespace": ["notes"], "key": w.key}
+    store = {"namespace": [w.space], "key": "secret"}
     return [
         ("get", f"/runs/{r}/", None, ""),
         ("get", f"/runs/{r}/state/?checkpoint={w.checkpoint}", None, ""),
@@ -98,7 +99,7 @@ def routes(w: World) -> list[tuple[str, str, dict | None, str]]:
         ("get", f"/langgraph/assistants/{a}", None, ""),
         ("post", f"/langgraph/assistants/{a}/versions", {}, ""),
         ("get", f"/langgraph/assistants/{a}/graph", None, ""),
-        ("get", f"/langgraph/store/items?namespace=notes&key={w.key}", None, ""),
+        ("get", f"/langgraph/store/items?namespace={w.space}&key=secret", None, ""),
         # acts and changes
         ("post", f"/api/runs/{r}/breakpoints/", {"interrupt_before": []}, "debug_run"),
         ("post", f"/api/runs/{r}/continue/", {}, "debug_run"),
@@ -131,8 +132,8 @@ def lists(w: World) -> list[tuple[str, str, dict | None, object]]:
         ("post", "/langgraph/threads/search", {}, str(w.thread.id)),
         ("post", "/langgraph/assistants/search", {}, str(w.assistant.id)),
         ("post", "/langgraph/runs/crons/search", {}, str(w.cron.id)),
-        ("post", "/langgraph/store/items/search", {"namespace_prefix": ["notes"],
-                                                   "limit": 1000}, w.key),
+        ("post", "/langgraph/store/items/search", {"namespace_prefix": [w.space]}, "secret"),
+        ("post", "/langgraph/store/namespaces", {"limit": 1000}, w.space),
     ]
 
 
@@ -195,7 +196,7 @@ def test_the_ownership_matrix(world, who):
         assert Interrupt.objects.get(pk=w.interrupt.pk).status == "pending"
         assert Run.objects.get(id=w.run.id).status == "interrupted"
         item = call(client_of(users["A"]), "get",
-                    f"/langgraph/store/items?namespace=notes&key={w.key}", None)
+                    f"/langgraph/store/items?namespace={w.space}&key=secret", None)
         assert item.json()["value"] == {"text": "A's"}
 
 
