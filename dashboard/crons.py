@@ -23,12 +23,12 @@ from django.contrib.auth.models import AnonymousUser
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from dashboard import retention, services
+from dashboard import policy, retention, services
 from dashboard.lgapi import assistant_resolve, run_assistant_fields
 from dashboard.models import Cron, Run, Thread
 from dashboard.runs.conf import planwatch_setting
 from dashboard.services import RunInputError, ServiceError, User
-from dashboard.thread_runs import RunRequest, start
+from dashboard.thread_runs import RunRequest, reserved_config, start
 
 logger = logging.getLogger("planwatch.crons")
 
@@ -96,7 +96,11 @@ def due(now: datetime) -> QuerySet[Cron]:
 
 
 def cron_fire_due(*, now: datetime | None = None) -> list[Run]:
-    """Start one run for every due cron this process claims; the runs started."""
+    """Start one run for every due cron this process claims; the runs started.
+
+    A cron runs as its user, checked at each fire (:func:`dashboard.policy.cron_may_fire`):
+    a cron whose user is gone, inactive or lost ``start_run`` starts nothing; its due time
+    passes and ``last_error`` says why (so it starts again once the user may)."""
     now = now or timezone.now()
     started = []
     for cron in due(now).select_related("thread", "user"):
@@ -105,6 +109,10 @@ def cron_fire_due(*, now: datetime | None = None) -> list[Run]:
             next_run_date=following, last_run_date=now, updated_at=now)
         if not claimed:
             continue  # another process fired it
+        if why := policy.cron_may_fire(cron):
+            logger.warning("cron %s skipped: %s", cron.id, why)
+            Cron.objects.filter(id=cron.id).update(last_error=f"skipped: {why}")
+            continue
         try:
             run = _start(cron)
         except ServiceError as exc:
@@ -119,10 +127,16 @@ def cron_fire_due(*, now: datetime | None = None) -> list[Run]:
 def _start(cron: Cron) -> Run:
     """Start the cron's run request, as ``POST /threads/<id>/runs`` would."""
     resolved = assistant_resolve(assistant_id=cron.assistant_id)
+    user: User = cron.user if cron.user is not None else AnonymousUser()
+    if resolved.assistant is not None and not policy.may_read(
+            user, resolved.assistant.created_by_id):
+        raise RunInputError(f"assistant {resolved.assistant.id} is not its user's to run",
+                            errors={"assistant_id": "not yours"})
     payload = cron.payload or {}
     configurable = {**(resolved.config.get("configurable") or {}),
                     **((payload.get("config") or {}).get("configurable") or {})}
-    user: User = cron.user if cron.user is not None else AnonymousUser()
+    if why := reserved_config({"configurable": configurable}):  # rows from before the rule
+        raise RunInputError(why, errors={"config.configurable": "reserved keys"})
     thread = cron.thread or services.thread_create(user=user, thread_id=uuid.uuid4(),
                                                    metadata={"cron_id": str(cron.id)})
     req = RunRequest(

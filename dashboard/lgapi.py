@@ -16,8 +16,10 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max, Model, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
+from django.http import Http404
 
-from dashboard.models import Assistant, AssistantVersion, Cron, Run, Thread
+from dashboard import policy
+from dashboard.models import Assistant, AssistantVersion, Cron, Run, StoreItem, StoreOwner, Thread
 from dashboard.runs.stores import open_store
 from dashboard.services import RunInputError, RunStateError, ServiceError, User
 from planner.registry import GraphSpec, get_graph
@@ -103,10 +105,11 @@ def assistant_resolve(*, assistant_id: Any) -> Resolved:
                                 "with POST /assistants/search)") from None
 
 
-def assistant_rows(*, graph_id: str = "", name: str = "",
+def assistant_rows(*, user: User | None, graph_id: str = "", name: str = "",
                    metadata: dict[str, Any] | None = None) -> QuerySet[Assistant]:
-    """Created assistants matching LangGraph's search filters (name: a substring)."""
-    rows = Assistant.objects.all()
+    """Created assistants ``user`` may read (:mod:`dashboard.policy`) matching LangGraph's
+    search filters (name: a substring)."""
+    rows = policy.assistants_visible(user)
     if graph_id:
         rows = rows.filter(graph=graph_id)
     if name:
@@ -149,8 +152,8 @@ def assistant_create(*, graph_id: str, user: User | None, assistant_id: Any = No
         wanted = parsed
         existing = Assistant.objects.filter(id=wanted).first()
         if existing is not None:
-            if if_exists == "do_nothing":
-                return existing
+            if if_exists == "do_nothing" and policy.may_read(user, existing.created_by_id):
+                return existing  # another user's is not handed over (threads answer so too)
             raise AssistantExists(f"assistant {wanted} exists; send if_exists='do_nothing' "
                                   "to get it, or update it with PATCH")
     fields = {"graph": spec.name, "name": name or spec.name, "description": description,
@@ -204,12 +207,15 @@ def assistant_set_latest(*, assistant: Assistant, version: Any) -> Assistant:
     return assistant
 
 
-def assistant_delete(*, assistant: Assistant, delete_threads: bool = False) -> None:
+def assistant_delete(*, assistant: Assistant, user: User | None,
+                     delete_threads: bool = False) -> None:
     """Delete the assistant and its versions (its runs keep their graph); with
-    ``delete_threads`` its threads go too (409 while one of them runs)."""
+    ``delete_threads`` the threads of it that ``user`` may delete go too (409 while one
+    of them runs); another user's threads stay theirs."""
     with transaction.atomic():
         if delete_threads:
-            threads = list(threads_of_assistant(assistant).values_list("id", flat=True))
+            threads = list(threads_of_assistant(assistant).filter(
+                id__in=policy.threads_visible(user).values("id")).values_list("id", flat=True))
             running = (Run.objects.filter(conversation__in=threads, status__in=(
                 Run.Status.QUEUED, Run.Status.RUNNING)).values_list("conversation", flat=True)
                 .first())
@@ -242,42 +248,105 @@ def _item(item: Any) -> dict[str, Any]:
     return shaped
 
 
-def store_put(*, namespace: tuple[str, ...], key: str, value: dict[str, Any],
+def _owner_of(namespace: tuple[str, ...], key: str) -> int | None:
+    """The user who wrote an item through the API (None: a graph wrote it, or nobody)."""
+    return StoreOwner.objects.filter(prefix=".".join(namespace), key=key).values_list(
+        "user_id", flat=True).first()
+
+
+def _hidden(namespace: tuple[str, ...], key: str) -> Http404:
+    return Http404(f"no item {key!r} in namespace {list(namespace)}")
+
+
+def store_put(*, user: User, namespace: tuple[str, ...], key: str, value: dict[str, Any],
               ttl: float | None = None) -> None:
-    """Write one item (``ttl`` in minutes; none: kept until deleted)."""
+    """Write one item (``ttl`` in minutes; none: kept until deleted); a new item is
+    ``user``'s. Another user's item is not found (a graph's is shared)."""
+    owner = _owner_of(namespace, key)
+    if not policy.may_change_item(user, owner):
+        raise _hidden(namespace, key)
     with open_store() as store:
+        new = owner is None and store.get(namespace, key) is None
         store.put(namespace, key, value, ttl=ttl)
+    if new and user.is_authenticated:
+        StoreOwner.objects.get_or_create(prefix=".".join(namespace), key=key,
+                                         defaults={"user": user})
 
 
-def store_get(*, namespace: tuple[str, ...], key: str, refresh_ttl: bool | None = None
-              ) -> dict[str, Any] | None:
-    """One item, or None."""
+def store_get(*, user: User, namespace: tuple[str, ...], key: str,
+              refresh_ttl: bool | None = None) -> dict[str, Any] | None:
+    """One item ``user`` may read, or None."""
+    if not policy.may_read_item(user, _owner_of(namespace, key)):
+        return None
     with open_store() as store:
         item = store.get(namespace, key, refresh_ttl=refresh_ttl)
     return _item(item) if item is not None else None
 
 
-def store_delete(*, namespace: tuple[str, ...], key: str) -> None:
-    """Delete one item (nothing happens for one that does not exist)."""
+def store_delete(*, user: User, namespace: tuple[str, ...], key: str) -> None:
+    """Delete one item ``user`` may change (nothing happens for one that does not exist)."""
+    if not policy.may_change_item(user, _owner_of(namespace, key)):
+        raise _hidden(namespace, key)
     with open_store() as store:
         store.delete(namespace, key)
+    StoreOwner.objects.filter(prefix=".".join(namespace), key=key).delete()
 
 
-def store_search(*, namespace_prefix: tuple[str, ...], filter: dict[str, Any] | None,
-                 limit: int, offset: int, query: str | None = None,
-                 refresh_ttl: bool | None = None) -> list[dict[str, Any]]:
-    """Items under a namespace prefix whose values match ``filter`` (``query`` ranks only
-    with an embedding index; none is configured, so it is ignored)."""
+def _others_items(user: User) -> set[tuple[str, str]]:
+    """(prefix, key) of the items ``user`` may not read (none for the team)."""
+    if policy.is_team(user):
+        return set()
+    return set(StoreOwner.objects.exclude(user_id=getattr(user, "pk", None) or 0).values_list(
+        "prefix", "key"))
+
+
+def store_search(*, user: User, namespace_prefix: tuple[str, ...],
+                 filter: dict[str, Any] | None, limit: int, offset: int,
+                 query: str | None = None, refresh_ttl: bool | None = None
+                 ) -> list[dict[str, Any]]:
+    """Items ``user`` may read under a namespace prefix whose values match ``filter``
+    (``query`` ranks only with an embedding index; none is configured, so it is ignored).
+    ``offset`` and ``limit`` count the readable items only."""
+    hidden = _others_items(user)
+    shown: list[Any] = []
+    skipped, at, batch = 0, 0, max(limit + offset, 100)
     with open_store() as store:
-        found = store.search(namespace_prefix, filter=filter, limit=limit, offset=offset,
-                             refresh_ttl=refresh_ttl)
-    return [_item(i) for i in found]
+        while len(shown) < limit:
+            found = store.search(namespace_prefix, filter=filter, limit=batch, offset=at,
+                                 refresh_ttl=refresh_ttl)
+            at += len(found)
+            for item in found:
+                if (".".join(item.namespace), item.key) in hidden:
+                    continue
+                if skipped < offset:
+                    skipped += 1
+                elif len(shown) < limit:
+                    shown.append(item)
+            if len(found) < batch:
+                break
+    return [_item(i) for i in shown]
 
 
-def store_namespaces(*, prefix: tuple[str, ...] | None, suffix: tuple[str, ...] | None,
-                     max_depth: int | None, limit: int, offset: int) -> list[list[str]]:
-    """The namespaces holding items, filtered and truncated as LangGraph's store does."""
+def store_namespaces(*, user: User, prefix: tuple[str, ...] | None,
+                     suffix: tuple[str, ...] | None, max_depth: int | None, limit: int,
+                     offset: int) -> list[list[str]]:
+    """The namespaces holding items ``user`` may read, filtered and truncated as
+    LangGraph's store does."""
     with open_store() as store:
-        found = store.list_namespaces(prefix=prefix, suffix=suffix, max_depth=max_depth,
-                                      limit=limit, offset=offset)
-    return [list(ns) for ns in found]
+        if policy.is_team(user):
+            found = store.list_namespaces(prefix=prefix, suffix=suffix, max_depth=max_depth,
+                                          limit=limit, offset=offset)
+            return [list(ns) for ns in found]
+        hidden = _others_items(user)
+        found, at, batch = [], 0, 1000
+        while True:  # every full namespace, then the readable ones truncated and paged
+            page = store.list_namespaces(prefix=prefix, suffix=suffix, limit=batch, offset=at)
+            found += page
+            at += len(page)
+            if len(page) < batch:
+                break
+        readable = StoreItem.objects.filter(prefix__in=[".".join(ns) for ns in found])
+        prefixes = {p for p, k in readable.values_list("prefix", "key") if (p, k) not in hidden}
+    shown = sorted({tuple(ns[:max_depth] if max_depth else ns) for ns in found
+                    if ".".join(ns) in prefixes})
+    return [list(ns) for ns in shown[offset: offset + limit]]

@@ -47,8 +47,10 @@ class Thread(models.Model):
                    models.Index(fields=["created_by", "-created_at"],
                                 name="thread_owner_created"),
                    models.Index(fields=["status", "-created_at"], name="thread_status_created")]
+        # the team: reads and acts on every user's resources (dashboard.policy)
         permissions = [("view_all_threads",
-                        "Can see and act on every thread through the LangGraph API")]
+                        "Can see and act on every user's threads, runs, assistants, crons "
+                        "and store items (the team)")]
 
     def __str__(self) -> str:
         return f"thread {str(self.id)[:8]}"
@@ -410,4 +412,5 @@ from dashboard.models_lgapi import (  # noqa: E402, F401
     AssistantVersion,
     Cron,
     StoreItem,
+    StoreOwner,
 )

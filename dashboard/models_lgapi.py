@@ -120,3 +120,22 @@ class StoreItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}/{self.key}"
+
+
+class StoreOwner(models.Model):
+    """Who wrote a store item through ``/langgraph/store`` (the store's own table has no
+    owner column): the item is theirs to read, change and delete (``dashboard.policy``).
+    An item with no row here was written by a graph inside a run and is the team's."""
+
+    prefix = models.TextField(help_text="The item's namespace, its labels joined by '.'.")
+    key = models.TextField()
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["prefix", "key"],
+                                               name="store_owner_item_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}/{self.key} ({self.user_id})"

@@ -13,6 +13,7 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Quer
 from django.db.models.functions import Coalesce, Now, TruncDate
 from django.utils import timezone
 
+from dashboard import policy
 from dashboard.models import Cron, Interrupt, Run, RunEvent
 from dashboard.runs import debugging
 from dashboard.runs.modelcalls import messages_of
@@ -72,19 +73,20 @@ def _day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
-def run_list(*, graph: str = "", status: str = "", created_by: str = "", q: str = "",
-             since: date | None = None, until: date | None = None,
+def run_list(*, user: Any, graph: str = "", status: str = "", created_by: str = "",
+             q: str = "", since: date | None = None, until: date | None = None,
              sort: str = "-started") -> QuerySet[Run]:
-    """Runs, newest first (or in a :data:`RUN_SORTS` order), filtered by graph, status,
-    creator's username, text ``q`` (in the goal, or the start of the id) and the days
+    """The runs ``user`` may read (:mod:`dashboard.policy`), newest first (or in a
+    :data:`RUN_SORTS` order), filtered by graph, status, creator's username, text ``q``
+    (in the goal, or the start of the id) and the days
     they were started on (``since`` and ``until`` included, in the site's time zone);
     a queued run with its ``queue_position``."""
     if sort not in RUN_SORTS:
         raise ValueError(f"unknown sort {sort!r}; use one of: {', '.join(RUN_SORTS)}")
     by = _SORT_BY[sort.lstrip("-")]
     first = by.desc(nulls_last=True) if sort.startswith("-") else by.asc(nulls_last=True)
-    runs = Run.objects.select_related("created_by").with_queue_position().order_by(
-        first, "-created_at", "-id")
+    runs = policy.runs_visible(user, Run.objects.select_related("created_by")
+                               .with_queue_position()).order_by(first, "-created_at", "-id")
     if graph:
         runs = runs.filter(graph=graph)
     if status:
@@ -111,8 +113,8 @@ def run_cursor(*, run_id: UUID | str) -> tuple[int, str] | None:
 
 
 def run_can_view(*, user: User, run: Run) -> bool:
-    """Every signed-in user may view every run (runs are a shared operations board)."""
-    return bool(user.is_authenticated and user.is_active)
+    """Whether ``user`` may view ``run``: its owner, or the team (:mod:`dashboard.policy`)."""
+    return policy.may_read_run(user, run)
 
 
 def run_events(*, run_id: UUID | str, after: int = 0, limit: int | None = None
@@ -122,10 +124,11 @@ def run_events(*, run_id: UUID | str, after: int = 0, limit: int | None = None
     return events[:limit] if limit else events
 
 
-def interrupts_pending(*, run_id: UUID | str | None = None, graph: str = ""
+def interrupts_pending(*, user: Any, run_id: UUID | str | None = None, graph: str = ""
                        ) -> QuerySet[Interrupt]:
-    """Pending interrupts across runs (or of one run), oldest first."""
-    qs = Interrupt.objects.filter(status=Interrupt.Status.PENDING).select_related("run")
+    """Pending interrupts across the runs ``user`` may read (or of one run), oldest first."""
+    qs = policy.interrupts_visible(user, Interrupt.objects.filter(
+        status=Interrupt.Status.PENDING).select_related("run"))
     if run_id:
         qs = qs.filter(run_id=run_id)
     if graph:
@@ -139,9 +142,11 @@ def interrupts_of_run(*, run_id: UUID | str) -> QuerySet[Interrupt]:
             .order_by("created_at", "id"))
 
 
-def interrupts_pending_count() -> int:
-    """How many interrupts wait for an answer (the navigation badge)."""
-    return Interrupt.objects.filter(status=Interrupt.Status.PENDING).count()
+def interrupts_pending_count(*, user: Any) -> int:
+    """How many interrupts of runs ``user`` may read wait for an answer (the navigation
+    badge)."""
+    return policy.interrupts_visible(user, Interrupt.objects.filter(
+        status=Interrupt.Status.PENDING)).count()
 
 
 @dataclass(frozen=True)
@@ -182,9 +187,10 @@ def run_lineage(*, run: Run) -> Lineage:
     return Lineage(parent=parent, siblings=siblings, children=children)
 
 
-def crons_listed(limit: int = 200) -> QuerySet[Cron]:
-    """Scheduled runs for the crons page: enabled first, soonest next run first."""
-    return (Cron.objects.select_related("last_run", "thread")
+def crons_listed(*, user: Any, limit: int = 200) -> QuerySet[Cron]:
+    """The scheduled runs ``user`` may read, for the crons page: enabled first, soonest
+    next run first."""
+    return (policy.crons_visible(user).select_related("last_run", "thread")
             .order_by("-enabled", F("next_run_date").asc(nulls_last=True))[:limit])
 
 

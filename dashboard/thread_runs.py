@@ -49,6 +49,38 @@ class Unsupported(ServiceError):
     code = "unsupported"
 
 
+RESERVED_CONFIGURABLE = frozenset({
+    "thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map", "checkpoint_during",
+    "checkpointer", "run_id", "langgraph_step", "langgraph_node", "langgraph_triggers",
+    "langgraph_path", "langgraph_checkpoint_ns", "task_id",
+})
+"""Keys of ``config.configurable`` that LangGraph (or Planwatch) sets for a run."""
+
+
+def reserved_keys(configurable: dict[str, Any]) -> list[str]:
+    """The keys of ``configurable`` a client may not set (LangGraph's ``__pregel_*`` and
+    other internal keys, and the checkpoint's own), sorted."""
+    return sorted(str(k) for k in configurable
+                  if k in RESERVED_CONFIGURABLE or str(k).startswith("__"))
+
+
+def reserved_config(config: Any) -> str:
+    """Why ``config`` (a run's, an assistant's or a cron's) may not reach a run ("" if it
+    may): its ``configurable`` names keys LangGraph or Planwatch sets, or the config
+    itself carries LangGraph's internal ``__…`` keys. Every place a config comes from
+    asks this: a run request, an assistant's create and update, a cron's payload and
+    each of its fires."""
+    if not isinstance(config, dict):
+        return ""
+    configurable = config.get("configurable")
+    keys = reserved_keys(configurable) if isinstance(configurable, dict) else []
+    keys += sorted(str(k) for k in config if str(k).startswith("__"))
+    if not keys:
+        return ""
+    return (f"{', '.join(keys)} are Planwatch's (LangGraph's) to set; pass the thread in "
+            "the URL and a past checkpoint as checkpoint_id")
+
+
 @dataclass
 class RunRequest:
     """The parts of a LangGraph run request that decide what happens."""

@@ -82,11 +82,12 @@ def fast_password_hashing(settings):
 
 @pytest.fixture
 def operator(django_user_model):
-    """A signed-in-able operator who may start runs, answer interrupts and cancel."""
+    """A signed-in-able operator of the team (sees everyone's runs: dashboard.policy) who
+    may start runs, answer interrupts and cancel."""
     user = django_user_model.objects.create_user(username="olga", password="pw-olga-1234")
     user.user_permissions.set(
         Permission.objects.filter(
-            codename__in=["start_run", "cancel_run", "answer_interrupt"]
+            codename__in=["start_run", "cancel_run", "answer_interrupt", "view_all_threads"]
         )
     )
     return user
@@ -94,8 +95,10 @@ def operator(django_user_model):
 
 @pytest.fixture
 def viewer(django_user_model):
-    """A user who may look but not start, answer or cancel."""
-    return django_user_model.objects.create_user(username="vic", password="pw-vic-1234")
+    """A user of the team who may look at everyone's runs but not start, answer or cancel."""
+    user = django_user_model.objects.create_user(username="vic", password="pw-vic-1234")
+    user.user_permissions.set(Permission.objects.filter(codename="view_all_threads"))
+    return user
 
 
 def database_url(settings_dict: dict) -> str:

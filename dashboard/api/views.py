@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer, Serializer
 from rest_framework.views import APIView
 
-from dashboard import selectors, services
+from dashboard import policy, selectors, services
 from dashboard.api import serializers as s
 from dashboard.api.pagination import (
     EventCursorPagination,
@@ -44,12 +44,16 @@ def validated(serializer_class: type[Serializer], data: Any) -> dict[str, Any]:
     return dict(serializer.validated_data)
 
 
-def run_or_404(pk: str) -> Run:
-    """The run ``pk`` through the selector, or a 404 that names it."""
+def run_or_404(request: Request, pk: str) -> Run:
+    """The run ``pk`` through the selector, or a 404 that names it (also for a run the
+    user may not read: :mod:`dashboard.policy`)."""
     try:
-        return selectors.run_get(run_id=pk)
+        run = selectors.run_get(run_id=pk)
     except (Run.DoesNotExist, ValueError, DjangoValidationError):
         raise NotFound(f"no run {pk!r}; list runs at /api/runs/") from None
+    if not selectors.run_can_view(user=request.user, run=run):
+        raise NotFound(f"no run {pk!r}; list runs at /api/runs/")
+    return run
 
 
 class ApiViewSet(viewsets.GenericViewSet):
@@ -91,14 +95,16 @@ class RunViewSet(ApiViewSet):
                           "fork": [CanForkRuns]}
 
     def get_queryset(self) -> QuerySet[Run]:
-        """Every run (the browsable API asks for it; the actions call the selectors)."""
-        return selectors.run_list()
+        """The runs the user may read (the browsable API asks for it; the actions call the
+        selectors)."""
+        return selectors.run_list(user=self.request.user)
 
     @extend_schema(parameters=[s.RunFilterSerializer])
     def list(self, request: Request) -> Response:
         """Runs, newest first, filtered by graph, status, creator, text and start days."""
         filters = validated(s.RunFilterSerializer, request.query_params)
-        runs = selectors.run_list(graph=filters["graph"], status=filters.get("status", ""),
+        runs = selectors.run_list(user=request.user, graph=filters["graph"],
+                                  status=filters.get("status", ""),
                                   created_by=filters["creator"], q=filters["q"],
                                   since=filters["since"], until=filters["until"])
         page = self.paginate_queryset(runs)
@@ -116,7 +122,7 @@ class RunViewSet(ApiViewSet):
     @extend_schema(parameters=[RUN_ID], responses={200: s.RunDetailSerializer})
     def retrieve(self, request: Request, pk: str) -> Response:
         """One run, with its model calls, tokens and cost per node."""
-        run = run_or_404(pk)
+        run = run_or_404(request, pk)
         run.model_usage = selectors.model_usage_by_node(run_id=run.id)  # type: ignore[attr-defined]
         return Response(s.RunDetailSerializer(run).data)
 
@@ -124,13 +130,13 @@ class RunViewSet(ApiViewSet):
     @action(detail=True, methods=["get"], pagination_class=None)
     def export(self, request: Request, pk: str) -> Response:
         """The whole run as one versioned JSON document (docs/export.md)."""
-        return Response(exports.run_export(run=run_or_404(pk)))
+        return Response(exports.run_export(run=run_or_404(request, pk)))
 
     @extend_schema(parameters=[RUN_ID], request=None, responses={200: s.RunSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         """Cancel a queued, running or interrupted run (409 if it has finished)."""
-        run = services.run_cancel(run=run_or_404(pk), user=request.user)
+        run = services.run_cancel(run=run_or_404(request, pk), user=request.user)
         return Response(s.RunSerializer(run).data)
 
     @extend_schema(parameters=[RUN_ID], request=s.BreakpointsSerializer,
@@ -140,7 +146,7 @@ class RunViewSet(ApiViewSet):
         """Set the nodes the run pauses before or after (a running run: at its next node)."""
         data = validated(s.BreakpointsSerializer, request.data)
         run = services.run_breakpoints_set(
-            run=run_or_404(pk), interrupt_before=data["interrupt_before"],
+            run=run_or_404(request, pk), interrupt_before=data["interrupt_before"],
             interrupt_after=data["interrupt_after"], user=request.user)
         return Response(s.RunSerializer(run).data)
 
@@ -150,7 +156,8 @@ class RunViewSet(ApiViewSet):
     def resume(self, request: Request, pk: str) -> Response:
         """Continue a run paused at a breakpoint (``step``: one super-step, then pause)."""
         data = validated(s.ContinueSerializer, request.data)
-        run = services.run_continue(run=run_or_404(pk), user=request.user, step=data["step"])
+        run = services.run_continue(run=run_or_404(request, pk), user=request.user,
+                                    step=data["step"])
         return Response(s.RunSerializer(run).data)
 
     @extend_schema(parameters=[RUN_ID], request=s.ForkSerializer,
@@ -159,7 +166,7 @@ class RunViewSet(ApiViewSet):
     def fork(self, request: Request, pk: str) -> Response:
         """Start a new run from one of this run's checkpoints, with its state edited first."""
         data = validated(s.ForkSerializer, request.data)
-        child = services.run_fork(run=run_or_404(pk), checkpoint_id=data["checkpoint_id"],
+        child = services.run_fork(run=run_or_404(request, pk), checkpoint_id=data["checkpoint_id"],
                                   values=data["values"], as_node=data["as_node"],
                                   user=request.user)
         return Response(s.RunSerializer(child).data, status=status.HTTP_201_CREATED)
@@ -170,7 +177,7 @@ class RunViewSet(ApiViewSet):
     def events(self, request: Request, pk: str) -> Response:
         """The run's events after ``after``, in seq order."""
         after = validated(s.EventFilterSerializer, request.query_params)["after"]
-        run = run_or_404(pk)
+        run = run_or_404(request, pk)
         page = self.paginate_queryset(selectors.run_events(run_id=run.id, after=after))
         return self.get_paginated_response(s.RunEventSerializer(page, many=True).data)
 
@@ -180,7 +187,7 @@ class RunViewSet(ApiViewSet):
     def checkpoints(self, request: Request, pk: str) -> Response:
         """The run's LangGraph checkpoints, newest first (no values; read one for those)."""
         filters = validated(s.CheckpointFilterSerializer, request.query_params)
-        run = run_or_404(pk)
+        run = run_or_404(request, pk)
         views = checkpoint_list(thread_id=run.thread_id, checkpoint_ns=filters["ns"],
                                 limit=filters["limit"])
         return Response(s.CheckpointSummarySerializer(views, many=True).data)
@@ -197,7 +204,7 @@ class RunViewSet(ApiViewSet):
         """One checkpoint of the run, its values decoded by the saver's own serializer."""
         ns = request.query_params.get("ns", "")
         lookup = validated(s.CheckpointLookupSerializer, {"checkpoint_id": checkpoint_id, "ns": ns})
-        run = run_or_404(pk)
+        run = run_or_404(request, pk)
         view = checkpoint_get(thread_id=run.thread_id, checkpoint_id=lookup["checkpoint_id"],
                               checkpoint_ns=lookup["ns"])
         if view is None:
@@ -217,20 +224,21 @@ class InterruptViewSet(ApiViewSet):
 
     def get_queryset(self) -> QuerySet[Interrupt]:
         """The pending interrupts (the browsable API asks for it)."""
-        return selectors.interrupts_pending()
+        return selectors.interrupts_pending(user=self.request.user)
 
     @extend_schema(parameters=[s.InterruptFilterSerializer])
     def list(self, request: Request) -> Response:
         """Pending interrupts, oldest first, filtered by run and graph."""
         filters = validated(s.InterruptFilterSerializer, request.query_params)
-        pending = selectors.interrupts_pending(run_id=filters.get("run"), graph=filters["graph"])
+        pending = selectors.interrupts_pending(user=request.user, run_id=filters.get("run"),
+                                               graph=filters["graph"])
         page = self.paginate_queryset(pending)
         return self.get_paginated_response(s.InterruptSerializer(page, many=True).data)
 
     @extend_schema(parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)])
     def retrieve(self, request: Request, pk: str) -> Response:
         """One interrupt, pending or not."""
-        return Response(s.InterruptSerializer(self._interrupt(pk)).data)
+        return Response(s.InterruptSerializer(self._interrupt(request, pk)).data)
 
     @extend_schema(parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)],
                    request=s.InterruptAnswerSerializer, responses={200: s.InterruptSerializer})
@@ -238,16 +246,18 @@ class InterruptViewSet(ApiViewSet):
     def answer(self, request: Request, pk: str) -> Response:
         """Answer an interrupt exactly once (409 if answered already or withdrawn)."""
         data = validated(s.InterruptAnswerSerializer, request.data)
-        interrupt = services.interrupt_answer(interrupt=self._interrupt(pk),
+        interrupt = services.interrupt_answer(interrupt=self._interrupt(request, pk),
                                               answer=data["answer"], user=request.user)
         return Response(s.InterruptSerializer(interrupt).data)
 
     @staticmethod
-    def _interrupt(pk: str) -> Interrupt:
+    def _interrupt(request: Request, pk: str) -> Interrupt:
+        """The interrupt ``pk`` of a run the user may read, or 404."""
         if not (pk.isascii() and pk.isdigit()) or int(pk) > 2**63 - 1:
             raise NotFound(f"no interrupt {pk!r}; list pending ones at /api/interrupts/")
         try:
-            return Interrupt.objects.select_related("run", "answered_by").get(pk=int(pk))
+            return policy.interrupts_visible(request.user).select_related(
+                "run", "answered_by").get(pk=int(pk))
         except Interrupt.DoesNotExist:
             raise NotFound(f"no interrupt {pk!r}; list pending ones at /api/interrupts/") \
                 from None

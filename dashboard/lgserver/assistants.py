@@ -4,6 +4,8 @@ A registered graph's own assistant (id = the graph's name) is listed beside the 
 ones and cannot be changed; a created assistant is an
 :class:`~dashboard.models.Assistant` with its versions. Writes go through
 :mod:`dashboard.lgapi`; creating and updating need ``start_run``, deleting ``delete_run``.
+A created assistant is its creator's (:mod:`dashboard.policy`): another user (not of the
+team) gets the 404 of an unknown one, and search and count find only theirs.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from dashboard import lgapi
-from dashboard.lgserver import bodies, shapes
+from dashboard.lgserver import bodies, refusals, shapes
 from dashboard.lgserver.views import (
     LangGraphView,
     _dict,
@@ -55,6 +57,15 @@ def _optional_dict(data: dict[str, Any], key: str) -> dict[str, Any] | None:
     return _dict(data, key) if data.get(key) is not None else None
 
 
+def _config(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The assistant's ``config``; 422 for LangGraph's reserved keys in it (they would
+    reach every run and cron of the assistant)."""
+    config = _optional_dict(data, "config")
+    if why := refusals.reserved_config(config):
+        raise exceptions.ValidationError({"config.configurable": why})
+    return config
+
+
 def _row(assistant_id: str, doing: str) -> Assistant:
     """The created assistant ``assistant_id``; 409 for a graph's own, 404 for none."""
     resolved = resolve(assistant_id)
@@ -78,7 +89,7 @@ class AssistantsView(LangGraphView):
         row = lgapi.assistant_create(
             graph_id=str(data["graph_id"]), user=request.user,
             assistant_id=data.get("assistant_id"), name=_text(data, "name") or "",
-            description=_text(data, "description") or "", config=_dict(data, "config"),
+            description=_text(data, "description") or "", config=_config(data) or {},
             context=_dict(data, "context"), metadata=_dict(data, "metadata"),
             if_exists=str(data.get("if_exists") or "raise"))
         return Response(assistant_shape(row))
@@ -101,15 +112,16 @@ class AssistantView(LangGraphView):
         row = lgapi.assistant_update(
             assistant=_row(assistant_id, "updated"), graph_id=_text(data, "graph_id"),
             name=_text(data, "name"), description=_text(data, "description"),
-            config=_optional_dict(data, "config"), context=_optional_dict(data, "context"),
+            config=_config(data), context=_optional_dict(data, "context"),
             metadata=_optional_dict(data, "metadata"))
         return Response(assistant_shape(row))
 
     def delete(self, request: Request, assistant_id: str) -> Response:
         require(request, "delete_run", "deleting an assistant")
         row = _row(assistant_id, "deleted")
-        lgapi.assistant_delete(assistant=row, delete_threads=request.query_params.get(
-            "delete_threads") in ("true", "True", "1"))
+        lgapi.assistant_delete(assistant=row, user=request.user,
+                               delete_threads=request.query_params.get(
+                                   "delete_threads") in ("true", "True", "1"))
         return Response(status=204)
 
 
@@ -176,7 +188,8 @@ class AssistantSearchView(LangGraphView):
             raise exceptions.ValidationError({"sort_order": f"{order!r}; use asc or desc"})
         offset, limit = _offset(data), _limit(data)
         column = lgapi.SORTABLE[sort_by]
-        rows = lgapi.assistant_rows(graph_id=graph_id, name=name, metadata=metadata).order_by(
+        rows = lgapi.assistant_rows(user=request.user, graph_id=graph_id, name=name,
+                                    metadata=metadata).order_by(
             f"{'-' if order == 'desc' else ''}{column}", "id")
         # the top offset+limit of the union is among the rows' top ones and the graphs'
         found = [assistant_shape(r) for r in rows[: offset + limit + 1]]
@@ -196,5 +209,6 @@ class AssistantCountView(LangGraphView):
 
     def post(self, request: Request) -> Response:
         graph_id, name, metadata = _filters(body(request))
-        rows = lgapi.assistant_rows(graph_id=graph_id, name=name, metadata=metadata).count()
+        rows = lgapi.assistant_rows(user=request.user, graph_id=graph_id, name=name,
+                                    metadata=metadata).count()
         return Response(rows + sum(_own(s, graph_id, name, metadata) for s in all_graphs()))

@@ -2,7 +2,9 @@
 
 A cron keeps a run request (input, config, context, metadata, breakpoints, strategy) and
 a schedule; :mod:`dashboard.crons` starts it when due. Creating and changing one needs
-``start_run`` (and what its request needs), deleting ``delete_run``; reading is open.
+``start_run`` (and what its request needs), deleting ``delete_run``. A cron is its
+user's (:mod:`dashboard.policy`): another user (not of the team) gets the 404 of an
+unknown one, and search and count find only theirs; it runs as its user.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from dashboard import crons, lgapi
+from dashboard import crons, lgapi, policy
 from dashboard.lgserver import bodies, shapes
 from dashboard.lgserver.views import (
     LangGraphView,
@@ -77,10 +79,10 @@ def _create(request: Request, thread_id: str | None) -> Response:
     return Response(cron_shape(cron))
 
 
-def cron_of(cron_id: str) -> Cron:
-    """The cron, or 404."""
+def cron_of(request: Request, cron_id: str) -> Cron:
+    """The cron, or 404 (also for another user's)."""
     try:
-        return Cron.objects.get(id=uuid.UUID(str(cron_id)))
+        return policy.crons_visible(request.user).get(id=uuid.UUID(str(cron_id)))
     except (ValueError, Cron.DoesNotExist):
         raise exceptions.NotFound(f"no cron {cron_id}; list them with POST /runs/crons/search"
                                   ) from None
@@ -111,7 +113,7 @@ class CronView(LangGraphView):
 
     def patch(self, request: Request, cron_id: str) -> Response:
         require(request, "start_run", "changing a scheduled run")
-        cron = cron_of(cron_id)
+        cron = cron_of(request, cron_id)
         data = body(request)
         payload = {k: data[k] for k in crons.REQUEST_FIELDS if data.get(k) is not None}
         if payload:
@@ -124,12 +126,12 @@ class CronView(LangGraphView):
 
     def delete(self, request: Request, cron_id: str) -> Response:
         require(request, "delete_run", "deleting a scheduled run")
-        crons.cron_delete(cron=cron_of(cron_id))
+        crons.cron_delete(cron=cron_of(request, cron_id))
         return Response(status=204)
 
 
-def _filtered(data: dict[str, Any]) -> Any:
-    found = Cron.objects.all()
+def _filtered(request: Request, data: dict[str, Any]) -> Any:
+    found = policy.crons_visible(request.user)
     if data.get("assistant_id"):
         found = found.filter(assistant_id=str(data["assistant_id"]))
     if data.get("thread_id"):
@@ -155,7 +157,7 @@ class CronSearchView(LangGraphView):
         if order not in ("asc", "desc"):
             raise exceptions.ValidationError({"sort_order": f"{order!r}; use asc or desc"})
         offset = _offset(data)
-        found = _filtered(data).order_by(
+        found = _filtered(request, data).order_by(
             f"{'-' if order == 'desc' else ''}{SORTABLE[sort_by]}", "id")
         return Response([cron_shape(c) for c in found[offset: offset + _limit(data)]])
 
@@ -166,4 +168,4 @@ class CronCountView(LangGraphView):
     request_shapes = {"post": bodies.CronSearchBody}
 
     def post(self, request: Request) -> Response:
-        return Response(_filtered(body(request)).count())
+        return Response(_filtered(request, body(request)).count())

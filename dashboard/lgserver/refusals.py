@@ -8,20 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-RESERVED_CONFIGURABLE = frozenset({
-    "thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map", "checkpoint_during",
-    "checkpointer", "run_id", "langgraph_step", "langgraph_node", "langgraph_triggers",
-    "langgraph_path", "langgraph_checkpoint_ns", "task_id",
-})
-"""Keys of ``config.configurable`` that LangGraph (or Planwatch) sets for a run."""
-
-
-def reserved_keys(configurable: dict[str, Any]) -> list[str]:
-    """The keys of ``configurable`` a client may not set (LangGraph's ``__pregel_*`` and
-    other internal keys, and the checkpoint's own), sorted."""
-    return sorted(str(k) for k in configurable
-                  if k in RESERVED_CONFIGURABLE or str(k).startswith("__"))
-
+from dashboard.thread_runs import (  # noqa: F401  (the rule lives with run requests)
+    RESERVED_CONFIGURABLE,
+    reserved_config,
+    reserved_keys,
+)
 
 RECURSION_LIMIT_MAX = 2**31 - 1
 """The largest recursion limit a run stores (its column is a 32-bit integer)."""

@@ -2,8 +2,8 @@
 
 A thread's status is a column of its own (``Thread.status``, written with its runs'
 transitions), so a search reads one page of threads, never all of them.
-Who sees which thread is decided here too: the threads a user created, or every thread
-with the ``dashboard.view_all_threads`` permission.
+Who sees which thread is :mod:`dashboard.policy`'s: the threads a user created, or every
+thread for the team (``dashboard.view_all_threads``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q, QuerySet
 
-from dashboard import lgapi
+from dashboard import lgapi, policy
 from dashboard.models import Run, Thread
 
 THREAD_STATUSES = tuple(Thread.Status.values)
@@ -34,18 +34,9 @@ def max_offset() -> int:
     return int(getattr(settings, "PLANWATCH_MAX_SEARCH_OFFSET", 10_000))
 
 
-def sees_all(user: Any) -> bool:
-    """Whether ``user`` sees and acts on every thread, not only their own."""
-    return bool(user.has_perm("dashboard.view_all_threads"))
-
-
 def visible_threads(user: Any) -> QuerySet[Thread]:
-    """The threads ``user`` may see and act on through the LangGraph API."""
-    if sees_all(user):
-        return Thread.objects.all()
-    if not user.is_authenticated:
-        return Thread.objects.none()
-    return Thread.objects.filter(created_by=user)
+    """The threads ``user`` may see and act on (:func:`dashboard.policy.threads_visible`)."""
+    return policy.threads_visible(user)
 
 
 def metadata_match(threads: QuerySet[Thread], metadata: dict[str, Any]) -> QuerySet[Thread]:

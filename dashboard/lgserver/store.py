@@ -2,8 +2,12 @@
 
 The items graphs write with ``get_store()`` are the ones served here: put, get, delete,
 search under a namespace prefix (with a value filter), and list namespaces; an item may
-carry a ``ttl`` in minutes. Reading is every signed-in user's; writing needs
-``start_run``, deleting ``delete_run``.
+carry a ``ttl`` in minutes. Writing needs ``start_run``, deleting ``delete_run``.
+An item written here is its writer's (:mod:`dashboard.policy`): another user (not of the
+team) does not find it, and cannot overwrite or delete it. An item a graph wrote inside a
+run is the graph's shared memory (any run of the graph reads and changes it too): every
+signed-in user reads it, and changes it with the action's permission, as on LangGraph's
+server, whose store namespaces are shared unless an auth handler scopes them.
 """
 
 from __future__ import annotations
@@ -58,15 +62,15 @@ class StoreItemsView(LangGraphView):
         value = data.get("value")
         if not isinstance(value, dict):
             raise exceptions.ValidationError({"value": "a JSON object"})
-        lgapi.store_put(namespace=namespace_of(data.get("namespace")), key=_key(data),
-                        value=value, ttl=data.get("ttl"))
+        lgapi.store_put(user=request.user, namespace=namespace_of(data.get("namespace")),
+                        key=_key(data), value=value, ttl=data.get("ttl"))
         return Response(status=204)
 
     def get(self, request: Request) -> Response:
         params = request.query_params
         namespace = namespace_of(params.get("namespace"), dotted=True)
         key = _key(params)
-        item = lgapi.store_get(namespace=namespace, key=key,
+        item = lgapi.store_get(user=request.user, namespace=namespace, key=key,
                                refresh_ttl=_flag(params.get("refresh_ttl")))
         if item is None:
             raise exceptions.NotFound(f"no item {key!r} in namespace {list(namespace)}")
@@ -75,7 +79,8 @@ class StoreItemsView(LangGraphView):
     def delete(self, request: Request) -> Response:
         require(request, "delete_run", "deleting from the store")
         data = body(request)
-        lgapi.store_delete(namespace=namespace_of(data.get("namespace")), key=_key(data))
+        lgapi.store_delete(user=request.user, namespace=namespace_of(data.get("namespace")),
+                           key=_key(data))
         return Response(status=204)
 
 
@@ -90,7 +95,7 @@ class StoreSearchView(LangGraphView):
         query = data.get("query")
         if query is not None and not isinstance(query, str):
             raise exceptions.ValidationError({"query": "a string"})
-        items = lgapi.store_search(
+        items = lgapi.store_search(user=request.user,
             namespace_prefix=namespace_of(data.get("namespace_prefix"), "namespace_prefix",
                                           empty=True),
             filter=found, limit=_limit(data), offset=_offset(data), query=query,
@@ -111,7 +116,7 @@ class StoreNamespacesView(LangGraphView):
             raise exceptions.ValidationError({"max_depth": "a whole number from 1"})
         prefix = data.get("prefix")
         suffix = data.get("suffix")
-        found = lgapi.store_namespaces(
+        found = lgapi.store_namespaces(user=request.user,
             prefix=namespace_of(prefix, "prefix") if prefix else None,
             suffix=namespace_of(suffix, "suffix") if suffix else None,
             max_depth=depth, limit=_limit(data, 100), offset=_offset(data))

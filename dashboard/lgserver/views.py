@@ -30,7 +30,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
-from dashboard import lgapi, services
+from dashboard import lgapi, policy, services
 from dashboard.api.exceptions import exception_handler as api_exception_handler
 from dashboard.checkpoints import compiled
 from dashboard.lgserver import bodies, refusals, search, shapes, stream
@@ -80,17 +80,22 @@ class LangGraphView(APIView):
         return lg_exception_handler
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        """Authenticate, then refuse a thread the user may not see with the 404 of an
-        unknown one (a user sees their own threads, or all with ``view_all_threads``)."""
+        """Authenticate, then refuse a thread or assistant the user may not see with the
+        404 of an unknown one (:mod:`dashboard.policy`: their own, or all for the team)."""
         super().initial(request, *args, **kwargs)
-        if "thread_id" in kwargs and not search.sees_all(request.user):
+        if policy.is_team(request.user):
+            return
+        if "thread_id" in kwargs:
             try:
                 wanted = uuid.UUID(str(kwargs["thread_id"]))
             except ValueError:
                 return  # the view answers an id that is not a UUID
-            theirs = Thread.objects.filter(id=wanted).exclude(created_by_id=request.user.pk)
+            theirs = Thread.objects.filter(id=wanted).exclude(
+                id__in=policy.threads_visible(request.user).filter(id=wanted).values("id"))
             if theirs.exists():
                 raise exceptions.NotFound(f"no thread {wanted}; create it with POST /threads")
+        if "assistant_id" in kwargs:
+            visible(request, resolve(kwargs["assistant_id"]), kwargs["assistant_id"])
 
 
 def require(request: Request, perm: str, what: str) -> None:
@@ -122,6 +127,16 @@ def body(request: Request) -> dict[str, Any]:
 def spec_of(assistant_id: Any) -> GraphSpec:
     """The graph an assistant (or graph) id names; 404 listing the known ones."""
     return resolve(assistant_id).spec
+
+
+def visible(request: Request, resolved: lgapi.Resolved, assistant_id: Any) -> lgapi.Resolved:
+    """``resolved``, or the 404 of an unknown assistant for a created one the user may not
+    read (a graph's own assistant is everyone's)."""
+    row = resolved.assistant
+    if row is not None and not policy.may_read(request.user, row.created_by_id):
+        raise exceptions.NotFound(f"no assistant {assistant_id}; list them with POST "
+                                  "/assistants/search")
+    return resolved
 
 
 def resolve(assistant_id: Any) -> lgapi.Resolved:
@@ -358,7 +373,7 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     """Parse a run request and check the permissions its parts need."""
     if "assistant_id" not in data:
         raise exceptions.ValidationError({"assistant_id": "required: the graph to run"})
-    resolved = resolve(data["assistant_id"])
+    resolved = visible(request, resolve(data["assistant_id"]), data["assistant_id"])
     spec = resolved.spec
     command = data.get("command")
     if command is not None and not isinstance(command, dict):
@@ -382,11 +397,8 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     limit = config.get("recursion_limit", resolved.config.get("recursion_limit"))
     if limit is not None and (why := refusals.recursion_limit(limit)):
         raise exceptions.ValidationError({"config.recursion_limit": why})
-    reserved = refusals.reserved_keys(configurable)
-    if reserved:
-        raise exceptions.ValidationError({"config.configurable": (
-            f"{', '.join(reserved)} are Planwatch's (LangGraph's) to set; pass the thread in "
-            "the URL and a past checkpoint as checkpoint_id")})
+    if why := refusals.reserved_config({**config, "configurable": configurable}):
+        raise exceptions.ValidationError({"config.configurable": why})
     if isinstance(run_input, dict):
         try:
             run_input = dict(spec.chat_input(run_input))

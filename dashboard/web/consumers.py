@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 from django.utils.dateparse import parse_datetime
 
-from dashboard import limits, selectors, signals
+from dashboard import limits, policy, selectors, signals
 from dashboard.models import Run
 from dashboard.runs import doorbells
 from dashboard.runs.follow import Step, finished, follow
@@ -92,7 +92,7 @@ async def _akeep_listening(layer: Any) -> None:
 
 
 class RunsConsumer(PlanwatchConsumer):
-    """Streams status changes of every run to the runs list."""
+    """Streams status changes of the runs the user may read to the runs list."""
 
     async def connect(self) -> None:
         """Refuse anonymous users; join the runs group."""
@@ -107,8 +107,22 @@ class RunsConsumer(PlanwatchConsumer):
         if self.since is not None and self.since.tzinfo is None:
             self.since = None  # a time without a zone cannot be compared with stored times
         self.seen: set[str] = set()
+        self.team = await _ais_team(self.scope["user"])
+        self.readable: dict[str, bool] = {}  # run id → whether the user may read it
         await self.channel_layer.group_add(doorbells.RUNS_GROUP, self.channel_name)
         await self.accept()
+
+    async def _may_read(self, run_id: str) -> bool:
+        """Whether the user may read the run (:mod:`dashboard.policy`), asked once a run."""
+        if self.team:
+            return True
+        if run_id not in self.readable:
+            if len(self.readable) > 10_000:
+                self.readable.clear()
+            run = await _arun(run_id)
+            self.readable[run_id] = run is not None and await _acan_view(
+                self.scope["user"], run)
+        return self.readable[run_id]
 
     async def disconnect(self, code: int) -> None:
         """Leave the runs group."""
@@ -116,18 +130,23 @@ class RunsConsumer(PlanwatchConsumer):
 
     async def run_changed(self, message: dict[str, Any]) -> None:
         """Add a run created after the page as a new row; send its status cells (OOB swaps)."""
+        if not await self._may_read(str(message["run"]["id"])):
+            return
         await self._add_if_new(str(message["run"]["id"]))
         html = render_to_string("dashboard/_run_status_oob.html", {"run": message["run"]})
         await self.send(text_data=html)
 
     async def runs_moved(self, message: dict[str, Any]) -> None:
-        """Send the node cells of every run in a digest of moves, in one frame."""
-        for summary in message["runs"]:
+        """Send the node cells of every run the user may read in a digest of moves, in one
+        frame."""
+        shown = [s for s in message["runs"] if await self._may_read(str(s["id"]))]
+        for summary in shown:
             await self._add_if_new(str(summary["id"]))
-        await self.send(text_data="".join(
-            render_to_string("dashboard/_run_status_oob.html", {"run": summary})
-            for summary in message["runs"]
-        ))
+        if shown:
+            await self.send(text_data="".join(
+                render_to_string("dashboard/_run_status_oob.html", {"run": summary})
+                for summary in shown
+            ))
 
     async def _add_if_new(self, run_id: str) -> None:
         """Add the row of a run created after the page, the first time it is heard of."""
@@ -192,6 +211,16 @@ def _aresult_html(run_id: str, tasks: dict[str, dict[str, Any]]) -> str:
 
 
 @database_sync_to_async
+def _ais_team(user: Any) -> bool:
+    return policy.is_team(user)
+
+
+@database_sync_to_async
+def _acan_view(user: Any, run: Run) -> bool:
+    return selectors.run_can_view(user=user, run=run)
+
+
+@database_sync_to_async
 def _acan(user: Any, perm: str) -> bool:
     return bool(user.has_perm(perm))
 
@@ -209,7 +238,7 @@ class RunConsumer(PlanwatchConsumer):
         if not after.isdigit() or run is None:
             await self.close(code=CLOSE_BAD_REQUEST if run else CLOSE_NOT_FOUND)
             return
-        if not selectors.run_can_view(user=user, run=run):
+        if not await _acan_view(user, run):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         try:
@@ -443,8 +472,8 @@ def _ainbox_update(user: Any, graph: str, known: inbox.PendingState | None
 
 
 @database_sync_to_async
-def _abadge() -> str:
-    return inbox.badge(count=selectors.interrupts_pending_count())
+def _abadge(user: Any) -> str:
+    return inbox.badge(count=selectors.interrupts_pending_count(user=user))
 
 
 class InboxConsumer(PlanwatchConsumer):
@@ -469,7 +498,7 @@ class InboxConsumer(PlanwatchConsumer):
     async def inbox_changed(self, message: dict[str, Any]) -> None:
         """Send the badge, or the inbox rows and the runs whose questions changed."""
         if self.badge_only:
-            await self.send(text_data=await _abadge())
+            await self.send(text_data=await _abadge(self.scope["user"]))
             return
         html, self.known = await _ainbox_update(self.scope["user"], self.graph, self.known)
         await self.send(text_data=html)

@@ -13,4 +13,5 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
     """The inbox count for signed-in users (computed lazily, only if a template uses it)."""
     if not getattr(request, "user", None) or not request.user.is_authenticated:
         return {}
-    return {"pending_interrupts": selectors.interrupts_pending_count}
+    user = request.user
+    return {"pending_interrupts": lambda: selectors.interrupts_pending_count(user=user)}

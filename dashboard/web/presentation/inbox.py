@@ -58,8 +58,8 @@ def _section(run: Run, user: Any, request: Any) -> tuple[Run, SafeString, str]:
     return run, render_run_interrupts(run=run, user=user, request=request), run_url(run)
 
 
-def _rows(graph: str) -> list[Interrupt]:
-    rows = list(selectors.interrupts_pending(graph=graph))
+def _rows(graph: str, user: Any) -> list[Interrupt]:
+    rows = list(selectors.interrupts_pending(user=user, graph=graph))
     for row in rows:
         row.summary = question_summary(row.payload)  # type: ignore[attr-defined]  # template
     return rows
@@ -67,7 +67,7 @@ def _rows(graph: str) -> list[Interrupt]:
 
 def inbox_context(*, user: Any, graph: str = "", request: Any = None) -> dict[str, Any]:
     """The inbox rows and, per run with pending questions, its answer fragment."""
-    rows = _rows(graph)
+    rows = _rows(graph, user)
     runs: dict[UUID, Run] = {}
     for row in rows:
         runs.setdefault(row.run_id, row.run)
@@ -85,7 +85,7 @@ def inbox_update(*, user: Any, graph: str, known: PendingState | None
     A run whose questions were all answered keeps its place, saying so (its state keeps it
     with no question, so a new question of that run comes back in the same place).
     """
-    rows = _rows(graph)
+    rows = _rows(graph, user)
     state: dict[str, set[int]] = {}
     runs: dict[str, Run] = {}
     for row in rows:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 
 from dashboard import selectors
@@ -12,11 +11,11 @@ from dashboard.models import Run
 
 
 def run_or_404(request: HttpRequest, run_id: UUID) -> Run:
-    """The run ``run_id`` if the user may view it; Http404 or PermissionDenied naming it."""
+    """The run ``run_id`` if the user may view it (:mod:`dashboard.policy`); else Http404."""
     try:
         run = selectors.run_get(run_id=run_id)
     except Run.DoesNotExist:
         raise Http404(f"no run {run_id}") from None
     if not selectors.run_can_view(user=request.user, run=run):
-        raise PermissionDenied(f"you may not view run {run_id}")
+        raise Http404(f"no run {run_id}")  # another user's run does not exist for them
     return run

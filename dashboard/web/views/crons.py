@@ -11,4 +11,4 @@ from dashboard import selectors
 def cron_list(request: HttpRequest) -> TemplateResponse:
     """Scheduled runs (LangGraph's crons), soonest first."""
     return TemplateResponse(request, "dashboard/crons.html",
-                            {"nav": "crons", "crons": selectors.crons_listed()})
+                            {"nav": "crons", "crons": selectors.crons_listed(user=request.user)})

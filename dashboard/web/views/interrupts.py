@@ -33,6 +33,8 @@ def run_interrupts(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
         run = selectors.run_get(run_id=run_id)
     except Run.DoesNotExist:
         raise Http404(f"no run {run_id}; it may have been deleted") from None
+    if not selectors.run_can_view(user=request.user, run=run):
+        raise Http404(f"no run {run_id}; it may have been deleted")
     if request.method == "POST":
         return _answer(request, run)
     return TemplateResponse(request, FRAGMENT,

@@ -28,7 +28,7 @@ def run_list(request: HtmxHttpRequest) -> TemplateResponse:
     form.is_valid()
     chosen = form.filters()
     live_since = timezone.now().isoformat()  # runs created later are added live
-    page = Paginator(selectors.run_list(**chosen), RUNS_PER_PAGE).get_page(
+    page = Paginator(selectors.run_list(user=request.user, **chosen), RUNS_PER_PAGE).get_page(
         request.GET.get("page"))
     template = "dashboard/_run_rows.html" if request.htmx else "dashboard/run_list.html"
     return TemplateResponse(request, template, {
