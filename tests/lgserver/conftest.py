@@ -200,7 +200,9 @@ async def recall(state: Turn) -> Turn:
 
 
 def make_agent(config, runtime):  # a factory taking the config and the server runtime
-    assert runtime.access_context == "assistants.read" and runtime.store is not None
+    # called at start-up (inspection) and for each run, as LangGraph's server calls it
+    assert runtime.access_context in ("assistants.read", "threads.create_run")
+    assert runtime.store is not None
     agent = StateGraph(Turn, context_schema=AgentContext)
     agent.add_node("recall", recall)
     agent.add_edge(START, "recall")
