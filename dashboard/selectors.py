@@ -9,8 +9,21 @@ from typing import Any
 from uuid import UUID
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum
-from django.db.models.functions import Coalesce, Now, TruncDate
+from django.db.models import (
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Max,
+    Min,
+    Q,
+    QuerySet,
+    Sum,
+    TextField,
+    Window,
+)
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce, Now, TruncDate
 from django.utils import timezone
 
 from dashboard.models import Cron, Interrupt, Run, RunEvent
@@ -51,12 +64,13 @@ def run_goal_fields(*, graph: str) -> tuple[str, ...]:
                       if f.kind in ("text", "textarea") and f.name != "goal"))
 
 
-def _run_search(text: str) -> Q:
-    """Runs whose goal contains ``text`` (any case) or whose id starts with it."""
-    found = Q(id__istartswith=text) | Q(input__goal__icontains=text)
+def _run_search(text: str, *, via: str = "") -> Q:
+    """Runs whose goal contains ``text`` (any case) or whose id starts with it (``via``:
+    the path to the run from the model searched, such as ``"run__"``)."""
+    found = Q(**{f"{via}id__istartswith": text}) | Q(**{f"{via}input__goal__icontains": text})
     for spec in all_graphs():
         for name in run_goal_fields(graph=spec.name)[1:]:
-            found |= Q(graph=spec.name, **{f"input__{name}__icontains": text})
+            found |= Q(**{f"{via}graph": spec.name, f"{via}input__{name}__icontains": text})
     return found
 
 
@@ -131,6 +145,59 @@ def interrupts_pending(*, run_id: UUID | str | None = None, graph: str = ""
     if graph:
         qs = qs.filter(run__graph=graph)
     return qs.order_by("created_at", "id")
+
+
+QUESTION_KEY = Coalesce(KT("payload__label"), KT("payload__prompt"), KT("payload__question"),
+                        Cast("payload", TextField()), output_field=TextField())
+"""What makes two runs' questions "the same question": the words the graph asks with (its
+``label``, else its ``prompt`` or ``question``; a plain-text question is its own text)."""
+
+INBOX_SORTS = ("oldest", "newest")
+"""The inbox's orders: the longest-waiting question first (default), or the newest."""
+
+INBOX_AGES = {"1m": timedelta(minutes=1), "10m": timedelta(minutes=10),
+              "1h": timedelta(hours=1), "1d": timedelta(days=1)}
+"""The inbox's age filter: questions waiting at least this long."""
+
+
+def interrupts_inbox(*, q: str = "", graph: str = "", question: str = "",
+                     older_than: str = "", sort: str = "oldest") -> QuerySet[Interrupt]:
+    """Pending interrupts for the inbox, grouped by question across runs (by graph, then
+    the words asked: :data:`QUESTION_KEY`), the groups and the questions inside each in
+    ``sort`` order; ``q`` finds the run's goal, the question's words or the run id's start."""
+    if sort not in INBOX_SORTS:
+        raise ValueError(f"unknown sort {sort!r}; use one of: {', '.join(INBOX_SORTS)}")
+    if older_than and older_than not in INBOX_AGES:
+        raise ValueError(f"unknown age {older_than!r}; use one of: {', '.join(INBOX_AGES)}")
+    group: list[Any] = [F("run__graph"), QUESTION_KEY]
+    qs = (Interrupt.objects.filter(status=Interrupt.Status.PENDING)
+          .select_related("run", "run__created_by").annotate(question_key=QUESTION_KEY))
+    if graph:
+        qs = qs.filter(run__graph=graph)
+    if question:
+        qs = qs.filter(question_key=question)
+    if older_than:
+        qs = qs.filter(created_at__lte=timezone.now() - INBOX_AGES[older_than])
+    text = q.strip()[:RUN_SEARCH_MAX]
+    if text:
+        qs = qs.filter(_run_search(text, via="run__") | Q(question_key__icontains=text))
+    qs = qs.annotate(group_size=Window(Count("id"), partition_by=group))
+    if sort == "oldest":
+        qs = qs.annotate(group_at=Window(Min("created_at"), partition_by=group))
+        return qs.order_by("group_at", "run__graph", "question_key", "created_at", "id")
+    qs = qs.annotate(group_at=Window(Max("created_at"), partition_by=group))
+    return qs.order_by("-group_at", "run__graph", "question_key", "-created_at", "-id")
+
+
+def interrupts_questions(*, graph: str = "") -> list[tuple[str, str, int]]:
+    """The questions waiting across runs: ``(graph, words, how many)``, by graph and words
+    (the inbox's question filter offers them)."""
+    qs = Interrupt.objects.filter(status=Interrupt.Status.PENDING)
+    if graph:
+        qs = qs.filter(run__graph=graph)
+    rows = (qs.annotate(key=QUESTION_KEY).values("run__graph", "key")
+            .annotate(n=Count("id")).order_by("run__graph", "key"))
+    return [(r["run__graph"], r["key"], r["n"]) for r in rows]
 
 
 def interrupts_of_run(*, run_id: UUID | str) -> QuerySet[Interrupt]:

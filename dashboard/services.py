@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -200,6 +201,31 @@ def run_resume(*, run: Run, answers: dict[str, Any], user: User) -> list[Interru
             interrupt_answer(interrupt=pending[iid], answer=value, user=user)
             for iid, value in answers.items()
         ]
+
+
+@dataclass(frozen=True)
+class AnswerResult:
+    """What became of one answer of several: recorded, or refused and why."""
+
+    interrupt: Interrupt
+    ok: bool
+    message: str
+
+
+def interrupts_answer_each(*, answers: list[tuple[Interrupt, Any]], user: User
+                           ) -> list[AnswerResult]:
+    """Answer several runs' questions, each exactly once through :func:`interrupt_answer`
+    and on its own (one refused answer does not hold back the others); a result per answer,
+    in the order given."""
+    results = []
+    for interrupt, value in answers:
+        try:
+            interrupt_answer(interrupt=interrupt, answer=value, user=user)
+        except ServiceError as exc:
+            results.append(AnswerResult(interrupt, False, exc.message))
+        else:
+            results.append(AnswerResult(interrupt, True, "answered; the run continues"))
+    return results
 
 
 def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:

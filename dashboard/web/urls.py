@@ -24,5 +24,6 @@ urlpatterns = [
     path("runs/<uuid:run_id>/state/edit/", debug.run_state_edit, name="run_state_edit"),
     path("runs/<uuid:run_id>/compare/<uuid:other_id>/", debug.run_compare, name="run_compare"),
     path("inbox/", interrupts.inbox, name="inbox"),
+    path("inbox/answer/", interrupts.inbox_answer, name="inbox_answer"),
     path("crons/", crons.cron_list, name="crons"),
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+from urllib.parse import urlencode
 from uuid import UUID
 
 from django.conf import settings
@@ -10,10 +13,12 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
-from django.views.decorators.http import require_http_methods
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
 
 from dashboard import selectors, services
 from dashboard.models import Interrupt, Run
+from dashboard.web.forms.inbox import AGE_CHOICES, SORT_CHOICES, BulkAnswer, InboxFilters
 from dashboard.web.forms.interrupts import InterruptAnswerForm
 from dashboard.web.htmx import HtmxHttpRequest
 from dashboard.web.presentation.inbox import (
@@ -35,6 +40,8 @@ def run_interrupts(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
         raise Http404(f"no run {run_id}; it may have been deleted") from None
     if request.method == "POST":
         return _answer(request, run)
+    if not request.htmx:  # a link followed without JavaScript: the page of its questions
+        return _reply(request, run, status=200, message="")
     return TemplateResponse(request, FRAGMENT,
                             run_interrupts_context(run=run, user=request.user))
 
@@ -92,12 +99,68 @@ def _reply(request: HtmxHttpRequest, run: Run, *, status: int, message: str, lev
     section = render_to_string(FRAGMENT, context, request=request)
     return TemplateResponse(request, "dashboard/inbox.html", {
         "nav": "inbox", "sections": [(run, section, run_url(run))], "rows": [], "single": run,
-        "graphs": all_graphs(), "graph": "",
+        "graphs": all_graphs(), "graph": "", "filters": {},
     }, status=status)
 
 
 def inbox(request: HtmxHttpRequest) -> TemplateResponse:
-    """Every pending interrupt across runs (filterable by graph), answerable in place."""
-    graph = request.GET.get("graph", "")
+    """The waiting questions across runs: searched, filtered, sorted and paged in SQL,
+    grouped by question, each answerable in place (and many at once)."""
+    return TemplateResponse(request, "dashboard/inbox.html", _inbox_page(request))
+
+
+def _inbox_page(request: HtmxHttpRequest, **extra: Any) -> dict[str, Any]:
+    form = InboxFilters(request.GET)
+    form.is_valid()
+    filters = form.filters()
+    context = inbox_context(user=request.user, filters=filters, page=form.page_number(),
+                            request=request)
+    kept = {k: v for k, v in filters.items() if v and not (k == "sort" and v == "oldest")}
+    shown = ",".join(str(r.pk) for r in context["rows"]) if context["compact"] else ""
+    ws = {**kept, **({"compact": "1", "shown": shown,
+                      "since": timezone.now().isoformat()} if context["compact"] else {})}
+    context.update(query=urlencode(kept), ws_query=urlencode(ws), age_choices=AGE_CHOICES,
+                   sort_choices=SORT_CHOICES, filter_errors="; ".join(
+                       f"{name}: {' '.join(str(e) for e in errs)}" for name, errs in form.errors.items()),
+                   **extra)
+    return context
+
+
+@require_POST
+def inbox_answer(request: HtmxHttpRequest) -> HttpResponse:
+    """Answer the selected runs' question with one answer: each checked by its graph's
+    rule (the question's form), each recorded exactly once; a result per run."""
+    if not request.user.has_perm(ANSWER_PERMISSION):
+        return HttpResponse(
+            f"Answering needs the permission {ANSWER_PERMISSION!r}; ask an administrator "
+            "to grant it.", status=403, content_type="text/plain; charset=utf-8")
+    form = BulkAnswer(request.POST)
+    prefix = request.POST.get("prefix", "")
+    if not form.is_valid() or not re.fullmatch(r"g\d{1,19}", prefix):
+        return _results(request, [], status=422, message=(
+            "Select at least one run (the boxes in the first column), then answer."))
+    text = request.POST.get(f"{prefix}-answer", "")
+    chosen = Interrupt.objects.select_related("run").filter(pk__in=form.cleaned_data["interrupt"])
+    answers: list[tuple[Interrupt, Any]] = []
+    refused: list[services.AnswerResult] = []
+    for interrupt in chosen.order_by("created_at", "id"):
+        one = InterruptAnswerForm({f"i{interrupt.pk}-answer": text}, interrupt=interrupt)
+        if one.is_valid():
+            answers.append((interrupt, one.cleaned_data["answer"]))
+        else:
+            reason = " ".join(str(e) for e in one.errors.get("answer", [])) or "the answer was refused"
+            refused.append(services.AnswerResult(interrupt, False, f"not sent: {reason}"))
+    results = services.interrupts_answer_each(answers=answers, user=request.user) + refused
+    return _results(request, results, status=200)
+
+
+def _results(request: HtmxHttpRequest, results: list[services.AnswerResult], *, status: int,
+             message: str = "") -> HttpResponse:
+    context = {"results": results, "answered": sum(r.ok for r in results),
+               "failed": sum(not r.ok for r in results), "message": message,
+               "can_answer": True}
+    if request.htmx:
+        return TemplateResponse(request, "dashboard/_inbox_results.html",
+                                {**context, "oob_rows": True}, status=status)
     return TemplateResponse(request, "dashboard/inbox.html",
-                            inbox_context(user=request.user, graph=graph, request=request))
+                            _inbox_page(request, **context), status=status)
