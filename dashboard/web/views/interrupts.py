@@ -119,10 +119,10 @@ def _inbox_page(request: HtmxHttpRequest, **extra: Any) -> dict[str, Any]:
     shown = ",".join(str(r.pk) for r in context["rows"]) if context["compact"] else ""
     ws = {**kept, **({"compact": "1", "shown": shown,
                       "since": timezone.now().isoformat()} if context["compact"] else {})}
+    problems = "; ".join(f"{name}: {' '.join(str(e) for e in errs)}"
+                         for name, errs in form.errors.items())
     context.update(query=urlencode(kept), ws_query=urlencode(ws), age_choices=AGE_CHOICES,
-                   sort_choices=SORT_CHOICES, filter_errors="; ".join(
-                       f"{name}: {' '.join(str(e) for e in errs)}" for name, errs in form.errors.items()),
-                   **extra)
+                   sort_choices=SORT_CHOICES, filter_errors=problems, **extra)
     return context
 
 
@@ -148,7 +148,8 @@ def inbox_answer(request: HtmxHttpRequest) -> HttpResponse:
         if one.is_valid():
             answers.append((interrupt, one.cleaned_data["answer"]))
         else:
-            reason = " ".join(str(e) for e in one.errors.get("answer", [])) or "the answer was refused"
+            reason = (" ".join(str(e) for e in one.errors.get("answer", []))
+                      or "the answer was refused")
             refused.append(services.AnswerResult(interrupt, False, f"not sent: {reason}"))
     results = services.interrupts_answer_each(answers=answers, user=request.user) + refused
     return _results(request, results, status=200)
