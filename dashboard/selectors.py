@@ -8,14 +8,17 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import (
     Count,
     DurationField,
+    Exists,
     ExpressionWrapper,
     F,
     Max,
     Min,
+    OuterRef,
     Q,
     QuerySet,
     Sum,
@@ -26,7 +29,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, Now, TruncDate
 from django.utils import timezone
 
-from dashboard.models import Cron, Interrupt, Run, RunEvent
+from dashboard.models import Cron, Interrupt, InterruptGroup, Run, RunEvent
 from dashboard.runs import debugging
 from dashboard.runs.modelcalls import messages_of
 from dashboard.runs.record import event_dict
@@ -160,22 +163,40 @@ INBOX_AGES = {"1m": timedelta(minutes=1), "10m": timedelta(minutes=10),
 """The inbox's age filter: questions waiting at least this long."""
 
 
+INBOX_FOR = ("me", "groups", "free")
+"""Whose questions the inbox lists besides everyone's: taken by or given to me, for my
+groups, or taken by nobody yet."""
+
+
 def interrupts_inbox(*, q: str = "", graph: str = "", question: str = "",
-                     older_than: str = "", sort: str = "oldest") -> QuerySet[Interrupt]:
+                     older_than: str = "", sort: str = "oldest", assigned: str = "",
+                     user: User | None = None) -> QuerySet[Interrupt]:
     """Pending interrupts for the inbox, grouped by question across runs (by graph, then
     the words asked: :data:`QUESTION_KEY`), the groups and the questions inside each in
     ``sort`` order; ``q`` finds the run's goal, the question's words or the run id's start."""
     if sort not in INBOX_SORTS:
         raise ValueError(f"unknown sort {sort!r}; use one of: {', '.join(INBOX_SORTS)}")
+    if assigned and assigned not in INBOX_FOR:
+        raise ValueError(f"unknown assigned {assigned!r}; use one of: {', '.join(INBOX_FOR)}")
     if older_than and older_than not in INBOX_AGES:
         raise ValueError(f"unknown age {older_than!r}; use one of: {', '.join(INBOX_AGES)}")
     group: list[Any] = [F("run__graph"), QUESTION_KEY]
     qs = (Interrupt.objects.filter(status=Interrupt.Status.PENDING)
-          .select_related("run", "run__created_by").annotate(question_key=QUESTION_KEY))
+          .select_related("run", "run__created_by", "assigned_to")
+          .prefetch_related("answer_groups").annotate(question_key=QUESTION_KEY))
     if graph:
         qs = qs.filter(run__graph=graph)
     if question:
         qs = qs.filter(question_key=question)
+    if assigned == "me":
+        qs = qs.filter(assigned_to_id=getattr(user, "pk", None))
+    elif assigned == "groups":
+        mine = (user.groups.values("name") if user is not None and user.is_authenticated
+                and hasattr(user, "groups") else [])
+        qs = qs.filter(Exists(InterruptGroup.objects.filter(interrupt=OuterRef("pk"),
+                                                            name__in=mine)))
+    elif assigned == "free":
+        qs = qs.filter(assigned_to__isnull=True)
     if older_than:
         qs = qs.filter(created_at__lte=timezone.now() - INBOX_AGES[older_than])
     text = q.strip()[:RUN_SEARCH_MAX]
@@ -200,10 +221,23 @@ def interrupts_questions(*, graph: str = "") -> list[tuple[str, str, int]]:
     return [(r["run__graph"], r["key"], r["n"]) for r in rows]
 
 
+def interrupt_answerers(*, interrupt: Interrupt, limit: int = 200) -> list[str]:
+    """The usernames a lead may give ``interrupt`` to: active users with the answer
+    permission, members of its groups if it names some (superusers too)."""
+    users = get_user_model().objects.with_perm(  # type: ignore[attr-defined]
+        "dashboard.answer_interrupt",
+        backend="django.contrib.auth.backends.ModelBackend").filter(is_active=True)
+    groups = interrupt.group_names
+    if groups:
+        users = users.filter(Q(groups__name__in=groups) | Q(is_superuser=True))
+    return sorted({u.get_username() for u in users[:limit]})
+
+
 def interrupts_of_run(*, run_id: UUID | str) -> QuerySet[Interrupt]:
     """Every interrupt of one run (pending, answered, withdrawn), oldest first."""
-    return (Interrupt.objects.filter(run_id=run_id).select_related("run", "answered_by")
-            .order_by("created_at", "id"))
+    return (Interrupt.objects.filter(run_id=run_id)
+            .select_related("run", "answered_by", "assigned_to")
+            .prefetch_related("answer_groups").order_by("created_at", "id"))
 
 
 def interrupts_pending_count() -> int:

@@ -196,12 +196,17 @@ class InterruptSerializer(serializers.ModelSerializer):
     graph = serializers.CharField(source="run.graph", read_only=True)
     answered_by = serializers.CharField(source="answerer_name", read_only=True,
                                         allow_null=True)
+    groups = serializers.ListField(source="group_names", child=serializers.CharField(),
+                                   read_only=True,
+                                   help_text="Groups whose members answer it ([]: anyone).")
+    assigned_to = serializers.CharField(source="assigned_to.username", read_only=True,
+                                        allow_null=True, default=None)
 
     class Meta:
         model = Interrupt
         fields = ["id", "run", "graph", "interrupt_id", "node", "namespace", "payload",
-                  "status", "answer", "answered_by", "answered_at", "checkpoint_id",
-                  "created_at"]
+                  "status", "answer", "answered_by", "answered_at", "answered_via",
+                  "checkpoint_id", "created_at", "groups", "assigned_to"]
         read_only_fields = fields
 
 

@@ -239,7 +239,8 @@ class InterruptViewSet(ApiViewSet):
         """Answer an interrupt exactly once (409 if answered already or withdrawn)."""
         data = validated(s.InterruptAnswerSerializer, request.data)
         interrupt = services.interrupt_answer(interrupt=self._interrupt(pk),
-                                              answer=data["answer"], user=request.user)
+                                              answer=data["answer"], user=request.user,
+                                              via=Interrupt.Channel.API)
         return Response(s.InterruptSerializer(interrupt).data)
 
     @staticmethod

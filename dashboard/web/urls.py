@@ -25,5 +25,8 @@ urlpatterns = [
     path("runs/<uuid:run_id>/compare/<uuid:other_id>/", debug.run_compare, name="run_compare"),
     path("inbox/", interrupts.inbox, name="inbox"),
     path("inbox/answer/", interrupts.inbox_answer, name="inbox_answer"),
+    path("inbox/questions/<int:pk>/take/", interrupts.interrupt_take, name="interrupt_take"),
+    path("inbox/questions/<int:pk>/assign/", interrupts.interrupt_assign,
+         name="interrupt_assign"),
     path("crons/", crons.cron_list, name="crons"),
 ]

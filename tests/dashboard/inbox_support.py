@@ -23,7 +23,7 @@ def waiting(n: int, payload: dict, *, graph: str = "acquisition", goal: str = "B
     now = timezone.now()
     runs = [Run(id=(rid := uuid.uuid4()), graph=graph, thread_id=f"{rid}:planner",
                 status=Run.Status.INTERRUPTED, input={"goal": f"{goal} {i}"},
-                created_by=user, conversation=Thread(id=rid, graph=graph))
+                created_by=user, conversation=Thread(id=rid, graph=graph, created_by=user))
             for i in range(n)]
     Thread.objects.bulk_create([r.conversation for r in runs])
     Run.objects.bulk_create(runs)

@@ -14,6 +14,8 @@ PAGE_SIZE = 50
 AGE_CHOICES = [("", "Any age"), ("1m", "Waiting 1 min or more"),
                ("10m", "Waiting 10 min or more"), ("1h", "Waiting 1 h or more"),
                ("1d", "Waiting 1 day or more")]
+FOR_CHOICES = [("", "Anyone's"), ("me", "Taken by me"), ("groups", "For my groups"),
+               ("free", "Not taken yet")]
 SORT_CHOICES = [("oldest", "Oldest first"), ("newest", "Newest first")]
 
 
@@ -26,6 +28,7 @@ class InboxFilters(forms.Form):
     graph = forms.CharField(required=False, max_length=100)
     question = forms.CharField(required=False, max_length=1000)
     older_than = forms.ChoiceField(required=False, choices=AGE_CHOICES, label="Age")
+    assigned = forms.ChoiceField(required=False, choices=FOR_CHOICES, label="For")
     sort = forms.ChoiceField(required=False, choices=SORT_CHOICES, label="Sort")
     page = forms.IntegerField(required=False, min_value=1, max_value=100_000)
 
@@ -36,6 +39,7 @@ class InboxFilters(forms.Form):
         return {"q": data.get("q") or "", "graph": data.get("graph") or "",
                 "question": data.get("question") or "",
                 "older_than": data.get("older_than") or "",
+                "assigned": data.get("assigned") or "",
                 "sort": data.get("sort") or "oldest"}
 
     def page_number(self) -> int:

@@ -12,7 +12,7 @@ from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from dashboard import selectors
+from dashboard import selectors, services
 from dashboard.models import Interrupt, Run
 from dashboard.web.forms.inbox import PAGE_SIZE
 from dashboard.web.forms.interrupts import InterruptAnswerForm, question_summary
@@ -44,10 +44,20 @@ def run_interrupts_context(
     bound = bound or {}
     forms = [bound.get(i.pk) or InterruptAnswerForm(interrupt=i)
              for i in interrupts if i.status == Interrupt.Status.PENDING]
+    can_assign = bool(user.has_perm(services.ASSIGN_PERMISSION))
+    for form in forms:
+        i = form.interrupt
+        i.groups = i.group_names  # type: ignore[attr-defined]  # for the template
+        i.not_yours = services.interrupt_may_answer(  # type: ignore[attr-defined]
+            interrupt=i, user=user)
+        if can_assign:
+            i.candidates = selectors.interrupt_answerers(  # type: ignore[attr-defined]
+                interrupt=i)
     return {
         "run": run, "forms": forms,
         "closed": [i for i in interrupts if i.status != Interrupt.Status.PENDING],
-        "can_answer": bool(user.has_perm(ANSWER_PERMISSION)),
+        "can_answer": bool(user.has_perm(ANSWER_PERMISSION)), "can_assign": can_assign,
+        "viewer": user,
         "permission": ANSWER_PERMISSION, "message": message, "level": level,
     }
 
@@ -68,8 +78,8 @@ operator with a few runs answers at once); past it, each question is one compact
 opens its form in place, grouped by question, with answer-many per group."""
 
 
-def _rows(filters: dict[str, Any]) -> list[Interrupt]:
-    rows = list(selectors.interrupts_inbox(**filters))
+def _rows(filters: dict[str, Any], user: Any) -> list[Interrupt]:
+    rows = list(selectors.interrupts_inbox(**filters, user=user))
     for row in rows:
         row.summary = question_summary(row.payload)  # type: ignore[attr-defined]  # template
     return rows
@@ -107,7 +117,7 @@ def inbox_context(*, user: Any, filters: dict[str, Any] | None = None, page: int
     """The inbox page: one page of the waiting questions (paged in SQL), grouped by
     question; their forms open below when there are few (:data:`OPEN_FORMS_UP_TO`)."""
     filters = filters or {"graph": ""}
-    paginator = Paginator(selectors.interrupts_inbox(**filters), PAGE_SIZE)
+    paginator = Paginator(selectors.interrupts_inbox(**filters, user=user), PAGE_SIZE)
     shown = paginator.get_page(page)
     rows = list(shown.object_list)
     for row in rows:
@@ -141,8 +151,8 @@ def inbox_update(*, user: Any, graph: str = "", known: PendingState | None,
     """
     filters = filters or {"graph": graph}
     if compact:
-        return _stale_note(filters, shown, since), {}
-    rows = _rows(filters)
+        return _stale_note(filters, shown, since, user), {}
+    rows = _rows(filters, user)
     state: dict[str, set[int]] = {}
     runs: dict[str, Run] = {}
     for row in rows:
@@ -172,14 +182,14 @@ def inbox_update(*, user: Any, graph: str = "", known: PendingState | None,
     return mark_safe("".join(parts)), now  # rendered, escaped templates
 
 
-def _stale_note(filters: dict[str, Any], shown: frozenset[int], since: datetime | None
-                ) -> SafeString:
+def _stale_note(filters: dict[str, Any], shown: frozenset[int], since: datetime | None,
+                user: Any) -> SafeString:
     """What a compact page says of the questions it listed (``shown``) that closed since,
     and of those asked ``since`` it was rendered (nothing when nothing changed)."""
     still = set(Interrupt.objects.filter(pk__in=shown, status=Interrupt.Status.PENDING)
                 .values_list("pk", flat=True))
     closed = len(shown - still)
-    asked = selectors.interrupts_inbox(**filters)
+    asked = selectors.interrupts_inbox(**filters, user=user)
     new = asked.filter(created_at__gt=since).count() if since else 0
     return render_to_string("dashboard/_inbox_stale.html",
                             {"closed": closed, "new": new, "oob": True})

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
@@ -18,7 +19,13 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from dashboard import selectors, services
 from dashboard.models import Interrupt, Run
-from dashboard.web.forms.inbox import AGE_CHOICES, SORT_CHOICES, BulkAnswer, InboxFilters
+from dashboard.web.forms.inbox import (
+    AGE_CHOICES,
+    FOR_CHOICES,
+    SORT_CHOICES,
+    BulkAnswer,
+    InboxFilters,
+)
 from dashboard.web.forms.interrupts import InterruptAnswerForm
 from dashboard.web.htmx import HtmxHttpRequest
 from dashboard.web.presentation.inbox import (
@@ -76,7 +83,10 @@ def _answer(request: HtmxHttpRequest, run: Run) -> HttpResponse:
                       message="Some answers need fixing; nothing was sent.", level="error")
     answers = {f.interrupt.interrupt_id: f.cleaned_data["answer"] for f in forms.values()}
     try:
-        services.run_resume(run=run, answers=answers, user=request.user)
+        services.run_resume(run=run, answers=answers, user=request.user,
+                            via=Interrupt.Channel.PAGE)
+    except services.AnswerForbidden as exc:
+        return _reply(request, run, status=403, message=exc.message)
     except services.InterruptClosed as exc:
         return _reply(request, run, status=409, message=exc.message)
     except services.ServiceError as exc:
@@ -103,6 +113,50 @@ def _reply(request: HtmxHttpRequest, run: Run, *, status: int, message: str, lev
     }, status=status)
 
 
+@require_POST
+def interrupt_take(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """"I'm on it": the question is the user's; others see who has it."""
+    interrupt, run = _question(pk)
+    if not request.user.has_perm(ANSWER_PERMISSION):
+        return _reply(request, run, status=403, message=(
+            f"Taking a question needs the permission {ANSWER_PERMISSION!r}."))
+    try:
+        services.interrupt_take(interrupt=interrupt, user=request.user)
+    except services.AnswerForbidden as exc:
+        return _reply(request, run, status=403, message=exc.message)
+    except services.ServiceError as exc:
+        return _reply(request, run, status=409, message=exc.message)
+    return _reply(request, run, status=200, level="success",
+                  message="You are on it; the others see that you have it.")
+
+
+@require_POST
+def interrupt_assign(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """A lead gives the question to another operator (or to nobody)."""
+    interrupt, run = _question(pk)
+    name = (request.POST.get(f"username-{pk}") or request.POST.get("username") or "").strip()
+    to = get_user_model().objects.filter(username=name[:150]).first() if name else None
+    if name and to is None:
+        return _reply(request, run, status=422, message=f"no user {name[:150]!r}; pick one "
+                                                        "from the list")
+    try:
+        services.interrupt_assign(interrupt=interrupt, to=to, by=request.user)
+    except services.AnswerForbidden as exc:
+        return _reply(request, run, status=403, message=exc.message)
+    except services.ServiceError as exc:
+        return _reply(request, run, status=409 if isinstance(
+            exc, services.InterruptClosed) else 422, message=exc.message)
+    done = f"Given to {name}." if to else "Given back: nobody has it now."
+    return _reply(request, run, status=200, level="success", message=done)
+
+
+def _question(pk: int) -> tuple[Interrupt, Run]:
+    interrupt = Interrupt.objects.select_related("run").filter(pk=pk).first()
+    if interrupt is None:
+        raise Http404(f"no question {pk}; it may have been deleted with its run")
+    return interrupt, selectors.run_get(run_id=interrupt.run_id)
+
+
 def inbox(request: HtmxHttpRequest) -> TemplateResponse:
     """The waiting questions across runs: searched, filtered, sorted and paged in SQL,
     grouped by question, each answerable in place (and many at once)."""
@@ -122,7 +176,8 @@ def _inbox_page(request: HtmxHttpRequest, **extra: Any) -> dict[str, Any]:
     problems = "; ".join(f"{name}: {' '.join(str(e) for e in errs)}"
                          for name, errs in form.errors.items())
     context.update(query=urlencode(kept), ws_query=urlencode(ws), age_choices=AGE_CHOICES,
-                   sort_choices=SORT_CHOICES, filter_errors=problems, **extra)
+                   sort_choices=SORT_CHOICES, for_choices=FOR_CHOICES, filter_errors=problems,
+                   **extra)
     return context
 
 
