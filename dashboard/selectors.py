@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import math
+import statistics
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -231,6 +233,79 @@ def interrupt_answerers(*, interrupt: Interrupt, limit: int = 200) -> list[str]:
     if groups:
         users = users.filter(Q(groups__name__in=groups) | Q(is_superuser=True))
     return sorted({u.get_username() for u in users[:limit]})
+
+
+HISTORY_OUTCOMES = ("answered", "withdrawn")
+"""What became of a question that no longer waits: answered, or withdrawn (its run was
+cancelled, declined from a LangGraph client, or moved on)."""
+
+
+def interrupts_history(*, q: str = "", graph: str = "", question: str = "",
+                       outcome: str = "", via: str = "", by: str = "",
+                       since: date | None = None, until: date | None = None
+                       ) -> QuerySet[Interrupt]:
+    """Questions that no longer wait, newest asked first, with ``question_key`` and
+    ``waited`` (answer time minus ask time; None unless answered): filtered by the words
+    or run (``q``), graph, question, outcome (:data:`HISTORY_OUTCOMES`), channel
+    (``Interrupt.Channel``), who answered, and the days asked on (site time zone)."""
+    if outcome and outcome not in HISTORY_OUTCOMES:
+        raise ValueError(f"unknown outcome {outcome!r}; use one of: "
+                         f"{', '.join(HISTORY_OUTCOMES)}")
+    qs = (Interrupt.objects.exclude(status=Interrupt.Status.PENDING)
+          .select_related("run", "answered_by")
+          .annotate(question_key=QUESTION_KEY, waited=ExpressionWrapper(
+              F("answered_at") - F("created_at"), output_field=DurationField())))
+    if outcome:
+        qs = qs.filter(status=Interrupt.Status.ANSWERED if outcome == "answered"
+                       else Interrupt.Status.CANCELLED)
+    if graph:
+        qs = qs.filter(run__graph=graph)
+    if question:
+        qs = qs.filter(question_key=question)
+    if via:
+        qs = qs.filter(answered_via=via)
+    if by:
+        qs = qs.filter(Q(answered_by__username=by) | Q(answered_by_name=by))
+    if since:
+        qs = qs.filter(created_at__gte=_day_start(since))
+    if until:
+        qs = qs.filter(created_at__lt=_day_start(until + timedelta(days=1)))
+    text = q.strip()[:RUN_SEARCH_MAX]
+    if text:
+        qs = qs.filter(_run_search(text, via="run__") | Q(question_key__icontains=text))
+    return qs.order_by("-created_at", "-id")
+
+
+@dataclass(frozen=True)
+class AnswerTimes:
+    """How long one question of a graph waited for its answers."""
+
+    graph: str
+    question: str
+    answered: int
+    median_seconds: float
+    p90_seconds: float
+
+
+def _rank(ordered: list[float], share: float) -> float:
+    """The nearest-rank percentile: the smallest value with ``share`` of them at or below."""
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+def interrupts_answer_times(history: QuerySet[Interrupt]) -> list[AnswerTimes]:
+    """Per graph and question of ``history`` (its answered ones): the median and the 90th
+    percentile (nearest rank) of the time from asked to answered, slowest median first."""
+    waits: dict[tuple[str, str], list[float]] = {}
+    rows = (history.filter(status=Interrupt.Status.ANSWERED, answered_at__isnull=False)  # type: ignore[misc]  # annotated by interrupts_history
+            .order_by().values_list("run__graph", "question_key", "created_at", "answered_at"))
+    for graph, key, asked, answered in rows.iterator():
+        waits.setdefault((graph, key), []).append(max(0.0, (answered - asked).total_seconds()))
+    found = []
+    for (graph, key), seconds in waits.items():
+        seconds.sort()
+        found.append(AnswerTimes(graph, key, len(seconds), statistics.median(seconds),
+                                 _rank(seconds, 0.9)))
+    return sorted(found, key=lambda t: (-t.median_seconds, t.graph, t.question))
 
 
 def interrupts_of_run(*, run_id: UUID | str) -> QuerySet[Interrupt]:

@@ -7,6 +7,8 @@ from typing import Any
 from django import forms
 
 from dashboard import selectors
+from dashboard.models import Interrupt
+from dashboard.web.forms.run_list import DayField
 
 PAGE_SIZE = 50
 """Questions a page of the inbox lists (paged in SQL)."""
@@ -62,3 +64,34 @@ class BulkAnswer(forms.Form):
         field = self.fields["interrupt"]
         assert isinstance(field, forms.ChoiceField)
         field.choices = [(p, p) for p in posted if str(p).isdigit()][:500]
+
+
+OUTCOME_CHOICES = [("", "Any outcome"), ("answered", "Answered"), ("withdrawn", "Withdrawn")]
+
+
+class HistoryFilters(forms.Form):
+    """What the history of answered and withdrawn questions is filtered by (in the URL)."""
+
+    q = forms.CharField(required=False, max_length=selectors.RUN_SEARCH_MAX, strip=True,
+                        label="Search")
+    graph = forms.CharField(required=False, max_length=100)
+    question = forms.CharField(required=False, max_length=1000)
+    outcome = forms.ChoiceField(required=False, choices=OUTCOME_CHOICES, label="Outcome")
+    via = forms.ChoiceField(required=False, label="Channel", choices=[
+        ("", "Any channel"), *Interrupt.Channel.choices])
+    by = forms.CharField(required=False, max_length=150, label="Answered by")
+    since = DayField(required=False, label="Asked from")
+    until = DayField(required=False, label="Asked to")
+    page = forms.IntegerField(required=False, min_value=1, max_value=100_000)
+
+    def filters(self) -> dict[str, Any]:
+        """The valid filters as :func:`dashboard.selectors.interrupts_history` takes them."""
+        data = self.cleaned_data if hasattr(self, "cleaned_data") else {}
+        return {name: data.get(name) or ("" if name not in ("since", "until") else None)
+                for name in ("q", "graph", "question", "outcome", "via", "by", "since",
+                             "until")}
+
+    def page_number(self) -> int:
+        """The page asked for (1 when none, or a bad one)."""
+        data = self.cleaned_data if hasattr(self, "cleaned_data") else {}
+        return int(data.get("page") or 1)

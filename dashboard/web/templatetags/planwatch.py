@@ -94,3 +94,9 @@ def ago(when: Any) -> str:
     if not when:
         return ""
     return age_text((timezone.now() - when).total_seconds())
+
+
+@register.filter
+def wait_text(seconds: float | None) -> str:
+    """A wait in seconds as people say it (see :func:`age_text`); "" when unknown."""
+    return "" if seconds is None else age_text(seconds)
