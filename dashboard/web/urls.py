@@ -27,8 +27,9 @@ urlpatterns = [
     path("inbox/answer/", interrupts.inbox_answer, name="inbox_answer"),
     path("inbox/history/", history.history, name="history"),
     path("inbox/history.csv", history.history_csv, name="history_csv"),
-    path("inbox/questions/<int:pk>/take/", interrupts.interrupt_take, name="interrupt_take"),
-    path("inbox/questions/<int:pk>/assign/", interrupts.interrupt_assign,
+    path("inbox/questions/<int:interrupt_pk>/take/", interrupts.interrupt_take,
+         name="interrupt_take"),
+    path("inbox/questions/<int:interrupt_pk>/assign/", interrupts.interrupt_assign,
          name="interrupt_assign"),
     path("crons/", crons.cron_list, name="crons"),
 ]

@@ -114,9 +114,9 @@ def _reply(request: HtmxHttpRequest, run: Run, *, status: int, message: str, lev
 
 
 @require_POST
-def interrupt_take(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+def interrupt_take(request: HtmxHttpRequest, interrupt_pk: int) -> HttpResponse:
     """"I'm on it": the question is the user's; others see who has it."""
-    interrupt, run = _question(pk)
+    interrupt, run = _question(interrupt_pk)
     if not request.user.has_perm(ANSWER_PERMISSION):
         return _reply(request, run, status=403, message=(
             f"Taking a question needs the permission {ANSWER_PERMISSION!r}."))
@@ -131,10 +131,11 @@ def interrupt_take(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-def interrupt_assign(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+def interrupt_assign(request: HtmxHttpRequest, interrupt_pk: int) -> HttpResponse:
     """A lead gives the question to another operator (or to nobody)."""
-    interrupt, run = _question(pk)
-    name = (request.POST.get(f"username-{pk}") or request.POST.get("username") or "").strip()
+    interrupt, run = _question(interrupt_pk)
+    name = (request.POST.get(f"username-{interrupt_pk}") or request.POST.get("username")
+            or "").strip()
     to = get_user_model().objects.filter(username=name[:150]).first() if name else None
     if name and to is None:
         return _reply(request, run, status=422, message=f"no user {name[:150]!r}; pick one "
