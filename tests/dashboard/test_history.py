@@ -13,7 +13,7 @@ from django.utils import timezone
 from dashboard.models import Interrupt
 from tests.dashboard.inbox_support import AUDIENCE, REGION, waiting
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 
 WAITS = [10, 20, 30, 40, 100]  # seconds: median 30, p90 (nearest rank) 100
 

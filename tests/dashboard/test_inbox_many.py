@@ -13,7 +13,7 @@ from dashboard.web.forms.inbox import PAGE_SIZE
 from dashboard.web.templatetags.planwatch import age_text
 from tests.dashboard.inbox_support import AUDIENCE, REGION, waiting
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 
 HTMX = {"HX-Request": "true"}
 
