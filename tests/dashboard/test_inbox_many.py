@@ -7,9 +7,11 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from dashboard.models import Interrupt
 from dashboard.web.forms.inbox import PAGE_SIZE
+from dashboard.web.presentation import inbox
 from dashboard.web.templatetags.planwatch import age_text
 from tests.dashboard.inbox_support import AUDIENCE, REGION, waiting
 
@@ -138,3 +140,17 @@ def test_a_question_says_how_many_seconds_it_has_waited(client, operator, many):
     client.force_login(operator)
     page = client.get("/inbox/?graph=decomposition").content.decode()
     assert re.search(r'data-since="[^"]+">4\d s</span>', page)
+
+
+def test_a_compact_page_is_told_what_changed_not_redrawn_under_the_operator(operator, many):
+    regions, _ = many
+    loaded = timezone.now()
+    shown = frozenset(i.pk for i in regions)
+    Interrupt.objects.filter(pk__in=[regions[0].pk, regions[1].pk]).update(
+        status=Interrupt.Status.CANCELLED)
+    waiting(1, REGION, asked_ago=timedelta(0), goal="New")
+    html, _ = inbox.inbox_update(user=operator, known={}, filters={}, compact=True,
+                                 shown=shown, since=loaded - timedelta(seconds=30))
+    assert 'id="inbox-table"' not in html and 'id="inbox-stale" hx-swap-oob="true"' in html
+    assert "2 of the questions listed here were answered or withdrawn" in html
+    assert "1 new question is waiting" in html
