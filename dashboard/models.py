@@ -361,6 +361,13 @@ class Interrupt(models.Model):
         ANSWERED = "answered", "Answered"  # answered once; the run was resumed with it
         CANCELLED = "cancelled", "Cancelled"  # the run was cancelled or moved on
 
+    class Channel(models.TextChoices):
+        PAGE = "page", "Dashboard form"  # an operator on the run's or the inbox's form
+        INBOX_MANY = "inbox_many", "Inbox, answered with others"  # one answer, many runs
+        API = "api", "REST API"  # a client of /api/ (a script, a token)
+        LANGGRAPH = "langgraph", "LangGraph API"  # the SDK, Agent Chat UI, Studio
+        AGENT_INBOX = "agent_inbox", "Agent Inbox review"  # a HumanResponse to a review
+
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="interrupts")
     interrupt_id = models.CharField(max_length=100)
     node = models.CharField(max_length=200, blank=True)
@@ -374,11 +381,20 @@ class Interrupt(models.Model):
     )
     answered_by_name = models.CharField(max_length=150, blank=True)
     answered_at = models.DateTimeField(null=True, blank=True)
+    answered_via = models.CharField(max_length=16, choices=Channel.choices, blank=True,
+                                    help_text="Where the answer came from (blank: not known).")
     checkpoint_id = models.CharField(
         max_length=100, blank=True, help_text="The checkpoint the answer resumed from."
     )
     taken_up_at = models.DateTimeField(
         null=True, blank=True, help_text="When an executor took the answer up and resumed.")
+    assigned_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="assigned_interrupts",
+        help_text="Who took the question (\"I'm on it\") or was given it by a lead.")
+    assigned_at = models.DateTimeField(null=True, blank=True)
+    assigned_by_name = models.CharField(max_length=150, blank=True,
+                                        help_text="Who took or gave it (kept past the account).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = InterruptQuerySet.as_manager()
@@ -395,7 +411,8 @@ class Interrupt(models.Model):
             ),
         ]
         indexes = [models.Index(fields=["status", "created_at"], name="interrupt_status_created")]
-        permissions = [("answer_interrupt", "Can answer interrupts")]
+        permissions = [("answer_interrupt", "Can answer interrupts"),
+                       ("assign_interrupt", "Can give a question to another operator")]
 
     def __str__(self) -> str:
         return f"{self.payload.get('field') or self.node} ({self.status})"
@@ -404,6 +421,29 @@ class Interrupt(models.Model):
     def answerer_name(self) -> str:
         """Who answered, even after their account was deleted ("" if nobody yet)."""
         return self.answered_by.get_username() if self.answered_by else self.answered_by_name
+
+    @property
+    def group_names(self) -> list[str]:
+        """The auth groups whose members answer it ([]: anyone who may answer)."""
+        return sorted(g.name for g in self.answer_groups.all())
+
+
+class InterruptGroup(models.Model):
+    """An auth group (by name) whose members answer a question; a question with none is
+    answered by anyone with the answer permission. Written when the question is recorded,
+    from the graph's declaration (``GraphSpec.question_groups``) or the question's value."""
+
+    interrupt = models.ForeignKey(Interrupt, on_delete=models.CASCADE,
+                                  related_name="answer_groups")
+    name = models.CharField(max_length=150)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["interrupt", "name"],
+                                               name="interrupt_group_unique")]
+        indexes = [models.Index(fields=["name", "interrupt"], name="interrupt_group_name")]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 from dashboard.models_checkpoints import Checkpoint  # noqa: E402, F401  (unmanaged, read-only)

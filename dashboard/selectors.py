@@ -3,18 +3,36 @@
 from __future__ import annotations
 
 import functools
+import math
+import statistics
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum
-from django.db.models.functions import Coalesce, Now, TruncDate
+from django.db.models import (
+    Count,
+    DurationField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Sum,
+    TextField,
+    Window,
+)
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce, Now, TruncDate
 from django.utils import timezone
 
 from dashboard import policy
-from dashboard.models import Cron, Interrupt, Run, RunEvent
+from dashboard.models import Cron, Interrupt, InterruptGroup, Run, RunEvent
 from dashboard.runs import debugging
 from dashboard.runs.modelcalls import messages_of
 from dashboard.runs.record import event_dict
@@ -52,12 +70,13 @@ def run_goal_fields(*, graph: str) -> tuple[str, ...]:
                       if f.kind in ("text", "textarea") and f.name != "goal"))
 
 
-def _run_search(text: str) -> Q:
-    """Runs whose goal contains ``text`` (any case) or whose id starts with it."""
-    found = Q(id__istartswith=text) | Q(input__goal__icontains=text)
+def _run_search(text: str, *, via: str = "") -> Q:
+    """Runs whose goal contains ``text`` (any case) or whose id starts with it (``via``:
+    the path to the run from the model searched, such as ``"run__"``)."""
+    found = Q(**{f"{via}id__istartswith": text}) | Q(**{f"{via}input__goal__icontains": text})
     for spec in all_graphs():
         for name in run_goal_fields(graph=spec.name)[1:]:
-            found |= Q(graph=spec.name, **{f"input__{name}__icontains": text})
+            found |= Q(**{f"{via}graph": spec.name, f"{via}input__{name}__icontains": text})
     return found
 
 
@@ -136,10 +155,171 @@ def interrupts_pending(*, user: Any, run_id: UUID | str | None = None, graph: st
     return qs.order_by("created_at", "id")
 
 
+QUESTION_KEY = Coalesce(KT("payload__label"), KT("payload__prompt"), KT("payload__question"),
+                        Cast("payload", TextField()), output_field=TextField())
+"""What makes two runs' questions "the same question": the words the graph asks with (its
+``label``, else its ``prompt`` or ``question``; a plain-text question is its own text)."""
+
+INBOX_SORTS = ("oldest", "newest")
+"""The inbox's orders: the longest-waiting question first (default), or the newest."""
+
+INBOX_AGES = {"1m": timedelta(minutes=1), "10m": timedelta(minutes=10),
+              "1h": timedelta(hours=1), "1d": timedelta(days=1)}
+"""The inbox's age filter: questions waiting at least this long."""
+
+
+INBOX_FOR = ("me", "groups", "free")
+"""Whose questions the inbox lists besides everyone's: taken by or given to me, for my
+groups, or taken by nobody yet."""
+
+
+def interrupts_inbox(*, q: str = "", graph: str = "", question: str = "",
+                     older_than: str = "", sort: str = "oldest", assigned: str = "",
+                     user: User | None = None) -> QuerySet[Interrupt]:
+    """Pending interrupts for the inbox, grouped by question across runs (by graph, then
+    the words asked: :data:`QUESTION_KEY`), the groups and the questions inside each in
+    ``sort`` order; ``q`` finds the run's goal, the question's words or the run id's start."""
+    if sort not in INBOX_SORTS:
+        raise ValueError(f"unknown sort {sort!r}; use one of: {', '.join(INBOX_SORTS)}")
+    if assigned and assigned not in INBOX_FOR:
+        raise ValueError(f"unknown assigned {assigned!r}; use one of: {', '.join(INBOX_FOR)}")
+    if older_than and older_than not in INBOX_AGES:
+        raise ValueError(f"unknown age {older_than!r}; use one of: {', '.join(INBOX_AGES)}")
+    group: list[Any] = [F("run__graph"), QUESTION_KEY]
+    qs = (policy.interrupts_visible(user, Interrupt.objects.filter(
+              status=Interrupt.Status.PENDING))
+          .select_related("run", "run__created_by", "assigned_to")
+          .prefetch_related("answer_groups").annotate(question_key=QUESTION_KEY))
+    if graph:
+        qs = qs.filter(run__graph=graph)
+    if question:
+        qs = qs.filter(question_key=question)
+    if assigned == "me":
+        qs = qs.filter(assigned_to_id=getattr(user, "pk", None))
+    elif assigned == "groups":
+        mine = (user.groups.values("name") if user is not None and user.is_authenticated
+                and hasattr(user, "groups") else [])
+        qs = qs.filter(Exists(InterruptGroup.objects.filter(interrupt=OuterRef("pk"),
+                                                            name__in=mine)))
+    elif assigned == "free":
+        qs = qs.filter(assigned_to__isnull=True)
+    if older_than:
+        qs = qs.filter(created_at__lte=timezone.now() - INBOX_AGES[older_than])
+    text = q.strip()[:RUN_SEARCH_MAX]
+    if text:
+        qs = qs.filter(_run_search(text, via="run__") | Q(question_key__icontains=text))
+    qs = qs.annotate(group_size=Window(Count("id"), partition_by=group))
+    if sort == "oldest":
+        qs = qs.annotate(group_at=Window(Min("created_at"), partition_by=group))
+        return qs.order_by("group_at", "run__graph", "question_key", "created_at", "id")
+    qs = qs.annotate(group_at=Window(Max("created_at"), partition_by=group))
+    return qs.order_by("-group_at", "run__graph", "question_key", "-created_at", "-id")
+
+
+def interrupts_questions(*, user: Any, graph: str = "") -> list[tuple[str, str, int]]:
+    """The questions waiting across the runs ``user`` may read: ``(graph, words, how
+    many)``, by graph and words (the inbox's question filter offers them)."""
+    qs = policy.interrupts_visible(user, Interrupt.objects.filter(
+        status=Interrupt.Status.PENDING))
+    if graph:
+        qs = qs.filter(run__graph=graph)
+    rows = (qs.annotate(key=QUESTION_KEY).values("run__graph", "key")
+            .annotate(n=Count("id")).order_by("run__graph", "key"))
+    return [(r["run__graph"], r["key"], r["n"]) for r in rows]
+
+
+def interrupt_answerers(*, interrupt: Interrupt, limit: int = 200) -> list[str]:
+    """The usernames a lead may give ``interrupt`` to: active users with the answer
+    permission, members of its groups if it names some (superusers too)."""
+    users = get_user_model().objects.with_perm(  # type: ignore[attr-defined]
+        "dashboard.answer_interrupt",
+        backend="django.contrib.auth.backends.ModelBackend").filter(is_active=True)
+    groups = interrupt.group_names
+    if groups:
+        users = users.filter(Q(groups__name__in=groups) | Q(is_superuser=True))
+    return sorted({u.get_username() for u in users[:limit]})
+
+
+HISTORY_OUTCOMES = ("answered", "withdrawn")
+"""What became of a question that no longer waits: answered, or withdrawn (its run was
+cancelled, declined from a LangGraph client, or moved on)."""
+
+
+def interrupts_history(*, user: Any, q: str = "", graph: str = "", question: str = "",
+                       outcome: str = "", via: str = "", by: str = "",
+                       since: date | None = None, until: date | None = None
+                       ) -> QuerySet[Interrupt]:
+    """Questions that no longer wait, newest asked first, with ``question_key`` and
+    ``waited`` (answer time minus ask time; None unless answered): filtered by the words
+    or run (``q``), graph, question, outcome (:data:`HISTORY_OUTCOMES`), channel
+    (``Interrupt.Channel``), who answered, and the days asked on (site time zone); of
+    the runs ``user`` may read."""
+    if outcome and outcome not in HISTORY_OUTCOMES:
+        raise ValueError(f"unknown outcome {outcome!r}; use one of: "
+                         f"{', '.join(HISTORY_OUTCOMES)}")
+    qs = (policy.interrupts_visible(user, Interrupt.objects.exclude(
+              status=Interrupt.Status.PENDING))
+          .select_related("run", "answered_by")
+          .annotate(question_key=QUESTION_KEY, waited=ExpressionWrapper(
+              F("answered_at") - F("created_at"), output_field=DurationField())))
+    if outcome:
+        qs = qs.filter(status=Interrupt.Status.ANSWERED if outcome == "answered"
+                       else Interrupt.Status.CANCELLED)
+    if graph:
+        qs = qs.filter(run__graph=graph)
+    if question:
+        qs = qs.filter(question_key=question)
+    if via:
+        qs = qs.filter(answered_via=via)
+    if by:
+        qs = qs.filter(Q(answered_by__username=by) | Q(answered_by_name=by))
+    if since:
+        qs = qs.filter(created_at__gte=_day_start(since))
+    if until:
+        qs = qs.filter(created_at__lt=_day_start(until + timedelta(days=1)))
+    text = q.strip()[:RUN_SEARCH_MAX]
+    if text:
+        qs = qs.filter(_run_search(text, via="run__") | Q(question_key__icontains=text))
+    return qs.order_by("-created_at", "-id")
+
+
+@dataclass(frozen=True)
+class AnswerTimes:
+    """How long one question of a graph waited for its answers."""
+
+    graph: str
+    question: str
+    answered: int
+    median_seconds: float
+    p90_seconds: float
+
+
+def _rank(ordered: list[float], share: float) -> float:
+    """The nearest-rank percentile: the smallest value with ``share`` of them at or below."""
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+def interrupts_answer_times(history: QuerySet[Interrupt]) -> list[AnswerTimes]:
+    """Per graph and question of ``history`` (its answered ones): the median and the 90th
+    percentile (nearest rank) of the time from asked to answered, slowest median first."""
+    waits: dict[tuple[str, str], list[float]] = {}
+    rows = (history.filter(status=Interrupt.Status.ANSWERED, answered_at__isnull=False)  # type: ignore[misc]  # annotated by interrupts_history
+            .order_by().values_list("run__graph", "question_key", "created_at", "answered_at"))
+    for graph, key, asked, answered in rows.iterator():
+        waits.setdefault((graph, key), []).append(max(0.0, (answered - asked).total_seconds()))
+    found = []
+    for (graph, key), seconds in waits.items():
+        seconds.sort()
+        found.append(AnswerTimes(graph, key, len(seconds), statistics.median(seconds),
+                                 _rank(seconds, 0.9)))
+    return sorted(found, key=lambda t: (-t.median_seconds, t.graph, t.question))
+
+
 def interrupts_of_run(*, run_id: UUID | str) -> QuerySet[Interrupt]:
     """Every interrupt of one run (pending, answered, withdrawn), oldest first."""
-    return (Interrupt.objects.filter(run_id=run_id).select_related("run", "answered_by")
-            .order_by("created_at", "id"))
+    return (Interrupt.objects.filter(run_id=run_id)
+            .select_related("run", "answered_by", "assigned_to")
+            .prefetch_related("answer_groups").order_by("created_at", "id"))
 
 
 def interrupts_pending_count(*, user: Any) -> int:

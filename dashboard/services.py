@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -11,6 +12,7 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.models import User as AuthUser
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.checkpoints import compiled, config_of, sync_saver
@@ -73,6 +75,79 @@ class InterruptClosed(ServiceError):
     def __init__(self, message: str, *, interrupt: Interrupt) -> None:
         super().__init__(message)
         self.interrupt = interrupt
+
+
+class AnswerForbidden(ServiceError):
+    """The question is for groups the user is not in (403); the message names them."""
+
+    code = "not_your_question"
+
+
+ASSIGN_PERMISSION = "dashboard.assign_interrupt"
+"""Who may give a question to another operator (a lead)."""
+
+
+def interrupt_may_answer(*, interrupt: Interrupt, user: User) -> str:
+    """Why ``user`` may not answer ``interrupt`` ("" when they may): a question for groups
+    is answered by their members and by superusers only. Pages, /api/ and /langgraph/
+    all ask this, through :func:`interrupt_answer`."""
+    groups = interrupt.group_names
+    if not groups or getattr(user, "is_superuser", False):
+        return ""
+    if user.is_authenticated and user.groups.filter(name__in=groups).exists():
+        return ""
+    named = ", ".join(repr(g) for g in groups)
+    return (f"this question is for the group{'s' if len(groups) > 1 else ''} {named}; only "
+            f"{'their' if len(groups) > 1 else 'its'} members (and superusers) may answer "
+            f"it. Leave it to them, or ask an administrator to add you to {named}.")
+
+
+def _check_answerer(interrupt: Interrupt, user: User) -> None:
+    reason = interrupt_may_answer(interrupt=interrupt, user=user)
+    if reason:
+        raise AnswerForbidden(reason, errors={"groups": ", ".join(interrupt.group_names)})
+
+
+def interrupt_take(*, interrupt: Interrupt, user: User) -> Interrupt:
+    """Mark a pending question as ``user``'s ("I'm on it"): others see who has it. Taken
+    by someone else already, it stays theirs (a lead reassigns: :func:`interrupt_assign`)."""
+    _check_answerer(interrupt, user)
+    won = Interrupt.objects.filter(
+        Q(assigned_to__isnull=True) | Q(assigned_to=_user_or_none(user)),
+        pk=interrupt.pk, status=Interrupt.Status.PENDING,
+    ).update(assigned_to=_user_or_none(user), assigned_at=timezone.now(),
+             assigned_by_name=_name(user))
+    interrupt.refresh_from_db()
+    if not won:
+        if interrupt.status != Interrupt.Status.PENDING:
+            raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
+        holder = interrupt.assigned_to.get_username() if interrupt.assigned_to else "someone"
+        raise InterruptClosed(f"{holder} has taken this question already; a lead (permission "
+                              f"{ASSIGN_PERMISSION!r}) can give it to you", interrupt=interrupt)
+    _announce(interrupt.run_id)
+    return interrupt
+
+
+def interrupt_assign(*, interrupt: Interrupt, to: AuthUser | None, by: User) -> Interrupt:
+    """Give a pending question to ``to`` (``None``: to nobody), as a lead: needs
+    :data:`ASSIGN_PERMISSION`, and ``to`` must be one who may answer it."""
+    if not by.has_perm(ASSIGN_PERMISSION):
+        raise AnswerForbidden(f"giving a question to someone needs the permission "
+                              f"{ASSIGN_PERMISSION!r}; ask an administrator for it, or take "
+                              "it yourself")
+    if to is not None:
+        reason = interrupt_may_answer(interrupt=interrupt, user=to)
+        if reason:
+            raise ServiceError(f"{to.get_username()} may not answer it: {reason}",
+                               errors={"username": "not in the question's groups"})
+    won = Interrupt.objects.filter(pk=interrupt.pk, status=Interrupt.Status.PENDING).update(
+        assigned_to=to, assigned_at=timezone.now() if to else None,
+        assigned_by_name=_name(by) if to else "")
+    interrupt.refresh_from_db()
+    if not won:
+        raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
+    _announce(interrupt.run_id)
+    return interrupt
 
 
 def run_create(*, graph: str, input: dict[str, Any], user: User | None,
@@ -155,12 +230,16 @@ def _check_queued(user: User | None) -> None:
                 "PLANWATCH_MAX_QUEUED_RUNS_PER_USER"))
 
 
-def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User) -> Interrupt:
-    """Record one answer exactly once; the database decides who was first.
+def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User,
+                     via: str = "") -> Interrupt:
+    """Record one answer exactly once; the database decides who was first. ``via`` is
+    where it came from (an :class:`Interrupt.Channel`).
 
-    Raises ``InterruptClosed`` (saying who answered what, and when) if it was answered
-    already, or if its run was cancelled or has moved on.
+    Raises ``AnswerForbidden`` if the question is for groups ``user`` is not in, and
+    ``InterruptClosed`` (saying who answered what, and when) if it was answered already,
+    or if its run was cancelled or has moved on.
     """
+    _check_answerer(interrupt, user)
     _check_answer_size(answer)
     now = timezone.now()
     with transaction.atomic():
@@ -173,7 +252,7 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User) -> Interr
         won = waiting and Interrupt.objects.filter(
             pk=interrupt.pk, status=Interrupt.Status.PENDING,
         ).update(status=Interrupt.Status.ANSWERED, answer=answer, answered_by=user,
-                 answered_by_name=_name(user), answered_at=now)
+                 answered_by_name=_name(user), answered_at=now, answered_via=via)
         interrupt.refresh_from_db()
         if not won:
             raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
@@ -183,7 +262,8 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User) -> Interr
     return interrupt
 
 
-def run_resume(*, run: Run, answers: dict[str, Any], user: User) -> list[Interrupt]:
+def run_resume(*, run: Run, answers: dict[str, Any], user: User, via: str = ""
+               ) -> list[Interrupt]:
     """Answer several of a run's pending interrupts (by LangGraph interrupt id) at once."""
     if not answers:
         raise ServiceError("no answers given; pass {interrupt_id: answer, …}")
@@ -197,9 +277,34 @@ def run_resume(*, run: Run, answers: dict[str, Any], user: User) -> list[Interru
         )
     with transaction.atomic():
         return [
-            interrupt_answer(interrupt=pending[iid], answer=value, user=user)
+            interrupt_answer(interrupt=pending[iid], answer=value, user=user, via=via)
             for iid, value in answers.items()
         ]
+
+
+@dataclass(frozen=True)
+class AnswerResult:
+    """What became of one answer of several: recorded, or refused and why."""
+
+    interrupt: Interrupt
+    ok: bool
+    message: str
+
+
+def interrupts_answer_each(*, answers: list[tuple[Interrupt, Any]], user: User,
+                           via: str = Interrupt.Channel.INBOX_MANY) -> list[AnswerResult]:
+    """Answer several runs' questions, each exactly once through :func:`interrupt_answer`
+    and on its own (one refused answer does not hold back the others); a result per answer,
+    in the order given."""
+    results = []
+    for interrupt, value in answers:
+        try:
+            interrupt_answer(interrupt=interrupt, answer=value, user=user, via=via)
+        except ServiceError as exc:
+            results.append(AnswerResult(interrupt, False, exc.message))
+        else:
+            results.append(AnswerResult(interrupt, True, "answered; the run continues"))
+    return results
 
 
 def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:

@@ -230,20 +230,29 @@ def _resume(thread: Thread, current: Run | None, value: Any, user: User) -> Run:
             f"({', '.join(sorted(pending))}); resume with a map {{interrupt_id: answer}}",
             errors={"command": "ambiguous resume"})
     answers = dict(value) if by_id else {next(iter(pending)): value}
+    via = Interrupt.Channel.LANGGRAPH
     if get_graph(current.graph).review_questions:
         for interrupt_id, raw in answers.items():
             question = pending[interrupt_id].payload
             review = review_of(raw, question if isinstance(question, dict) else None)
+            if review is not None:
+                via = Interrupt.Channel.AGENT_INBOX
             if review is not None and review.declined:
+                # declining ends the run: only one who may answer the question may decline it
+                reason = services.interrupt_may_answer(interrupt=pending[interrupt_id],
+                                                       user=user)
+                if reason:
+                    raise services.AnswerForbidden(reason)
                 return services.run_cancel(run=current, user=user, reason=_declined(
                     pending[interrupt_id], review.note))
             if review is not None:
                 answers[interrupt_id] = review.answer
     if by_id:
-        services.run_resume(run=current, answers=answers, user=user)
+        services.run_resume(run=current, answers=answers, user=user, via=via)
     else:
         (interrupt_id, answer), = answers.items()
-        services.interrupt_answer(interrupt=pending[interrupt_id], answer=answer, user=user)
+        services.interrupt_answer(interrupt=pending[interrupt_id], answer=answer, user=user,
+                                  via=via)
     current.refresh_from_db()
     return current
 

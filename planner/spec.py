@@ -221,6 +221,29 @@ def last_human_text(messages: Any) -> str:
     return ""
 
 
+GROUP_NAME_MAX = 150
+"""The longest group name taken (Django's ``Group.name``)."""
+
+
+def answer_groups(declared: Mapping[str, tuple[str, ...]], question: Any
+                  ) -> tuple[str, ...]:
+    """The groups that answer ``question``: those its value names (``"groups": [...]``,
+    how a ``langgraph.json`` graph's ``interrupt()`` says it), else those ``declared`` for
+    its ``field``, its ``kind`` or ``"*"``; ``()`` for anyone."""
+    if isinstance(question, Mapping):
+        own = question.get("groups")
+        if isinstance(own, str):
+            own = [own]
+        if isinstance(own, list | tuple):
+            names = [str(g).strip()[:GROUP_NAME_MAX] for g in own if str(g).strip()]
+            if names:
+                return tuple(dict.fromkeys(names))
+        for key in (question.get("field"), question.get("kind")):
+            if isinstance(key, str) and key in declared:
+                return tuple(declared[key])
+    return tuple(declared.get("*", ()))
+
+
 def no_state_edit_update(state: Mapping[str, Any], edit: Mapping[str, Any]
                          ) -> Mapping[str, Any]:
     """A graph that keeps no record of where its values came from adds nothing to an edit."""
@@ -279,6 +302,16 @@ class GraphSpec:
     """A graph made anew for each run (a ``langgraph.json`` factory, as LangGraph's server
     calls one): ``per_run(config=…, context=…, user=…)`` is entered for the run's
     execution and yields its uncompiled graph; None: :attr:`build`'s graph serves every run."""
+
+    question_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Who answers its questions: names of the host's groups (Django auth groups in
+    Planwatch), by the question's ``field``, else its ``kind``, else ``"*"`` for every
+    question; a question may name its own in its value (``"groups": [...]``). A question
+    naming no group is answered by anyone the host lets answer."""
+
+    def groups_for(self, question: Any) -> tuple[str, ...]:
+        """The groups that answer ``question`` (see :attr:`question_groups`)."""
+        return answer_groups(self.question_groups, question)
 
     def input_json_schema(self) -> dict[str, Any]:
         """The start input as JSON Schema (what LangGraph's server API calls input_schema)."""

@@ -15,7 +15,13 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from dashboard.services import InterruptClosed, LimitReached, RunStateError, ServiceError
+from dashboard.services import (
+    AnswerForbidden,
+    InterruptClosed,
+    LimitReached,
+    RunStateError,
+    ServiceError,
+)
 
 # A service refusal because of the state of things (not the request's shape) is a conflict.
 CONFLICTS = (RunStateError, InterruptClosed)
@@ -119,7 +125,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         if named and not any(f in detail for f in named):
             detail = f"{', '.join(named)}: {detail}"
         http = 409 if isinstance(exc, CONFLICTS) else 429 if isinstance(exc, LimitReached) \
-            else 400
+            else 403 if isinstance(exc, AnswerForbidden) else 400
         return Response({"detail": detail, "code": exc.code, "errors": exc.errors}, status=http)
     response = drf_exception_handler(exc, context)
     if response is None or not isinstance(exc, exceptions.APIException):

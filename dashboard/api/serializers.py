@@ -104,6 +104,60 @@ class InterruptFilterSerializer(serializers.Serializer):
                                   max_length=100, help_text="Only interrupts of this graph.")
 
 
+class HistoryFilterSerializer(serializers.Serializer):
+    """Query filters of the questions history (answered and withdrawn)."""
+
+    q = serializers.CharField(required=False, default="", allow_blank=True, max_length=200,
+                              help_text="Words of the goal or question, or a run id's start.")
+    graph = serializers.CharField(required=False, default="", allow_blank=True, max_length=100)
+    question = serializers.CharField(required=False, default="", allow_blank=True,
+                                     max_length=1000)
+    outcome = serializers.ChoiceField(required=False, default="",
+                                      choices=["", "answered", "withdrawn"])
+    via = serializers.ChoiceField(required=False, default="",
+                                  choices=["", *Interrupt.Channel.values])
+    by = serializers.CharField(required=False, default="", allow_blank=True, max_length=150)
+    since = serializers.DateField(required=False, default=None, allow_null=True)
+    until = serializers.DateField(required=False, default=None, allow_null=True)
+    limit = serializers.IntegerField(required=False, default=50, min_value=1, max_value=500)
+    offset = serializers.IntegerField(required=False, default=0, min_value=0,
+                                      max_value=10_000_000)
+
+
+class HistoryRowSerializer(serializers.Serializer):
+    """One question that no longer waits."""
+
+    id = serializers.IntegerField()
+    run = serializers.UUIDField()
+    graph = serializers.CharField()
+    question = serializers.CharField()
+    outcome = serializers.ChoiceField(choices=["answered", "withdrawn"])
+    answer = serializers.JSONField(allow_null=True)
+    answered_by = serializers.CharField(allow_blank=True)
+    channel = serializers.CharField(allow_blank=True)
+    asked_at = serializers.DateTimeField()
+    answered_at = serializers.DateTimeField(allow_null=True)
+    waited_seconds = serializers.FloatField(allow_null=True)
+
+
+class AnswerTimesSerializer(serializers.Serializer):
+    """How long one question of a graph waited for its answers (nearest-rank p90)."""
+
+    graph = serializers.CharField()
+    question = serializers.CharField()
+    answered = serializers.IntegerField()
+    median_seconds = serializers.FloatField()
+    p90_seconds = serializers.FloatField()
+
+
+class HistorySerializer(serializers.Serializer):
+    """A page of the history, its total, and the answer times of all it matched."""
+
+    count = serializers.IntegerField()
+    results = HistoryRowSerializer(many=True)
+    answer_times = AnswerTimesSerializer(many=True)
+
+
 class InterruptAnswerSerializer(serializers.Serializer):
     """An answer to one interrupt: any JSON value the question asks for (not null)."""
 
@@ -196,12 +250,17 @@ class InterruptSerializer(serializers.ModelSerializer):
     graph = serializers.CharField(source="run.graph", read_only=True)
     answered_by = serializers.CharField(source="answerer_name", read_only=True,
                                         allow_null=True)
+    groups = serializers.ListField(source="group_names", child=serializers.CharField(),
+                                   read_only=True,
+                                   help_text="Groups whose members answer it ([]: anyone).")
+    assigned_to = serializers.CharField(source="assigned_to.username", read_only=True,
+                                        allow_null=True, default=None)
 
     class Meta:
         model = Interrupt
         fields = ["id", "run", "graph", "interrupt_id", "node", "namespace", "payload",
-                  "status", "answer", "answered_by", "answered_at", "checkpoint_id",
-                  "created_at"]
+                  "status", "answer", "answered_by", "answered_at", "answered_via",
+                  "checkpoint_id", "created_at", "groups", "assigned_to"]
         read_only_fields = fields
 
 

@@ -34,6 +34,7 @@ from dashboard.api.permissions import (
 from dashboard.checkpoints import checkpoint_get, checkpoint_list
 from dashboard.models import Interrupt, Run
 from dashboard.web.presentation import exports, trace
+from dashboard.web.presentation.history import history_row
 from planner.registry import all_graphs, get_graph
 
 
@@ -235,6 +236,20 @@ class InterruptViewSet(ApiViewSet):
         page = self.paginate_queryset(pending)
         return self.get_paginated_response(s.InterruptSerializer(page, many=True).data)
 
+    @extend_schema(parameters=[s.HistoryFilterSerializer], responses={200: s.HistorySerializer})
+    @action(detail=False, methods=["get"])
+    def history(self, request: Request) -> Response:
+        """Answered and withdrawn questions, newest first: who or what answered, the
+        channel, when, how long each waited; and per graph and question the median and
+        p90 time to answer (of every question the filters match)."""
+        filters = validated(s.HistoryFilterSerializer, request.query_params)
+        limit, offset = filters.pop("limit"), filters.pop("offset")
+        found = selectors.interrupts_history(user=request.user, **filters)
+        rows = [history_row(i) for i in found[offset:offset + limit]]
+        return Response(s.HistorySerializer({
+            "count": found.count(), "results": rows,
+            "answer_times": selectors.interrupts_answer_times(found)}).data)
+
     @extend_schema(parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)])
     def retrieve(self, request: Request, pk: str) -> Response:
         """One interrupt, pending or not."""
@@ -247,7 +262,8 @@ class InterruptViewSet(ApiViewSet):
         """Answer an interrupt exactly once (409 if answered already or withdrawn)."""
         data = validated(s.InterruptAnswerSerializer, request.data)
         interrupt = services.interrupt_answer(interrupt=self._interrupt(request, pk),
-                                              answer=data["answer"], user=request.user)
+                                              answer=data["answer"], user=request.user,
+                                              via=Interrupt.Channel.API)
         return Response(s.InterruptSerializer(interrupt).data)
 
     @staticmethod

@@ -52,7 +52,8 @@ def lg_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | 
     if response is None:
         return None
     refused_input = isinstance(exc, ServiceError) and not isinstance(
-        exc, RunStateError | services.InterruptClosed | services.LimitReached)
+        exc, RunStateError | services.InterruptClosed | services.LimitReached
+        | services.AnswerForbidden)
     if refused_input or isinstance(exc, exceptions.ValidationError):
         response.status_code = 422
     return response

@@ -55,12 +55,14 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from dashboard.models import Interrupt, Run, RunEvent, Thread
+from dashboard.models import Interrupt, InterruptGroup, Run, RunEvent, Thread
 from dashboard.runs import instruments
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.doorbells import SUMMARY_FIELDS
 from dashboard.runs.orm import database_sync_to_async, relax_commit, relaxed_commits
 from dashboard.runs.savers import SaverHandle, postgres_conninfo
+from planner.registry import get_graph
+from planner.spec import answer_groups
 
 transitions_log = logging.getLogger("planwatch.transitions")
 
@@ -499,6 +501,18 @@ def settle_thread(thread_id: Any) -> None:
         set_thread_status(latest.id, THREAD_STATUS[Run.Status(latest.status)])
 
 
+def _ask_groups(interrupt: Interrupt, graph: str) -> None:
+    """Record which groups answer a question just asked (its graph's declaration, or its
+    own value's ``groups``)."""
+    try:
+        declared = get_graph(graph).question_groups
+    except KeyError:  # no longer registered: the question's own value only
+        declared = {}
+    InterruptGroup.objects.bulk_create([
+        InterruptGroup(interrupt=interrupt, name=name)
+        for name in answer_groups(declared, interrupt.payload)])
+
+
 def withdraw_questions(run_id: Any) -> None:
     """The run's questions still pending are withdrawn (it failed or was cancelled)."""
     Interrupt.objects.filter(run_id=run_id, status=Interrupt.Status.PENDING).update(
@@ -526,10 +540,12 @@ def awrite_orm(run: Run, rows: list[dict[str, Any]], current_node: str,
         apply(run.id, fields)
         pending = final.get("pending")
         for item in pending or ():
-            Interrupt.objects.get_or_create(
+            asked, new = Interrupt.objects.get_or_create(
                 run_id=run.id, interrupt_id=item["interrupt_id"],
                 defaults={k: item[k] for k in ("node", "namespace", "payload")},
             )
+            if new:
+                _ask_groups(asked, run.graph)
         if pending is not None:  # questions the graph no longer asks are withdrawn
             Interrupt.objects.filter(run_id=run.id, status=Interrupt.Status.PENDING).exclude(
                 interrupt_id__in=[i["interrupt_id"] for i in pending]

@@ -20,6 +20,7 @@ from dashboard.models import Run
 from dashboard.runs import doorbells
 from dashboard.runs.follow import Step, finished, follow
 from dashboard.services import LimitReached
+from dashboard.web.forms.inbox import PAGE_SIZE, InboxFilters
 from dashboard.web.presentation import header, inbox, results, trace
 from dashboard.web.presentation.waterfall import HumanWait, human_wait
 
@@ -466,14 +467,30 @@ class RunConsumer(PlanwatchConsumer):
 
 
 @database_sync_to_async
-def _ainbox_update(user: Any, graph: str, known: inbox.PendingState | None
+def _ainbox_update(user: Any, view: dict[str, Any], known: inbox.PendingState | None
                    ) -> tuple[str, inbox.PendingState]:
-    return inbox.inbox_update(user=user, graph=graph, known=known)
+    return inbox.inbox_update(user=user, known=known, **view)
 
 
 @database_sync_to_async
 def _abadge(user: Any) -> str:
     return inbox.badge(count=selectors.interrupts_pending_count(user=user))
+
+
+def _inbox_view(query: dict[str, list[str]]) -> dict[str, Any]:
+    """What an inbox page lists, from its socket's query string (the page's own filters;
+    a compact page's questions and the time it was rendered)."""
+    form = InboxFilters({k: v[0] for k, v in query.items() if k in InboxFilters.base_fields})
+    form.is_valid()
+    one = {k: v[0] for k, v in query.items()}
+    shown = frozenset(int(p) for p in one.get("shown", "").split(",")[:PAGE_SIZE]
+                      if p.isascii() and p.isdigit() and len(p) < 19)
+    try:
+        since = parse_datetime(one.get("since", "")[:40])
+    except ValueError:
+        since = None
+    return {"filters": form.filters(), "compact": one.get("compact") == "1",
+            "shown": shown, "since": since}
 
 
 class InboxConsumer(PlanwatchConsumer):
@@ -485,7 +502,7 @@ class InboxConsumer(PlanwatchConsumer):
             return
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         self.badge_only = "badge" in query
-        self.graph = (query.get("graph") or [""])[0][:100]
+        self.view = _inbox_view(query)
         self.known: inbox.PendingState | None = None
         await self.channel_layer.group_add(doorbells.INBOX_GROUP, self.channel_name)
         await self.accept()
@@ -500,7 +517,7 @@ class InboxConsumer(PlanwatchConsumer):
         if self.badge_only:
             await self.send(text_data=await _abadge(self.scope["user"]))
             return
-        html, self.known = await _ainbox_update(self.scope["user"], self.graph, self.known)
+        html, self.known = await _ainbox_update(self.scope["user"], self.view, self.known)
         await self.send(text_data=html)
 
 

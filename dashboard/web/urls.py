@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.web.views import crons, debug, interrupts, runs, trace
+from dashboard.web.views import crons, debug, history, interrupts, runs, trace
 
 app_name = "dashboard"
 
@@ -24,5 +24,12 @@ urlpatterns = [
     path("runs/<uuid:run_id>/state/edit/", debug.run_state_edit, name="run_state_edit"),
     path("runs/<uuid:run_id>/compare/<uuid:other_id>/", debug.run_compare, name="run_compare"),
     path("inbox/", interrupts.inbox, name="inbox"),
+    path("inbox/answer/", interrupts.inbox_answer, name="inbox_answer"),
+    path("inbox/history/", history.history, name="history"),
+    path("inbox/history.csv", history.history_csv, name="history_csv"),
+    path("inbox/questions/<int:interrupt_pk>/take/", interrupts.interrupt_take,
+         name="interrupt_take"),
+    path("inbox/questions/<int:interrupt_pk>/assign/", interrupts.interrupt_assign,
+         name="interrupt_assign"),
     path("crons/", crons.cron_list, name="crons"),
 ]

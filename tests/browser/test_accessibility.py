@@ -129,7 +129,7 @@ def test_every_page_has_no_serious_axe_violation(live_server_url, page, operator
     for path, name in (
             ("/", "runs"), ("/runs/new/", "new-acquisition"),
             ("/runs/new/?graph=decomposition", "new-decomposition"), ("/inbox/", "inbox"),
-            ("/crons/", "crons"),
+            ("/inbox/history/", "history"), ("/crons/", "crons"),
             (f"/runs/{done.id}/compare/{waiting['acquisition'].id}/", "compare"),
             (f"/runs/{done.id}/fork/?checkpoint={checkpoint.checkpoint_id}", "fork"),
             (f"/runs/{done.id}/?at=3", "replay")):

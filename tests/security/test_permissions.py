@@ -25,6 +25,7 @@ WRITES = {"runs/new/": "start_run", "runs/<uuid:run_id>/cancel/": "cancel_run",
           "runs/<uuid:run_id>/breakpoints/": "debug_run",
           "runs/<uuid:run_id>/continue/": "debug_run", "runs/<uuid:run_id>/fork/": "fork_run",
           "runs/<uuid:run_id>/interrupts/": "answer_interrupt",
+          "inbox/answer/": "answer_interrupt",
           "langgraph/threads": "start_run",
           "langgraph/threads/<str:thread_id>/runs/<str:run_id>/cancel": "cancel_run"}
 

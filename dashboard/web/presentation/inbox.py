@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.core.paginator import Paginator
 from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from dashboard import selectors
+from dashboard import selectors, services
 from dashboard.models import Interrupt, Run
+from dashboard.web.forms.inbox import PAGE_SIZE
 from dashboard.web.forms.interrupts import InterruptAnswerForm, question_summary
 from planner.registry import all_graphs
 
@@ -40,10 +44,20 @@ def run_interrupts_context(
     bound = bound or {}
     forms = [bound.get(i.pk) or InterruptAnswerForm(interrupt=i)
              for i in interrupts if i.status == Interrupt.Status.PENDING]
+    can_assign = bool(user.has_perm(services.ASSIGN_PERMISSION))
+    for form in forms:
+        i = form.interrupt
+        i.groups = i.group_names  # type: ignore[attr-defined]  # for the template
+        i.not_yours = services.interrupt_may_answer(  # type: ignore[attr-defined]
+            interrupt=i, user=user)
+        if can_assign:
+            i.candidates = selectors.interrupt_answerers(  # type: ignore[attr-defined]
+                interrupt=i)
     return {
         "run": run, "forms": forms,
         "closed": [i for i in interrupts if i.status != Interrupt.Status.PENDING],
-        "can_answer": bool(user.has_perm(ANSWER_PERMISSION)),
+        "can_answer": bool(user.has_perm(ANSWER_PERMISSION)), "can_assign": can_assign,
+        "viewer": user,
         "permission": ANSWER_PERMISSION, "message": message, "level": level,
     }
 
@@ -58,25 +72,74 @@ def _section(run: Run, user: Any, request: Any) -> tuple[Run, SafeString, str]:
     return run, render_run_interrupts(run=run, user=user, request=request), run_url(run)
 
 
-def _rows(graph: str, user: Any) -> list[Interrupt]:
-    rows = list(selectors.interrupts_pending(user=user, graph=graph))
+OPEN_FORMS_UP_TO = 5
+"""An inbox of at most this many questions shows their forms open below the list (an
+operator with a few runs answers at once); past it, each question is one compact row that
+opens its form in place, grouped by question, with answer-many per group."""
+
+
+def _rows(filters: dict[str, Any], user: Any) -> list[Interrupt]:
+    rows = list(selectors.interrupts_inbox(**filters, user=user))
     for row in rows:
         row.summary = question_summary(row.payload)  # type: ignore[attr-defined]  # template
     return rows
 
 
-def inbox_context(*, user: Any, graph: str = "", request: Any = None) -> dict[str, Any]:
-    """The inbox rows and, per run with pending questions, its answer fragment."""
-    rows = _rows(graph, user)
-    runs: dict[UUID, Run] = {}
+@dataclass
+class QuestionGroup:
+    """One question asked by several runs of a graph, as a page of the inbox lists it."""
+
+    graph: str
+    key: str
+    rows: list[Interrupt]
+    form: InterruptAnswerForm
+    """The question's form (its first run's), rendered once for answering the selected."""
+
+    @property
+    def prefix(self) -> str:
+        """The names of the group's answer-many form."""
+        return str(self.form.prefix)
+
+
+def _groups(rows: list[Interrupt]) -> list[QuestionGroup]:
+    groups: list[QuestionGroup] = []
     for row in rows:
-        runs.setdefault(row.run_id, row.run)
-    return {"nav": "inbox", "rows": rows, "graph": graph, "graphs": all_graphs(),
+        key = getattr(row, "question_key", "")
+        if not groups or (groups[-1].graph, groups[-1].key) != (row.run.graph, key):
+            form = InterruptAnswerForm(interrupt=row, prefix=f"g{row.pk}")
+            groups.append(QuestionGroup(row.run.graph, key, [], form))
+        groups[-1].rows.append(row)
+    return groups
+
+
+def inbox_context(*, user: Any, filters: dict[str, Any] | None = None, page: int = 1,
+                  request: Any = None) -> dict[str, Any]:
+    """The inbox page: one page of the waiting questions (paged in SQL), grouped by
+    question; their forms open below when there are few (:data:`OPEN_FORMS_UP_TO`)."""
+    filters = filters or {"graph": ""}
+    paginator = Paginator(selectors.interrupts_inbox(**filters, user=user), PAGE_SIZE)
+    shown = paginator.get_page(page)
+    rows = list(shown.object_list)
+    for row in rows:
+        row.summary = question_summary(row.payload)  # type: ignore[attr-defined]  # template
+    compact = paginator.count > OPEN_FORMS_UP_TO
+    runs: dict[UUID, Run] = {}
+    if not compact:
+        for row in rows:
+            runs.setdefault(row.run_id, row.run)
+    return {"nav": "inbox", "rows": rows, "graph": filters.get("graph", ""),
+            "graphs": all_graphs(),
+            "filters": filters, "page": shown, "compact": compact,
+            "groups": _groups(rows) if compact else [],
+            "questions": selectors.interrupts_questions(
+                user=user, graph=filters.get("graph", "")),
             "sections": [_section(run, user, request) for run in runs.values()],
-            "single": None}
+            "can_answer": bool(user.has_perm(ANSWER_PERMISSION)), "single": None}
 
 
-def inbox_update(*, user: Any, graph: str, known: PendingState | None
+def inbox_update(*, user: Any, graph: str = "", known: PendingState | None,
+                 filters: dict[str, Any] | None = None, compact: bool = False,
+                 shown: frozenset[int] = frozenset(), since: datetime | None = None,
                  ) -> tuple[SafeString, PendingState]:
     """Out-of-band swaps that bring an inbox page from ``known`` to now, and the new state.
 
@@ -84,8 +147,14 @@ def inbox_update(*, user: Any, graph: str, known: PendingState | None
     into another run's form survives; ``known=None`` (a page just loaded) sends the rows only.
     A run whose questions were all answered keeps its place, saying so (its state keeps it
     with no question, so a new question of that run comes back in the same place).
+    A ``compact`` page (its rows open forms in place, and may be selected) is never
+    re-rendered under the operator: it is told which of the questions it ``shown`` closed
+    and how many were asked ``since`` it was rendered, with a link that lists them anew.
     """
-    rows = _rows(graph, user)
+    filters = filters or {"graph": graph}
+    if compact:
+        return _stale_note(filters, shown, since, user), {}
+    rows = _rows(filters, user)
     state: dict[str, set[int]] = {}
     runs: dict[str, Run] = {}
     for row in rows:
@@ -93,7 +162,7 @@ def inbox_update(*, user: Any, graph: str, known: PendingState | None
         runs[str(row.run_id)] = row.run
     now = {rid: frozenset(pks) for rid, pks in state.items()}
     parts: list[str] = [render_to_string("dashboard/_inbox_rows.html",
-                              {"rows": rows, "graph": graph, "oob": True})]
+                              {"rows": rows, "graph": filters.get("graph", ""), "oob": True})]
 
     def article(rid: str, oob: str = "") -> str:
         run, section, url = _section(runs[rid], user, None)
@@ -113,6 +182,19 @@ def inbox_update(*, user: Any, graph: str, known: PendingState | None
         elif known[rid] != pks and pks:
             parts.append(article(rid, oob="true"))
     return mark_safe("".join(parts)), now  # rendered, escaped templates
+
+
+def _stale_note(filters: dict[str, Any], shown: frozenset[int], since: datetime | None,
+                user: Any) -> SafeString:
+    """What a compact page says of the questions it listed (``shown``) that closed since,
+    and of those asked ``since`` it was rendered (nothing when nothing changed)."""
+    still = set(Interrupt.objects.filter(pk__in=shown, status=Interrupt.Status.PENDING)
+                .values_list("pk", flat=True))
+    closed = len(shown - still)
+    asked = selectors.interrupts_inbox(**filters, user=user)
+    new = asked.filter(created_at__gt=since).count() if since else 0
+    return render_to_string("dashboard/_inbox_stale.html",
+                            {"closed": closed, "new": new, "oob": True})
 
 
 def closed_note(*, run: Run) -> str:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from django import template
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Run
@@ -72,3 +73,30 @@ def as_json(value: object) -> str:
     """A state value as JSON (``null``, ``true``, ``"text"``), indented when nested."""
     nested = isinstance(value, dict | list) and bool(value)
     return json.dumps(value, indent=2 if nested else None, ensure_ascii=False, default=str)
+
+
+def age_text(seconds: float) -> str:
+    """A wait as people say it, true to the unit: "40 s", "3 min", "2 h 5 min", "4 d"."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86400:
+        h, m = divmod(s // 60, 60)
+        return f"{h} h {m} min" if m else f"{h} h"
+    return f"{s // 86400} d"
+
+
+@register.filter
+def ago(when: Any) -> str:
+    """How long ago ``when`` was (see :func:`age_text`); "" for no time."""
+    if not when:
+        return ""
+    return age_text((timezone.now() - when).total_seconds())
+
+
+@register.filter
+def wait_text(seconds: float | None) -> str:
+    """A wait in seconds as people say it (see :func:`age_text`); "" when unknown."""
+    return "" if seconds is None else age_text(seconds)

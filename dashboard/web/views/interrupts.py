@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+from urllib.parse import urlencode
 from uuid import UUID
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
-from django.views.decorators.http import require_http_methods
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
 
 from dashboard import selectors, services
 from dashboard.models import Interrupt, Run
+from dashboard.web.forms.inbox import (
+    AGE_CHOICES,
+    FOR_CHOICES,
+    SORT_CHOICES,
+    BulkAnswer,
+    InboxFilters,
+)
 from dashboard.web.forms.interrupts import InterruptAnswerForm
 from dashboard.web.htmx import HtmxHttpRequest
 from dashboard.web.presentation.inbox import (
@@ -37,6 +49,8 @@ def run_interrupts(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
         raise Http404(f"no run {run_id}; it may have been deleted")
     if request.method == "POST":
         return _answer(request, run)
+    if not request.htmx:  # a link followed without JavaScript: the page of its questions
+        return _reply(request, run, status=200, message="")
     return TemplateResponse(request, FRAGMENT,
                             run_interrupts_context(run=run, user=request.user))
 
@@ -71,7 +85,10 @@ def _answer(request: HtmxHttpRequest, run: Run) -> HttpResponse:
                       message="Some answers need fixing; nothing was sent.", level="error")
     answers = {f.interrupt.interrupt_id: f.cleaned_data["answer"] for f in forms.values()}
     try:
-        services.run_resume(run=run, answers=answers, user=request.user)
+        services.run_resume(run=run, answers=answers, user=request.user,
+                            via=Interrupt.Channel.PAGE)
+    except services.AnswerForbidden as exc:
+        return _reply(request, run, status=403, message=exc.message)
     except services.InterruptClosed as exc:
         return _reply(request, run, status=409, message=exc.message)
     except services.ServiceError as exc:
@@ -94,12 +111,115 @@ def _reply(request: HtmxHttpRequest, run: Run, *, status: int, message: str, lev
     section = render_to_string(FRAGMENT, context, request=request)
     return TemplateResponse(request, "dashboard/inbox.html", {
         "nav": "inbox", "sections": [(run, section, run_url(run))], "rows": [], "single": run,
-        "graphs": all_graphs(), "graph": "",
+        "graphs": all_graphs(), "graph": "", "filters": {},
     }, status=status)
 
 
+@require_POST
+def interrupt_take(request: HtmxHttpRequest, interrupt_pk: int) -> HttpResponse:
+    """"I'm on it": the question is the user's; others see who has it."""
+    interrupt, run = _question(interrupt_pk)
+    if not request.user.has_perm(ANSWER_PERMISSION):
+        return _reply(request, run, status=403, message=(
+            f"Taking a question needs the permission {ANSWER_PERMISSION!r}."))
+    try:
+        services.interrupt_take(interrupt=interrupt, user=request.user)
+    except services.AnswerForbidden as exc:
+        return _reply(request, run, status=403, message=exc.message)
+    except services.ServiceError as exc:
+        return _reply(request, run, status=409, message=exc.message)
+    return _reply(request, run, status=200, level="success",
+                  message="You are on it; the others see that you have it.")
+
+
+@require_POST
+def interrupt_assign(request: HtmxHttpRequest, interrupt_pk: int) -> HttpResponse:
+    """A lead gives the question to another operator (or to nobody)."""
+    interrupt, run = _question(interrupt_pk)
+    name = (request.POST.get(f"username-{interrupt_pk}") or request.POST.get("username")
+            or "").strip()
+    to = get_user_model().objects.filter(username=name[:150]).first() if name else None
+    if name and to is None:
+        return _reply(request, run, status=422, message=f"no user {name[:150]!r}; pick one "
+                                                        "from the list")
+    try:
+        services.interrupt_assign(interrupt=interrupt, to=to, by=request.user)
+    except services.AnswerForbidden as exc:
+        return _reply(request, run, status=403, message=exc.message)
+    except services.ServiceError as exc:
+        return _reply(request, run, status=409 if isinstance(
+            exc, services.InterruptClosed) else 422, message=exc.message)
+    done = f"Given to {name}." if to else "Given back: nobody has it now."
+    return _reply(request, run, status=200, level="success", message=done)
+
+
+def _question(pk: int) -> tuple[Interrupt, Run]:
+    interrupt = Interrupt.objects.select_related("run").filter(pk=pk).first()
+    if interrupt is None:
+        raise Http404(f"no question {pk}; it may have been deleted with its run")
+    return interrupt, selectors.run_get(run_id=interrupt.run_id)
+
+
 def inbox(request: HtmxHttpRequest) -> TemplateResponse:
-    """Every pending interrupt across runs (filterable by graph), answerable in place."""
-    graph = request.GET.get("graph", "")
+    """The waiting questions across runs: searched, filtered, sorted and paged in SQL,
+    grouped by question, each answerable in place (and many at once)."""
+    return TemplateResponse(request, "dashboard/inbox.html", _inbox_page(request))
+
+
+def _inbox_page(request: HtmxHttpRequest, **extra: Any) -> dict[str, Any]:
+    form = InboxFilters(request.GET)
+    form.is_valid()
+    filters = form.filters()
+    context = inbox_context(user=request.user, filters=filters, page=form.page_number(),
+                            request=request)
+    kept = {k: v for k, v in filters.items() if v and not (k == "sort" and v == "oldest")}
+    shown = ",".join(str(r.pk) for r in context["rows"]) if context["compact"] else ""
+    ws = {**kept, **({"compact": "1", "shown": shown,
+                      "since": timezone.now().isoformat()} if context["compact"] else {})}
+    problems = "; ".join(f"{name}: {' '.join(str(e) for e in errs)}"
+                         for name, errs in form.errors.items())
+    context.update(query=urlencode(kept), ws_query=urlencode(ws), age_choices=AGE_CHOICES,
+                   sort_choices=SORT_CHOICES, for_choices=FOR_CHOICES, filter_errors=problems,
+                   **extra)
+    return context
+
+
+@require_POST
+def inbox_answer(request: HtmxHttpRequest) -> HttpResponse:
+    """Answer the selected runs' question with one answer: each checked by its graph's
+    rule (the question's form), each recorded exactly once; a result per run."""
+    if not request.user.has_perm(ANSWER_PERMISSION):
+        return HttpResponse(
+            f"Answering needs the permission {ANSWER_PERMISSION!r}; ask an administrator "
+            "to grant it.", status=403, content_type="text/plain; charset=utf-8")
+    form = BulkAnswer(request.POST)
+    prefix = request.POST.get("prefix", "")
+    if not form.is_valid() or not re.fullmatch(r"g\d{1,19}", prefix):
+        return _results(request, [], status=422, message=(
+            "Select at least one run (the boxes in the first column), then answer."))
+    text = request.POST.get(f"{prefix}-answer", "")
+    chosen = Interrupt.objects.select_related("run").filter(pk__in=form.cleaned_data["interrupt"])
+    answers: list[tuple[Interrupt, Any]] = []
+    refused: list[services.AnswerResult] = []
+    for interrupt in chosen.order_by("created_at", "id"):
+        one = InterruptAnswerForm({f"i{interrupt.pk}-answer": text}, interrupt=interrupt)
+        if one.is_valid():
+            answers.append((interrupt, one.cleaned_data["answer"]))
+        else:
+            reason = (" ".join(str(e) for e in one.errors.get("answer", []))
+                      or "the answer was refused")
+            refused.append(services.AnswerResult(interrupt, False, f"not sent: {reason}"))
+    results = services.interrupts_answer_each(answers=answers, user=request.user) + refused
+    return _results(request, results, status=200)
+
+
+def _results(request: HtmxHttpRequest, results: list[services.AnswerResult], *, status: int,
+             message: str = "") -> HttpResponse:
+    context = {"results": results, "answered": sum(r.ok for r in results),
+               "failed": sum(not r.ok for r in results), "message": message,
+               "can_answer": True}
+    if request.htmx:
+        return TemplateResponse(request, "dashboard/_inbox_results.html",
+                                {**context, "oob_rows": True}, status=status)
     return TemplateResponse(request, "dashboard/inbox.html",
-                            inbox_context(user=request.user, graph=graph, request=request))
+                            _inbox_page(request, **context), status=status)
