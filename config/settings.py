@@ -254,6 +254,10 @@ PLANWATCH = {
     # runs. With Django's pool (DB_POOL_MAX_SIZE) this is what one process may open of the
     # server's max_connections (PostgreSQL's default: 100, shared by every process).
     "RUN_DB_POOL_SIZE": int(os.environ.get("PLANWATCH_RUN_DB_POOL_SIZE", "20")),
+    # Seconds a checkpoint write that fails for a transient reason (a dropped connection,
+    # no pooled connection to be had) is tried again, with back-off, before the run fails.
+    "CHECKPOINT_RETRY_SECONDS": float(os.environ.get("PLANWATCH_CHECKPOINT_RETRY_SECONDS",
+                                                     "10")),
     # Streams (SSE responses, trace websockets) one user, and one web process, may hold
     # open at once; past either the next is refused (429, websocket close code 4429).
     "MAX_STREAMS_PER_USER": int(os.environ.get("PLANWATCH_MAX_STREAMS_PER_USER", "500")),
