@@ -11,12 +11,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import psycopg
 from django.db import connection
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
-from config.pgpool import connection_lost
+from config.pgpool import transient
 from dashboard.runs.conf import planwatch_setting
 
 logger = logging.getLogger("planwatch.runs")
@@ -69,14 +68,6 @@ T = TypeVar("T")
 
 class CheckpointWriteFailed(Exception):
     """A run's checkpoint (or a task's writes) could not be saved: the run cannot go on."""
-
-
-def transient(exc: BaseException) -> bool:
-    """Whether a write's error may pass if the write is tried again: a dropped connection
-    (a restart, a terminated backend), no connection to be had (``PoolTimeout``, too many
-    clients), a busy SQLite file. A value the saver cannot store is not."""
-    return connection_lost(exc) or isinstance(
-        exc, psycopg.OperationalError | psycopg.InterfaceError | sqlite3.OperationalError)
 
 
 async def awrite_retried[R](write: Callable[..., Awaitable[R]], *args: Any, **kwargs: Any) -> R:
