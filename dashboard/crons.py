@@ -34,7 +34,7 @@ from dashboard import services
 from dashboard.lgapi import assistant_resolve, run_assistant_fields
 from dashboard.models import Cron, Run, Thread
 from dashboard.runs.conf import planwatch_setting
-from dashboard.services import RunInputError, ServiceError, User
+from dashboard.services import LimitReached, RunInputError, ServiceError, User
 from dashboard.thread_runs import RunRequest, start
 
 logger = logging.getLogger("planwatch.crons")
@@ -77,9 +77,16 @@ def check_schedule(schedule: Any) -> str:
 def cron_create(*, assistant_id: str, schedule: str, user: User, thread: Thread | None,
                 payload: dict[str, Any], metadata: dict[str, Any] | None = None,
                 end_time: datetime | None = None, enabled: bool = True) -> Cron:
-    """A new cron of an assistant (or graph), first due at the schedule's next time."""
+    """A new cron of an assistant (or graph), first due at the schedule's next time; past
+    ``PLANWATCH_MAX_CRONS_PER_USER`` of the user's, :class:`LimitReached`."""
     resolved = assistant_resolve(assistant_id=assistant_id)
     check_schedule(schedule)
+    cap = planwatch_setting("MAX_CRONS_PER_USER")
+    if user.is_authenticated and Cron.objects.filter(user=user).count() >= cap:
+        raise LimitReached(
+            f"{user.get_username()} has {cap} crons, PLANWATCH_MAX_CRONS_PER_USER; delete one "
+            "(DELETE /runs/crons/<id>) or ask for a higher limit",
+            limit="PLANWATCH_MAX_CRONS_PER_USER")
     now = timezone.now()
     return Cron.objects.create(
         assistant_id=str(resolved.assistant.id) if resolved.assistant else resolved.spec.name,

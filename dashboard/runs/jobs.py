@@ -151,8 +151,15 @@ class PromptWorker(Worker):
 
 async def arun_worker(*, concurrency: int) -> None:
     """Run a :class:`PromptWorker` on Planwatch's queue until it is stopped (a signal)."""
-    django_connector = app.connector
-    with app.replace_connector(django_connector.get_worker_connector()):  # type: ignore[attr-defined]
+    from procrastinate.contrib.django import utils
+    from procrastinate.psycopg_connector import PsycopgConnector
+
+    from config.connections import QUEUE_POOL_SIZE
+
+    # procrastinate's get_worker_connector(), with its pool bounded (config/connections.py)
+    connector = PsycopgConnector(kwargs=utils.connector_params("default"), min_size=1,
+                                 max_size=QUEUE_POOL_SIZE)
+    with app.replace_connector(connector):
         async with app.open_async():
             app.perform_import_paths()  # type: ignore[no-untyped-call]
             worker = PromptWorker(app=app, **{**app.worker_defaults, "queues": [QUEUE],

@@ -132,3 +132,18 @@ def test_the_scheduler_lives_on_after_its_connection_is_killed(operator, monkeyp
     killed = asyncio.run(asyncio.wait_for(scenario(), 30))
     assert killed >= 1
     connection.close()  # the test's own connection was killed too
+
+
+def test_a_user_past_the_cron_cap_is_refused_with_429(client, operator, settings):
+    settings.PLANWATCH = {**settings.PLANWATCH, "MAX_CRONS_PER_USER": 2}
+    headers = {"x-api-key": api_token(operator)}
+    made = [client.post("/langgraph/runs/crons", {"assistant_id": "acquisition",
+                                                   "schedule": "0 3 * * *"},
+                        content_type="application/json", headers=headers).status_code
+            for _ in range(3)]
+    assert made == [200, 200, 429]
+    refused = client.post("/langgraph/runs/crons", {"assistant_id": "acquisition",
+                                                     "schedule": "0 3 * * *"},
+                          content_type="application/json", headers=headers)
+    assert "PLANWATCH_MAX_CRONS_PER_USER" in refused.content.decode()
+    assert Cron.objects.filter(user=operator).count() == 2
