@@ -13,6 +13,7 @@ only a connection with something to read gets the real check.
 from __future__ import annotations
 
 import select
+import sqlite3
 from typing import Any
 
 import psycopg
@@ -60,3 +61,11 @@ def connection_lost(exc: BaseException | None) -> bool:
     return (any(type(c).__name__ in LOST_CAUSES for c in causes)
             or any(m in str(c).lower() for c in causes for m in LOST_MESSAGES))
 
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a statement's error may pass if it is tried again: a dropped connection
+    (:func:`connection_lost`), no connection to be had (``PoolTimeout``, too many clients),
+    a busy SQLite file. A value the database cannot store is not."""
+    return connection_lost(exc) or isinstance(
+        exc, psycopg.OperationalError | psycopg.InterfaceError | sqlite3.OperationalError)

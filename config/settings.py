@@ -19,6 +19,8 @@ from corsheaders.defaults import default_headers as default_cors_headers
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
+from config.connections import DEFAULT_RUN_DB_POOL_SIZE, DJANGO_POOL_SIZES
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("PLANWATCH_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -179,9 +181,10 @@ if PROCESS_ROLE not in {"web", "worker", "command"}:
         f"unsupported PLANWATCH_PROCESS_ROLE {PROCESS_ROLE!r}; use 'web', 'worker' or 'command'"
     )
 # Django's connections by role: a web process's requests and watchers each hold one only
-# for a statement (see dashboard/runs/follow.py), so 20 serve hundreds of open streams;
-# a worker's runs write through pools of their own (the saver's and the run store's).
-POOL_SIZES = {"web": 20, "worker": 10, "command": 4}
+# for a statement (see dashboard/runs/follow.py); a worker's runs write through pools of
+# their own (the saver's and the run store's). config/connections.py adds up every pool
+# of a process: two web processes and two workers fit PostgreSQL's default 100.
+POOL_SIZES = DJANGO_POOL_SIZES
 if IS_POSTGRES and not DATABASES["default"]["CONN_MAX_AGE"]:
     # Under ASGI every database_sync_to_async call would otherwise open a new connection
     # (measured: most of the web server's database time); psycopg's pool hands them out.
@@ -252,10 +255,15 @@ PLANWATCH = {
     # model-bound runs streamed to 200 SDK clients at once finished with no error (PostgreSQL).
     "MAX_CONCURRENT_RUNS": int(os.environ.get("PLANWATCH_MAX_CONCURRENT_RUNS", "200")),
     # PostgreSQL connections of a process's run executor: its checkpoint saver's pool (and
-    # half as many for its event log's). Each write holds one only briefly: 20 serve 200
-    # runs. With Django's pool (DB_POOL_MAX_SIZE) this is what one process may open of the
-    # server's max_connections (PostgreSQL's default: 100, shared by every process).
-    "RUN_DB_POOL_SIZE": int(os.environ.get("PLANWATCH_RUN_DB_POOL_SIZE", "20")),
+    # half as many for its event log's). Each write holds one only briefly (20 served 200
+    # runs; the served tests run on 6). With Django's pool (DB_POOL_MAX_SIZE) this is what
+    # one process may open of the server's max_connections (see config/connections.py).
+    "RUN_DB_POOL_SIZE": int(os.environ.get("PLANWATCH_RUN_DB_POOL_SIZE",
+                                           str(DEFAULT_RUN_DB_POOL_SIZE))),
+    # Seconds a checkpoint write that fails for a transient reason (a dropped connection,
+    # no pooled connection to be had) is tried again, with back-off, before the run fails.
+    "CHECKPOINT_RETRY_SECONDS": float(os.environ.get("PLANWATCH_CHECKPOINT_RETRY_SECONDS",
+                                                     "10")),
     # Streams (SSE responses, trace websockets) one user, and one web process, may hold
     # open at once; past either the next is refused (429, websocket close code 4429).
     "MAX_STREAMS_PER_USER": int(os.environ.get("PLANWATCH_MAX_STREAMS_PER_USER", "500")),
@@ -301,6 +309,8 @@ PLANWATCH = {
     # Seconds between two event writes of one run: the first events after a quiet spell
     # go at once, a burst of fast steps is written in batches this far apart.
     "EVENT_WRITE_INTERVAL": float(os.environ.get("PLANWATCH_EVENT_WRITE_INTERVAL", "0.005")),
+    # Crons one user may keep; past it, creating one is refused (429).
+    "MAX_CRONS_PER_USER": int(os.environ.get("PLANWATCH_MAX_CRONS_PER_USER", "100")),
     # Seconds between two looks for due crons (LangGraph's scheduled runs).
     "CRON_POLL_SECONDS": float(os.environ.get("PLANWATCH_CRON_POLL_SECONDS", "5")),
     # Model calls: record prompts and answers (false keeps only metadata: model, tokens,

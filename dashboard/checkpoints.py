@@ -22,6 +22,7 @@ from django.db import connection
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from config.connections import CHECKPOINT_READ_POOL_SIZE
 from dashboard.runs.jsonsafe import to_jsonable
 from dashboard.runs.savers import postgres_conninfo
 from planner.registry import get_graph
@@ -46,7 +47,7 @@ class CheckpointView:
     pending_writes: list[dict[str, Any]] = field(default_factory=list)
 
 
-READ_POOL_SIZE = 5
+READ_POOL_SIZE = CHECKPOINT_READ_POOL_SIZE
 """PostgreSQL connections a process keeps for checkpoint reads (each read holds one for a
 statement or two; a stream reads a checkpoint when a step ends)."""
 

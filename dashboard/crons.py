@@ -6,7 +6,13 @@ next date moves on only if nobody moved it first), so with several processes a d
 starts one run. The run starts through the same path as a LangGraph run request
 (:func:`dashboard.thread_runs.start`): on the cron's thread, or on a new thread of
 its own; with the cron's assistant's config and context merged in. Schedules are cron
-expressions in UTC (``croniter``; a sixth field counts seconds).
+expressions in UTC (``croniter``; a sixth field counts seconds, a seventh the year).
+
+A schedule is checked by computing its next time (``"0 0 30 2 *"`` is a valid expression
+with none). A cron whose next time cannot be computed when it is due (a year-bound schedule
+past its last time) is marked broken and skipped: one bad cron never stops the others. A
+poll that meets a database error drops the process's connection, so the next poll draws a
+fresh one (a PostgreSQL restart or ``pg_terminate_backend`` stops no scheduler).
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from croniter import croniter
+from croniter import CroniterError, croniter
 from django.contrib.auth.models import AnonymousUser
+from django.db import DatabaseError, close_old_connections, connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -27,7 +34,7 @@ from dashboard import policy, retention, services
 from dashboard.lgapi import assistant_resolve, run_assistant_fields
 from dashboard.models import Cron, Run, Thread
 from dashboard.runs.conf import planwatch_setting
-from dashboard.services import RunInputError, ServiceError, User
+from dashboard.services import LimitReached, RunInputError, ServiceError, User
 from dashboard.thread_runs import RunRequest, reserved_config, start
 
 logger = logging.getLogger("planwatch.crons")
@@ -37,26 +44,49 @@ REQUEST_FIELDS = ("input", "config", "context", "metadata", "interrupt_before",
 """The parts of a run request a cron keeps and starts each run with."""
 
 
+class ScheduleEnded(ValueError):
+    """A schedule with no time after the one asked about (``"0 0 30 2 *"``, a past year)."""
+
+
 def next_date(schedule: str, after: datetime) -> datetime:
-    """The first time ``schedule`` fires after ``after``."""
-    return croniter(schedule, after).get_next(datetime)
+    """The first time ``schedule`` fires after ``after``, or :class:`ScheduleEnded`."""
+    try:
+        return croniter(schedule, after).get_next(datetime)
+    except CroniterError as exc:  # croniter's "failed to find next date" (a ValueError)
+        raise ScheduleEnded(f"schedule {schedule!r} has no time after "
+                            f"{after.isoformat(timespec='seconds')}: {exc}") from exc
 
 
 def check_schedule(schedule: Any) -> str:
-    """The schedule, or ``RunInputError`` naming it and the form it takes."""
+    """The schedule, or ``RunInputError`` naming it and the form it takes: a cron
+    expression with a time still to come."""
     if not isinstance(schedule, str) or not croniter.is_valid(schedule):
         raise RunInputError(f"schedule {schedule!r} is not a cron expression such as "
                             "'0 3 * * *' (minute hour day month weekday, UTC)",
                             errors={"schedule": "a cron expression"})
+    try:
+        next_date(schedule, timezone.now())
+    except ScheduleEnded:
+        raise RunInputError(
+            f"schedule {schedule!r} never fires from now on (a day the month lacks, or a "
+            "year gone by); give one with a time to come, such as '0 3 * * *'",
+            errors={"schedule": "a cron expression that fires again"}) from None
     return schedule
 
 
 def cron_create(*, assistant_id: str, schedule: str, user: User, thread: Thread | None,
                 payload: dict[str, Any], metadata: dict[str, Any] | None = None,
                 end_time: datetime | None = None, enabled: bool = True) -> Cron:
-    """A new cron of an assistant (or graph), first due at the schedule's next time."""
+    """A new cron of an assistant (or graph), first due at the schedule's next time; past
+    ``PLANWATCH_MAX_CRONS_PER_USER`` of the user's, :class:`LimitReached`."""
     resolved = assistant_resolve(assistant_id=assistant_id)
     check_schedule(schedule)
+    cap = planwatch_setting("MAX_CRONS_PER_USER")
+    if user.is_authenticated and Cron.objects.filter(user=user).count() >= cap:
+        raise LimitReached(
+            f"{user.get_username()} has {cap} crons, PLANWATCH_MAX_CRONS_PER_USER; delete one "
+            "(DELETE /runs/crons/<id>) or ask for a higher limit",
+            limit="PLANWATCH_MAX_CRONS_PER_USER")
     now = timezone.now()
     return Cron.objects.create(
         assistant_id=str(resolved.assistant.id) if resolved.assistant else resolved.spec.name,
@@ -72,6 +102,7 @@ def cron_update(*, cron: Cron, schedule: str | None = None,
     if schedule is not None:
         cron.schedule = check_schedule(schedule)
         cron.next_run_date = next_date(schedule, timezone.now())
+        cron.broken_at = None  # a schedule that fires again mends a broken cron
     if payload:
         cron.payload = {**cron.payload, **payload}
     if metadata is not None:
@@ -90,8 +121,9 @@ def cron_delete(*, cron: Cron) -> None:
 
 
 def due(now: datetime) -> QuerySet[Cron]:
-    """Enabled crons whose next run date has come and whose end time has not."""
-    return Cron.objects.filter(enabled=True, next_run_date__lte=now).filter(
+    """Enabled, unbroken crons whose next run date has come and whose end time has not."""
+    return Cron.objects.filter(enabled=True, broken_at__isnull=True,
+                               next_run_date__lte=now).filter(
         Q(end_time__isnull=True) | Q(end_time__gt=now))
 
 
@@ -104,7 +136,11 @@ def cron_fire_due(*, now: datetime | None = None) -> list[Run]:
     now = now or timezone.now()
     started = []
     for cron in due(now).select_related("thread", "user"):
-        following = next_date(cron.schedule, now)
+        try:
+            following = next_date(cron.schedule, now)
+        except ScheduleEnded as exc:
+            cron_break(cron=cron, reason=str(exc), now=now)
+            continue
         claimed = Cron.objects.filter(id=cron.id, next_run_date=cron.next_run_date).update(
             next_run_date=following, last_run_date=now, updated_at=now)
         if not claimed:
@@ -115,13 +151,26 @@ def cron_fire_due(*, now: datetime | None = None) -> list[Run]:
             continue
         try:
             run = _start(cron)
+        except DatabaseError:
+            raise  # the poll's connection is in doubt: poll_once drops it
         except ServiceError as exc:
             logger.warning("cron %s could not start its run: %s", cron.id, exc)
             Cron.objects.filter(id=cron.id).update(last_error=str(exc))
             continue
+        except Exception as exc:  # one cron's fault (a deleted assistant…) stops no other
+            logger.warning("cron %s could not start its run", cron.id, exc_info=True)
+            Cron.objects.filter(id=cron.id).update(last_error=f"{type(exc).__name__}: {exc}")
+            continue
         Cron.objects.filter(id=cron.id).update(last_run=run, last_error="")
         started.append(run)
     return started
+
+
+def cron_break(*, cron: Cron, reason: str, now: datetime) -> None:
+    """Mark a cron broken (skipped until its schedule is changed), saying why."""
+    logger.warning("cron %s is broken and skipped: %s", cron.id, reason)
+    Cron.objects.filter(id=cron.id, broken_at__isnull=True).update(
+        broken_at=now, last_error=reason, updated_at=now)
 
 
 def _start(cron: Cron) -> Run:
@@ -151,12 +200,24 @@ def _start(cron: Cron) -> Run:
     return start(thread, req, user, thread.latest_run())
 
 
+def poll_once() -> list[Run]:
+    """One poll: fire the due crons; on a database error drop this thread's connection
+    (the next poll draws a fresh one) and start nothing."""
+    close_old_connections()  # one a previous poll left broken (or past CONN_MAX_AGE)
+    try:
+        return cron_fire_due()
+    except DatabaseError:
+        logger.warning("firing due crons failed; trying again next poll", exc_info=True)
+        connection.close()  # psycopg's "the connection is closed" would otherwise stay
+        return []
+
+
 async def apoll_forever() -> None:
     """Fire due crons every ``CRON_POLL_SECONDS`` (run on the executor's loop), and prune
     by ``PLANWATCH_RETENTION_DAYS`` when an hour has passed."""
     while True:
         try:
-            await sync_to_async(cron_fire_due)()
+            await sync_to_async(poll_once)()
         except Exception:
             logger.warning("firing due crons failed", exc_info=True)
         try:

@@ -82,6 +82,10 @@ class Cron(models.Model):
     last_run = models.ForeignKey("dashboard.Run", null=True, blank=True,
                                  on_delete=models.SET_NULL, related_name="+")
     last_error = models.TextField(blank=True)
+    broken_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When its next time could not be computed; skipped until its schedule "
+                  "changes (last_error says why).")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                              on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

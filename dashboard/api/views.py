@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status, viewsets
@@ -129,9 +130,10 @@ class RunViewSet(ApiViewSet):
 
     @extend_schema(parameters=[RUN_ID], responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"], pagination_class=None)
-    def export(self, request: Request, pk: str) -> Response:
-        """The whole run as one versioned JSON document (docs/export.md)."""
-        return Response(exports.run_export(run=run_or_404(request, pk)))
+    def export(self, request: Request, pk: str) -> StreamingHttpResponse:
+        """The whole run as one versioned JSON document (docs/export.md), streamed."""
+        return StreamingHttpResponse(exports.arun_export_json(run=run_or_404(request, pk)),
+                                     content_type="application/json")
 
     @extend_schema(parameters=[RUN_ID], request=None, responses={200: s.RunSerializer})
     @action(detail=True, methods=["post"])

@@ -5,6 +5,9 @@ resumes from), waits on the run's doorbell for more, and ends when the run stops
 or waits for an answer or at a breakpoint) and every event up to its last seq was sent.
 Each SSE event carries the seq of the log event it comes from as its id, on the last part
 of that event only, so a client resuming after id N has seen all of N and nothing after.
+A database read that fails after the response started is tried again (a dropped pooled
+connection); if it still fails the stream ends with an ``error`` event, as LangGraph's
+server ends one, never silently open.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from uuid import UUID
 
 from channels.db import database_sync_to_async
 
+from config.pgpool import transient
 from dashboard.checkpoints import CheckpointView, checkpoint_get
 from dashboard.lgserver import shapes
 from dashboard.lgserver.events import stream_events
@@ -245,10 +249,32 @@ save is slower (seen with 200 runs started at once): then the stream reads again
 all, rather than send a ``values`` part without the state."""
 
 
+READ_RETRIES = (0.1, 0.3, 0.9)
+"""Pauses before a failed checkpoint read is tried again (a dropped pooled connection)."""
+
+
+async def _aread_checkpoint(maker: PartMaker, event: dict[str, Any]) -> CheckpointView | None:
+    """:meth:`PartMaker.checkpoint_of` off the loop, tried again after a transient error."""
+    read = database_sync_to_async(maker.checkpoint_of)
+    for pause in READ_RETRIES:
+        try:
+            return await read(event)
+        except Exception as exc:
+            if not transient(exc):
+                raise
+            logger.warning("reading checkpoint %s failed (%s); reading again",
+                           event.get("checkpoint_id"), exc)
+        await asyncio.sleep(pause)
+    return await read(event)
+
+
 async def _asaved(maker: PartMaker, event: dict[str, Any]) -> CheckpointView | None:
     """The checkpoint ``event`` names, read again while its save may be late (an event
     written in the last seconds; durability "exit" saves only the last checkpoint)."""
-    read = database_sync_to_async(maker.checkpoint_of)
+
+    async def read(event: dict[str, Any]) -> CheckpointView | None:
+        return await _aread_checkpoint(maker, event)
+
     view = await read(event)
     written = event.get("created_at")
     if view is not None or not written or planwatch_setting("DURABILITY") == "exit" or (
@@ -274,10 +300,31 @@ def aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
     return with_heartbeats(events, every) if every > 0 else events
 
 
+def stream_failed(exc: BaseException, last_seq: int) -> dict[str, str]:
+    """The ``error`` event of a stream whose database read failed mid-way: what failed,
+    and how to resume (the run itself goes on)."""
+    return {"error": type(exc).__name__,
+            "message": f"the stream could not read the run's events ({exc}); the run is not "
+                       f"affected: join it again with Last-Event-ID {last_seq} to resume"}
+
+
 async def _aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
                    metadata: bool) -> AsyncIterator[bytes]:
     if metadata:
         yield sse("metadata", {"run_id": str(run_id), "attempt": 1})
+    sent = after
+    try:
+        async for part, seq in _aparts(run_id, modes=modes, subgraphs=subgraphs, after=after):
+            yield part
+            sent = seq or sent
+    except Exception as exc:  # after the response started: end it with an error, not hang
+        logger.warning("stream of run %s failed after seq %s", run_id, sent, exc_info=True)
+        yield sse("error", stream_failed(exc, sent))
+
+
+async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int
+                  ) -> AsyncIterator[tuple[bytes, int | None]]:
+    """The stream's SSE parts, each with the seq it carries (None: no id)."""
     maker: PartMaker | None = None
     # status and pending answers read in one statement (see shapes.with_unsettled)
     runs = shapes.with_unsettled(Run.objects.all())
@@ -291,9 +338,10 @@ async def _aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after
             parts = maker.parts(event, view)
             for index, (name, data) in enumerate(parts):
                 last = index == len(parts) - 1
-                yield sse(name, to_jsonable(data), str(event["seq"]) if last else None)
+                yield (sse(name, to_jsonable(data), str(event["seq"]) if last else None),
+                       event["seq"] if last else None)
         if step.last and step.run is not None and step.run.status == Run.Status.FAILED:
-            yield sse("error", run_error(step.run.error_message))
+            yield sse("error", run_error(step.run.error_message)), None
 
 
 _CANCELLING: set[asyncio.Future[None]] = set()

@@ -459,20 +459,13 @@ def _thread_for_run(request: Request, thread_id: str | None, data: dict[str, Any
 DECISION_ATTEMPTS = 3
 
 
-def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[str, Any]]:
-    """Start the run a request asks for; the run, the seq its stream starts after, the body."""
-    data = body(request)
-    req = run_request(request, data)
-    thread = _thread_for_run(request, thread_id, data)
-    if ends(req.command):  # goto '__end__': no new run, the thread's one ends
-        ended = end(thread, req.command or {}, request.user)
-        return ended, ended.last_seq, data
+def _decide(request: Request, thread: Thread, req: RunRequest) -> tuple[Run, Run | None]:
+    """Start the run on ``thread``; the run and the thread's latest run before it."""
     for attempt in range(DECISION_ATTEMPTS):
         try:
             with locked(thread):  # concurrent requests on one thread decide one at a time
                 before = thread.latest_run()
-                run = start(thread, req, request.user, before)
-            break
+                return start(thread, req, request.user, before), before
         except OperationalError as exc:
             # PostgreSQL chose this decision as a deadlock's victim and rolled it all back:
             # decide again; past the attempts the handler answers 503 with Retry-After.
@@ -482,6 +475,24 @@ def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[
             if attempt + 1 == DECISION_ATTEMPTS or type(exc.__cause__).__name__ != (
                     "DeadlockDetected"):
                 raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[str, Any]]:
+    """Start the run a request asks for; the run, the seq its stream starts after, the body."""
+    data = body(request)
+    req = run_request(request, data)
+    thread = _thread_for_run(request, thread_id, data)
+    if ends(req.command):  # goto '__end__': no new run, the thread's one ends
+        ended = end(thread, req.command or {}, request.user)
+        return ended, ended.last_seq, data
+    try:
+        run, before = _decide(request, thread, req)
+    except Exception:
+        if thread_id is None:  # a stateless run's thread, made for a run that was refused
+            with contextlib.suppress(Exception):  # the refusal is the answer, not this
+                services.thread_delete(thread=thread)
+        raise
     # a resumed or continued run streams what comes after what it had written
     after = run.last_seq if before is not None and before.id == run.id else 0
     return run, after, data

@@ -29,6 +29,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import connections
 
+from config.connections import run_pool_sizes
 from dashboard.runs import doorbells, instruments, otel
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.execution import EventWriter, Outcome, Requests, aexecute
@@ -205,13 +206,15 @@ class Executor:
         async with self._saver_lock:
             if self._saver is None:
                 # each saver call holds a connection only briefly (RUN_DB_POOL_SIZE)
-                size = max(2, min(self.max_concurrent, planwatch_setting("RUN_DB_POOL_SIZE")))
+                size, log_size = run_pool_sizes(
+                    run_db_pool_size=planwatch_setting("RUN_DB_POOL_SIZE"),
+                    max_concurrent=self.max_concurrent)
                 self._saver = await aopen_saver(pool_size=size)
                 # the store shares the savers' pool on PostgreSQL
                 pool = getattr(self._saver.saver, "conn", None) if is_postgres() else None
                 self._store = await self._store_stack.enter_async_context(aopen_store(pool))
                 self._runs = await RunStore.aopen(self._saver, postgres=is_postgres(),
-                                                   pool_size=max(2, size // 2))
+                                                   pool_size=log_size)
                 assert self._behind is not None
                 self._behind.store = self._runs
             assert self._runs is not None

@@ -5,17 +5,26 @@ so a worker runs many runs at once on one event loop. Every job for one run carr
 lock ``run:<id>``: procrastinate never runs two of them at once, and the executor's claim
 in the database makes sure of it again. Settings list this module in
 ``PROCRASTINATE_IMPORT_PATHS``; dispatching defers these jobs by name.
+
+A worker outlives its database's faults: procrastinate stops its worker when a side task
+(heartbeat, periodic deferrer, LISTEN) raises, and lets a failed job fetch end it, so a
+``pg_terminate_backend`` or a restart of PostgreSQL killed every worker. :class:`PromptWorker`
+retries each of those with back-off instead (its running runs go on meanwhile), and
+retries writing a finished job's status for a while, so the job's lock is let go.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
 from procrastinate.contrib.django import app
+from procrastinate.exceptions import ConnectorException
 from procrastinate.worker import Worker
 
 from dashboard.runs.conf import planwatch_setting
@@ -48,6 +57,31 @@ async def recover_runs(context: Any, timestamp: int) -> None:
     await sync_to_async(recover_stale)()
 
 
+BACKOFF_FIRST, BACKOFF_MAX = 0.1, 5.0
+"""Seconds a worker waits after a database error, doubling each time up to the max."""
+STATUS_WRITE_SECONDS = 30.0
+"""How long a finished job's status write is retried before it is left to the sweep."""
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before the ``attempt``-th retry (0-based): 0.1, 0.2, 0.4 … 5."""
+    return float(min(BACKOFF_MAX, BACKOFF_FIRST * 2.0 ** attempt))
+
+
+async def aforever(name: str, step: Callable[[], Awaitable[Any]]) -> None:
+    """Await ``step`` again and again: after a database error, with back-off; after it
+    returns (a LISTEN whose reconnect gave up), at once."""
+    attempt = 0
+    while True:
+        try:
+            await step()
+            attempt = 0
+        except ConnectorException as exc:
+            logger.warning("worker's %s lost the database (%s); retrying", name, exc)
+            await asyncio.sleep(backoff(attempt))
+            attempt += 1
+
+
 class PromptWorker(Worker):
     """procrastinate's worker, woken by every job's notification, however late it comes.
 
@@ -69,17 +103,63 @@ class PromptWorker(Worker):
         await super()._handle_notification(channel=channel, notification=notification)
 
     async def _fetch_and_process_jobs(self) -> None:
+        attempt = 0
         while True:
             seen = self._notified
-            await super()._fetch_and_process_jobs()  # type: ignore[no-untyped-call]
+            try:
+                await super()._fetch_and_process_jobs()  # type: ignore[no-untyped-call]
+            except ConnectorException as exc:
+                # procrastinate would shut the worker down; its runs go on, it fetches again
+                logger.warning("fetching a job failed (%s); fetching again", exc)
+                await asyncio.sleep(backoff(attempt))
+                attempt += 1
+                continue
             if self._notified == seen or self._stop_event.is_set():
                 return
+
+    def _start_side_tasks(self) -> list[asyncio.Task[Any]]:
+        """procrastinate's side tasks, each retried after a database error (procrastinate
+        stops the whole worker when one raises)."""
+        heartbeat = self._update_heartbeat
+        deferrer = self._periodic_deferrer
+        aborts = self._poll_jobs_to_abort
+        tasks = [asyncio.create_task(aforever("heartbeat", heartbeat), name="update_heartbeats"),
+                 asyncio.create_task(aforever("deferrer", deferrer), name="deferrer"),
+                 asyncio.create_task(aforever("abort poll", aborts), name="poll_jobs_to_abort")]
+        if self.listen_notify:
+            def listen() -> Awaitable[None]:
+                return self.app.job_manager.listen_for_jobs(
+                    on_notification=self._handle_notification, queues=self.queues)
+            tasks.append(asyncio.create_task(aforever("listener", listen), name="listener"))
+        return tasks
+
+    async def _persist_job_status(self, **kwargs: Any) -> None:  # type: ignore[override]
+        deadline = time.monotonic() + STATUS_WRITE_SECONDS
+        attempt = 0
+        while True:
+            try:
+                await super()._persist_job_status(**kwargs)
+                return
+            except ConnectorException as exc:
+                if time.monotonic() > deadline:
+                    raise
+                logger.warning("writing job %s's status failed (%s); retrying",
+                               kwargs["job"].id, exc)
+                await asyncio.sleep(backoff(attempt))
+                attempt += 1
 
 
 async def arun_worker(*, concurrency: int) -> None:
     """Run a :class:`PromptWorker` on Planwatch's queue until it is stopped (a signal)."""
-    django_connector = app.connector
-    with app.replace_connector(django_connector.get_worker_connector()):  # type: ignore[attr-defined]
+    from procrastinate.contrib.django import utils
+    from procrastinate.psycopg_connector import PsycopgConnector
+
+    from config.connections import QUEUE_POOL_SIZE
+
+    # procrastinate's get_worker_connector(), with its pool bounded (config/connections.py)
+    connector = PsycopgConnector(kwargs=utils.connector_params("default"), min_size=1,
+                                 max_size=QUEUE_POOL_SIZE)
+    with app.replace_connector(connector):
         async with app.open_async():
             app.perform_import_paths()  # type: ignore[no-untyped-call]
             worker = PromptWorker(app=app, **{**app.worker_defaults, "queues": [QUEUE],

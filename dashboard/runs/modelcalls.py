@@ -231,12 +231,15 @@ class ModelCallRecorder(AsyncCallbackHandler):
 
     async def on_llm_error(self, error: BaseException, *, run_id: uuid.UUID,
                            parent_run_id: uuid.UUID | None = None, **kwargs: Any) -> None:
-        """A call failed: record the error."""
+        """A call failed: record the error (without content kept, only its class: a
+        provider's message may quote the prompt)."""
         call = self.calls.pop(run_id, None)
         if call is None:
             return
+        message, _ = self.policy.cut(str(error))
         self._finish(run_id, call, call.head, output=None, usage=None, cost=None,
-                     error=f"{type(error).__name__}: {error}")
+                     error=f"{type(error).__name__}: {message}" if message
+                     else type(error).__name__)
 
     # -- events -----------------------------------------------------------------------
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
+import logging
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -12,7 +15,14 @@ from django.db import connection
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
-from config.pgpool import connection_lost
+from config.pgpool import transient
+from dashboard.runs.conf import planwatch_setting
+
+logger = logging.getLogger("planwatch.runs")
+
+SAVER_POOL_TIMEOUT = 5.0
+"""Seconds a checkpoint write waits for a pooled connection before it is tried again (the
+pool's own default, 30 s, outlasted a short storm's whole retry window)."""
 
 
 def is_postgres(settings_dict: dict[str, Any] | None = None) -> bool:
@@ -60,6 +70,24 @@ class CheckpointWriteFailed(Exception):
     """A run's checkpoint (or a task's writes) could not be saved: the run cannot go on."""
 
 
+async def awrite_retried[R](write: Callable[..., Awaitable[R]], *args: Any, **kwargs: Any) -> R:
+    """``write(*args, **kwargs)``, tried again with back-off (0.1 s doubling to 2 s) while
+    it fails for a transient reason, for ``CHECKPOINT_RETRY_SECONDS`` at most. A
+    checkpoint write is an upsert: writing it twice stores it once."""
+    deadline = time.monotonic() + planwatch_setting("CHECKPOINT_RETRY_SECONDS")
+    delay = 0.1
+    while True:
+        try:
+            return await write(*args, **kwargs)
+        except Exception as exc:
+            if not transient(exc) or time.monotonic() + delay > deadline:
+                raise
+            logger.warning("a checkpoint write failed (%s: %s); writing it again in %.1f s",
+                           type(exc).__name__, exc, delay)
+        await asyncio.sleep(delay)
+        delay = min(2.0, delay * 2)
+
+
 class WriteWatch:
     """The first error of one run's checkpoint writes.
 
@@ -96,20 +124,11 @@ class WriteWatch:
         @functools.wraps(write)  # LangGraph reads aput_writes' signature (task_path)
         async def guarded(*args: Any, **kwargs: Any) -> T:
             try:
-                return await write(*args, **kwargs)
+                return await awrite_retried(write, *args, **kwargs)
             except Exception as exc:
-                error: Exception = exc
-                if connection_lost(exc):
-                    # the server dropped the pooled connection (a restart, a terminated
-                    # backend): the pool threw it away; a checkpoint write is an upsert,
-                    # so it is written again, once, on a fresh one
-                    try:
-                        return await write(*args, **kwargs)
-                    except Exception as again:
-                        error = again
                 if self.error is None:
-                    self.error = error
-                raise error  # noqa: B904 - the write's own error, or the retry's (chained to it)
+                    self.error = exc
+                raise
 
         return guarded
 
@@ -180,6 +199,7 @@ async def aopen_saver(*, pool_size: int = 10) -> SaverHandle:
             max_size=pool_size,
             kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
             open=False,
+            timeout=SAVER_POOL_TIMEOUT,
             check=pgpool.acheck,  # dropped connections replaced
         )
         await pool.open()

@@ -227,7 +227,8 @@ def test_the_api_run_detail_gives_tokens_and_cost_per_run_and_node(priced_run, o
 
 def test_the_export_holds_every_event_and_every_model_call(priced_run, operator, client):
     client.force_login(operator)
-    doc = client.get(f"/api/runs/{priced_run.id}/export/").json()
+    response = client.get(f"/api/runs/{priced_run.id}/export/")
+    doc = json.loads(b"".join(response))  # streamed (constant memory)
     assert doc["planwatch_export"] == 1
     assert [e["seq"] for e in doc["events"]] == list(range(1, priced_run.last_seq + 1))
     (call,) = doc["model_calls"]

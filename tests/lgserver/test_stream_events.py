@@ -115,7 +115,10 @@ def test_a_stream_whose_client_disconnects_cancels_its_run_on_disconnect_cancel(
     with httpx.stream("POST", f"{lg_url}/runs/stream", timeout=30,
                       headers={"x-api-key": api_token(sdk_user)},
                       json={"assistant_id": "slow", "input": {"limit": 40},
-                            "stream_mode": ["updates"], "on_disconnect": "cancel"}) as response:
+                            "stream_mode": ["updates"], "on_disconnect": "cancel",
+                            # kept once it stops, to be read here (a stateless run's thread
+                            # goes with its run by default)
+                            "on_completion": "keep"}) as response:
         assert response.status_code == 200
         run_id = response.headers["content-location"].rsplit("/", 1)[-1]
         for line in response.iter_lines():

@@ -164,3 +164,46 @@ def test_a_live_executor_busy_in_a_long_node_keeps_its_run(executor, settings, o
     assert run.status == Run.Status.SUCCEEDED
     assert not run.events.filter(kind=Kind.RUN_RECOVERED).exists()
     assert run.events.get(kind=Kind.RUN_STARTED).payload["owner"] == owner
+
+
+def _terminate_other_backends() -> int:
+    """pg_terminate_backend on every other connection to the test database."""
+    import psycopg
+
+    with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as killer:
+        row = killer.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()
+    return row[0] if row else 0
+
+
+@pytest.mark.postgres
+def test_a_procrastinate_worker_outlives_its_database_connections_being_killed(
+        executor, settings, operator):
+    if connection.vendor != "postgresql":
+        pytest.skip("procrastinate needs PostgreSQL: this runs in make test's PostgreSQL pass")
+    settings.PLANWATCH = {**settings.PLANWATCH, "EXECUTOR": "procrastinate"}
+    worker = spawn(["planwatch_worker"], "worker-backend-kills",
+                   PLANWATCH_EXECUTOR="procrastinate")
+    try:
+        first = services.run_create(graph="test.echo", input={"steps": 3}, user=operator)
+        assert wait_run(first.id, statuses=("succeeded", "failed")).status == "succeeded"
+        slow = services.run_create(graph="test.echo", input={"steps": 60, "delay": 0.05},
+                                   user=operator)
+        killed = 0
+        for _ in range(6):  # a storm: every backend killed, six times in 3 s
+            killed += _terminate_other_backends()
+            time.sleep(0.5)
+        connection.close()  # the test's own went too
+        assert killed >= 6
+        time.sleep(2)  # heartbeat 0.3 s: procrastinate would have stopped the worker by now
+        assert worker.poll() is None, "the worker exited after its connections were killed"
+        after = services.run_create(graph="test.echo", input={"steps": 3}, user=operator)
+        assert wait_run(after.id, statuses=("succeeded", "failed")).status == "succeeded"
+        run = wait_run(slow.id, statuses=("succeeded", "failed", "cancelled"), timeout=60)
+        assert run.status == Run.Status.SUCCEEDED, run.error_message
+        assert_gapless(run)
+        assert worker.poll() is None
+    finally:
+        if worker.poll() is None:
+            kill(worker)
