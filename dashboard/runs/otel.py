@@ -156,7 +156,10 @@ def export_run(run_id: uuid.UUID, *, after: int, upto: int) -> None:
                                              if v is not None})
 
     first, last = events[0], events[-1]
-    root = start(f"{run.graph} run", f"run:{first['seq']}", None, first["created_at"], {
+    # when things happened (an answer given before the run resumed included), not when the
+    # rows were written
+    began, finished = min(e["at"] for e in events), max(e["at"] for e in events)
+    root = start(f"{run.graph} run", f"run:{first['seq']}", None, began, {
         "openinference.span.kind": "CHAIN", "planwatch.run_id": str(run.id),
         "planwatch.graph": run.graph, "planwatch.status": run.status,
         "planwatch.seq.first": first["seq"], "planwatch.seq.last": last["seq"],
@@ -172,7 +175,7 @@ def export_run(run_id: uuid.UUID, *, after: int, upto: int) -> None:
         if event["kind"] == Kind.NODE_STARTED:
             outer = event["namespace"].split("|")[-1].rpartition(":")[2]
             nodes[event["task_id"]] = start(event["node"], f"task:{event['task_id']}",
-                                            nodes.get(outer, root), event["created_at"], {
+                                            nodes.get(outer, root), event["at"], {
                 "openinference.span.kind": "CHAIN", "planwatch.node": event["node"],
                 "planwatch.task_id": event["task_id"], "planwatch.step": event["step"],
                 "planwatch.namespace": event["namespace"] or None})
@@ -223,7 +226,7 @@ def export_run(run_id: uuid.UUID, *, after: int, upto: int) -> None:
             span.set_status(Status(StatusCode.ERROR, str(done["payload"].get("error"))))
         if done is not None and done["kind"] == Kind.INTERRUPT_RAISED:
             span.set_attribute("planwatch.interrupt", _json(done["payload"].get("value")))
-        span.end(end_time=_ns((done or last)["created_at"]))
+        span.end(end_time=_ns(done["at"] if done is not None else finished))
     if run.error_message:
         root.set_status(Status(StatusCode.ERROR, run.error_message))
-    root.end(end_time=_ns(last["created_at"]))
+    root.end(end_time=_ns(finished))

@@ -205,7 +205,7 @@ def stored_run(operator, log: Log, graph: str = "acquisition") -> Run:
     for e in log.events:
         row = RunEvent.objects.create(run=run, **{k: v for k, v in e.items()
                                                   if k != "created_at"})
-        RunEvent.objects.filter(pk=row.pk).update(created_at=e["created_at"])
+        RunEvent.objects.filter(pk=row.pk).update(created_at=e["created_at"], at=e["created_at"])
     return run
 
 

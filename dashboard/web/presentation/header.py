@@ -141,8 +141,8 @@ def replay_head(events: list[dict[str, Any]], *, current: str) -> Head:
                                           cost=cost["total"] if cost else None).items():
                 setattr(calls, name, value)
         if started is None and event["kind"] in (Kind.RUN_STARTED, Kind.RUN_RESUMED):
-            started = parse_datetime(event["created_at"] or "")
-    at = parse_datetime(events[-1]["created_at"] or "") if events else None
+            started = parse_datetime(event["at"] or "")
+    at = parse_datetime(events[-1]["at"] or "") if events else None
     duration = f"{(at - started).total_seconds():.1f} s" if started and at else "—"
     return Head(status=str(status), node=current, duration=duration,
                 **{name: getattr(calls, name) for name in ROLLUPS})

@@ -101,10 +101,12 @@ class WaterfallFold:
     task_end: dict[str, float] = field(default_factory=dict)
     _nodes: dict[tuple[str, str], Span] = field(default_factory=dict)
     _waits: dict[str, Span] = field(default_factory=dict)
+    _resumed: float | None = None
+    """When the run resumed while questions' waits were open (their answers follow)."""
 
     def add(self, event: Mapping[str, Any]) -> None:
         """Fold one event (``event_dict`` form)."""
-        at = _seconds(event.get("created_at"))
+        at = _seconds(event.get("at") or event.get("created_at"))
         if at is None:
             return
         if self.origin is None:
@@ -131,21 +133,35 @@ class WaterfallFold:
                                "interrupt_raised": "asked"}.get(kind, "")
         if kind == "node_finished":
             self._tasks(payload.get("update"), t)
-        elif kind == MODEL_STARTED:
+        if kind == MODEL_STARTED:
             self._call_started(payload, key, t, seq)
         elif kind == MODEL_FINISHED:
             self._call_finished(payload, key, t, seq, event.get("duration_ms"))
-        elif kind in _WAIT_STARTS:
+        if self._resumed is not None and kind != "interrupt_answered":
+            # a resume whose questions got no answer event (withdrawn): they ended with it
+            for wait_id in list(self._waits):
+                self._waits.pop(wait_id).stop(self._resumed)
+            self._resumed = None
+        if kind in _WAIT_STARTS:
             wait_id = str(payload.get("interrupt_id") or f"pause-{seq}")
             what = "question" if kind == "interrupt_raised" else "paused"
             span = Span(key=f"w{seq}", kind="human", label=f"human wait ({what})",
                         start=t, seq=seq, node=node, namespace=ns)
             self._waits[wait_id] = span
             self.items.append(span)
-        elif kind in _WAIT_ENDS:
+        elif kind == "interrupt_answered":
+            # a question's wait ends when it was answered (its event is written when the
+            # run resumes, with the moment of the answer)
             answered = str(payload.get("interrupt_id") or "")
-            for wait_id in [answered] if answered in self._waits else list(self._waits):
+            for wait_id in [answered] if answered in self._waits else []:
                 self._waits.pop(wait_id).stop(t)
+        elif kind in _WAIT_ENDS:
+            # a pause ends when the run goes on; its questions end with their answers,
+            # which follow the resume in the log
+            for wait_id in [w for w in self._waits if w.startswith("pause-")]:
+                self._waits.pop(wait_id).stop(t)
+            if self._waits:
+                self._resumed = t
         elif kind in _FINISH:
             self.finished = True
             for span in self._waits.values():
