@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from dashboard.models import Cron, Interrupt, Run, RunEvent
 from dashboard.runs import debugging
+from dashboard.runs.figures import Figures, figures_of
 from dashboard.runs.modelcalls import messages_of
 from dashboard.runs.record import event_dict
 from planner.registry import all_graphs, get_graph
@@ -103,6 +104,14 @@ def run_list(*, graph: str = "", status: str = "", created_by: str = "", q: str 
 def run_get(*, run_id: UUID | str) -> Run:
     """One run, with its ``queue_position`` if it is queued (raises ``Run.DoesNotExist``)."""
     return Run.objects.select_related("created_by").with_queue_position().get(id=run_id)
+
+
+def run_figures(*, run_id: UUID | str, now: datetime | None = None) -> Figures:
+    """A run's working time, waits for people, model time and cost, from its events (the
+    figures every page, the API, the export and the spans show)."""
+    rows = RunEvent.objects.filter(run_id=run_id).order_by("seq").values(
+        "seq", "kind", "payload", "at", "created_at")
+    return figures_of(rows, now=now or timezone.now())
 
 
 def run_cursor(*, run_id: UUID | str) -> tuple[int, str] | None:

@@ -164,14 +164,32 @@ class NodeUsageSerializer(serializers.Serializer):
     latency_ms = serializers.FloatField(help_text="Time spent in the model, summed.")
 
 
+class FiguresSerializer(serializers.Serializer):
+    """A run's figures, the same the trace page, the export and the spans show."""
+
+    working_seconds = serializers.FloatField(help_text="Time the run worked, its waits "
+                                             "for people left out.")
+    waiting_seconds = serializers.FloatField(help_text="Time it waited for people: answers "
+                                             "and breakpoint pauses.")
+    answer_wait_seconds = serializers.FloatField(help_text="Waiting for answers to questions.")
+    paused_seconds = serializers.FloatField(help_text="Waiting at breakpoints.")
+    model_seconds = serializers.FloatField(help_text="In model calls (parallel calls once).")
+    elapsed_seconds = serializers.FloatField(help_text="From its first event to its end "
+                                             "(to now while it runs or waits).")
+    cost_usd = serializers.FloatField(allow_null=True, help_text="null: unknown (no price)")
+    model_calls = serializers.IntegerField()
+
+
 class RunDetailSerializer(RunSerializer):
-    """A run with its model usage per node."""
+    """A run with its model usage per node and its figures."""
 
     model_usage = NodeUsageSerializer(many=True, read_only=True,
                                       help_text="Model calls, tokens and cost per node.")
+    figures = FiguresSerializer(read_only=True, help_text="Working time, waits for people, "
+                                "model time and cost, when things happened.")
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "model_usage"]
+        fields = [*RunSerializer.Meta.fields, "model_usage", "figures"]
         read_only_fields = fields
 
 
@@ -181,7 +199,7 @@ class RunEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = RunEvent
         fields = ["seq", "kind", "node", "namespace", "step", "task_id", "checkpoint_id",
-                  "payload", "duration_ms", "created_at"]
+                  "payload", "duration_ms", "created_at", "at"]
         read_only_fields = fields
 
     def to_representation(self, instance: RunEvent) -> dict[str, Any]:

@@ -25,9 +25,11 @@ from datetime import datetime
 from typing import Any
 
 from django.db import close_old_connections
+from django.utils import timezone
 
 from dashboard.models import Run, RunEvent
 from dashboard.runs.conf import planwatch_setting
+from dashboard.runs.figures import figures_of
 from dashboard.runs.modelcalls import messages_of
 from dashboard.runs.record import event_dict
 
@@ -169,7 +171,11 @@ def export_run(run_id: uuid.UUID, *, after: int, upto: int) -> None:
         "output.value": _json(run.output) if keep and run.output is not None else None,
         "llm.token_count.prompt": run.input_tokens,
         "llm.token_count.completion": run.output_tokens,
-        "llm.token_count.total": run.total_tokens})
+        "llm.token_count.total": run.total_tokens,
+        **{f"planwatch.{name}": value for name, value in figures_of(
+            RunEvent.objects.filter(run_id=run_id, seq__lte=upto).order_by("seq").values(
+                "seq", "kind", "payload", "at", "created_at"),
+            now=timezone.now()).as_dict().items()}})
     nodes: dict[str, Any] = {}  # task id -> its span
     for event in events:
         if event["kind"] == Kind.NODE_STARTED:

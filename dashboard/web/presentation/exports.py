@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
+
 from dashboard.models import Run, RunEvent
+from dashboard.runs.figures import figures_of
 from dashboard.runs.modelcalls import messages_of
 from dashboard.runs.record import event_dict
 
@@ -48,6 +51,7 @@ def run_export(*, run: Run) -> dict[str, Any]:
             "model_calls": run.model_calls, "input_tokens": run.input_tokens,
             "output_tokens": run.output_tokens, "total_tokens": run.total_tokens,
             "cost_usd": run.cost_usd,
+            "figures": figures_of(events, now=timezone.now()).as_dict(),
         },
         "inputs": {"input": run.input, "configurable": run.configurable,
                    "context": run.context, "metadata": run.metadata,

@@ -15,9 +15,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Run, RunEvent
+from dashboard.runs.figures import Figures
 from dashboard.runs.store import ROLLUPS, model_call
 from dashboard.web.presentation.trace import run_duration
-from dashboard.web.presentation.waterfall import HumanWait, seconds_text
+from dashboard.web.presentation.waterfall import seconds_text
 
 Kind = RunEvent.Kind
 # The status a run has right after an event of this kind.
@@ -102,16 +103,18 @@ WAITING_FOR_PEOPLE = (Run.Status.INTERRUPTED, Run.Status.PAUSED)
 """The statuses in which a run's clock counts a wait for people, not work."""
 
 
-def run_head(run: Run, *, waits: HumanWait | None = None) -> Head:
+def run_head(run: Run, *, figures: Figures | None = None) -> Head:
     """The header of a run as it stands now (its place in the line if it was read with
-    ``Run.objects.with_queue_position()``); with ``waits`` (folded from its events, see
-    :func:`dashboard.web.presentation.waterfall.human_wait`) its working time and its
-    waits for people apart."""
+    ``Run.objects.with_queue_position()``); with ``figures`` (folded from its events, see
+    :mod:`dashboard.runs.figures`, the same the waterfall, the API and the export show)
+    its working time and its waits for people apart."""
     now = timezone.now()
     active = run.started_at is not None and not run.is_finished
-    elapsed = elapsed_seconds(run, now=now)
-    waited = waits.seconds(run.finished_at or now) if waits is not None else 0.0
-    working = max(elapsed - waited, 0.0) if elapsed is not None else None
+    if figures is not None and figures.known and run.started_at is not None:
+        working: float | None = figures.working
+        waited = figures.waiting
+    else:
+        working, waited = elapsed_seconds(run, now=now), 0.0
     waiting_now = active and run.status in WAITING_FOR_PEOPLE
 
     def since(seconds: float) -> str:  # the page ticks "now - since" between renders
