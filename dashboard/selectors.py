@@ -17,6 +17,7 @@ from dashboard.models import Cron, Interrupt, Run, RunEvent
 from dashboard.runs import debugging
 from dashboard.runs.figures import Figures, figures_of
 from dashboard.runs.modelcalls import messages_of
+from dashboard.runs.outcome import failed_outcome
 from dashboard.runs.record import event_dict
 from planner.registry import all_graphs, get_graph
 
@@ -73,7 +74,8 @@ def _day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
-def run_list(*, graph: str = "", status: str = "", created_by: str = "", q: str = "",
+def run_list(*, graph: str = "", status: str = "", outcome: str = "", created_by: str = "",
+             q: str = "",
              since: date | None = None, until: date | None = None,
              sort: str = "-started") -> QuerySet[Run]:
     """Runs, newest first (or in a :data:`RUN_SORTS` order), filtered by graph, status,
@@ -90,6 +92,12 @@ def run_list(*, graph: str = "", status: str = "", created_by: str = "", q: str 
         runs = runs.filter(graph=graph)
     if status:
         runs = runs.filter(status=status)
+    if outcome == "failed":  # the graph returned; its output says the goal failed
+        runs = runs.filter(failed_outcome())
+    elif outcome == "achieved":
+        runs = runs.filter(status=Run.Status.SUCCEEDED).exclude(failed_outcome())
+    elif outcome:
+        raise ValueError(f"unknown outcome {outcome!r}; use failed or achieved")
     if created_by:
         runs = runs.filter(created_by__username=created_by)
     if q.strip():

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from dashboard import selectors
 from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.runs.outcome import run_outcome
 from dashboard.runs.record import event_dict
 
 # -- input ---------------------------------------------------------------------------
@@ -140,15 +141,26 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="A queued run's place in the line for a free slot (1: next); null for "
                   "any other run.")
 
+    outcome = serializers.SerializerMethodField(
+        help_text="null, or for a run whose graph returned but whose output says its goal "
+                  "failed: {outcome: failed, label, reason} (its status stays succeeded).")
+
     class Meta:
         model = Run
-        fields = ["id", "graph", "graph_version", "thread_id", "status", "queue_position",
+        fields = ["id", "graph", "graph_version", "thread_id", "status", "outcome",
+                  "queue_position",
                   "input", "output",
                   "error_message", "current_node", "created_by", "created_at", "started_at",
                   "finished_at", "last_seq", "cancel_requested", "interrupt_before",
                   "interrupt_after", "parent", "forked_from_checkpoint", "fork_edit",
                   "model_calls", "input_tokens", "output_tokens", "total_tokens", "cost_usd"]
         read_only_fields = fields
+
+
+    def get_outcome(self, run: Run) -> dict[str, str] | None:
+        """The goal's failure its graph declares, beside the execution status."""
+        found = run_outcome(graph=run.graph, status=run.status, output=run.output)
+        return found.as_dict() if found is not None else None
 
 
 class NodeUsageSerializer(serializers.Serializer):

@@ -31,6 +31,7 @@ from dashboard.models import Run, RunEvent
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.figures import figures_of
 from dashboard.runs.modelcalls import messages_of
+from dashboard.runs.outcome import run_outcome
 from dashboard.runs.record import event_dict
 
 logger = logging.getLogger("planwatch.otel")
@@ -235,4 +236,9 @@ def export_run(run_id: uuid.UUID, *, after: int, upto: int) -> None:
         span.end(end_time=_ns(done["at"] if done is not None else finished))
     if run.error_message:
         root.set_status(Status(StatusCode.ERROR, run.error_message))
+    elif (outcome := run_outcome(graph=run.graph, status=run.status, output=run.output)):
+        # the graph returned, its goal failed (as Langfuse and LangSmith raise a trace whose
+        # child failed): ERROR, with the outcome beside LangGraph's status
+        root.set_attribute("planwatch.outcome", outcome.label)
+        root.set_status(Status(StatusCode.ERROR, f"{outcome.label}: {outcome.reason}"))
     root.end(end_time=_ns(finished))

@@ -13,6 +13,7 @@ from django.utils import timezone
 from dashboard.models import Run, RunEvent
 from dashboard.runs.figures import figures_of
 from dashboard.runs.modelcalls import messages_of
+from dashboard.runs.outcome import run_outcome
 from dashboard.runs.record import event_dict
 
 EXPORT_VERSION = 1
@@ -52,6 +53,8 @@ def run_export(*, run: Run) -> dict[str, Any]:
             "output_tokens": run.output_tokens, "total_tokens": run.total_tokens,
             "cost_usd": run.cost_usd,
             "figures": figures_of(events, now=timezone.now()).as_dict(),
+            "outcome": outcome.as_dict() if (outcome := run_outcome(
+                graph=run.graph, status=run.status, output=run.output)) else None,
         },
         "inputs": {"input": run.input, "configurable": run.configurable,
                    "context": run.context, "metadata": run.metadata,

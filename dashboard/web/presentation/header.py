@@ -16,6 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Run, RunEvent
 from dashboard.runs.figures import Figures
+from dashboard.runs.outcome import Outcome, run_outcome
 from dashboard.runs.store import ROLLUPS, model_call
 from dashboard.web.presentation.trace import run_duration
 from dashboard.web.presentation.waterfall import seconds_text
@@ -72,11 +73,21 @@ class Head:
     """While it works: the ISO time from which the page ticks the working time."""
     waiting_since: str = ""
     """While it waits for people: the ISO time from which the page ticks the wait."""
+    outcome: Outcome | None = None
+    """A finished run whose graph returned but whose goal failed (its output says so)."""
 
     @property
     def status_label(self) -> str:
-        """The status as people read it (``Waiting for you``, ``Queued, 3rd in line``)."""
+        """The status as people read it (``Waiting for you``, ``Queued, 3rd in line``,
+        ``Finished — plan failed``)."""
+        if self.outcome is not None:
+            return self.outcome.headline
         return status_label(self.status, self.queue_position)
+
+    @property
+    def badge(self) -> str:
+        """The class of its badge: the status's, or the failed outcome's."""
+        return "outcome-failed" if self.outcome is not None else f"status-{self.status}"
 
     @property
     def is_finished(self) -> bool:
@@ -128,6 +139,7 @@ def run_head(run: Run, *, figures: Figures | None = None) -> Head:
                 working_since=since(working) if active and not waiting_now and working
                 is not None else "",
                 waiting_since=since(waited) if waiting_now else "",
+                outcome=run_outcome(graph=run.graph, status=run.status, output=run.output),
                 **{name: getattr(run, name) for name in ROLLUPS})
 
 

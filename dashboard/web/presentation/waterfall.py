@@ -128,8 +128,9 @@ class WaterfallFold:
                 span.seq = seq
                 span.status = {"node_failed": "failed",
                                "interrupt_raised": "asked"}.get(kind, "")
-        if kind == "node_finished":
-            self._tasks(payload.get("update"), t)
+        if kind == "node_finished" and self._tasks(payload.get("update"), t) \
+                and key in self._nodes:
+            self._nodes[key].status = "failed"  # it returned a failed task: red, visibly
         if kind == MODEL_STARTED:
             self._call_started(payload, key, t, seq)
         elif kind == MODEL_FINISHED:
@@ -196,24 +197,28 @@ class WaterfallFold:
         span.status = "failed" if payload.get("error") else ""
         span.note = tokens_text(payload.get("usage"))
 
-    def _tasks(self, update: Any, t: float) -> None:
+    def _tasks(self, update: Any, t: float) -> bool:
+        """Fold a node's update of the task channel; whether it marked a task failed."""
         view = self.task_view
         if view is None or not isinstance(update, dict):
-            return
+            return False
         patch = update.get(view.channel)
         if not isinstance(patch, dict):
-            return
+            return False
+        failed = False
         for tid, change in patch.items():
             status = change.get("status") if isinstance(change, dict) else None
             if not status:
                 continue
             tid = str(tid)
+            failed = failed or status in view.failed
             if status == view.running:
                 self.task_start.setdefault(tid, t)
                 self.task_end.pop(tid, None)  # a retry runs on in the same bar
             elif status not in view.not_started:
                 self.task_start.setdefault(tid, t)
                 self.task_end[tid] = t
+        return failed
 
 
 def tokens_text(usage: Any) -> str:
@@ -229,7 +234,10 @@ def tokens_text(usage: Any) -> str:
 
 
 def seconds_text(value: float) -> str:
-    """A duration for people: ``4 ms``, ``0.42 s``, ``12.3 s``, ``2 min 05 s``."""
+    """A duration for people: ``< 1 ms``, ``4 ms``, ``0.42 s``, ``12.3 s``, ``2 min 05 s``
+    (a sub-millisecond node is not "0 ms")."""
+    if 0 < value < 0.0005:
+        return "< 1 ms"
     if value < 0.1:
         return f"{value * 1000:.0f} ms"
     if value < 1:
@@ -402,6 +410,9 @@ class WaterfallView:
 
     summary: Summary
     ticks: tuple[tuple[float, str], ...]
+    """Where the axis is labelled (percent, time), each label once, none inside a break."""
+    breaks: tuple[tuple[float, float, str], ...]
+    """Each shortened wait as drawn: where it begins, how wide (percent), the time left out."""
     rows: SafeString
     task_rows: SafeString
     bars: int
@@ -415,13 +426,15 @@ def waterfall_view(fold: WaterfallFold, *, run_id: Any, now: float | None = None
     event, or later for an active run) with bars linking into the run's trace."""
     end = max(fold.last, now if now is not None and not fold.finished else 0.0)
     axis = Axis.of(fold, end=end)
-    ticks = tuple((100 * i / 4, seconds_text(axis.real(i / 4))) for i in range(5))
+    ticks = axis.ticks()
     urls = _Urls(run_id, fold.origin)
     rows = _group_nodes(fold.items)
     task_rows = _task_rows(fold, tasks) if tasks and fold.task_view is not None else []
     bars = sum(1 for _ in _all_spans(fold)) + len(fold.task_start)
     return WaterfallView(
         summary=summary(fold, now=end), ticks=ticks,
+        breaks=tuple((round(axis.percent(a), 3), round(axis.percent(b) - axis.percent(a), 3),
+                      f"{seconds_text(b - a - w)} left out") for a, b, w in axis.breaks),
         rows=rows_html(rows, axis=axis, now=end, urls=urls),
         task_rows=rows_html(task_rows, axis=axis, now=end, urls=urls), bars=bars,
         shortened=bool(axis.breaks))
@@ -466,6 +479,21 @@ class Axis:
     def percent(self, t: float) -> float:
         """Where second ``t`` is drawn, as a percentage of the axis."""
         return min(max(100 * self.drawn(t) / self.shown, 0.0), 100.0)
+
+    def ticks(self, count: int = 4) -> tuple[tuple[float, str], ...]:
+        """Labels at ``count`` + 1 even places of the drawn axis, on linear time: a place
+        inside a shortened wait is left to that wait's break mark, and a label equal to the
+        one before is not repeated."""
+        out: list[tuple[float, str]] = []
+        for i in range(count + 1):
+            t = self.real(i / count)
+            if any(a < t < b for a, b, _ in self.breaks):
+                continue
+            text = seconds_text(t)
+            if out and out[-1][1] == text:
+                continue
+            out.append((100 * i / count, text))
+        return tuple(out)
 
     def real(self, fraction: float) -> float:
         """The second drawn at ``fraction`` of the axis (for its ticks)."""
