@@ -274,6 +274,8 @@ class Summary:
     model_calls: int
     human_since: str = ""
     """While a wait for people is open: the ISO moment from which the page ticks it."""
+    total_since: str = ""
+    """While the run has not ended: its first moment, from which the page ticks its length."""
 
     @property
     def total_text(self) -> str:
@@ -326,7 +328,8 @@ def summary(fold: WaterfallFold, *, now: float) -> Summary:
     return Summary(total=figures.elapsed, working=working, human=figures.waiting, parts=(
         share("model", "model", model), share("tools", "tool", tool),
         share("the rest (engine, other nodes)", "engine", rest),
-    ), model_calls=figures.model_calls, human_since=since)
+    ), model_calls=figures.model_calls, human_since=since,
+        total_since=fold.moment(0).isoformat() if since and fold.origin else "")
 
 
 @dataclass(frozen=True)
