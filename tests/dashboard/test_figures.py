@@ -77,3 +77,22 @@ def test_an_unanswered_question_is_a_visible_wait_that_grows_with_the_clock(oper
     since = (T0 + timedelta(seconds=1.2)).isoformat()
     assert f'<span class="wf-dur" data-started="{since}">' in waterfall
     assert re.search(r'id="wf-human" data-started="[^"]+"', waterfall)
+
+
+@pytest.mark.django_db
+def test_the_header_and_the_waterfall_tick_the_open_wait_from_the_same_moment(operator,
+                                                                              client):
+    log = (Log().add(0, "run_started").node(0, 1, "decide", "t1", 1)
+           .add(1, "node_started", "ask_user", "t2", step=2)
+           .add(1.2, "interrupt_raised", "ask_user", "t2", step=2,
+                payload={"interrupt_id": "i1"}))
+    run = stored_run(operator, log)
+    Run.objects.filter(id=run.id).update(status=Run.Status.INTERRUPTED, finished_at=None)
+    client.force_login(operator)
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    head = re.search(r'id="trace-waiting" class="nowrap" data-started="([^"]+)"', page)
+    flow = re.search(r'id="wf-human" data-started="([^"]+)"', page)
+    assert head and flow
+    from datetime import datetime
+    apart = datetime.fromisoformat(head.group(1)) - datetime.fromisoformat(flow.group(1))
+    assert abs(apart.total_seconds()) < 0.5, (head.group(1), flow.group(1))
