@@ -322,6 +322,10 @@ class RunEvent(models.Model):
     checkpoint_id = models.CharField(max_length=100, blank=True)
     payload = models.JSONField(default=dict, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)
+    # when the thing happened (a node's start or end as its task ran, a model call's start or
+    # end as its callbacks said, a question asked or answered); rows are written behind, a
+    # batch at a time, so ``created_at`` is only when the row was written
+    at = models.DateTimeField(default=timezone.now)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -34,7 +34,9 @@ from django.utils import timezone
 from dashboard import policy
 from dashboard.models import Cron, Interrupt, InterruptGroup, Run, RunEvent
 from dashboard.runs import debugging
+from dashboard.runs.figures import Figures, figures_of
 from dashboard.runs.modelcalls import messages_of
+from dashboard.runs.outcome import failed_outcome
 from dashboard.runs.record import event_dict
 from planner.registry import all_graphs, get_graph
 
@@ -92,8 +94,9 @@ def _day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
-def run_list(*, user: Any, graph: str = "", status: str = "", created_by: str = "",
-             q: str = "", since: date | None = None, until: date | None = None,
+def run_list(*, user: Any, graph: str = "", status: str = "", outcome: str = "",
+             created_by: str = "", q: str = "", since: date | None = None,
+             until: date | None = None,
              sort: str = "-started") -> QuerySet[Run]:
     """The runs ``user`` may read (:mod:`dashboard.policy`), newest first (or in a
     :data:`RUN_SORTS` order), filtered by graph, status, creator's username, text ``q``
@@ -110,6 +113,12 @@ def run_list(*, user: Any, graph: str = "", status: str = "", created_by: str = 
         runs = runs.filter(graph=graph)
     if status:
         runs = runs.filter(status=status)
+    if outcome == "failed":  # the graph returned; its output says the goal failed
+        runs = runs.filter(failed_outcome())
+    elif outcome == "achieved":
+        runs = runs.filter(status=Run.Status.SUCCEEDED).exclude(failed_outcome())
+    elif outcome:
+        raise ValueError(f"unknown outcome {outcome!r}; use failed or achieved")
     if created_by:
         runs = runs.filter(created_by__username=created_by)
     if q.strip():
@@ -124,6 +133,14 @@ def run_list(*, user: Any, graph: str = "", status: str = "", created_by: str = 
 def run_get(*, run_id: UUID | str) -> Run:
     """One run, with its ``queue_position`` if it is queued (raises ``Run.DoesNotExist``)."""
     return Run.objects.select_related("created_by").with_queue_position().get(id=run_id)
+
+
+def run_figures(*, run_id: UUID | str, now: datetime | None = None) -> Figures:
+    """A run's working time, waits for people, model time and cost, from its events (the
+    figures every page, the API, the export and the spans show)."""
+    rows = RunEvent.objects.filter(run_id=run_id).order_by("seq").values(
+        "seq", "kind", "payload", "at", "created_at")
+    return figures_of(rows, now=now or timezone.now())
 
 
 def run_cursor(*, run_id: UUID | str) -> tuple[int, str] | None:

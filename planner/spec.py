@@ -198,6 +198,8 @@ class TaskView:
     """The status of a task in flight (shown as waiting while the run waits for an answer)."""
     not_started: tuple[str, ...] = ("pending",)
     """Statuses of tasks that have not run (shown as cancelled once the run stopped)."""
+    failed: tuple[str, ...] = ("err", "failed")
+    """Statuses of tasks that failed (the node execution that says so is marked failed)."""
     leads: bool = False
     """Shown first on the run page, above the waterfall and the graph picture (the plan is
     what a reader of this graph's runs comes for); else beside the graph, below it."""
@@ -277,6 +279,14 @@ class GraphSpec:
     """The kinds of question it asks beyond the generic ones (``planner.questions``)."""
     input_schema: Mapping[str, Any] | None = None
     """The JSON Schema of the start input, if not the one ``input_fields`` describe."""
+    failed_when: Mapping[str, Any] = field(default_factory=dict)
+    """How the run's output says its goal failed though the graph returned: top-level keys
+    of the output and the values they then hold (``{"status": "failed"}``); empty: its
+    output never says so. Such a run is shown "Finished — <failure_label>" everywhere."""
+    failure_label: str = "failed"
+    """What the outcome of such a run is called (``plan failed``)."""
+    failure_reason_key: str = ""
+    """The output key that says why it failed (``reason``), if any."""
     tool_nodes: tuple[str, ...] = ("tools",)
     """Nodes whose time is tool time (search, code, APIs) in the run's waterfall; the model
     calls inside them count as model time. The default is LangGraph's ``ToolNode`` name."""

@@ -124,14 +124,16 @@ SMALL_POOLS = {"DB_POOL_MAX_SIZE": "6", "PLANWATCH_RUN_DB_POOL_SIZE": "6"}
 
 
 @contextlib.contextmanager
-def served(django_db_blocker, **extra_env: str) -> Iterator[str]:
+def served(django_db_blocker, *, port: int | None = None,
+           **extra_env: str) -> Iterator[str]:
     """Planwatch served by a real daphne subprocess (``manage.py serve``) on the test DB,
-    with ``extra_env`` added to its environment; yields its base URL."""
+    with ``extra_env`` added to its environment (on ``port``, to restart one where it
+    was; by default a free one); yields its base URL."""
     from django.db import connection
 
     with django_db_blocker.unblock():
         url = database_url(connection.settings_dict)
-    port = free_port()
+    port = port or free_port()
     env = {
         **os.environ,
         "DATABASE_URL": url,

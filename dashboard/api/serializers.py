@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from dashboard import selectors
 from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.runs.outcome import run_outcome
 from dashboard.runs.record import event_dict
 
 # -- input ---------------------------------------------------------------------------
@@ -194,15 +195,26 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="A queued run's place in the line for a free slot (1: next); null for "
                   "any other run.")
 
+    outcome = serializers.SerializerMethodField(
+        help_text="null, or for a run whose graph returned but whose output says its goal "
+                  "failed: {outcome: failed, label, reason} (its status stays succeeded).")
+
     class Meta:
         model = Run
-        fields = ["id", "graph", "graph_version", "thread_id", "status", "queue_position",
+        fields = ["id", "graph", "graph_version", "thread_id", "status", "outcome",
+                  "queue_position",
                   "input", "output",
                   "error_message", "current_node", "created_by", "created_at", "started_at",
                   "finished_at", "last_seq", "cancel_requested", "interrupt_before",
                   "interrupt_after", "parent", "forked_from_checkpoint", "fork_edit",
                   "model_calls", "input_tokens", "output_tokens", "total_tokens", "cost_usd"]
         read_only_fields = fields
+
+
+    def get_outcome(self, run: Run) -> dict[str, str] | None:
+        """The goal's failure its graph declares, beside the execution status."""
+        found = run_outcome(graph=run.graph, status=run.status, output=run.output)
+        return found.as_dict() if found is not None else None
 
 
 class NodeUsageSerializer(serializers.Serializer):
@@ -218,14 +230,32 @@ class NodeUsageSerializer(serializers.Serializer):
     latency_ms = serializers.FloatField(help_text="Time spent in the model, summed.")
 
 
+class FiguresSerializer(serializers.Serializer):
+    """A run's figures, the same the trace page, the export and the spans show."""
+
+    working_seconds = serializers.FloatField(help_text="Time the run worked, its waits "
+                                             "for people left out.")
+    waiting_seconds = serializers.FloatField(help_text="Time it waited for people: answers "
+                                             "and breakpoint pauses.")
+    answer_wait_seconds = serializers.FloatField(help_text="Waiting for answers to questions.")
+    paused_seconds = serializers.FloatField(help_text="Waiting at breakpoints.")
+    model_seconds = serializers.FloatField(help_text="In model calls (parallel calls once).")
+    elapsed_seconds = serializers.FloatField(help_text="From its first event to its end "
+                                             "(to now while it runs or waits).")
+    cost_usd = serializers.FloatField(allow_null=True, help_text="null: unknown (no price)")
+    model_calls = serializers.IntegerField()
+
+
 class RunDetailSerializer(RunSerializer):
-    """A run with its model usage per node."""
+    """A run with its model usage per node and its figures."""
 
     model_usage = NodeUsageSerializer(many=True, read_only=True,
                                       help_text="Model calls, tokens and cost per node.")
+    figures = FiguresSerializer(read_only=True, help_text="Working time, waits for people, "
+                                "model time and cost, when things happened.")
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "model_usage"]
+        fields = [*RunSerializer.Meta.fields, "model_usage", "figures"]
         read_only_fields = fields
 
 
@@ -235,7 +265,7 @@ class RunEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = RunEvent
         fields = ["seq", "kind", "node", "namespace", "step", "task_id", "checkpoint_id",
-                  "payload", "duration_ms", "created_at"]
+                  "payload", "duration_ms", "created_at", "at"]
         read_only_fields = fields
 
     def to_representation(self, instance: RunEvent) -> dict[str, Any]:

@@ -126,6 +126,7 @@ class RunViewSet(ApiViewSet):
         """One run, with its model calls, tokens and cost per node."""
         run = run_or_404(request, pk)
         run.model_usage = selectors.model_usage_by_node(run_id=run.id)  # type: ignore[attr-defined]
+        run.figures = selectors.run_figures(run_id=run.id).as_dict()  # type: ignore[attr-defined]
         return Response(s.RunDetailSerializer(run).data)
 
     @extend_schema(parameters=[RUN_ID], responses={200: OpenApiTypes.OBJECT})

@@ -18,6 +18,7 @@ from langgraph.types import StateSnapshot
 from dashboard.checkpoints import config_of, graph_for
 from dashboard.models import Run, RunQuerySet, Thread
 from dashboard.runs.jsonsafe import to_jsonable
+from dashboard.runs.outcome import run_outcome
 from planner.questions import review_request
 from planner.registry import GraphSpec, get_graph
 
@@ -94,7 +95,12 @@ def run(run: Run) -> dict[str, Any]:
         "created_at": iso(run.created_at),
         "updated_at": iso(run.finished_at or run.heartbeat_at or run.started_at
                           or run.created_at),
-        "metadata": run.metadata or {},
+        # LangGraph's status stays LangGraph's (the graph returned: success); a goal that
+        # failed is read beside it, as its graph declares
+        "metadata": {**(run.metadata or {}), **({"planwatch_outcome": outcome.as_dict()}
+                                                if (outcome := run_outcome(
+                                                    graph=run.graph, status=run.status,
+                                                    output=run.output)) else {})},
         "multitask_strategy": run.multitask_strategy or "reject",
         "kwargs": {"input": run.input, "interrupt_before": run.interrupt_before,
                    "interrupt_after": run.interrupt_after},

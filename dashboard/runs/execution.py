@@ -35,7 +35,7 @@ from dashboard.runs import debugging, doorbells
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.jsonsafe import to_jsonable
 from dashboard.runs.orm import database_sync_to_async
-from dashboard.runs.record import EVENT_DEFAULTS, WriteBehind, event_dict, track
+from dashboard.runs.record import EVENT_DEFAULTS, TaskClock, WriteBehind, event_dict, track
 from dashboard.runs.savers import CheckpointWriteFailed, WriteWatch
 from dashboard.runs.store import Claim, RunStore, acancelled_by, atake_breakpoints, awrite_orm
 from dashboard.runs.translate import STREAM_MODES, StreamTranslator
@@ -152,11 +152,16 @@ class EventWriter:
         self.buffer: list[dict[str, Any]] = []
         self.current_node = run.current_node
         self.watch: WriteWatch | None = None
+        self.clock = TaskClock()
+        """When the run's tasks began and ended, as its model-call recorder heard."""
         self._holding: tuple[str, float] | None = None  # (checkpoint id, since)
 
     def add(self, fields: dict[str, Any]) -> None:
-        """Number one event and buffer it."""
-        self.buffer.append({**EVENT_DEFAULTS, **fields, "seq": self.next_seq})
+        """Number one event, stamp it with when it happened (unless it says), buffer it."""
+        row = {**EVENT_DEFAULTS, **fields, "seq": self.next_seq}
+        if not row.get("at"):
+            self.clock.stamp(row, timezone.now())
+        self.buffer.append(row)
         self.next_seq += 1
 
     def flush_behind(self) -> None:

@@ -23,8 +23,10 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.utils import timezone
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import (
@@ -151,6 +153,8 @@ class _Call:
     where: dict[str, Any]
     head: dict[str, Any]
     began: float
+    began_at: datetime
+    """The same moment on the wall clock (its events' ``at``: start, start + latency)."""
     first_token: float | None = None
 
 
@@ -241,6 +245,24 @@ class ModelCallRecorder(AsyncCallbackHandler):
                      error=f"{type(error).__name__}: {message}" if message
                      else type(error).__name__)
 
+    async def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *,
+                             run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
+                             tags: list[str] | None = None,
+                             metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """A runnable began: if it is a task of the graph, when the task began."""
+        if metadata and metadata.get("langgraph_checkpoint_ns"):
+            self.writer.clock.start(where_from(metadata)["task_id"], run_id, timezone.now())
+
+    async def on_chain_end(self, outputs: Any, *, run_id: uuid.UUID,
+                           parent_run_id: uuid.UUID | None = None, **kwargs: Any) -> None:
+        """A runnable ended: if it was a task, when the task ended."""
+        self.writer.clock.end(run_id, timezone.now())
+
+    async def on_chain_error(self, error: BaseException, *, run_id: uuid.UUID,
+                             parent_run_id: uuid.UUID | None = None, **kwargs: Any) -> None:
+        """A runnable raised (an interrupt too): if it was a task, when the task ended."""
+        self.writer.clock.end(run_id, timezone.now())
+
     # -- events -----------------------------------------------------------------------
 
     def _start(self, run_id: uuid.UUID, kind: str, metadata: dict[str, Any] | None,
@@ -252,12 +274,14 @@ class ModelCallRecorder(AsyncCallbackHandler):
         head = {"call_id": str(run_id), "model": str(model) if model else None,
                 "provider": metadata.get("ls_provider"),
                 "purpose": metadata.get(PURPOSE_METADATA), "kind": kind}
-        call = _Call(where=where_from(metadata), head=head, began=time.perf_counter())
+        call = _Call(where=where_from(metadata), head=head, began=time.perf_counter(),
+                     began_at=timezone.now())
         self.calls[run_id] = call
         payload = {**head, "messages": messages}
         if not self.policy.keep:
             payload["redacted"] = True
-        self._emit({"kind": Kind.MODEL_STARTED, **call.where, "payload": payload})
+        self._emit({"kind": Kind.MODEL_STARTED, **call.where, "payload": payload,
+                    "at": call.began_at})
 
     def _finish(self, run_id: uuid.UUID, call: _Call, head: dict[str, Any], *,
                 output: dict[str, Any] | None, usage: dict[str, Any] | None,
@@ -273,10 +297,12 @@ class ModelCallRecorder(AsyncCallbackHandler):
             payload["redacted"] = True
         instruments.model_call(head.get("model"), usage, cost)
         self._emit({"kind": Kind.MODEL_FINISHED, **call.where, "duration_ms": latency,
-                    "payload": payload})
+                    "payload": payload, "at": call.began_at + timedelta(milliseconds=latency)})
 
     def _emit(self, fields: dict[str, Any]) -> None:
-        """Number and buffer the event on the executor's loop (from any thread)."""
+        """Number and buffer the event on the executor's loop (from any thread), stamped
+        with the moment of the callback (the hop to the loop may take a while)."""
+        fields.setdefault("at", timezone.now())
         if threading.get_ident() == self.loop_thread:
             self._add(fields)
         else:
@@ -321,9 +347,10 @@ def messages_of(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "finished_at": None, "finished": False})
         if kind == Kind.MODEL_STARTED:
             call.update({**payload, "started_seq": event["seq"],
-                         "started_at": event["created_at"]})
+                         "started_at": event.get("at") or event["created_at"]})
         else:
             call.update({**{k: v for k, v in payload.items() if k != "messages"},
-                         "finished_seq": event["seq"], "finished_at": event["created_at"],
+                         "finished_seq": event["seq"],
+                         "finished_at": event.get("at") or event["created_at"],
                          "finished": True})
     return list(calls.values())

@@ -25,10 +25,13 @@ from datetime import datetime
 from typing import Any
 
 from django.db import close_old_connections
+from django.utils import timezone
 
 from dashboard.models import Run, RunEvent
 from dashboard.runs.conf import planwatch_setting
+from dashboard.runs.figures import figures_of
 from dashboard.runs.modelcalls import messages_of
+from dashboard.runs.outcome import run_outcome
 from dashboard.runs.record import event_dict
 
 logger = logging.getLogger("planwatch.otel")
@@ -156,7 +159,10 @@ def export_run(run_id: uuid.UUID, *, after: int, upto: int) -> None:
                                              if v is not None})
 
     first, last = events[0], events[-1]
-    root = start(f"{run.graph} run", f"run:{first['seq']}", None, first["created_at"], {
+    # when things happened (an answer given before the run resumed included), not when the
+    # rows were written
+    began, finished = min(e["at"] for e in events), max(e["at"] for e in events)
+    root = start(f"{run.graph} run", f"run:{first['seq']}", None, began, {
         "openinference.span.kind": "CHAIN", "planwatch.run_id": str(run.id),
         "planwatch.graph": run.graph, "planwatch.status": run.status,
         "planwatch.seq.first": first["seq"], "planwatch.seq.last": last["seq"],
@@ -166,13 +172,17 @@ def export_run(run_id: uuid.UUID, *, after: int, upto: int) -> None:
         "output.value": _json(run.output) if keep and run.output is not None else None,
         "llm.token_count.prompt": run.input_tokens,
         "llm.token_count.completion": run.output_tokens,
-        "llm.token_count.total": run.total_tokens})
+        "llm.token_count.total": run.total_tokens,
+        **{f"planwatch.{name}": value for name, value in figures_of(
+            RunEvent.objects.filter(run_id=run_id, seq__lte=upto).order_by("seq").values(
+                "seq", "kind", "payload", "at", "created_at"),
+            now=timezone.now()).as_dict().items()}})
     nodes: dict[str, Any] = {}  # task id -> its span
     for event in events:
         if event["kind"] == Kind.NODE_STARTED:
             outer = event["namespace"].split("|")[-1].rpartition(":")[2]
             nodes[event["task_id"]] = start(event["node"], f"task:{event['task_id']}",
-                                            nodes.get(outer, root), event["created_at"], {
+                                            nodes.get(outer, root), event["at"], {
                 "openinference.span.kind": "CHAIN", "planwatch.node": event["node"],
                 "planwatch.task_id": event["task_id"], "planwatch.step": event["step"],
                 "planwatch.namespace": event["namespace"] or None})
@@ -223,7 +233,12 @@ def export_run(run_id: uuid.UUID, *, after: int, upto: int) -> None:
             span.set_status(Status(StatusCode.ERROR, str(done["payload"].get("error"))))
         if done is not None and done["kind"] == Kind.INTERRUPT_RAISED:
             span.set_attribute("planwatch.interrupt", _json(done["payload"].get("value")))
-        span.end(end_time=_ns((done or last)["created_at"]))
+        span.end(end_time=_ns(done["at"] if done is not None else finished))
     if run.error_message:
         root.set_status(Status(StatusCode.ERROR, run.error_message))
-    root.end(end_time=_ns(last["created_at"]))
+    elif (outcome := run_outcome(graph=run.graph, status=run.status, output=run.output)):
+        # the graph returned, its goal failed (as Langfuse and LangSmith raise a trace whose
+        # child failed): ERROR, with the outcome beside LangGraph's status
+        root.set_attribute("planwatch.outcome", outcome.label)
+        root.set_status(Status(StatusCode.ERROR, f"{outcome.label}: {outcome.reason}"))
+    root.end(end_time=_ns(finished))

@@ -16,6 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Coroutine
+from datetime import datetime
 from typing import Any, Protocol
 
 from django.utils import timezone
@@ -27,6 +28,63 @@ logger = logging.getLogger("planwatch.recorder")
 
 EVENT_DEFAULTS: dict[str, Any] = {"node": "", "namespace": "", "step": None, "task_id": "",
                                   "checkpoint_id": "", "payload": {}, "duration_ms": None}
+
+
+class TaskClock:
+    """When each task of a run's graph began and ended, as the task itself ran.
+
+    LangGraph streams a task's start and result through a queue the executor drains when
+    its turn comes, after the node may have run (and called its model) already; LangChain's
+    callbacks fire inside the task, in order with the model calls' own. The model-call
+    recorder stamps them here (from any thread: one dict write each), and the writer gives
+    a node's events these times (:meth:`moment`), so a node is drawn where it ran, around
+    its model calls, after the node before it.
+    """
+
+    def __init__(self) -> None:
+        """An empty clock."""
+        self.began: dict[str, datetime] = {}
+        self.ended: dict[str, datetime] = {}
+        self._runs: dict[Any, str] = {}  # the callback run that is a task, by run id
+        self._stamped: dict[str, datetime] = {}  # node_started's ``at``, by task
+
+    def start(self, task_id: str, run_id: Any, at: datetime) -> None:
+        """The task's outermost runnable began at ``at`` (inner ones are not the task)."""
+        if task_id and task_id not in self.began:
+            self.began[task_id] = at
+            self._runs[run_id] = task_id
+
+    def end(self, run_id: Any, at: datetime) -> None:
+        """A runnable ended: if it was a task's outermost one, the task ended at ``at``."""
+        task_id = self._runs.pop(run_id, None)
+        if task_id is not None:
+            self.ended[task_id] = at
+
+    def stamp(self, fields: dict[str, Any], observed: datetime) -> None:
+        """Give a node event of ``fields`` the time its task said (``at``, and a finished
+        node's ``duration_ms`` from its start as stamped here); other events keep
+        ``observed``, the moment the executor saw them."""
+        kind, task_id = fields["kind"], fields.get("task_id") or ""
+        at = observed
+        if task_id and kind == RunEvent.Kind.NODE_STARTED:
+            # streamed before the task ran (then its own start is a little later), or after
+            # it ran for a while: the earlier of the two is when it began
+            began = self.began.get(task_id)
+            at = min(observed, began) if began is not None else observed
+            self._stamped[task_id] = at
+        elif task_id and kind in TASK_ENDS:
+            ended = self.ended.get(task_id)
+            if ended is not None:
+                at = ended
+            began = self._stamped.get(task_id)
+            if began is not None and kind != RunEvent.Kind.INTERRUPT_RAISED:
+                fields["duration_ms"] = max((at - began).total_seconds() * 1000, 0.0)
+        fields["at"] = at
+
+
+TASK_ENDS = (RunEvent.Kind.NODE_FINISHED, RunEvent.Kind.NODE_FAILED,
+             RunEvent.Kind.INTERRUPT_RAISED)
+"""The events that end a node's execution."""
 
 
 class Buffered(Protocol):
@@ -172,4 +230,11 @@ def event_dict(event: RunEvent | dict[str, Any]) -> dict[str, Any]:
         "checkpoint_id": get("checkpoint_id"), "payload": get("payload"),
         "duration_ms": get("duration_ms"),
         "created_at": created.isoformat() if created else None,
+        "at": _iso(get("at")) or (created.isoformat() if created else None),
     }
+
+
+def _iso(value: Any) -> str | None:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value if isinstance(value, str) and value else None

@@ -77,9 +77,10 @@ RUN_FIELDS = {field.name: field for field in Run._meta.concrete_fields}
 """Run's fields by name: their conversions are how a value is stored (Django's own)."""
 
 EVENT_COLUMNS = ("seq", "kind", "node", "namespace", "step", "task_id", "checkpoint_id",
-                 "payload", "duration_ms")
+                 "payload", "duration_ms", "at")
 """An event row's columns in a write's JSON batch, after ``run_id`` (``created_at`` is the
-same for every row of a write: a parameter)."""
+same for every row of a write: a parameter; ``at``, when the thing happened, is each
+row's own)."""
 
 
 # -- transitions: the fields each one sets ------------------------------------------------
@@ -292,23 +293,25 @@ def apply_to(run: Run, fields: Fields) -> None:
 INSERT_EVENTS = {
     "postgresql": """
         INSERT INTO dashboard_runevent (run_id, seq, kind, node, namespace, step, task_id,
-                                        checkpoint_id, payload, duration_ms, created_at)
+                                        checkpoint_id, payload, duration_ms, at, created_at)
         SELECT e.run_id, e.seq, e.kind, e.node, e.namespace, e.step, e.task_id,
-               e.checkpoint_id, e.payload, e.duration_ms, %s
+               e.checkpoint_id, e.payload, e.duration_ms, e.at, %s
         FROM jsonb_to_recordset(%s::jsonb) AS e(
             run_id uuid, seq integer, kind text, node text, namespace text, step integer,
-            task_id text, checkpoint_id text, payload jsonb, duration_ms double precision)
+            task_id text, checkpoint_id text, payload jsonb, duration_ms double precision,
+            at timestamptz)
     """,
     # json_extract gives SQL values for scalars and JSON text for the payload (always an
     # object), as Django's JSONField stores it on SQLite
     "sqlite": """
         INSERT INTO dashboard_runevent (run_id, seq, kind, node, namespace, step, task_id,
-                                        checkpoint_id, payload, duration_ms, created_at)
+                                        checkpoint_id, payload, duration_ms, at, created_at)
         SELECT json_extract(e.value, '$.run_id'), json_extract(e.value, '$.seq'),
                json_extract(e.value, '$.kind'), json_extract(e.value, '$.node'),
                json_extract(e.value, '$.namespace'), json_extract(e.value, '$.step'),
                json_extract(e.value, '$.task_id'), json_extract(e.value, '$.checkpoint_id'),
-               json_extract(e.value, '$.payload'), json_extract(e.value, '$.duration_ms'), ?
+               json_extract(e.value, '$.payload'), json_extract(e.value, '$.duration_ms'),
+               json_extract(e.value, '$.at'), ?
         FROM json_each(?) AS e
     """,
 }
@@ -569,11 +572,15 @@ class Answer:
     answered_by: str
     node: str
     namespace: str
+    answered_at: datetime | None = None
+    """When the operator answered (the event is written later, when a run resumes)."""
 
     def event(self) -> dict[str, Any]:
-        """The ``interrupt_answered`` event that records it in the run's log."""
+        """The ``interrupt_answered`` event that records it in the run's log, at the
+        moment of the answer."""
         return {
             "kind": Kind.INTERRUPT_ANSWERED, "node": self.node, "namespace": self.namespace,
+            "at": self.answered_at,
             "payload": {"interrupt_id": self.interrupt_id, "answer": self.answer,
                         "answered_by": self.answered_by},
         }
@@ -672,8 +679,8 @@ def _take_answers(run: Run) -> list[Answer]:
     """Answered interrupts not yet fed to the graph; mark them taken up."""
     rows = list(Interrupt.objects.unconsumed().filter(run=run).select_related("answered_by"))
     Interrupt.objects.filter(pk__in=[r.pk for r in rows]).take_up(run.last_root_checkpoint())
-    return [Answer(r.interrupt_id, r.answer, r.answerer_name, r.node, r.namespace)
-            for r in rows]
+    return [Answer(r.interrupt_id, r.answer, r.answerer_name, r.node, r.namespace,
+                   r.answered_at) for r in rows]
 
 
 @database_sync_to_async
@@ -888,7 +895,8 @@ class RunStore:
     def _insert(self, batches: list[Batch], now: datetime) -> Statement:
         rows = json.dumps([
             {"run_id": str(self._prep("id", run.id)),
-             **{name: row[name] for name in EVENT_COLUMNS}}
+             **{name: row[name] for name in EVENT_COLUMNS if name != "at"},
+             "at": self._moment_text(row.get("at") or now)}
             for run, rows, _ in batches for row in rows
         ])
         return self.insert_sql, [self._moment(now), rows]
@@ -923,6 +931,12 @@ class RunStore:
     def _moment(self, value: datetime) -> Any:
         """A moment as Django stores it on this database (SQLite: naive UTC text)."""
         return self._connection.ops.adapt_datetimefield_value(value)
+
+    def _moment_text(self, value: datetime) -> str:
+        """A moment as text in a JSON batch: SQLite's stored form, ISO 8601 with its offset
+        for PostgreSQL's ``timestamptz``."""
+        stored = self._moment(value)
+        return stored if isinstance(stored, str) else value.isoformat()
 
     async def _aexecute(self, statements: list[Statement], *, returning: bool = False
                         ) -> Any:

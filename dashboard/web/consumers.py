@@ -13,16 +13,17 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard import limits, policy, selectors, signals
 from dashboard.models import Run
 from dashboard.runs import doorbells
+from dashboard.runs.figures import FiguresFold
 from dashboard.runs.follow import Step, finished, follow
 from dashboard.services import LimitReached
 from dashboard.web.forms.inbox import PAGE_SIZE, InboxFilters
 from dashboard.web.presentation import header, inbox, results, trace
-from dashboard.web.presentation.waterfall import HumanWait, human_wait
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -222,6 +223,12 @@ def _acan_view(user: Any, run: Run) -> bool:
 
 
 @database_sync_to_async
+def _aoutput(run_id: str) -> Any:
+    """A finished run's output (None if it was deleted)."""
+    return Run.objects.filter(id=run_id).values_list("output", flat=True).first()
+
+
+@database_sync_to_async
 def _acan(user: Any, perm: str) -> bool:
     return bool(user.has_perm(perm))
 
@@ -381,6 +388,10 @@ class RunConsumer(PlanwatchConsumer):
         run.queue_position = place if run.status == Run.Status.QUEUED else None  # type: ignore[attr-defined]
         if run.status != Run.Status.QUEUED:
             await self._leave_line()
+        if run.status == Run.Status.SUCCEEDED and run.output is None:
+            # a doorbell carries no output: the header reads it once, for the outcome its
+            # graph declares (a plan that failed shows so the moment the run ends)
+            run.output = await _aoutput(str(run.id))
         self.run = run
         await self._send_header()
         if run.status != self.status:
@@ -415,7 +426,7 @@ class RunConsumer(PlanwatchConsumer):
         # sent on every step to every watcher: rendered from the run alone, once per process.
         # Only the live facts: the buttons beside them are sent when the status moves, so a
         # hand on "Cancel run" does not lose it to a redraw every step.
-        run, head = self.run, header.run_head(self.run, waits=self._waits())
+        run, head = self.run, header.run_head(self.run, figures=self._figures().at(timezone.now()))
         actions = run.status != self.shown_status
         self.shown_status = run.status
         key = ("header", self.run_key, head, self.can_cancel, actions)
@@ -429,15 +440,15 @@ class RunConsumer(PlanwatchConsumer):
             _trim_rendered()
         return html
 
-    def _waits(self) -> HumanWait:
-        """The run's waits for people, folded again only when its status moved (a wait
-        begins or ends only then), not on every step: a watcher may hold rows unfolded."""
+    def _figures(self) -> FiguresFold:
+        """The run's figures, folded again only when its status moved (a wait begins or
+        ends only then), not on every step: a watcher may hold rows unfolded."""
         if getattr(self, "waits_status", None) != self.run.status:
             if self.unfolded:
                 self.fold.apply(self.unfolded)
                 self.unfolded = []
-            self.waits_status, self.waits = self.run.status, human_wait(self.fold.waterfall)
-        return self.waits
+            self.waits_status = self.run.status
+        return self.fold.waterfall.figures
 
     async def _send_result(self) -> None:
         """Send the result card of a run that has just finished (its output is read once)."""

@@ -46,6 +46,10 @@ SPEC = (
         tags=("writehere", "forge-lcdl", "f02", "send", "interrupt"),
         present_result=present_result,
         task_view=TaskView(channel="tasks", merge=merge_tasks, statuses=STATUSES, leads=True),
+        # a failed worker, a plan that is not valid JSON, a model endpoint down: the graph
+        # returns, its synthesis step says the plan failed
+        failed_when={"status": "failed"}, failure_label="plan failed",
+        failure_reason_key="reason",
         tool_nodes=("work",),  # a worker searches, computes or writes one task
         chat_goal_field="goal",
         messages_channel="messages",

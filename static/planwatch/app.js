@@ -33,8 +33,95 @@
     return Math.floor(whole / 60) + " min " + (rest < 10 ? "0" : "") + rest + " s";
   }
 
-  // A run's working time (or its wait for people) ticks between the server's header renders.
+  // The connection is part of the truth. While a page's socket is down it says so
+  // ("Reconnecting…"), its clocks stop, and what it would post (an answer, a cancel) is kept
+  // in its form with a note and sent once when the socket is back (the server refuses a
+  // second answer); then it says it is live again and what it caught up.
+  var live = { offline: false, queued: [], seqAtClose: null };
+  htmx.config.wsReconnectDelay = function (retries) {  // capped: back within 5 s of the server
+    return Math.min(5000, 250 * Math.pow(2, retries)) * (0.5 + Math.random() / 2);
+  };
+  function seqNow() {
+    var cursor = document.getElementById("trace-cursor");
+    return cursor ? parseInt(cursor.dataset.lastSeq || "0", 10) : null;
+  }
+  function banner(text, kind) {
+    var el = document.getElementById("live-banner");
+    if (!el) {
+      el = document.createElement("div");
+      el.id = "live-banner";
+      el.setAttribute("role", "status");
+      el.setAttribute("aria-live", "polite");
+      (document.getElementById("content") || document.body).prepend(el);
+    }
+    el.className = "live-banner live-" + kind;
+    el.textContent = text;
+    el.hidden = !text;
+  }
+  function note(form, text) {
+    var el = form.querySelector(".offline-note");
+    if (!el && text) {
+      el = document.createElement("p");
+      el.className = "offline-note";
+      el.setAttribute("role", "alert");
+      form.prepend(el);
+    }
+    if (el) { el.textContent = text; el.hidden = !text; }
+  }
+  function keep(elt) {
+    var form = elt.closest("form") || elt;
+    if (live.queued.indexOf(form) < 0) live.queued.push(form);
+    note(form, "Not sent \u2014 the connection is lost. Kept here; it will be sent when the " +
+               "connection is back.");
+  }
+  document.addEventListener("htmx:wsClose", function () {
+    if (live.offline || !document.querySelector("[ws-connect]")) return;
+    live.offline = true;
+    live.seqAtClose = seqNow();
+    document.body.classList.add("is-offline");
+    banner("Reconnecting\u2026 This page is not live: its clocks are stopped, and what you " +
+           "send is kept until the connection is back.", "off");
+  });
+  document.addEventListener("htmx:wsOpen", function () {
+    if (!live.offline) return;
+    live.offline = false;
+    document.body.classList.remove("is-offline");
+    banner("Live again.", "on");
+    var queued = live.queued;
+    live.queued = [];
+    queued.forEach(function (form) {
+      if (!form.isConnected) return;
+      note(form, "");
+      htmx.trigger(form, form.tagName === "FORM" ? "submit" : "click");  // once: emptied before
+    });
+    setTimeout(function () {  // the replay of what was missed has come in meanwhile
+      var now = seqNow(), caught = now !== null && live.seqAtClose !== null
+        ? now - live.seqAtClose : null;
+      if (!live.offline) {
+        banner("Live again" + (caught ? " \u2014 caught up " + caught + " event" +
+               (caught === 1 ? "" : "s") + " missed." : "."), "on");
+      }
+    }, 1500);
+    setTimeout(function () { if (!live.offline) banner("", "on"); }, 8000);
+  });
+  // a post while the socket is down is not sent (it would fail or go unseen): kept
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var verb = (e.detail.requestConfig && e.detail.requestConfig.verb) || "";
+    if (live.offline && verb.toLowerCase() === "post") {
+      e.preventDefault();
+      keep(e.detail.elt);
+    }
+  });
+  // the server went away before the socket noticed: kept too, never dropped silently
+  document.addEventListener("htmx:sendError", function (e) {
+    var verb = (e.detail.requestConfig && e.detail.requestConfig.verb) || "";
+    if (verb.toLowerCase() === "post") keep(e.detail.elt);
+  });
+
+  // A run's working time (or its wait for people) ticks between the server's header renders;
+  // not while the page is not live (it cannot know what happened meanwhile).
   function tick() {
+    if (live.offline) return;
     document.querySelectorAll("[data-started]").forEach(function (el) {
       var started = Date.parse(el.dataset.started);
       if (!isNaN(started)) el.textContent = secondsText(Math.max(Date.now() - started, 0) / 1000);

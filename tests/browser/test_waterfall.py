@@ -35,6 +35,15 @@ def test_the_waterfall_of_an_answered_acquisition_run(live_server_url, page, exe
     page.goto(f"{live_server_url}/runs/{run.id}/")
     waterfall = page.locator("#trace-waterfall")
     expect(waterfall.locator(".wf-bar.wf-human")).to_have_count(1)  # waiting now
+    # the open wait is drawn (striped, not transparent) and its figure ticks with the clock
+    wide = page.viewport_size["width"] >= 500
+    human = waterfall.locator(".wf-bar.wf-human.wf-open")
+    assert human.evaluate("e => getComputedStyle(e).backgroundImage") != "none"
+    before = page.locator("#wf-human").inner_text()
+    page.wait_for_timeout(1300)
+    assert page.locator("#wf-human").inner_text() != before
+    waterfall.screenshot(path=str(ARTIFACTS / (
+        "waterfall-acquisition-waiting" + ("" if wide else "-390") + "-box.png")))
     run = answer_until_done(run, operator)
     assert run.status == Run.Status.SUCCEEDED
     page.wait_for_function(
@@ -71,3 +80,25 @@ def test_the_waterfall_of_an_answered_acquisition_run(live_server_url, page, exe
     screenshot(page, name)
     box.evaluate("e => { e.scrollTop = 0; }")
     waterfall.screenshot(path=str(ARTIFACTS / f"{name}-box.png"))
+
+
+@pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["1400", "390"])
+def test_a_failed_plan_is_shown_failed_with_its_red_bars(live_server_url, page, executor,
+                                                         operator):
+    run = wait_run(services.run_create(graph="decomposition", input={
+        "inject_failure": "worker_error", "max_retries": 0}, user=operator).id)
+    assert run.status == Run.Status.SUCCEEDED  # the graph returned; its plan failed
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    page.goto(f"{live_server_url}/runs/{run.id}/")
+    expect(page.locator("#trace-status")).to_have_text("Finished \u2014 plan failed")
+    waterfall = page.locator("#trace-waterfall")
+    red = waterfall.locator(".wf-bar.wf-s-failed, .wf-bar.wf-s-err").first
+    assert red.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(176, 42, 34)"
+    no_overflow(page)
+    wide = page.viewport_size["width"] >= 500
+    screenshot(page, "failed-plan" + ("" if wide else "-390"))
+    waterfall.scroll_into_view_if_needed()
+    waterfall.screenshot(path=str(ARTIFACTS / ("failed-plan" + ("" if wide else "-390")
+                                               + "-waterfall.png")))
+    page.goto(f"{live_server_url}/?outcome=failed")
+    expect(page.locator(f"#run-{run.id}-status")).to_have_text("Finished \u2014 plan failed")

@@ -77,7 +77,7 @@ def test_replay_shows_the_header_as_it_stood_at_the_chosen_event(executor, opera
     html = client.get(f"/runs/{run.id}/?at={started.seq}").content.decode()
     assert ">Running<" in html and ">Succeeded<" not in html
     assert f'id="trace-current" class="mono">{started.node}<' in html
-    elapsed = (started.created_at - events[0].created_at).total_seconds()
+    elapsed = (started.at - events[0].at).total_seconds()  # when things happened
     assert f">{elapsed:.1f} s<" in html
     last = client.get(f"/runs/{run.id}/?at={run.last_seq}").content.decode()
     assert ">Succeeded<" in last and 'id="trace-result"' in last

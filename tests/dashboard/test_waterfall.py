@@ -15,7 +15,6 @@ from dashboard.web.presentation.waterfall import (
     BREAK_SHARE,
     Axis,
     WaterfallFold,
-    human_wait,
     summary,
     waterfall_view,
 )
@@ -205,7 +204,7 @@ def stored_run(operator, log: Log, graph: str = "acquisition") -> Run:
     for e in log.events:
         row = RunEvent.objects.create(run=run, **{k: v for k, v in e.items()
                                                   if k != "created_at"})
-        RunEvent.objects.filter(pk=row.pk).update(created_at=e["created_at"])
+        RunEvent.objects.filter(pk=row.pk).update(created_at=e["created_at"], at=e["created_at"])
     return run
 
 
@@ -252,18 +251,17 @@ def test_a_call_without_its_end_says_it_is_calling(operator, client):
     assert "calling gpt-slow…" in call and "Answer" not in call
 
 
-def test_the_human_wait_counts_ended_waits_once_and_says_since_when_one_is_open():
-    log = acquisition_log()
-    assert human_wait(fold_of(log)) == human_wait(fold_of(log))  # a value, for the header
-    done = human_wait(fold_of(log))
-    assert (done.ended, done.open_since) == (10.0, None)
+def test_the_human_wait_counts_ended_waits_once_and_grows_while_one_is_open():
+    done = fold_of(acquisition_log()).figures.at(T0 + timedelta(seconds=99))
+    assert (done.waiting, done.working, done.open_wait) == (10.0, 5.0, "")
     asking = (Log().add(0, "run_started").add(1, "interrupt_raised", payload={"interrupt_id": "a"})
               .add(4, "interrupt_answered", payload={"interrupt_id": "a"})
               .add(6, "interrupt_raised", payload={"interrupt_id": "b"})
               .add(7, "run_paused"))  # a pause inside the open wait adds nothing
-    wait = human_wait(fold_of(asking))
-    assert (wait.ended, wait.open_since) == (3.0, T0 + timedelta(seconds=6))
-    assert wait.seconds(T0 + timedelta(seconds=16)) == 13.0
+    figures = fold_of(asking).figures
+    assert figures.at(T0 + timedelta(seconds=16)).waiting == 13.0
+    assert figures.at(T0 + timedelta(seconds=26)).waiting == 23.0  # it grows with the clock
+    assert figures.at(T0 + timedelta(seconds=26)).open_wait == "question"
 
 
 @pytest.mark.django_db

@@ -35,6 +35,10 @@ class RunListFilters(forms.Form):
                         label="Search", help_text="Words of the goal, or the start of a run id.")
     graph = forms.CharField(required=False, max_length=100)
     status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices])
+    outcome = forms.ChoiceField(required=False, choices=[
+        ("", "Any outcome"), ("failed", "Finished, goal failed"),
+        ("achieved", "Finished, goal achieved")])
+    """A finished run's outcome (its graph returned, its output may say the goal failed)."""
     since = DayField(required=False, label="Started from")
     until = DayField(required=False, label="Started to")
     sort = forms.CharField(required=False, max_length=40)
@@ -54,6 +58,7 @@ class RunListFilters(forms.Form):
         filters nothing (its message says so)."""
         data = self.cleaned_data if hasattr(self, "cleaned_data") else {}
         return {"graph": data.get("graph") or "", "status": data.get("status") or "",
+                "outcome": data.get("outcome") or "",
                 "q": data.get("q") or "", "since": data.get("since"),
                 "until": data.get("until"), "sort": data.get("sort") if data.get("sort")
                 in selectors.RUN_SORTS else DEFAULT_SORT}
@@ -68,4 +73,5 @@ class RunListFilters(forms.Form):
     def is_filtered(self) -> bool:
         """Whether any filter narrows the list (sorting and paging aside)."""
         chosen = self.filters()
-        return any(chosen[name] for name in ("graph", "status", "q", "since", "until"))
+        return any(chosen[name] for name in ("graph", "status", "outcome", "q", "since",
+                                                 "until"))

@@ -14,10 +14,13 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 from rest_framework.utils.encoders import JSONEncoder
 
 from dashboard.models import Run, RunEvent
+from dashboard.runs.figures import figures_of
 from dashboard.runs.modelcalls import messages_of
+from dashboard.runs.outcome import run_outcome
 from dashboard.runs.record import event_dict
 
 CHUNK = 500
@@ -61,6 +64,10 @@ def _header(run: Run) -> dict[str, Any]:
         "model_calls": run.model_calls, "input_tokens": run.input_tokens,
         "output_tokens": run.output_tokens, "total_tokens": run.total_tokens,
         "cost_usd": run.cost_usd,
+        # the figures the pages show, folded over the events read in chunks
+        "figures": figures_of(_events(run), now=timezone.now()).as_dict(),
+        "outcome": outcome.as_dict() if (outcome := run_outcome(
+            graph=run.graph, status=run.status, output=run.output)) else None,
     }
 
 

@@ -15,9 +15,11 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Run, RunEvent
+from dashboard.runs.figures import Figures
+from dashboard.runs.outcome import Outcome, run_outcome
 from dashboard.runs.store import ROLLUPS, model_call
 from dashboard.web.presentation.trace import run_duration
-from dashboard.web.presentation.waterfall import HumanWait, seconds_text
+from dashboard.web.presentation.waterfall import seconds_text
 
 Kind = RunEvent.Kind
 # The status a run has right after an event of this kind.
@@ -71,11 +73,21 @@ class Head:
     """While it works: the ISO time from which the page ticks the working time."""
     waiting_since: str = ""
     """While it waits for people: the ISO time from which the page ticks the wait."""
+    outcome: Outcome | None = None
+    """A finished run whose graph returned but whose goal failed (its output says so)."""
 
     @property
     def status_label(self) -> str:
-        """The status as people read it (``Waiting for you``, ``Queued, 3rd in line``)."""
+        """The status as people read it (``Waiting for you``, ``Queued, 3rd in line``,
+        ``Finished — plan failed``)."""
+        if self.outcome is not None:
+            return self.outcome.headline
         return status_label(self.status, self.queue_position)
+
+    @property
+    def badge(self) -> str:
+        """The class of its badge: the status's, or the failed outcome's."""
+        return "outcome-failed" if self.outcome is not None else f"status-{self.status}"
 
     @property
     def is_finished(self) -> bool:
@@ -102,16 +114,18 @@ WAITING_FOR_PEOPLE = (Run.Status.INTERRUPTED, Run.Status.PAUSED)
 """The statuses in which a run's clock counts a wait for people, not work."""
 
 
-def run_head(run: Run, *, waits: HumanWait | None = None) -> Head:
+def run_head(run: Run, *, figures: Figures | None = None) -> Head:
     """The header of a run as it stands now (its place in the line if it was read with
-    ``Run.objects.with_queue_position()``); with ``waits`` (folded from its events, see
-    :func:`dashboard.web.presentation.waterfall.human_wait`) its working time and its
-    waits for people apart."""
+    ``Run.objects.with_queue_position()``); with ``figures`` (folded from its events, see
+    :mod:`dashboard.runs.figures`, the same the waterfall, the API and the export show)
+    its working time and its waits for people apart."""
     now = timezone.now()
     active = run.started_at is not None and not run.is_finished
-    elapsed = elapsed_seconds(run, now=now)
-    waited = waits.seconds(run.finished_at or now) if waits is not None else 0.0
-    working = max(elapsed - waited, 0.0) if elapsed is not None else None
+    if figures is not None and figures.known and run.started_at is not None:
+        working: float | None = figures.working
+        waited = figures.waiting
+    else:
+        working, waited = elapsed_seconds(run, now=now), 0.0
     waiting_now = active and run.status in WAITING_FOR_PEOPLE
 
     def since(seconds: float) -> str:  # the page ticks "now - since" between renders
@@ -125,6 +139,7 @@ def run_head(run: Run, *, waits: HumanWait | None = None) -> Head:
                 working_since=since(working) if active and not waiting_now and working
                 is not None else "",
                 waiting_since=since(waited) if waiting_now else "",
+                outcome=run_outcome(graph=run.graph, status=run.status, output=run.output),
                 **{name: getattr(run, name) for name in ROLLUPS})
 
 
@@ -141,8 +156,8 @@ def replay_head(events: list[dict[str, Any]], *, current: str) -> Head:
                                           cost=cost["total"] if cost else None).items():
                 setattr(calls, name, value)
         if started is None and event["kind"] in (Kind.RUN_STARTED, Kind.RUN_RESUMED):
-            started = parse_datetime(event["created_at"] or "")
-    at = parse_datetime(events[-1]["created_at"] or "") if events else None
+            started = parse_datetime(event["at"] or "")
+    at = parse_datetime(events[-1]["at"] or "") if events else None
     duration = f"{(at - started).total_seconds():.1f} s" if started and at else "—"
     return Head(status=str(status), node=current, duration=duration,
                 **{name: getattr(calls, name) for name in ROLLUPS})

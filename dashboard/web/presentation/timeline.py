@@ -63,6 +63,8 @@ class Row:
     """What each event said, for the summary."""
     stopped: bool = False
     """The run ended while this node execution was running or waiting: it never will end."""
+    task_failed: bool = False
+    """The node returned, and its update marked a task of the graph's task view failed."""
 
     @property
     def first_seq(self) -> int:
@@ -118,6 +120,8 @@ class Row:
         if self.stopped and status in (RUNNING, WAITING):
             # a start after its end is a resume replaying a finished task: it was done
             return FINISHED if NODE_FINISHED in self.kinds else STOPPED
+        if status == FINISHED and self.task_failed:
+            return FAILED  # a worker that returned a failed task failed, visibly
         return status
 
     @property
@@ -243,6 +247,10 @@ class Timeline:
 
     rows: dict[str, Row] = field(default_factory=dict)
     """By key, in the order they began."""
+    task_channel: str = ""
+    """The graph's task channel (``TaskView.channel``), "" if it has none."""
+    task_failed: tuple[str, ...] = ()
+    """The statuses of a failed task there (``TaskView.failed``)."""
     row_of: dict[int, str] = field(default_factory=dict)
     """Each seq's row key."""
     _step_rows: dict[tuple[str, int], dict[str, None]] = field(default_factory=dict)
@@ -260,6 +268,13 @@ class Timeline:
                 key=key, kind=NODE if key.startswith("t-") else str(event["kind"]),
                 node=f"{ns.split(':', 1)[0]}:{node}" if ns and node else node)
         row.add(event)
+        if self.task_channel and event["kind"] == NODE_FINISHED:
+            update = _payload(event).get("update")
+            patch = update.get(self.task_channel) if isinstance(update, dict) else None
+            if isinstance(patch, dict) and any(
+                    isinstance(task, dict) and task.get("status") in self.task_failed
+                    for task in patch.values()):
+                row.task_failed = True
         self.row_of[int(event["seq"])] = key
         if row.kind == NODE and event.get("step") is not None:
             self._step_rows.setdefault((str(event.get("namespace") or ""), int(event["step"])),

@@ -276,6 +276,9 @@ def _new_fold(run: Run) -> TraceFold:
                      waterfall=WaterfallFold(
                          tool_nodes=frozenset(spec.tool_nodes) if spec else frozenset(),
                          task_view=spec.task_view if spec else None))
+    if spec is not None and spec.task_view is not None:
+        fold.timeline.task_channel = spec.task_view.channel
+        fold.timeline.task_failed = spec.task_view.failed
     return fold
 
 

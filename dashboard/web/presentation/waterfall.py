@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -23,6 +23,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from dashboard.runs.figures import FiguresFold, length, minus, moment, union
 from planner.spec import TaskView
 
 # the kinds of the model-call events (plain strings: the model's Kind names them elsewhere)
@@ -68,17 +69,6 @@ class Span:
             self.start = min(self.start, self.end - duration_ms / 1000)
 
 
-def _seconds(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    return None
-
-
 def call_label(payload: Mapping[str, Any]) -> str:
     """How a model call is named: its model, else its purpose, else ``model``."""
     return str(payload.get("model") or payload.get("purpose") or "model")
@@ -101,12 +91,21 @@ class WaterfallFold:
     task_end: dict[str, float] = field(default_factory=dict)
     _nodes: dict[tuple[str, str], Span] = field(default_factory=dict)
     _waits: dict[str, Span] = field(default_factory=dict)
+    _resumed: float | None = None
+    """When the run resumed while questions' waits were open (their answers follow)."""
+    figures: FiguresFold = field(default_factory=FiguresFold)
+    """The run's figures (working, waiting, model time, cost), folded from the same events."""
+
+    def moment(self, seconds: float) -> datetime:
+        """Second ``seconds`` of the run as a moment."""
+        return (self.origin or datetime.now(UTC)) + timedelta(seconds=seconds)
 
     def add(self, event: Mapping[str, Any]) -> None:
         """Fold one event (``event_dict`` form)."""
-        at = _seconds(event.get("created_at"))
+        at = moment(event)
         if at is None:
             return
+        self.figures.add(event)
         if self.origin is None:
             self.origin = at
         t = max((at - self.origin).total_seconds(), 0.0)
@@ -129,23 +128,38 @@ class WaterfallFold:
                 span.seq = seq
                 span.status = {"node_failed": "failed",
                                "interrupt_raised": "asked"}.get(kind, "")
-        if kind == "node_finished":
-            self._tasks(payload.get("update"), t)
-        elif kind == MODEL_STARTED:
+        if kind == "node_finished" and self._tasks(payload.get("update"), t) \
+                and key in self._nodes:
+            self._nodes[key].status = "failed"  # it returned a failed task: red, visibly
+        if kind == MODEL_STARTED:
             self._call_started(payload, key, t, seq)
         elif kind == MODEL_FINISHED:
             self._call_finished(payload, key, t, seq, event.get("duration_ms"))
-        elif kind in _WAIT_STARTS:
+        if self._resumed is not None and kind != "interrupt_answered":
+            # a resume whose questions got no answer event (withdrawn): they ended with it
+            for wait_id in list(self._waits):
+                self._waits.pop(wait_id).stop(self._resumed)
+            self._resumed = None
+        if kind in _WAIT_STARTS:
             wait_id = str(payload.get("interrupt_id") or f"pause-{seq}")
             what = "question" if kind == "interrupt_raised" else "paused"
             span = Span(key=f"w{seq}", kind="human", label=f"human wait ({what})",
                         start=t, seq=seq, node=node, namespace=ns)
             self._waits[wait_id] = span
             self.items.append(span)
-        elif kind in _WAIT_ENDS:
+        elif kind == "interrupt_answered":
+            # a question's wait ends when it was answered (its event is written when the
+            # run resumes, with the moment of the answer)
             answered = str(payload.get("interrupt_id") or "")
-            for wait_id in [answered] if answered in self._waits else list(self._waits):
+            for wait_id in [answered] if answered in self._waits else []:
                 self._waits.pop(wait_id).stop(t)
+        elif kind in _WAIT_ENDS:
+            # a pause ends when the run goes on; its questions end with their answers,
+            # which follow the resume in the log
+            for wait_id in [w for w in self._waits if w.startswith("pause-")]:
+                self._waits.pop(wait_id).stop(t)
+            if self._waits:
+                self._resumed = t
         elif kind in _FINISH:
             self.finished = True
             for span in self._waits.values():
@@ -183,24 +197,28 @@ class WaterfallFold:
         span.status = "failed" if payload.get("error") else ""
         span.note = tokens_text(payload.get("usage"))
 
-    def _tasks(self, update: Any, t: float) -> None:
+    def _tasks(self, update: Any, t: float) -> bool:
+        """Fold a node's update of the task channel; whether it marked a task failed."""
         view = self.task_view
         if view is None or not isinstance(update, dict):
-            return
+            return False
         patch = update.get(view.channel)
         if not isinstance(patch, dict):
-            return
+            return False
+        failed = False
         for tid, change in patch.items():
             status = change.get("status") if isinstance(change, dict) else None
             if not status:
                 continue
             tid = str(tid)
+            failed = failed or status in view.failed
             if status == view.running:
                 self.task_start.setdefault(tid, t)
                 self.task_end.pop(tid, None)  # a retry runs on in the same bar
             elif status not in view.not_started:
                 self.task_start.setdefault(tid, t)
                 self.task_end[tid] = t
+        return failed
 
 
 def tokens_text(usage: Any) -> str:
@@ -216,7 +234,10 @@ def tokens_text(usage: Any) -> str:
 
 
 def seconds_text(value: float) -> str:
-    """A duration for people: ``4 ms``, ``0.42 s``, ``12.3 s``, ``2 min 05 s``."""
+    """A duration for people: ``< 1 ms``, ``4 ms``, ``0.42 s``, ``12.3 s``, ``2 min 05 s``
+    (a sub-millisecond node is not "0 ms")."""
+    if 0 < value < 0.0005:
+        return "< 1 ms"
     if value < 0.1:
         return f"{value * 1000:.0f} ms"
     if value < 1:
@@ -225,33 +246,6 @@ def seconds_text(value: float) -> str:
         return f"{value:.1f} s"
     minutes, rest = divmod(round(value), 60)
     return f"{minutes} min {rest:02d} s"
-
-
-def _union(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    merged: list[tuple[float, float]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        elif end > start:
-            merged.append((start, end))
-    return merged
-
-
-def _minus(spans: list[tuple[float, float]], cut: list[tuple[float, float]]
-           ) -> list[tuple[float, float]]:
-    """The parts of ``spans`` (merged) outside ``cut`` (merged)."""
-    out: list[tuple[float, float]] = []
-    for start, end in spans:
-        pieces = [(start, end)]
-        for c0, c1 in cut:
-            pieces = [p for a, b in pieces for p in ((a, min(b, c0)), (max(a, c1), b))
-                      if p[1] > p[0]]
-        out.extend(pieces)
-    return out
-
-
-def _length(spans: Iterable[tuple[float, float]]) -> float:
-    return sum(end - start for start, end in spans)
 
 
 @dataclass(frozen=True)
@@ -278,6 +272,10 @@ class Summary:
     human: float
     parts: tuple[Share, ...]
     model_calls: int
+    human_since: str = ""
+    """While a wait for people is open: the ISO moment from which the page ticks it."""
+    total_since: str = ""
+    """While the run has not ended: its first moment, from which the page ticks its length."""
 
     @property
     def total_text(self) -> str:
@@ -297,36 +295,8 @@ class Summary:
 
 def human_waits(fold: WaterfallFold, *, now: float) -> list[tuple[float, float]]:
     """The waits for a human up to ``now`` seconds, merged (overlapping waits count once)."""
-    return _union((s.start, s.end if s.end is not None else now)
+    return union((s.start, s.end if s.end is not None else now)
                   for s in fold.items if s.kind == "human")
-
-
-@dataclass(frozen=True)
-class HumanWait:
-    """How long a run has waited for people: the waits that ended, and since when the
-    open one (a question not answered yet, a pause not continued) has been open."""
-
-    ended: float = 0.0
-    """Seconds of the waits that ended (overlaps counted once)."""
-    open_since: datetime | None = None
-
-    def seconds(self, now: datetime) -> float:
-        """The whole wait up to ``now``, the open one included."""
-        open_part = (now - self.open_since).total_seconds() if self.open_since else 0.0
-        return self.ended + max(open_part, 0.0)
-
-
-def human_wait(fold: WaterfallFold) -> HumanWait:
-    """The run's waits for people as folded so far (what the header shows apart from work)."""
-    open_starts = [s.start for s in fold.items if s.kind == "human" and s.end is None]
-    opened = min(open_starts) if open_starts else None
-    ended = _union((s.start, s.end) for s in fold.items
-                   if s.kind == "human" and s.end is not None)
-    if opened is not None:
-        ended = _minus(ended, [(opened, float("inf"))])
-    since = (fold.origin + timedelta(seconds=opened)
-             if opened is not None and fold.origin is not None else None)
-    return HumanWait(ended=_length(ended), open_since=since)
 
 
 def _all_spans(fold: WaterfallFold) -> Iterable[Span]:
@@ -336,26 +306,30 @@ def _all_spans(fold: WaterfallFold) -> Iterable[Span]:
 
 
 def summary(fold: WaterfallFold, *, now: float) -> Summary:
-    """Wall-clock time by kind (parallel bars counted once); human wait kept apart."""
-    by_kind: dict[str, list[tuple[float, float]]] = {"model": [], "tool": []}
-    for span in _all_spans(fold):
-        if span.kind in by_kind:
-            by_kind[span.kind].append((span.start, span.end if span.end is not None else now))
-    human = human_waits(fold, now=now)
-    model = _minus(_union(by_kind["model"]), human)
-    tools = _minus(_minus(_union(by_kind["tool"]), human), model)
-    total = now
-    working = max(total - _length(human), 0.0)
-    seconds = {"model": _length(model), "tool": _length(tools)}
-    rest = max(working - seconds["model"] - seconds["tool"], 0.0)
+    """Where the time went up to ``now`` seconds: the run's figures (working time, waits
+    for people, model time: :mod:`dashboard.runs.figures`, the same the header, the API
+    and the export show), working time split further into tools and the rest."""
+    figures = fold.figures.at(fold.moment(now))
+    tool_spans = [(span.start, span.end if span.end is not None else now)
+                  for span in _all_spans(fold) if span.kind == "tool"]
+    model_spans = [(span.start, span.end if span.end is not None else now)
+                   for span in _all_spans(fold) if span.kind == "model"]
+    tools = minus(minus(union(tool_spans), human_waits(fold, now=now)), union(model_spans))
+    working = figures.working
+    model = min(figures.model, working)
+    tool = min(length(tools), working - model)
+    rest = max(working - model - tool, 0.0)
 
     def share(name: str, kind: str, value: float) -> Share:
         return Share(name, kind, value, 100 * value / working if working > 0 else 0.0)
 
-    return Summary(total=total, working=working, human=_length(human), parts=(
-        share("model", "model", seconds["model"]), share("tools", "tool", seconds["tool"]),
+    since = (fold.moment(now) - timedelta(seconds=figures.waiting)).isoformat() \
+        if figures.open_wait else ""
+    return Summary(total=figures.elapsed, working=working, human=figures.waiting, parts=(
+        share("model", "model", model), share("tools", "tool", tool),
         share("the rest (engine, other nodes)", "engine", rest),
-    ), model_calls=len(fold.calls))
+    ), model_calls=figures.model_calls, human_since=since,
+        total_since=fold.moment(0).isoformat() if since and fold.origin else "")
 
 
 @dataclass(frozen=True)
@@ -439,6 +413,9 @@ class WaterfallView:
 
     summary: Summary
     ticks: tuple[tuple[float, str], ...]
+    """Where the axis is labelled (percent, time), each label once, none inside a break."""
+    breaks: tuple[tuple[float, float, str], ...]
+    """Each shortened wait as drawn: where it begins, how wide (percent), the time left out."""
     rows: SafeString
     task_rows: SafeString
     bars: int
@@ -452,13 +429,15 @@ def waterfall_view(fold: WaterfallFold, *, run_id: Any, now: float | None = None
     event, or later for an active run) with bars linking into the run's trace."""
     end = max(fold.last, now if now is not None and not fold.finished else 0.0)
     axis = Axis.of(fold, end=end)
-    ticks = tuple((100 * i / 4, seconds_text(axis.real(i / 4))) for i in range(5))
-    urls = _Urls(run_id)
+    ticks = axis.ticks()
+    urls = _Urls(run_id, fold.origin)
     rows = _group_nodes(fold.items)
     task_rows = _task_rows(fold, tasks) if tasks and fold.task_view is not None else []
     bars = sum(1 for _ in _all_spans(fold)) + len(fold.task_start)
     return WaterfallView(
         summary=summary(fold, now=end), ticks=ticks,
+        breaks=tuple((round(axis.percent(a), 3), round(axis.percent(b) - axis.percent(a), 3),
+                      f"{seconds_text(b - a - w)} left out") for a, b, w in axis.breaks),
         rows=rows_html(rows, axis=axis, now=end, urls=urls),
         task_rows=rows_html(task_rows, axis=axis, now=end, urls=urls), bars=bars,
         shortened=bool(axis.breaks))
@@ -482,7 +461,7 @@ class Axis:
     def of(cls, fold: WaterfallFold, *, end: float) -> Axis:
         """The axis of ``fold`` up to ``end`` seconds."""
         waits = human_waits(fold, now=end)
-        working = end - _length(waits)
+        working = end - length(waits)
         drawn = max(working * BREAK_SHARE, end * 0.001)
         breaks = tuple((a, b, drawn) for a, b in waits if b - a > drawn)
         shown = end - sum(b - a - w for a, b, w in breaks)
@@ -504,6 +483,21 @@ class Axis:
         """Where second ``t`` is drawn, as a percentage of the axis."""
         return min(max(100 * self.drawn(t) / self.shown, 0.0), 100.0)
 
+    def ticks(self, count: int = 4) -> tuple[tuple[float, str], ...]:
+        """Labels at ``count`` + 1 even places of the drawn axis, on linear time: a place
+        inside a shortened wait is left to that wait's break mark, and a label equal to the
+        one before is not repeated."""
+        out: list[tuple[float, str]] = []
+        for i in range(count + 1):
+            t = self.real(i / count)
+            if any(a < t < b for a, b, _ in self.breaks):
+                continue
+            text = seconds_text(t)
+            if out and out[-1][1] == text:
+                continue
+            out.append((100 * i / count, text))
+        return tuple(out)
+
     def real(self, fraction: float) -> float:
         """The second drawn at ``fraction`` of the axis (for its ticks)."""
         target, cut = fraction * self.shown, 0.0
@@ -517,9 +511,11 @@ class Axis:
 
 
 class _Urls:
-    """The detail links of bars, reversed once per render (not once per bar)."""
+    """The detail links of bars, reversed once per render (not once per bar), and the
+    moment the run's second 0 was (a running bar's duration ticks on the page from it)."""
 
-    def __init__(self, run_id: Any) -> None:
+    def __init__(self, run_id: Any, origin: datetime | None = None) -> None:
+        self.origin = origin
         self.event = reverse("dashboard:run_event", args=(run_id, 0))[:-2]
         self.task = reverse("dashboard:run_task", args=(run_id, "x"))[:-2]
 
@@ -560,11 +556,16 @@ def _row_html(row: Row, *, axis: Axis, now: float, urls: _Urls) -> str:
                 f"{span.label}: {what}", f"{span.label}: {what}")
     label = _running_text(span) if running and span.kind == "model" else span.label
     note = span.note if span.kind != "model" or not running else ""
+    # a bar still open (a wait for an answer, a node, a call) keeps growing: its duration
+    # ticks on the page from its start (static/planwatch/app.js), as the header's clocks do
+    ticking = (format_html(' data-started="{}"',
+                           (urls.origin + timedelta(seconds=span.start)).isoformat())
+               if running and urls.origin is not None else "")
     line = format_html(
         '<span class="wf-label" title="{}"><span class="wf-name">{}</span>{}'
-        '<span class="wf-dur">{}</span></span><span class="wf-track">{}</span>',
+        '<span class="wf-dur"{}>{}</span></span><span class="wf-track">{}</span>',
         span.label, label, format_html(' <span class="wf-note">{}</span>', note) if note else "",
-        duration, bar)
+        ticking, duration, bar)
     depth = f" wf-d{min(row.depth, 4)}"
     if row.group:
         inner = "".join(_row_html(r, axis=axis, now=now, urls=urls) for r in row.rows)

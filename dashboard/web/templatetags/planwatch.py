@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from django import template
@@ -10,6 +11,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Run
+from dashboard.runs.outcome import run_outcome
 from dashboard.web.presentation import header, results
 from planner.registry import get_graph
 
@@ -27,7 +29,19 @@ def run_goal(run: Run) -> str:
 def run_status_label(run: Run) -> str:
     """The run's status as people read it (see
     :func:`dashboard.web.presentation.header.status_label`)."""
+    outcome = run_outcome(graph=run.graph, status=run.status, output=run.output)
+    if outcome is not None:
+        return outcome.headline
     return header.status_label(run.status, getattr(run, "queue_position", None))
+
+
+@register.filter
+def run_badge(run: Run) -> str:
+    """The class of the run's status badge: its status, or ``outcome-failed`` for a run
+    whose graph returned but whose goal failed."""
+    if run_outcome(graph=run.graph, status=run.status, output=run.output) is not None:
+        return "outcome-failed"
+    return f"status-{run.status}"
 
 
 @register.filter
@@ -100,3 +114,19 @@ def ago(when: Any) -> str:
 def wait_text(seconds: float | None) -> str:
     """A wait in seconds as people say it (see :func:`age_text`); "" when unknown."""
     return "" if seconds is None else age_text(seconds)
+
+
+@register.filter
+def usd(value: float | None) -> str:
+    """A cost in USD with its significant digits: ``$1.24``, ``$0.0123``, ``$0.000036``
+    (never ``$0.0000`` for a cost that is not 0); "" for None."""
+    if value is None:
+        return ""
+    if value == 0:
+        return "$0"
+    if abs(value) >= 1:
+        return f"${value:,.2f}"
+    if abs(value) >= 0.01:
+        return f"${value:.4f}".rstrip("0")
+    digits = -math.floor(math.log10(abs(value))) + 1  # two significant digits
+    return f"${value:.{digits}f}"

@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from dashboard import selectors, services
@@ -20,7 +21,6 @@ from dashboard.web.forms.timeline import TimelineFilterForm
 from dashboard.web.htmx import HtmxHttpRequest
 from dashboard.web.presentation import header, results, timeline, trace, trace_calls
 from dashboard.web.presentation.inbox import render_run_interrupts
-from dashboard.web.presentation.waterfall import human_wait
 from dashboard.web.views.common import run_or_404
 from dashboard.web.views.debug import debug_context
 
@@ -48,7 +48,7 @@ def run_detail(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse:
                    and not run.is_finished)
     context.update(_timeline_context(request, run, fold))
     if point is None:
-        context.update(head=header.run_head(run, waits=human_wait(fold.waterfall)),
+        context.update(head=header.run_head(run, figures=fold.waterfall.figures.at(timezone.now())),
                        result=results.run_result(run=run, tasks=fold.tasks))
         context.update(debug_context(request=request, run=run))
         # the questions come with the page, so they can be answered without JavaScript
