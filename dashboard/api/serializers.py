@@ -285,6 +285,9 @@ class InterruptSerializer(serializers.ModelSerializer):
                                    help_text="Groups whose members answer it ([]: anyone).")
     assigned_to = serializers.CharField(source="assigned_to.username", read_only=True,
                                         allow_null=True, default=None)
+    answered_via = serializers.ChoiceField(
+        choices=Interrupt.Channel.choices, allow_blank=True, read_only=True,
+        help_text="Where the answer came from (\"\": not answered, or before it was recorded).")
 
     class Meta:
         model = Interrupt

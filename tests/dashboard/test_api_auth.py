@@ -181,7 +181,7 @@ def test_the_schema_is_openapi_3_and_lists_every_resource(operator):
         "/api/runs/{id}/breakpoints/", "/api/runs/{id}/continue/", "/api/runs/{id}/fork/",
         "/api/runs/{id}/export/",
         "/api/runs/{id}/checkpoints/{checkpoint_id}/", "/api/interrupts/",
-        "/api/interrupts/{id}/", "/api/interrupts/{id}/answer/",
+        "/api/interrupts/{id}/", "/api/interrupts/{id}/answer/", "/api/interrupts/history/",
     }
     assert set(schema["components"]["securitySchemes"]) == {"knoxApiToken", "cookieAuth"}
     create = schema["paths"]["/api/runs/"]["post"]["responses"]

@@ -3,6 +3,7 @@ the OpenTelemetry run span say the same working time, waits and model time."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 
@@ -37,7 +38,7 @@ def test_the_page_the_api_the_export_and_the_spans_give_the_same_figures(
     assert (figures["working_seconds"], figures["waiting_seconds"],
             figures["answer_wait_seconds"], figures["paused_seconds"],
             figures["model_seconds"]) == (5.0, 10.0, 10.0, 0.0, 2.0)
-    exported = client.get(f"/api/runs/{run.id}/export/").json()["header"]["figures"]
+    exported = json.loads(b"".join(client.get(f"/api/runs/{run.id}/export/")))["header"]["figures"]
     assert exported == figures
 
     from opentelemetry.sdk.trace import TracerProvider

@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.pg, pytest.mark.reliability]
 
 def second_operator(django_user_model):
     user = django_user_model.objects.create_user(username="otto", password="pw-otto-1234")
-    user.user_permissions.set(Permission.objects.filter(codename="answer_interrupt"))
+    user.user_permissions.set(Permission.objects.filter(  # of the team: sees every run
+        codename__in=["answer_interrupt", "view_all_threads"]))
     return user
 
 

@@ -3,6 +3,8 @@ shown failed everywhere, beside LangGraph's own status."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from dashboard import services
@@ -47,7 +49,7 @@ def test_a_failed_plan_is_not_shown_as_succeeded_anywhere(failed_plan, operator,
     assert detail["status"] == "succeeded"  # the graph did return
     assert detail["outcome"]["outcome"] == "failed"
     assert detail["outcome"]["label"] == "plan failed" and detail["outcome"]["reason"]
-    assert client.get(f"/api/runs/{run.id}/export/").json()["header"]["outcome"] == (
+    assert json.loads(b"".join(client.get(f"/api/runs/{run.id}/export/")))["header"]["outcome"] == (
         detail["outcome"])
 
     from opentelemetry.sdk.trace import TracerProvider
