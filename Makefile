@@ -8,6 +8,9 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/planwatch
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
+# Both cores: a module's tests stay on one worker (its fixtures and order), each worker on a
+# database of its own (pytest-django's _gw0, _gw1); XDIST= runs in one process.
+XDIST ?= -n 2 --dist loadfile
 # The second pass runs again, on PostgreSQL + Redis, the tests marked `pg` (a module's
 # `pytestmark`; `postgres` and `redis` tests count too): those whose code takes another path
 # there. That is the engine (dashboard/runs/: claims and locks, the run store's SQL fast
@@ -70,12 +73,12 @@ test-fast: install-dev lint
 ## test: lint, types, the whole suite on SQLite + in-memory layer, then what depends on the
 ## database and the channel layer again on PostgreSQL + Redis (SECOND_PASS)
 test: install-dev install-js lint typecheck
-	$(PY) -m pytest --durations=10 $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=10 $(XDIST) $(PYTEST_ARGS)
 	@scripts/check-services; rc=$$?; \
 	if [ $$rc = 0 ]; then \
 	  echo "== second pass: PostgreSQL ($(PG_URL)) and Redis ($(REDIS_TEST_URL)) =="; \
 	  DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(PY) -m pytest --durations=10 \
-	    $(SECOND_PASS) $(PYTEST_ARGS); \
+	    $(XDIST) $(SECOND_PASS) $(PYTEST_ARGS); \
 	elif [ $$rc = 2 ]; then exit 1; \
 	else echo "PostgreSQL or Redis unreachable: skipped the second pass (install and start them)"; \
 	fi

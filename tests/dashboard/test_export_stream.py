@@ -11,7 +11,7 @@ from dashboard import services
 from dashboard.web.presentation import exports
 from tests.conftest import wait_run
 
-pytestmark = [pytest.mark.pg]
+pytestmark: list = []  # a read of the event log, the same on both databases
 
 
 @pytest.mark.parametrize("chunk", [2, 500])

@@ -14,7 +14,7 @@ from dashboard.models import Run
 from planner import registry
 from tests.conftest import wait_run
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]  # planner and executor: one pass
 
 FACTORY_PY = '''
 import contextlib

@@ -17,7 +17,7 @@ from planner.spec import answer_groups
 from tests.conftest import wait_run
 from tests.dashboard.inbox_support import REGION, waiting
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db]
+pytestmark = [pytest.mark.django_db]  # the policy and groups are ORM filters: one pass
 
 HTMX = {"HX-Request": "true"}
 REFUSAL = "this question is for the group 'finance'; only its members (and superusers)"
