@@ -9,7 +9,9 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/planwatch
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
 # Both cores: a module's tests stay on one worker (its fixtures and order), each worker on a
-# database of its own (pytest-django's _gw0, _gw1); XDIST= runs in one process.
+# database of its own (pytest-django's _gw0, _gw1); XDIST= runs in one process. The browser
+# tests run in a process of their own: Playwright's sync API leaves an event loop running in
+# its thread, which every asyncio test after it on that worker trips over.
 XDIST ?= -n 2 --dist loadfile
 # The second pass runs again, on PostgreSQL + Redis, the tests marked `pg` (a module's
 # `pytestmark`; `postgres` and `redis` tests count too): those whose code takes another path
@@ -73,7 +75,8 @@ test-fast: install-dev lint
 ## test: lint, types, the whole suite on SQLite + in-memory layer, then what depends on the
 ## database and the channel layer again on PostgreSQL + Redis (SECOND_PASS)
 test: install-dev install-js lint typecheck
-	$(PY) -m pytest --durations=10 $(XDIST) $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=10 $(XDIST) -m "not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=10 $(XDIST) -m browser $(PYTEST_ARGS)
 	@scripts/check-services; rc=$$?; \
 	if [ $$rc = 0 ]; then \
 	  echo "== second pass: PostgreSQL ($(PG_URL)) and Redis ($(REDIS_TEST_URL)) =="; \
