@@ -25,6 +25,7 @@ from dashboard.models import Run
 from dashboard.runs import store
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.execute import Executor, ExecutorHealth
+from planner.registry import all_graphs
 
 logger = logging.getLogger("planwatch.runs")
 
@@ -118,17 +119,21 @@ def recover_stale(*, include_queued: bool = False) -> list[UUID]:
     """Dispatch again every run whose executor stopped heart-beating.
 
     ``include_queued`` also dispatches runs still queued (at start-up: their dispatch may
-    have died with the process that created them).
+    have died with the process that created them). Only runs of graphs this process has:
+    a process serving other graphs (another langgraph.json) would fail a run it cannot
+    build, where one that has its graph recovers it.
     """
     stale = store.stale_before(timezone.now())
+    known = [spec.name for spec in all_graphs()]
     ids = list(
-        Run.objects.running().filter(heartbeat_at__lt=stale)
+        Run.objects.running().filter(heartbeat_at__lt=stale, graph__in=known)
         .values_list("id", flat=True)
     )
     for run_id in ids:
         dispatch(run_id, "recover")
     if include_queued:
-        for run_id in Run.objects.filter(status=Run.Status.QUEUED).values_list("id", flat=True):
+        for run_id in Run.objects.filter(status=Run.Status.QUEUED, graph__in=known
+                                         ).values_list("id", flat=True):
             dispatch(run_id, "start")
     return ids
 

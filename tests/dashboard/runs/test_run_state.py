@@ -57,3 +57,21 @@ def test_an_answer_is_unconsumed_until_an_executor_takes_it_up():
     Interrupt.objects.filter(run=run).take_up("")  # the run had no root checkpoint yet
     assert not Interrupt.objects.unconsumed().filter(run=run).exists()
     assert not Run.objects.get(id=run.id).is_busy()
+
+
+def test_a_process_recovers_only_the_runs_of_graphs_it_has(settings, monkeypatch):
+    from datetime import timedelta
+
+    from dashboard import services
+    from dashboard.runs import dispatch
+
+    dispatched: list = []
+    monkeypatch.setattr(dispatch, "dispatch", lambda run_id, mode: dispatched.append(run_id))
+    long_ago = timezone.now() - timedelta(minutes=5)
+    ours = Run.objects.create(graph="acquisition", thread_id=f"{uuid.uuid4()}:planner",
+                              status=S.RUNNING, owner="gone", heartbeat_at=long_ago)
+    # a run of a graph another process serves (its langgraph.json): left for that process,
+    # which can build it (this one would fail it: "unknown graph")
+    Run.objects.create(graph="someone-elses", thread_id=f"{uuid.uuid4()}:planner",
+                       status=S.RUNNING, owner="gone", heartbeat_at=long_ago)
+    assert services.run_recover_stale() == [ours.id] == dispatched
