@@ -158,19 +158,27 @@ def _builder(target: Any) -> StateGraph[Any]:
     raise ConfigError(f"{type(target).__name__} is not a graph, a StateGraph or a factory")
 
 
-async def _aentered(made: Any) -> Any:
-    """What a factory's call gave: its value, awaited, or what its context manager yields
-    (entered and left at once: the graph is only inspected)."""
+@contextlib.asynccontextmanager
+async def _entered(made: Any) -> AsyncIterator[Any]:
+    """What a factory's call gave, while it is in use: its value, awaited, or what its
+    (sync or async) context manager yields, left when the use ends."""
     if inspect.isawaitable(made):
         made = await made
     if isinstance(made, contextlib.AbstractAsyncContextManager):
         async with made as graph:
-            return graph
-    if isinstance(made, contextlib.AbstractContextManager) and not isinstance(
+            yield graph
+    elif isinstance(made, contextlib.AbstractContextManager) and not isinstance(
             made, (StateGraph, Pregel)):
         with made as graph:
-            return graph
-    return made
+            yield graph
+    else:
+        yield made
+
+
+async def _aentered(made: Any) -> Any:
+    """What a factory's call gave, entered and left at once (the graph is only inspected)."""
+    async with _entered(made) as graph:
+        return graph
 
 
 @dataclass(frozen=True)
@@ -202,17 +210,8 @@ async def run_graph(factory: Any, *, config: Mapping[str, Any], context: Any,
     entered."""
     runtime = _server_runtime(context=context, user=user, execution=True, store=store)
     made = factory(**factory_arguments(factory, config=config, runtime=runtime))
-    if inspect.isawaitable(made):
-        made = await made
-    if isinstance(made, contextlib.AbstractAsyncContextManager):
-        async with made as graph:
-            yield _builder(graph)
-    elif isinstance(made, contextlib.AbstractContextManager) and not isinstance(
-            made, (StateGraph, Pregel)):
-        with made as graph:
-            yield _builder(graph)
-    else:
-        yield _builder(made)
+    async with _entered(made) as graph:
+        yield _builder(graph)
 
 
 def factory_arguments(factory: Any, *, config: Mapping[str, Any] | None = None,
