@@ -262,8 +262,10 @@ PLANWATCH = {
                                            str(DEFAULT_RUN_DB_POOL_SIZE))),
     # Seconds a checkpoint write that fails for a transient reason (a dropped connection,
     # no pooled connection to be had) is tried again, with back-off, before the run fails.
+    # 30 s: a pool re-opening every connection after a storm of backend kills, on a busy
+    # machine, took longer than 10 s (the chaos test's runs failed with PoolTimeout).
     "CHECKPOINT_RETRY_SECONDS": float(os.environ.get("PLANWATCH_CHECKPOINT_RETRY_SECONDS",
-                                                     "10")),
+                                                     "30")),
     # Streams (SSE responses, trace websockets) one user, and one web process, may hold
     # open at once; past either the next is refused (429, websocket close code 4429).
     "MAX_STREAMS_PER_USER": int(os.environ.get("PLANWATCH_MAX_STREAMS_PER_USER", "500")),

@@ -271,8 +271,10 @@ def test_a_digest_of_node_moves_updates_every_runs_row_in_one_frame(transactiona
                "current_node": f"node{i}", "last_seq": 3} for i, run in enumerate(runs)]
     messages = async_to_sync(runs_list_hears)(operator, since,
                                                {"type": "runs.moved", "runs": digest})
-    cells = [m for m in messages if "-node" in m and 'hx-swap-oob="true"' in m]
-    assert len(cells) == 1  # one frame for the whole digest
+    # one frame for the whole digest (a run's own creation notice may arrive too, through a
+    # channel layer that delivers it after the socket joined: it names no digest node)
+    cells = [m for m in messages if any(f">node{i}</td>" in m for i in range(3))]
+    assert len(cells) == 1
     for i, run in enumerate(runs):
         assert f'<td id="run-{run.id}-node" class="mono col-node" hx-swap-oob="true">node{i}</td>' \
             in cells[0]
