@@ -13,6 +13,8 @@ PYTEST_ARGS ?=
 # tests run in a process of their own: Playwright's sync API leaves an event loop running in
 # its thread, which every asyncio test after it on that worker trips over.
 XDIST ?= -n 2 --dist loadfile
+# The browser tests share no module fixture: each goes to whichever worker is free.
+XDIST_BROWSER ?= $(if $(XDIST),-n 2 --dist load,)
 # The second pass runs again, on PostgreSQL + Redis, the tests marked `pg` (a module's
 # `pytestmark`; `postgres` and `redis` tests count too): those whose code takes another path
 # there. That is the engine (dashboard/runs/: claims and locks, the run store's SQL fast
@@ -76,7 +78,7 @@ test-fast: install-dev lint
 ## database and the channel layer again on PostgreSQL + Redis (SECOND_PASS)
 test: install-dev install-js lint typecheck
 	$(PY) -m pytest --durations=10 $(XDIST) -m "not browser" $(PYTEST_ARGS)
-	$(PY) -m pytest --durations=10 $(XDIST) -m browser $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=10 $(XDIST_BROWSER) -m browser $(PYTEST_ARGS)
 	@scripts/check-services; rc=$$?; \
 	if [ $$rc = 0 ]; then \
 	  echo "== second pass: PostgreSQL ($(PG_URL)) and Redis ($(REDIS_TEST_URL)) =="; \

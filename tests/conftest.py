@@ -150,7 +150,7 @@ def served(django_db_blocker, *, port: int | None = None,
          "--processes", "1"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # a loaded machine (both cores busy) took over 30 s
     while not port_open("127.0.0.1", port):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
@@ -285,7 +285,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.pg)
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
+    # the slow modules first: pytest-xdist hands modules out in this order, and a slow one
+    # handed out last is the tail of its pass, one core idle
     items.sort(key=lambda item: (item.get_closest_marker("browser") is not None,
+                                 item.get_closest_marker("slow") is None,
                                  _file_order(item)))
 
 

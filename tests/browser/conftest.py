@@ -99,6 +99,20 @@ def no_overflow(page) -> None:
         f"{widths[2]}"
 
 
+def at_both_widths(page, name: str) -> None:
+    """The page as it stands, laid out within the screen at 1400 px and at 390 px, with a
+    screenshot of each (``<name>-desktop``, ``<name>-phone``): a test whose steps do not
+    depend on the width drives them once and checks the layout at both."""
+    from tests.conftest import screenshot
+
+    was = page.viewport_size
+    for size, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+        page.set_viewport_size(viewport)
+        no_overflow(page)
+        screenshot(page, f"{name}-{size}")
+    page.set_viewport_size(was)
+
+
 def fill_start_form(page, fields: dict[str, str], before: tuple[str, ...] = ()) -> None:
     """Fill the new-run form on ``page`` as a user would: each of ``fields`` by its kind
     (a select, a checkbox, a text box), and a breakpoint before each node of ``before``."""

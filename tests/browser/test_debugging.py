@@ -18,9 +18,9 @@ from playwright.sync_api import expect
 
 from dashboard.models import Run, RunEvent
 from planner.acquisition.presentation import format_amount
-from tests.browser.conftest import DESKTOP, PHONE, no_overflow, start_paused_before_decide
+from tests.browser.conftest import at_both_widths, start_paused_before_decide
 from tests.browser.test_operator import header_says
-from tests.conftest import login, screenshot, wait_run
+from tests.conftest import login, wait_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -45,12 +45,10 @@ def paused_again(run: Run, *, nodes: int, timeout: float = 30) -> Run:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("page", [pytest.param(DESKTOP, id="desktop"),
-                                  pytest.param(PHONE, id="phone")], indirect=True)
 def test_pause_step_continue_then_fork_with_a_new_price(live_server_url, page, operator):
+    """Driven at 1400 px; each page's layout is checked at 1400 and 390 px."""
     operator.user_permissions.add(*Permission.objects.filter(
         codename__in=["debug_run", "fork_run"]))
-    size = "phone" if page.viewport_size["width"] < 600 else "desktop"
     login(page, live_server_url, "olga", "pw-olga-1234")
     run = start_paused_before_decide(page, live_server_url)
 
@@ -62,14 +60,13 @@ def test_pause_step_continue_then_fork_with_a_new_price(live_server_url, page, o
         page.locator("#trace-graph").bounding_box()["y"]
     expect(page.locator("#trace-graph g.gnode.is-current")).to_have_attribute(
         "data-node", "decide")
-    no_overflow(page)
-    screenshot(page, f"debug-paused-{size}")
+    at_both_widths(page, "debug-paused")
     done = finished_nodes(wait_run(run.id, statuses=("paused",)))
     for step in (1, 2):  # one super-step each, then paused again
         page.click("#debug-step")
         run = paused_again(run, nodes=done + step)
         paused_says(page, "Paused after")
-    screenshot(page, f"debug-stepped-{size}")
+    at_both_widths(page, "debug-stepped")
     # clear the breakpoint, then continue to the end (the price question is answered)
     page.click("#debug-breakpoints-fold summary")  # folded away, out of the tab order
     page.uncheck("#debug-breakpoints input[name=interrupt_before][value=decide]")
@@ -94,8 +91,7 @@ def test_pause_step_continue_then_fork_with_a_new_price(live_server_url, page, o
     state = json.loads(values.input_value())
     state["market.price"] = 60
     values.fill(json.dumps(state))
-    no_overflow(page)
-    screenshot(page, f"debug-fork-form-{size}")
+    at_both_widths(page, "debug-fork-form")
     page.click("#fork-submit")
     page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
     child = Run.objects.get(parent=parent)
@@ -109,13 +105,11 @@ def test_pause_step_continue_then_fork_with_a_new_price(live_server_url, page, o
     expect(price).to_contain_text("60 EUR a year")
     expect(price.locator(".source")).to_have_text("edited by an operator")
     expect(page.locator("#run-branches")).to_contain_text(str(parent.id)[:8])
-    no_overflow(page)
-    screenshot(page, f"debug-fork-result-{size}")
+    at_both_widths(page, "debug-fork-result")
 
     page.goto(f"{live_server_url}/runs/{parent.id}/")
     expect(page.locator("#trace-result .result-headline")).to_contain_text(old_tam)
     expect(page.locator("#run-branches")).to_contain_text(str(child.id)[:8])
     page.click(f"#run-branches a[href='/runs/{parent.id}/compare/{child.id}/']")
     expect(page.locator("body")).to_contain_text("market.price")
-    no_overflow(page)
-    screenshot(page, f"debug-compare-{size}")
+    at_both_widths(page, "debug-compare")

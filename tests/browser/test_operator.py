@@ -24,7 +24,7 @@ from tests.browser.conftest import (
 )
 from tests.conftest import login, screenshot, wait_run
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SIZES = [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")]
 # What the keyboard types into a question, by its field (selects take the next option).

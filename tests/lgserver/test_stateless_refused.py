@@ -7,7 +7,7 @@ import pytest
 from dashboard.models import Run, Thread
 from tests.conftest import api_token
 
-pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.mark.parametrize("path", ["/langgraph/runs", "/langgraph/runs/wait",

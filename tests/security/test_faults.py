@@ -36,7 +36,7 @@ from tests.conftest import (
     wait_run,
 )
 
-pytestmark = [pytest.mark.pg, pytest.mark.reliability, pytest.mark.server,
+pytestmark = [pytest.mark.slow, pytest.mark.pg, pytest.mark.reliability, pytest.mark.server,
               pytest.mark.django_db(transaction=True)]
 
 Kind = RunEvent.Kind
