@@ -20,6 +20,7 @@ from django.http import Http404
 
 from dashboard import policy
 from dashboard.models import Assistant, AssistantVersion, Cron, Run, StoreItem, StoreOwner, Thread
+from dashboard.runs import states
 from dashboard.runs.stores import open_store
 from dashboard.services import RunInputError, RunStateError, ServiceError, User
 from planner.registry import GraphSpec, get_graph
@@ -216,9 +217,8 @@ def assistant_delete(*, assistant: Assistant, user: User | None,
         if delete_threads:
             threads = list(threads_of_assistant(assistant).filter(
                 id__in=policy.threads_visible(user).values("id")).values_list("id", flat=True))
-            running = (Run.objects.filter(conversation__in=threads, status__in=(
-                Run.Status.QUEUED, Run.Status.RUNNING)).values_list("conversation", flat=True)
-                .first())
+            running = (Run.objects.filter(conversation__in=threads, state__in=states.ACTIVE)
+                       .values_list("conversation", flat=True).first())
             if running:
                 raise RunStateError(f"thread {running} of assistant {assistant.id} is busy; "
                                     "cancel its run first")

@@ -6,9 +6,12 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Case, Count, Exists, IntegerField, OuterRef, Q, Subquery, When
+from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+
+from dashboard.runs import states
+from dashboard.runs.states import State, Status, ThreadStatus
 
 
 class Thread(models.Model):
@@ -20,11 +23,7 @@ class Thread(models.Model):
     checkpoint thread and its own audit trail).
     """
 
-    class Status(models.TextChoices):
-        IDLE = "idle", "Idle"  # no run, or its latest run succeeded or was cancelled
-        BUSY = "busy", "Busy"  # a run executes, waits to, or is about to resume
-        INTERRUPTED = "interrupted", "Interrupted"  # waits for an answer or a continue
-        ERROR = "error", "Error"  # its latest run failed
+    Status = ThreadStatus
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     metadata = models.JSONField(default=dict, blank=True)
@@ -56,9 +55,8 @@ class Thread(models.Model):
         return f"thread {str(self.id)[:8]}"
 
     def latest_run(self) -> Run | None:
-        """The newest run not waiting its turn (its state is the thread's), read with
-        whether an answer or a continue waits for it (``RunQuerySet.with_unsettled``)."""
-        return self.runs.with_unsettled().latest_first().first()
+        """The newest run not waiting its turn (its state is the thread's)."""
+        return self.runs.latest_first().first()
 
     def has_queue(self) -> bool:
         """Whether runs are enqueued on the thread, waiting for their turn."""
@@ -70,49 +68,35 @@ class RunQuerySet(models.QuerySet["Run"]):
 
     def running(self) -> RunQuerySet:
         """Runs an executor holds now (at most one per thread: a database constraint)."""
-        return self.filter(status=Run.Status.RUNNING)
-
-    def with_unsettled(self) -> RunQuerySet:
-        """With ``answer_waiting`` and ``continue_waiting``: an answer or a continue was
-        recorded but no executor took the run up yet, read in the same statement as the
-        status (read apart, a claim committed in between makes a resuming run look stopped)."""
-        return self.annotate(
-            answer_waiting=Exists(Interrupt.objects.unconsumed().filter(run=OuterRef("pk"))),
-            continue_waiting=Exists(RunEvent.objects.filter(
-                run=OuterRef("pk"), seq=OuterRef("last_seq"),
-                kind=RunEvent.Kind.RUN_CONTINUED)),
-        )
+        return self.filter(state=State.RUNNING)
 
     def busy(self) -> RunQuerySet:
         """Runs that execute, wait to, or are about to resume (an answer or a continue
         recorded and not yet taken up); :meth:`Run.is_busy` asks it of one run."""
-        return self.with_unsettled().filter(
-            Q(status__in=Run.ACTIVE)
-            | Q(status=Run.Status.INTERRUPTED, answer_waiting=True)
-            | Q(status=Run.Status.PAUSED, continue_waiting=True))
+        return self.filter(state__in=states.BUSY)
 
     def waiting_turn(self) -> RunQuerySet:
         """Runs enqueued behind another run of their thread, not started yet."""
-        return self.filter(status=Run.Status.QUEUED, waits_for__isnull=False)
+        return self.filter(state=State.QUEUED, waits_for__isnull=False)
 
     def latest_first(self) -> RunQuerySet:
         """Newest first, without the runs waiting their turn (a thread's state is its
         latest run's that is not)."""
-        return self.exclude(status=Run.Status.QUEUED, waits_for__isnull=False).order_by(
+        return self.exclude(state=State.QUEUED, waits_for__isnull=False).order_by(
             "-created_at")
 
     def with_queue_position(self) -> RunQuerySet:
         """With ``queue_position``: for a run queued for a slot, 1 + the runs queued for
         one before it (they take a free slot first: executors and procrastinate's queue go
         by age); None for any other run, and for one enqueued behind a run of its thread
-        (it waits for that run, not for a slot). One correlated count on the status index."""
+        (it waits for that run, not for a slot). One correlated count on the state index."""
         ahead = Run.objects.filter(
             Q(created_at__lt=OuterRef("created_at"))
             | Q(created_at=OuterRef("created_at"), id__lt=OuterRef("id")),
-            status=Run.Status.QUEUED, waits_for__isnull=True,
-        ).order_by().values("status").annotate(n=Count("id")).values("n")
+            state=State.QUEUED, waits_for__isnull=True,
+        ).order_by().values("state").annotate(n=Count("id")).values("n")
         return self.annotate(queue_position=Case(
-            When(status=Run.Status.QUEUED, waits_for__isnull=True,
+            When(state=State.QUEUED, waits_for__isnull=True,
                  then=Coalesce(Subquery(ahead, output_field=IntegerField()), 0) + 1),
             default=None, output_field=IntegerField()))
 
@@ -120,25 +104,25 @@ class RunQuerySet(models.QuerySet["Run"]):
 class Run(models.Model):
     """One execution of a registered planner graph on its own checkpoint thread."""
 
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"  # created, waiting for an executor slot
-        RUNNING = "running", "Running"  # claimed by an executor that heartbeats
-        # waiting for an operator's answer; operators read it in plain words (the API keeps
-        # the value, which LangGraph's clients know)
-        INTERRUPTED = "interrupted", "Waiting for you"
-        PAUSED = "paused", "Paused"  # stopped at a breakpoint, waiting for continue or step
-        SUCCEEDED = "succeeded", "Succeeded"  # the graph reached END
-        FAILED = "failed", "Failed"  # a node raised, or the executor gave up
-        CANCELLED = "cancelled", "Cancelled"  # stopped by an operator
+    State = State
+    Status = Status
 
-    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
-    ACTIVE = (Status.QUEUED, Status.RUNNING)  # an executor holds the run, or is to take it
+    # statuses as people and the APIs see them
+    FINISHED = tuple(dict.fromkeys(states.MEANINGS[s].status for s in states.FINISHED))
+    ACTIVE = tuple(dict.fromkeys(states.MEANINGS[s].status for s in states.ACTIVE))
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     graph = models.CharField(max_length=100, db_index=True)
     graph_version = models.PositiveIntegerField(default=1)
     thread_id = models.CharField(max_length=200, unique=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    # the one field a transition writes (dashboard.runs.states); the status people and the
+    # APIs see is the database's to derive from it
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    status = models.GeneratedField(
+        expression=Case(*[When(state=s, then=Value(m.status))
+                          for s, m in states.MEANINGS.items() if m.status != s],
+                        default=F("state")),
+        output_field=models.CharField(max_length=16), db_persist=True, choices=Status.choices)
     input = models.JSONField(default=dict, blank=True)
     output = models.JSONField(null=True, blank=True)
     error_message = models.TextField(blank=True)
@@ -215,22 +199,16 @@ class Run(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [
-            models.Index(fields=["status", "-created_at"], name="run_status_created"),
+            models.Index(fields=["state", "-created_at"], name="run_state_created"),
             models.Index(fields=["graph", "-created_at"], name="run_graph_created"),
             models.Index(fields=["-created_at"], name="run_created"),
             models.Index(fields=["conversation", "-created_at"], name="run_thread_created"),
         ]
         constraints = [
             # one executing run per thread, whatever the race (multitask strategies included)
-            models.UniqueConstraint(fields=["conversation"], condition=Q(status="running"),
+            models.UniqueConstraint(fields=["conversation"], condition=Q(state="running"),
                                     name="run_one_running_per_thread"),
-            models.CheckConstraint(
-                condition=Q(
-                    status__in=["queued", "running", "interrupted", "paused", "succeeded",
-                                "failed", "cancelled"]
-                ),
-                name="run_status_valid",
-            ),
+            models.CheckConstraint(condition=Q(state__in=State.values), name="run_state_valid"),
         ]
         permissions = [
             ("start_run", "Can start runs"),
@@ -240,7 +218,7 @@ class Run(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.graph} {str(self.id)[:8]} ({self.status})"
+        return f"{self.graph} {str(self.id)[:8]} ({self.state})"
 
     def last_root_checkpoint(self) -> str:
         """The run's newest root checkpoint ("" before it wrote one)."""
@@ -248,9 +226,12 @@ class Run(models.Model):
                  .order_by("-seq").values_list("checkpoint_id", flat=True).first())
         return found or ""
 
+    # by the status, which a doorbell's summary of a run carries too (a run made of one
+    # has no state); a final or an active state is shown as a status of its own
+
     @property
     def is_finished(self) -> bool:
-        """Whether the run has reached a final status."""
+        """Whether the run has reached a final state."""
         return self.status in self.FINISHED
 
     @property
@@ -263,24 +244,14 @@ class Run(models.Model):
         """:attr:`is_active` for a status alone (a doorbell's summary of a run, say)."""
         return status in cls.ACTIVE
 
-    def is_unsettled(self) -> bool:
-        """An answer or a continue was recorded but no executor took the run up yet
-        (exact, status and all, for a run read through ``with_unsettled()``)."""
-        if self.status == self.Status.INTERRUPTED:
-            if (read := getattr(self, "answer_waiting", None)) is not None:
-                return bool(read)
-            return Interrupt.objects.unconsumed().filter(run=self).exists()
-        if self.status == self.Status.PAUSED:
-            if (read := getattr(self, "continue_waiting", None)) is not None:
-                return bool(read)
-            last = self.events.filter(seq=self.last_seq).values_list("kind", flat=True).first()
-            return last == RunEvent.Kind.RUN_CONTINUED
-        return False
-
     def is_busy(self) -> bool:
         """:meth:`RunQuerySet.busy` for this run: it executes, waits to, or is about to
         resume."""
-        return self.is_active or self.is_unsettled()
+        return self.state in states.BUSY
+
+    def allows(self, transition: states.Transition) -> bool:
+        """Whether ``transition`` is declared from the run's state (as last read)."""
+        return states.allows(self.state, transition)
 
     @property
     def creator_name(self) -> str:

@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from dashboard.checkpoints import sync_saver
 from dashboard.models import Cron, Run, RunEvent, Thread
-from dashboard.runs import store
+from dashboard.runs import states, store
 from dashboard.runs.conf import planwatch_setting
 
 logger = logging.getLogger("planwatch.retention")
@@ -73,7 +73,7 @@ def runs_prune(*, older_than: timedelta, keep_audit: bool = False,
                          "finished in the future would delete every finished run")
     cutoff = (now or timezone.now()) - older_than
     runs = events = held = 0
-    old = Run.objects.filter(status__in=Run.FINISHED, finished_at__lt=cutoff)
+    old = Run.objects.filter(state__in=states.FINISHED, finished_at__lt=cutoff)
     if keep_audit:  # a run already pruned has no detail events left: skip it
         old = old.filter(Exists(RunEvent.objects.filter(
             run_id=OuterRef("id")).exclude(kind__in=AUDIT_EVENTS)))

@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from dashboard import policy
 from dashboard.models import Cron, Interrupt, InterruptGroup, Run, RunEvent
-from dashboard.runs import debugging
+from dashboard.runs import debugging, states
 from dashboard.runs.figures import Figures, figures_of
 from dashboard.runs.modelcalls import messages_of
 from dashboard.runs.outcome import failed_outcome
@@ -112,11 +112,12 @@ def run_list(*, user: Any, graph: str = "", status: str = "", outcome: str = "",
     if graph:
         runs = runs.filter(graph=graph)
     if status:
-        runs = runs.filter(status=status)
+        runs = runs.filter(state__in=states.showing(status))
     if outcome == "failed":  # the graph returned; its output says the goal failed
         runs = runs.filter(failed_outcome())
     elif outcome == "achieved":
-        runs = runs.filter(status=Run.Status.SUCCEEDED).exclude(failed_outcome())
+        runs = runs.filter(state__in=states.showing(Run.Status.SUCCEEDED)).exclude(
+            failed_outcome())
     elif outcome:
         raise ValueError(f"unknown outcome {outcome!r}; use failed or achieved")
     if created_by:

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from dashboard.checkpoints import compiled, config_of, sync_saver
 from dashboard.models import Interrupt, Run, RunEvent, Thread
-from dashboard.runs import debugging, dispatch, doorbells, store
+from dashboard.runs import debugging, dispatch, doorbells, states, store
 from dashboard.runs.conf import planwatch_setting
 from planner.registry import GraphSpec, InputError, get_graph
 
@@ -222,7 +222,7 @@ def _check_queued(user: User | None) -> None:
     if user is None or not user.is_authenticated:
         return
     limit = int(planwatch_setting("MAX_QUEUED_RUNS_PER_USER"))
-    queued = Run.objects.filter(created_by=user, status=Run.Status.QUEUED)[:limit].count()
+    queued = Run.objects.filter(created_by=user, state=Run.State.QUEUED)[:limit].count()
     if queued >= limit:
         raise LimitReached(
             f"you have {queued} runs queued, your limit (PLANWATCH_MAX_QUEUED_RUNS_PER_USER="
@@ -247,8 +247,7 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User,
         # PostgreSQL a joined UPDATE becomes ``id IN (subquery)``, which is not re-checked
         # after waiting for a concurrent answer's row lock, so both answers would win.
         locked = store.lock_run(interrupt.run_id)
-        waiting = locked is not None and locked.status in (Run.Status.INTERRUPTED,
-                                                           Run.Status.RUNNING)
+        waiting = locked is not None and locked.allows(states.ANSWER)
         won = waiting and Interrupt.objects.filter(
             pk=interrupt.pk, status=Interrupt.Status.PENDING,
         ).update(status=Interrupt.Status.ANSWERED, answer=answer, answered_by=user,
@@ -257,7 +256,8 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User,
         if not won:
             raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
         run_id = interrupt.run_id
-        store.set_thread_status(run_id, store.UNSETTLED)
+        assert locked is not None
+        store.apply(run_id, store.answer(current=locked.state))
         transaction.on_commit(lambda: _after_change(run_id, "resume"))
     return interrupt
 
@@ -312,7 +312,7 @@ def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:
     (``reason``, if given, is recorded with who cancelled it)."""
     with transaction.atomic():
         locked = store.lock_run(run.id, must=True)
-        if locked.is_finished:
+        if not locked.allows(states.CANCEL):
             raise RunStateError(
                 f"run {run.id} already {locked.status}; only queued, running or interrupted "
                 "runs can be cancelled"
@@ -325,8 +325,9 @@ def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:
             store.append_event(
                 locked, RunEvent.Kind.RUN_CANCELLED,
                 payload={"by": who, **({"reason": reason} if reason else {})},
-                then=lambda seq: store.finish(status=Run.Status.CANCELLED,
-                                                    now=timezone.now(), last_seq=seq))
+                then=lambda seq: store.finish(status=Run.State.CANCELLED,
+                                              current=locked.state, now=timezone.now(),
+                                              last_seq=seq))
             store.withdraw_questions(run.id)
             transaction.on_commit(lambda: _announce(run.id))
     run.refresh_from_db()
@@ -340,7 +341,7 @@ def run_breakpoints_set(*, run: Run, interrupt_before: list[str],
            after=interrupt_after)
     with transaction.atomic():
         locked = store.lock_run(run.id, must=True)
-        if locked.is_finished:
+        if not locked.allows(states.SET_BREAKPOINTS):
             raise RunStateError(f"run {run.id} already {locked.status}; breakpoints apply "
                                 "only to queued, running, paused or interrupted runs")
         held = bool(locked.owner)
@@ -360,13 +361,14 @@ def run_continue(*, run: Run, user: User, step: bool = False) -> Run:
     """Continue a run paused at a breakpoint, to the next breakpoint or one super-step on."""
     with transaction.atomic():
         locked = store.lock_run(run.id, must=True)
-        if locked.status != Run.Status.PAUSED:
+        if not locked.allows(states.CONTINUE):
             raise RunStateError(f"run {run.id} is {locked.status}, not paused at a breakpoint; "
                                 "only paused runs can be continued or stepped")
-        if step:
-            store.apply(run.id, store.request_step())
-        _record(locked, RunEvent.Kind.RUN_CONTINUED, user, step=step)
-        store.set_thread_status(run.id, store.UNSETTLED)
+        store.append_event(locked, RunEvent.Kind.RUN_CONTINUED,
+                           payload={"by": user.get_username(), "step": step},
+                           then=lambda seq: store.continue_run(
+                               current=locked.state, now=timezone.now(), last_seq=seq,
+                               step=step))
         transaction.on_commit(lambda: _after_change(run.id, "continue"))
     run.refresh_from_db()
     return run
@@ -444,7 +446,7 @@ def run_delete(*, run: Run) -> None:
     thread's status is then its latest remaining run's."""
     with transaction.atomic():
         locked = store.lock_run(run.id, must=True)
-        if Run.objects.busy().filter(id=run.id).exists():
+        if not locked.allows(states.DELETE):
             raise RunStateError(f"run {run.id} is {locked.status}; cancel it before deleting it")
         held, thread_id = locked.thread_id, locked.conversation_id
         locked.delete()
@@ -594,7 +596,7 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     run_state_edit_check(run=run, values=values, as_node=as_node)
 
     def refuse_if_held(current: Run) -> None:
-        if current.owner or current.is_active:
+        if current.owner or not current.allows(states.EDIT_STATE):
             raise RunStateError(f"run {run.id} is {current.status}; its state can be edited "
                                 "once it stops (wait for it, or cancel it)")
 

@@ -30,6 +30,7 @@ from langgraph.constants import END
 
 from dashboard import services
 from dashboard.models import Interrupt, Run, RunEvent, Thread
+from dashboard.runs import states
 from dashboard.services import RunInputError, RunStateError, ServiceError, User
 from planner.questions import review_of
 from planner.registry import get_graph
@@ -174,10 +175,10 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> R
                                     thread=thread, **req.run_options())
     if thread_busy:
         base, checkpoint = _make_room(thread, current, req, user, base, checkpoint)
-    elif current.status == Run.Status.PAUSED and req.input is None and not checkpoint:
+    elif current.allows(states.CONTINUE) and req.input is None and not checkpoint:
         _scope_breakpoints(current, req, user)
         return services.run_continue(run=current, user=user)
-    elif current.status in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
+    elif current.state in states.WAITS:
         services.run_cancel(run=current, user=user)  # the thread moves on without answering
     if base is not None and not checkpoint:
         checkpoint = base.last_root_checkpoint()
@@ -217,7 +218,9 @@ def _make_room(thread: Thread, current: Run, req: RunRequest, user: User,
 
 def _resume(thread: Thread, current: Run | None, value: Any, user: User) -> Run:
     """Answer the thread's interrupted run with ``value`` (or a map by interrupt id)."""
-    if current is None or current.status != Run.Status.INTERRUPTED:
+    # a LangGraph resume answers a run that waits on its questions (not one running on)
+    if current is None or current.state not in states.WAITS or not current.allows(
+            states.ANSWER):
         state = current.status if current else "empty"
         raise RunStateError(f"thread {thread.id} is {state}, not waiting for an answer; "
                             "resume only an interrupted thread")
@@ -302,7 +305,7 @@ def _scope_breakpoints(current: Run | None, req: RunRequest, user: User) -> None
     """Give the run that goes on the request's breakpoints: on LangGraph's server a resume
     or a continue is a run of its own, and breakpoints belong to the run that asked for them
     (so one asked before does not stop it again, unless asked again)."""
-    if current is None or current.status not in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
+    if current is None or current.state not in states.WAITS:
         return
     if (list(current.interrupt_before or ()), list(current.interrupt_after or ())) == (
             req.interrupt_before, req.interrupt_after):
@@ -320,7 +323,7 @@ def update_state(thread: Thread, latest: Run, *, values: Any, as_node: str, user
     new_id = services.run_update_state(run=latest, values=values, as_node=as_node, user=user,
                                        checkpoint_id=checkpoint_id)
     latest.refresh_from_db()
-    if as_node == END and latest.status in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
+    if as_node == END and latest.state in states.WAITS:
         services.run_cancel(run=latest, user=user, reason=(
             f"thread {thread.id} was ended with update_state(as_node='__end__') by a "
             "LangGraph client; the question was withdrawn unanswered"))

@@ -44,7 +44,7 @@ def api_schema(db, operator):
     Like Django's test client, requests must not close the test transaction's connection.
     """
     run = Run.objects.create(graph="acquisition", thread_id=f"{uuid.uuid4()}:planner",
-                             status=Run.Status.INTERRUPTED, created_by=operator, last_seq=1)
+                             state=Run.State.INTERRUPTED, created_by=operator, last_seq=1)
     RunEvent.objects.create(run=run, seq=1, kind=RunEvent.Kind.RUN_STARTED)
     interrupt = Interrupt.objects.create(run=run, interrupt_id="i-1", node="ask_user",
                                          payload={"field": "core.region"})
@@ -127,7 +127,7 @@ def langgraph_schema(transactional_db, executor, django_user_model):
         "delete_run"]))
     thread = services.thread_create(user=user, graph="acquisition")
     run = Run.objects.create(graph="acquisition", thread_id=f"{uuid.uuid4()}:planner",
-                             status=Run.Status.SUCCEEDED, created_by=user, conversation=thread)
+                             state=Run.State.SUCCEEDED, created_by=user, conversation=thread)
     assistant = lgapi.assistant_create(graph_id="acquisition", user=user)
     cron = crons.cron_create(assistant_id="acquisition", schedule="0 3 * * *", user=user,
                              thread=None, payload={})

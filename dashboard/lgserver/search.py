@@ -15,17 +15,12 @@ from django.db.models import Q, QuerySet
 
 from dashboard import lgapi, policy
 from dashboard.models import Run, Thread
+from dashboard.runs import states
 
 THREAD_STATUSES = tuple(Thread.Status.values)
-RUN_STATUSES = {  # a LangGraph run status as the Planwatch statuses it covers
-    "pending": Q(status=Run.Status.QUEUED) | Q(answer_waiting=True) | Q(continue_waiting=True),
-    "running": Q(status=Run.Status.RUNNING),
-    "error": Q(status=Run.Status.FAILED),
-    "success": Q(status=Run.Status.SUCCEEDED),
-    "timeout": Q(pk__in=[]),
-    "interrupted": Q(status__in=[Run.Status.INTERRUPTED, Run.Status.PAUSED,
-                                 Run.Status.CANCELLED], answer_waiting=False,
-                     continue_waiting=False),
+RUN_STATUSES = {  # a LangGraph run status as the run states it covers
+    name: Q(state__in=[s for s, m in states.MEANINGS.items() if m.langgraph == name])
+    for name in states.LANGGRAPH_STATUSES
 }
 
 
@@ -52,5 +47,4 @@ def metadata_match(threads: QuerySet[Thread], metadata: dict[str, Any]) -> Query
 
 def runs_with_status(runs: QuerySet[Run], status: str) -> QuerySet[Run]:
     """``runs`` whose LangGraph status is ``status`` (a key of :data:`RUN_STATUSES`)."""
-    assert hasattr(runs, "with_unsettled")
-    return runs.with_unsettled().filter(RUN_STATUSES[status])  # type: ignore[attr-defined]
+    return runs.filter(RUN_STATUSES[status])

@@ -11,12 +11,13 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, Subquery
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
 from dashboard.checkpoints import config_of, graph_for
-from dashboard.models import Run, RunQuerySet, Thread
+from dashboard.models import Run, Thread
+from dashboard.runs import states
 from dashboard.runs.jsonsafe import to_jsonable
 from dashboard.runs.outcome import run_outcome
 from planner.questions import review_request
@@ -24,18 +25,6 @@ from planner.registry import GraphSpec, get_graph
 
 STARTED_AT = datetime.now(UTC)
 """When this process registered its graphs: an assistant's created_at."""
-
-RUN_STATUS = {
-    Run.Status.QUEUED: "pending",
-    Run.Status.RUNNING: "running",
-    Run.Status.INTERRUPTED: "interrupted",
-    Run.Status.PAUSED: "interrupted",
-    Run.Status.SUCCEEDED: "success",
-    Run.Status.FAILED: "error",
-    Run.Status.CANCELLED: "interrupted",
-}
-"""A Planwatch run's status as a LangGraph run status (a cancelled run is "interrupted")."""
-
 
 def iso(value: datetime | None) -> str | None:
     """A timestamp as LangGraph's server writes it."""
@@ -53,27 +42,14 @@ def assistant(spec: GraphSpec) -> dict[str, Any]:
     }
 
 
-def with_unsettled(runs: QuerySet[Run]) -> QuerySet[Run]:
-    """``runs`` with whether an answer or a continue waits for an executor, read in the
-    same statement as their status (:meth:`~dashboard.models.RunQuerySet.with_unsettled`)."""
-    assert isinstance(runs, RunQuerySet), runs
-    return runs.with_unsettled()
-
-
-def unsettled(run: Run) -> bool:
-    """An answer or a continue was recorded but no executor has taken the run up yet
-    (exact for a run read through :func:`with_unsettled`): :meth:`Run.is_unsettled`."""
-    return run.is_unsettled()
-
-
 def busy(run: Run | None) -> bool:
     """Whether the run executes, waits to, or is about to resume (:meth:`Run.is_busy`)."""
     return run is not None and run.is_busy()
 
 
 def run_status(run: Run) -> str:
-    """The LangGraph status of a run, counting a recorded answer as running."""
-    return "pending" if unsettled(run) else RUN_STATUS[Run.Status(run.status)]
+    """The LangGraph status of a run (an answer or a continue not yet taken up: pending)."""
+    return states.meaning(run.state).langgraph
 
 
 def latest_runs(threads: Sequence[Thread]) -> dict[Any, Run]:
@@ -82,7 +58,7 @@ def latest_runs(threads: Sequence[Thread]) -> dict[Any, Run]:
                       .values("id")[:1])
     ids = (Thread.objects.filter(id__in=[t.id for t in threads]).annotate(latest=latest)
            .values_list("latest", flat=True))
-    runs = with_unsettled(Run.objects.filter(id__in=[i for i in ids if i is not None]))
+    runs = Run.objects.filter(id__in=[i for i in ids if i is not None])
     return {run.conversation_id: run for run in runs}
 
 

@@ -326,8 +326,7 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
                   ) -> AsyncIterator[tuple[bytes, int | None]]:
     """The stream's SSE parts, each with the seq it carries (None: no id)."""
     maker: PartMaker | None = None
-    # status and pending answers read in one statement (see shapes.with_unsettled)
-    runs = shapes.with_unsettled(Run.objects.all())
+    runs = Run.objects.all()
     async for step in follow(run_id, after, until=_stopped, runs=runs):
         if maker is None:  # the first step is read from the log
             if step.run is None:

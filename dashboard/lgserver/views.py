@@ -510,7 +510,7 @@ class RunsView(LangGraphView):
 
     def get(self, request: Request, thread_id: str) -> Response:
         thread = thread_of(thread_id)
-        runs = thread.runs.with_unsettled().order_by("-created_at", "-id")
+        runs = thread.runs.order_by("-created_at", "-id")
         status = request.query_params.get("status")
         if status:
             if status not in search.RUN_STATUSES:

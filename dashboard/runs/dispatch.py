@@ -22,7 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.models import Run
-from dashboard.runs import store
+from dashboard.runs import states, store
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.execute import Executor, ExecutorHealth
 from planner.registry import all_graphs
@@ -102,15 +102,15 @@ def dispatch_queued_after(run_id: UUID) -> None:
     it (LangGraph's multitask "enqueue") and those whose claim found it running (one run
     of a thread executes at a time); each claim checks again."""
     thread = Run.objects.filter(id=run_id).values_list("conversation_id", flat=True).first()
-    waiting = Q(waits_for_id=run_id, status=Run.Status.QUEUED)
+    waiting = Q(waits_for_id=run_id, state=Run.State.QUEUED)
     if thread is not None:
-        waiting |= Q(conversation_id=thread, status=Run.Status.QUEUED)
+        waiting |= Q(conversation_id=thread, state=Run.State.QUEUED)
     for queued in Run.objects.filter(waiting).order_by("created_at").values_list(
             "id", flat=True):
         dispatch(queued, "start")
     if thread is not None:  # an answer recorded while another run of the thread executed
-        for answered in Run.objects.filter(conversation_id=thread).busy().filter(
-                status=Run.Status.INTERRUPTED).values_list("id", flat=True):
+        for answered in Run.objects.filter(conversation_id=thread, state__in=list(
+                states.RESUME.moves)).values_list("id", flat=True):
             dispatch(answered, "resume")
 
 
@@ -132,7 +132,7 @@ def recover_stale(*, include_queued: bool = False) -> list[UUID]:
     for run_id in ids:
         dispatch(run_id, "recover")
     if include_queued:
-        for run_id in Run.objects.filter(status=Run.Status.QUEUED, graph__in=known
+        for run_id in Run.objects.filter(state=Run.State.QUEUED, graph__in=known
                                          ).values_list("id", flat=True):
             dispatch(run_id, "start")
     return ids

@@ -466,7 +466,7 @@ def is_paused(state: Any) -> bool:
 
 async def apause(writer: EventWriter, *, state: Any, translator: StreamTranslator) -> None:
     """The graph waits for answers: record its questions, nobody holds the run meanwhile."""
-    await writer.afinish(status=Run.Status.INTERRUPTED, pending=pending_from(state, translator))
+    await writer.afinish(status=Run.State.INTERRUPTED, pending=pending_from(state, translator))
 
 
 async def ahalt(writer: EventWriter, *, state: Any, translator: StreamTranslator,
@@ -476,14 +476,14 @@ async def ahalt(writer: EventWriter, *, state: Any, translator: StreamTranslator
                 "payload": {"before": list(state.next), "after": after}})
     if not after and state.next:
         writer.current_node = state.next[0]
-    await writer.afinish(status=Run.Status.PAUSED)
+    await writer.afinish(status=Run.State.PAUSED)
 
 
 async def asucceed(writer: EventWriter, *, spec: GraphSpec, values: Any) -> Any:
     """The graph reached its end: the run's output is what its graph picks from the state."""
     output = to_jsonable(spec.output_of(values))
     writer.add({"kind": Kind.RUN_SUCCEEDED, "payload": {"output": output}})
-    await writer.afinish(status=Run.Status.SUCCEEDED, output=output)
+    await writer.afinish(status=Run.State.SUCCEEDED, output=output)
     return output
 
 
@@ -491,7 +491,7 @@ async def afail(writer: EventWriter, exc: BaseException) -> None:
     """A node raised (or the executor could not go on): the run fails with the error."""
     message = f"{type(exc).__name__}: {exc}"
     writer.add({"kind": Kind.RUN_FAILED, "payload": {"error": message}})
-    await writer.afinish(status=Run.Status.FAILED, error=(message, traceback.format_exc()),
+    await writer.afinish(status=Run.State.FAILED, error=(message, traceback.format_exc()),
                          cancel_interrupts=True)
 
 
@@ -499,4 +499,4 @@ async def acancel(writer: EventWriter) -> None:
     """An operator cancelled the run: it stops at this node boundary (the event says who)."""
     by = await acancelled_by(writer.run.id)
     writer.add({"kind": Kind.RUN_CANCELLED, "payload": {"reason": "cancelled", "by": by}})
-    await writer.afinish(status=Run.Status.CANCELLED, cancel_interrupts=True)
+    await writer.afinish(status=Run.State.CANCELLED, cancel_interrupts=True)

@@ -56,7 +56,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Interrupt, InterruptGroup, Run, RunEvent, Thread
-from dashboard.runs import instruments
+from dashboard.runs import instruments, states
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.doorbells import SUMMARY_FIELDS
 from dashboard.runs.orm import database_sync_to_async, relax_commit, relaxed_commits
@@ -67,7 +67,7 @@ from planner.spec import answer_groups
 transitions_log = logging.getLogger("planwatch.transitions")
 
 Kind = RunEvent.Kind
-Status = Run.Status
+State = states.State
 Statement = tuple[str, list[Any]]
 
 Batch = tuple[Run, list[dict[str, Any]], str]
@@ -112,12 +112,14 @@ def next_seq(run: Run) -> int:
     return run.last_seq + 1
 
 
-def claim(*, owner: str, now: datetime) -> Fields:
-    """An executor takes the run (start, resume or recover): it is running and heart-beats.
+def claim(transition: states.Transition, *, current: str, owner: str, now: datetime
+          ) -> Fields:
+    """An executor takes the run in state ``current`` (start, resume, go on or recover):
+    it is running and heart-beats.
 
     It reads the breakpoints as they are now, so an earlier change needs no applying.
     """
-    return {"status": Status.RUNNING, "owner": owner, "heartbeat_at": now,
+    return {"state": states.move(current, transition), "owner": owner, "heartbeat_at": now,
             "started_at": FirstSet(now), "breakpoints_changed": False}
 
 
@@ -175,21 +177,23 @@ def rollups_after(run: Run, rows: list[dict[str, Any]]) -> Fields:
     return vars(totals).copy()
 
 
-def pause(*, now: datetime, last_seq: int | None = None, current_node: str = "",
+def pause(*, current: str, now: datetime, last_seq: int | None = None, current_node: str = "",
           calls: Fields | None = None) -> Fields:
     """The graph waits for an operator's answer: nobody holds the run meanwhile."""
     return {**progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls),
-            "status": Status.INTERRUPTED, "owner": ""}
+            "state": states.move(current, states.ASK), "owner": ""}
 
 
-def finish(*, status: str, now: datetime, last_seq: int | None = None, current_node: str = "",
-           output: Any = None, error: tuple[str, str] | None = None,
+def finish(*, status: str, current: str, now: datetime, last_seq: int | None = None,
+           current_node: str = "", output: Any = None, error: tuple[str, str] | None = None,
            calls: Fields | None = None) -> Fields:
     """The run ends (succeeded, failed or cancelled), with its output or its error."""
-    if status not in Run.FINISHED:
-        raise ValueError(f"{status!r} is not a final status; use one of {Run.FINISHED}")
+    if status not in states.ENDS:
+        raise ValueError(f"{status!r} is not a final state; use one of "
+                         f"{', '.join(states.ENDS)}")
     fields = {**progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls),
-              "status": status, "finished_at": now, "owner": "", "cancel_requested": False}
+              "state": states.move(current, states.ENDS[State(status)]), "finished_at": now,
+              "owner": "", "cancel_requested": False}
     if output is not None:
         fields["output"] = output
     if error is not None:
@@ -197,34 +201,47 @@ def finish(*, status: str, now: datetime, last_seq: int | None = None, current_n
     return fields
 
 
-def halt(*, now: datetime, last_seq: int | None = None, current_node: str = "",
+def halt(*, current: str, now: datetime, last_seq: int | None = None, current_node: str = "",
          calls: Fields | None = None) -> Fields:
     """The graph stopped at a breakpoint (or after a step): nobody holds the run meanwhile."""
     return {**progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls),
-            "status": Status.PAUSED, "owner": "", "step_once": False,
+            "state": states.move(current, states.HALT), "owner": "", "step_once": False,
             "breakpoints_changed": False}
 
 
-def stop(*, status: str, now: datetime, last_seq: int | None = None, current_node: str = "",
-         output: Any = None, error: tuple[str, str] | None = None,
+def stop(*, status: str, current: str, now: datetime, last_seq: int | None = None,
+         current_node: str = "", output: Any = None, error: tuple[str, str] | None = None,
          calls: Fields | None = None) -> Fields:
-    """Where an execution leaves the run: paused (interrupted) or finished."""
-    if status == Status.INTERRUPTED:
-        return pause(now=now, last_seq=last_seq, current_node=current_node, calls=calls)
-    if status == Status.PAUSED:
-        return halt(now=now, last_seq=last_seq, current_node=current_node, calls=calls)
-    return finish(status=status, now=now, last_seq=last_seq, current_node=current_node,
-                  output=output, error=error, calls=calls)
+    """Where an execution leaves the run (in state ``current``): waiting for an answer,
+    paused at a breakpoint, or finished (``status``: one of :data:`states.STOPS`)."""
+    moved: dict[str, Any] = {"current": current, "now": now, "last_seq": last_seq,
+                             "current_node": current_node, "calls": calls}
+    if status == State.INTERRUPTED:
+        return pause(**moved)
+    if status == State.PAUSED:
+        return halt(**moved)
+    return finish(status=status, output=output, error=error, **moved)
+
+
+def answer(*, current: str) -> Fields:
+    """An operator answered one of the run's questions: it is about to resume (or takes
+    the answer up when it next asks, if it runs on)."""
+    return {"state": states.move(current, states.ANSWER)}
+
+
+def continue_run(*, current: str, now: datetime, last_seq: int, step: bool) -> Fields:
+    """An operator continued a paused run (``step``: for one super-step, then it pauses
+    again), recorded at ``last_seq``: it is about to go on."""
+    fields = {**progress(now=now, last_seq=last_seq),
+              "state": states.move(current, states.CONTINUE)}
+    if step:
+        fields["step_once"] = True
+    return fields
 
 
 def set_breakpoints(*, before: list[str], after: list[str], held: bool) -> Fields:
     """New breakpoints; an executor that holds the run applies them at its next boundary."""
     return {"interrupt_before": before, "interrupt_after": after, "breakpoints_changed": held}
-
-
-def request_step() -> Fields:
-    """The next execution runs one super-step, then pauses again."""
-    return {"step_once": True}
 
 
 def request_cancel(*, by: str = "") -> Fields:
@@ -234,49 +251,37 @@ def request_cancel(*, by: str = "") -> Fields:
 
 # -- the thread's status ----------------------------------------------------------------
 
-THREAD_STATUS = {
-    Status.QUEUED: Thread.Status.BUSY,
-    Status.RUNNING: Thread.Status.BUSY,
-    Status.INTERRUPTED: Thread.Status.INTERRUPTED,
-    Status.PAUSED: Thread.Status.INTERRUPTED,
-    Status.FAILED: Thread.Status.ERROR,
-    Status.SUCCEEDED: Thread.Status.IDLE,
-    Status.CANCELLED: Thread.Status.IDLE,
-}
-"""The status a LangGraph thread takes when its latest run takes a status (an answer or a
-continue recorded and not yet taken up makes it busy: :data:`UNSETTLED`)."""
+THREAD_STATUS = {state: meaning.thread for state, meaning in states.MEANINGS.items()}
+"""The status a LangGraph thread takes when its latest run takes a state."""
 
-QUEUED_THREAD = THREAD_STATUS[Status.QUEUED]
+QUEUED_THREAD = THREAD_STATUS[State.QUEUED]
 """A thread with a new run (started, forked or enqueued on it)."""
-
-UNSETTLED = Thread.Status.BUSY
-"""A thread whose run has an answer or a continue recorded that no executor took up yet."""
 
 
 def thread_status(fields: Fields) -> str | None:
     """The thread status a transition's ``fields`` give its run's thread (None: unchanged)."""
-    status = fields.get("status")
-    return None if status is None else THREAD_STATUS[Status(status)]
+    state = fields.get("state")
+    return None if state is None else THREAD_STATUS[State(state)]
 
 
 def log_transition(run_id: Any, fields: Fields, *, graph: str = "") -> None:
-    """One log record (``planwatch.transitions``, INFO) for a change of a run's status that
+    """One log record (``planwatch.transitions``, INFO) for a change of a run's state that
     was written: with ``PLANWATCH_LOG_FORMAT=json`` one JSON line carrying the run id."""
-    status = fields.get("status")
-    if status is None or not transitions_log.isEnabledFor(logging.INFO):
+    state = fields.get("state")
+    if state is None or not transitions_log.isEnabledFor(logging.INFO):
         return
-    extra: dict[str, Any] = {"run_id": str(run_id), "status": str(status)}
+    extra: dict[str, Any] = {"run_id": str(run_id), "status": str(state)}
     if graph:
         extra["graph"] = graph
     if fields.get("owner"):
         extra["owner"] = fields["owner"]
-    transitions_log.info("run %s %s", run_id, status, extra=extra)
+    transitions_log.info("run %s %s", run_id, state, extra=extra)
 
 
 def apply_to(run: Run, fields: Fields) -> None:
-    """Mirror ``fields`` on an in-memory ``run`` (after they were written), and log a change
-    of its status."""
-    if fields.get("status") not in (None, run.status) or "owner" in fields:
+    """Mirror ``fields`` on an in-memory ``run`` (after they were written), its status as
+    the database derives it included, and log a change of its state."""
+    if fields.get("state") not in (None, run.state) or "owner" in fields:
         log_transition(run.id, fields, graph=run.graph)
     for name, value in fields.items():
         if isinstance(value, FirstSet):
@@ -284,6 +289,8 @@ def apply_to(run: Run, fields: Fields) -> None:
                 setattr(run, name, value.value)
         else:
             setattr(run, name, value)
+    if "state" in fields:
+        run.status = states.status_of(run.state)
 
 
 # -- the SQL of the fast path ------------------------------------------------------------
@@ -350,14 +357,20 @@ PROGRESS = {
 (:data:`ROLLUPS`) and its heartbeat (parameters: heartbeat_at,
 one JSON array of ``{id, last_seq, current_node, <rollups>}``)."""
 
-CLAIM_FIELDS = ("status", "owner", "heartbeat_at", "started_at", "breakpoints_changed")
+CLAIM_FIELDS = ("state", "owner", "heartbeat_at", "started_at", "breakpoints_changed")
 """The fields :func:`claim` sets, in :data:`CLAIM`'s order."""
+
+
+def _among(states_: tuple[str, ...] | Any) -> str:
+    """A SQL list of state values (the table's own, never a client's)."""
+    return ", ".join(f"'{State(s).value}'" for s in states_)
+
 
 CLAIM = """
     UPDATE dashboard_run
-    SET status = {mark}, owner = {mark}, heartbeat_at = {mark},
+    SET state = {mark}, owner = {mark}, heartbeat_at = {mark},
         started_at = COALESCE(started_at, {mark}), breakpoints_changed = {mark}
-    WHERE id = {mark} AND status = 'queued'
+    WHERE id = {mark} AND state IN (""" + _among(states.START.moves) + """)
       AND (owner = '' OR owner = {mark} OR heartbeat_at < {mark})
       -- a fork copies its parent's state first: the ORM path
       AND parent_id IS NULL
@@ -365,12 +378,13 @@ CLAIM = """
       -- one stops); the constraint run_one_running_per_thread settles a race
       AND NOT EXISTS (SELECT 1 FROM dashboard_run AS sibling
                       WHERE sibling.conversation_id = dashboard_run.conversation_id
-                        AND sibling.status = 'running' AND sibling.id <> dashboard_run.id)
+                        AND sibling.state = 'running' AND sibling.id <> dashboard_run.id)
       {lock_thread}
     RETURNING graph, thread_id, input, current_node, last_seq, started_at, interrupt_before,
               interrupt_after, step_once, configurable, context, recursion_limit
 """
-"""Take a queued run (parameters: the claim's :data:`CLAIM_FIELDS`, run id, owner, stale)."""
+"""Take a queued run (:data:`states.START`; parameters: the claim's :data:`CLAIM_FIELDS`,
+run id, owner, stale)."""
 
 WITHDRAW_QUESTIONS = """
     UPDATE dashboard_interrupt SET status = 'cancelled'
@@ -382,14 +396,14 @@ SET_THREAD_STATUS = """
     UPDATE dashboard_thread SET status = CASE
         WHEN EXISTS (SELECT 1 FROM dashboard_run AS queued
                      WHERE queued.conversation_id = dashboard_thread.id
-                       AND queued.status = 'queued' AND queued.waits_for_id IS NOT NULL
+                       AND queued.state = 'queued' AND queued.waits_for_id IS NOT NULL
                        AND queued.id <> {mark}) THEN 'busy'
         ELSE {mark} END
     WHERE id = (SELECT conversation_id FROM dashboard_run WHERE id = {mark})
       AND NOT EXISTS (SELECT 1 FROM dashboard_run AS this, dashboard_run AS newer
                       WHERE this.id = {mark} AND newer.conversation_id = this.conversation_id
                         AND newer.created_at > this.created_at
-                        AND NOT (newer.status = 'queued' AND newer.waits_for_id IS NOT NULL))
+                        AND NOT (newer.state = 'queued' AND newer.waits_for_id IS NOT NULL))
 """
 """How a run's new status reaches its thread, on both paths (parameters: run id, thread
 status, run id, run id): the thread takes it only from its latest run (runs enqueued
@@ -495,13 +509,11 @@ def set_thread_status(run_id: Any, status: str) -> None:
 def settle_thread(thread_id: Any) -> None:
     """A thread whose latest run was deleted takes the status of its latest remaining run
     (runs enqueued behind another aside), or is idle with none."""
-    latest = (Run.objects.filter(conversation_id=thread_id)
-              .exclude(status=Run.Status.QUEUED, waits_for__isnull=False)
-              .order_by("-created_at").first())
+    latest = Run.objects.filter(conversation_id=thread_id).latest_first().first()
     if latest is None:
         Thread.objects.filter(id=thread_id).update(status=Thread.Status.IDLE)
     else:
-        set_thread_status(latest.id, THREAD_STATUS[Run.Status(latest.status)])
+        set_thread_status(latest.id, THREAD_STATUS[State(latest.state)])
 
 
 def _ask_groups(interrupt: Interrupt, graph: str) -> None:
@@ -533,15 +545,17 @@ def awrite_orm(run: Run, rows: list[dict[str, Any]], current_node: str,
     last_seq = rows[-1]["seq"] if rows else None
     calls = rollups_after(run, rows)
     if status := final.get("status"):
-        fields = stop(status=status, now=now, last_seq=last_seq, current_node=current_node,
-                      output=final.get("output"), error=final.get("error"), calls=calls)
+        fields = stop(status=status, current=run.state, now=now, last_seq=last_seq,
+                      current_node=current_node, output=final.get("output"),
+                      error=final.get("error"), calls=calls)
     else:
         fields = progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls)
+    pending = final.get("pending")
     with transaction.atomic():
         relax_commit()
+        if pending is not None:  # an answer recorded meanwhile waits on the run's row
+            lock_run(run.id)
         RunEvent.objects.bulk_create([RunEvent(run_id=run.id, **row) for row in rows])
-        apply(run.id, fields)
-        pending = final.get("pending")
         for item in pending or ():
             asked, new = Interrupt.objects.get_or_create(
                 run_id=run.id, interrupt_id=item["interrupt_id"],
@@ -553,6 +567,10 @@ def awrite_orm(run: Run, rows: list[dict[str, Any]], current_node: str,
             Interrupt.objects.filter(run_id=run.id, status=Interrupt.Status.PENDING).exclude(
                 interrupt_id__in=[i["interrupt_id"] for i in pending]
             ).update(status=Interrupt.Status.CANCELLED)
+            # answered while it ran on: it asks, and is about to resume with the answer
+            if Interrupt.objects.unconsumed().filter(run_id=run.id).exists():
+                fields.update(answer(current=fields["state"]))
+        apply(run.id, fields)
         if final.get("cancel_interrupts"):
             withdraw_questions(run.id)
         values: dict[str, Any] = Run.objects.values(*SUMMARY_FIELDS).get(id=run.id)
@@ -629,24 +647,26 @@ def aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
         if run is None:
             return None
         answers: list[Answer] = []
-        if run.status != Run.Status.RUNNING and sibling_running(run):
+        if run.state != State.RUNNING and sibling_running(run):
             return None  # dispatched again when that run stops
-        if run.status == Run.Status.QUEUED and mode == "start":
+        if run.allows(states.START) and mode == "start":
             if run.waits_for_id is not None and not _take_turn(run):
                 return None  # enqueued behind a run of its thread that has not stopped
+            transition = states.START
             kind = Kind.RUN_FORKED if run.parent_id else Kind.RUN_STARTED
-        elif run.status == Run.Status.PAUSED and mode == "continue":
-            kind = Kind.RUN_RESUMED
-        elif run.status == Run.Status.RUNNING and run.owner != owner:
+        elif run.allows(states.GO_ON) and mode == "continue":
+            transition, kind = states.GO_ON, Kind.RUN_RESUMED
+        elif run.allows(states.RECOVER) and run.owner != owner:
+            transition = states.RECOVER
             kind = Kind.RUN_RECOVERED  # its executor died (stale heartbeat)
-        elif run.status == Run.Status.INTERRUPTED:
+        elif run.allows(states.RESUME):
             answers = _take_answers(run)
             if not answers:
                 return None  # nothing to resume with yet
-            kind = Kind.RUN_RESUMED
+            transition, kind = states.RESUME, Kind.RUN_RESUMED
         else:
             return None
-        fields = claim(owner=owner, now=now)
+        fields = claim(transition, current=run.state, owner=owner, now=now)
         apply(run.id, fields)
         apply_to(run, fields)
         if kind in (Kind.RUN_STARTED, Kind.RUN_FORKED):  # a fresh run: no checkpoints yet
@@ -802,7 +822,7 @@ class RunStore:
                             stale: datetime) -> Run | None:
         """Take a queued run in one conditional UPDATE; None if it is not queued and free
         (heart-beating since ``stale``)."""
-        fields = claim(owner=owner, now=now)
+        fields = claim(states.START, current=State.QUEUED, owner=owner, now=now)
         assert tuple(fields) == CLAIM_FIELDS, "claim and CLAIM disagree"
         params = [*self._params(fields), self._prep("id", run_id), owner,
                   self._prep("heartbeat_at", stale)]
@@ -870,7 +890,8 @@ class RunStore:
                 with instruments.event_write(len(rows)):
                     return await awrite_orm(run, rows, current_node, final)
         fields = stop(
-            status=final["status"], now=now, last_seq=rows[-1]["seq"] if rows else None,
+            status=final["status"], current=run.state, now=now,
+            last_seq=rows[-1]["seq"] if rows else None,
             current_node=current_node, output=final.get("output"), error=final.get("error"),
             calls=rollups_after(run, rows))
         statements: list[Statement] = []

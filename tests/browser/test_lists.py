@@ -32,13 +32,13 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(path).replace(".png", "-screen.png"))
 
 
-def stored(goal: str, *, status: str = Run.Status.SUCCEEDED, created: datetime = T0,
+def stored(goal: str, *, state: str = Run.State.SUCCEEDED, created: datetime = T0,
            took: float = 12.0) -> Run:
     run = Run.objects.create(graph="acquisition", thread_id=f"{uuid.uuid4()}:planner",
-                             status=status, input={"goal": goal})
+                             state=state, input={"goal": goal})
     Run.objects.filter(id=run.id).update(
         created_at=created, started_at=created,
-        finished_at=created + timedelta(seconds=took) if status != "interrupted" else None)
+        finished_at=created + timedelta(seconds=took) if state != "interrupted" else None)
     return run
 
 
@@ -53,7 +53,7 @@ def test_the_runs_list_is_searched_filtered_sorted_and_kept_in_the_address(
     porto = stored("E-bike rentals in Porto", took=600)
     porto_short = stored("Porto coffee carts", created=T0 + timedelta(days=1), took=4)
     lisbon = stored("Ferries of Lisbon", created=T0 + timedelta(days=2),
-                    status=Run.Status.INTERRUPTED)
+                    state=Run.State.INTERRUPTED)
     login(page, live_server_url, "olga", "pw-olga-1234")
     expect(page.locator(f"#run-{lisbon.id}-status")).to_have_text("Waiting for you")
     no_overflow(page)

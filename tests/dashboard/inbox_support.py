@@ -22,7 +22,7 @@ def waiting(n: int, payload: dict, *, graph: str = "acquisition", goal: str = "B
     longest ago, a second apart), their goals ``"<goal> <i>"``."""
     now = timezone.now()
     runs = [Run(id=(rid := uuid.uuid4()), graph=graph, thread_id=f"{rid}:planner",
-                status=Run.Status.INTERRUPTED, input={"goal": f"{goal} {i}"},
+                state=Run.State.INTERRUPTED, input={"goal": f"{goal} {i}"},
                 created_by=user, conversation=Thread(id=rid, graph=graph, created_by=user))
             for i in range(n)]
     Thread.objects.bulk_create([r.conversation for r in runs])

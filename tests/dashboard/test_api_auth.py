@@ -38,7 +38,7 @@ EVERY_ENDPOINT = [
 def pending(operator) -> Interrupt:
     """A queued run with one pending interrupt (no executor involved)."""
     run = Run.objects.create(graph="acquisition", thread_id=f"{uuid.uuid4()}:planner",
-                             status=Run.Status.INTERRUPTED, created_by=operator)
+                             state=Run.State.INTERRUPTED, created_by=operator)
     return Interrupt.objects.create(run=run, interrupt_id="i-1", node="ask_user",
                                     payload={"field": "core.region"})
 

@@ -28,8 +28,8 @@ def asked(run: Run, interrupt_id: str = "i-1", status=Interrupt.Status.PENDING) 
                                     payload={"field": "core.region"}, status=status)
 
 
-def make_run(graph: str = "acquisition", status=Run.Status.INTERRUPTED) -> Run:
-    return Run.objects.create(graph=graph, thread_id=f"{uuid.uuid4()}:planner", status=status)
+def make_run(graph: str = "acquisition", state=Run.State.INTERRUPTED) -> Run:
+    return Run.objects.create(graph=graph, thread_id=f"{uuid.uuid4()}:planner", state=state)
 
 
 @pytest.mark.django_db

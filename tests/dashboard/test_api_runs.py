@@ -27,8 +27,8 @@ def post(client: Client, path: str, data) -> object:
     return client.post(path, json.dumps(data), content_type="application/json")
 
 
-def make_run(user=None, graph="acquisition", status=Run.Status.SUCCEEDED) -> Run:
-    return Run.objects.create(graph=graph, thread_id=f"{uuid.uuid4()}:planner", status=status,
+def make_run(user=None, graph="acquisition", state=Run.State.SUCCEEDED) -> Run:
+    return Run.objects.create(graph=graph, thread_id=f"{uuid.uuid4()}:planner", state=state,
                               created_by=user)
 
 
@@ -170,7 +170,7 @@ def test_retrieve_a_run_and_404_for_unknown_or_malformed_ids(api, operator):
 
 
 def test_cancel_a_queued_run_then_a_second_cancel_is_a_409(api, operator):
-    run = make_run(operator, status=Run.Status.QUEUED)
+    run = make_run(operator, state=Run.State.QUEUED)
     response = api.post(f"/api/runs/{run.id}/cancel/")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     assert run.events.get().kind == RunEvent.Kind.RUN_CANCELLED

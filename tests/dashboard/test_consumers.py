@@ -203,7 +203,7 @@ def test_a_status_doorbell_redraws_the_header_from_what_it_carries(transactional
 
     started = timezone.now()
     run = Run.objects.create(graph="test.echo", thread_id="told:planner", created_by=operator,
-                             status=Run.Status.RUNNING, started_at=started)
+                             state=Run.State.RUNNING, started_at=started)
 
     async def scenario():
         comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=0")
@@ -286,7 +286,7 @@ def test_rows_whose_doorbell_never_rang_arrive_from_the_log(transactional_db, op
     from dashboard.models import Run, RunEvent
 
     run = Run.objects.create(graph="test.echo", thread_id="quiet:planner",
-                             status=Run.Status.RUNNING, created_by=operator)
+                             state=Run.State.RUNNING, created_by=operator)
 
     async def scenario():
         comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=0")
@@ -387,7 +387,8 @@ def test_a_queued_run_hears_its_place_in_the_line_move(transactional_db, operato
         for n in range(3))
 
     def started(run: Run) -> dict:
-        store.apply(run.id, store.claim(owner="elsewhere", now=timezone.now()))
+        store.apply(run.id, store.claim(store.states.START, current="queued", owner="elsewhere",
+                                        now=timezone.now()))
         return {"type": "run.changed", "run": broadcast.run_summary(
             Run.objects.values(*broadcast.SUMMARY_FIELDS).get(id=run.id))}
 
@@ -428,7 +429,7 @@ def test_the_runs_lists_duration_ticks_while_a_run_goes_and_stops_when_it_ends(
 
     started = timezone.now() - timezone.timedelta(seconds=30)
     run = Run.objects.create(graph="test.echo", thread_id="clock:planner", created_by=operator,
-                             status=Run.Status.RUNNING, started_at=started)
+                             state=Run.State.RUNNING, started_at=started)
     client = Client()
     client.force_login(operator)
     page = client.get("/").content.decode()

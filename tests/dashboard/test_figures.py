@@ -64,7 +64,7 @@ def test_an_unanswered_question_is_a_visible_wait_that_grows_with_the_clock(oper
            .add(1.2, "interrupt_raised", "ask_user", "t2", step=2,
                 payload={"interrupt_id": "i1"}))
     run = stored_run(operator, log)
-    Run.objects.filter(id=run.id).update(status=Run.Status.INTERRUPTED, finished_at=None)
+    Run.objects.filter(id=run.id).update(state=Run.State.INTERRUPTED, finished_at=None)
     client.force_login(operator)
     page = client.get(f"/runs/{run.id}/").content.decode()
     header = page[page.index('id="trace-live"'):page.index('id="trace-actions"')]
@@ -88,7 +88,7 @@ def test_the_header_and_the_waterfall_tick_the_open_wait_from_the_same_moment(op
            .add(1.2, "interrupt_raised", "ask_user", "t2", step=2,
                 payload={"interrupt_id": "i1"}))
     run = stored_run(operator, log)
-    Run.objects.filter(id=run.id).update(status=Run.Status.INTERRUPTED, finished_at=None)
+    Run.objects.filter(id=run.id).update(state=Run.State.INTERRUPTED, finished_at=None)
     client.force_login(operator)
     page = client.get(f"/runs/{run.id}/").content.decode()
     head = re.search(r'id="trace-waiting" class="nowrap" data-started="([^"]+)"', page)

@@ -23,7 +23,7 @@ AUDIENCE = {"field": "5", "prompt": "Who is the audience of the briefing?", "kin
 
 def asking(*payloads, graph: str = "acquisition") -> tuple[Run, list[Interrupt]]:
     run = Run.objects.create(graph=graph, thread_id=f"{uuid.uuid4()}:planner",
-                             status=Run.Status.INTERRUPTED, input={"goal": "Bikes in Porto"})
+                             state=Run.State.INTERRUPTED, input={"goal": "Bikes in Porto"})
     return run, [ask(run, p) for p in payloads]
 
 

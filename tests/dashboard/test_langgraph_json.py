@@ -112,7 +112,7 @@ def test_the_start_form_is_generated_from_the_input_schema(registered, operator)
 @pytest.mark.django_db
 def test_a_question_asked_as_plain_text_is_answered_with_text():
     run = Run.objects.create(graph="orders", thread_id=f"{uuid.uuid4()}:planner",
-                             status=Run.Status.INTERRUPTED)
+                             state=Run.State.INTERRUPTED)
     plain = Interrupt.objects.create(run=run, interrupt_id="a", payload="Which city?")
     form = InterruptAnswerForm({f"i{plain.pk}-answer": "Paris"}, interrupt=plain)
     assert form.widget == "text" and form.fields["answer"].label == "Which city?"

@@ -23,12 +23,12 @@ pytestmark = [pytest.mark.pg, pytest.mark.django_db]
 T0 = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
 
 
-def make_run(goal: str = "", *, graph: str = "acquisition", status: str = Run.Status.SUCCEEDED,
+def make_run(goal: str = "", *, graph: str = "acquisition", state: str = Run.State.SUCCEEDED,
              created: datetime = T0, took: float | None = 10.0, **input_values) -> Run:
     """A run stored as the engine leaves it: created (then started) at ``created``,
     finished ``took`` seconds later (None: not started yet)."""
     values = {"goal": goal, **input_values} if goal else input_values
-    run = Run.objects.create(graph=graph, thread_id=f"{uuid.uuid4()}:planner", status=status,
+    run = Run.objects.create(graph=graph, thread_id=f"{uuid.uuid4()}:planner", state=state,
                              input=values)
     started = created if took is not None else None
     finished = created + timedelta(seconds=took) if took is not None else None
@@ -74,7 +74,7 @@ def test_a_search_with_like_wildcards_matches_them_literally(signed_in):
 def test_filters_by_graph_status_and_the_days_started(signed_in):
     day1 = make_run("one", created=datetime(2026, 11, 18, 23, 59, tzinfo=UTC))
     day2 = make_run("two", created=datetime(2026, 11, 19, 0, 0, tzinfo=UTC),
-                    status=Run.Status.FAILED)
+                    state=Run.State.FAILED)
     day3 = make_run("three", graph="decomposition",
                     created=datetime(2026, 11, 20, 12, 0, tzinfo=UTC))
     assert listed(signed_in, "?since=2026-11-19")[2] == [str(day3.id), str(day2.id)]
@@ -106,7 +106,7 @@ def test_a_bad_filter_is_named_above_the_list_never_a_500(signed_in, query, word
 def test_sorting_by_duration_puts_runs_not_started_last_either_way(signed_in):
     short = make_run("short", took=5)
     long = make_run("long", took=500, created=T0 + timedelta(minutes=1))
-    waiting = make_run("queued", took=None, status=Run.Status.QUEUED,
+    waiting = make_run("queued", took=None, state=Run.State.QUEUED,
                        created=T0 + timedelta(minutes=2))
     assert listed(signed_in, "?sort=-duration")[2] == [str(long.id), str(short.id),
                                                         str(waiting.id)]
@@ -156,7 +156,7 @@ def test_live_new_rows_only_on_the_first_page_of_the_unfiltered_newest_first_lis
 
 
 def test_the_status_waiting_for_an_answer_reads_waiting_for_you(signed_in):
-    make_run("asks", status=Run.Status.INTERRUPTED)
+    make_run("asks", state=Run.State.INTERRUPTED)
     page = listed(signed_in)[1]
     assert '<span class="badge status-interrupted">Waiting for you</span>' in page
     assert '<option value="interrupted" >Waiting for you</option>' in page

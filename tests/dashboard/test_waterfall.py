@@ -198,7 +198,7 @@ def test_tokens_show_as_not_reported_and_cost_as_unknown_when_absent():
 
 def stored_run(operator, log: Log, graph: str = "acquisition") -> Run:
     run = Run.objects.create(graph=graph, thread_id=f"{uuid.uuid4()}:planner",
-                             status=Run.Status.SUCCEEDED, created_by=operator,
+                             state=Run.State.SUCCEEDED, created_by=operator,
                              started_at=T0, finished_at=T0 + timedelta(seconds=15),
                              last_seq=len(log.events))
     for e in log.events:

@@ -55,9 +55,9 @@ def thread_with_run(user, status: str, metadata=None) -> Thread:
     thread = services.thread_create(user=user, metadata=metadata or {}, graph="acquisition")
     run_id = uuid.uuid4()
     Run.objects.create(id=run_id, graph="acquisition", thread_id=f"{run_id}:planner",
-                       status=status, conversation=thread, created_by=user)
+                       state=status, conversation=thread, created_by=user)
     # what the run's transitions would have written to its thread
-    store.set_thread_status(run_id, store.THREAD_STATUS[Run.Status(status)])
+    store.set_thread_status(run_id, store.THREAD_STATUS[Run.State(status)])
     return thread
 
 
@@ -136,7 +136,7 @@ def test_run_list_filters_status_in_sql(alice):
     for status in ("succeeded", "succeeded"):
         run_id = uuid.uuid4()
         Run.objects.create(id=run_id, graph="acquisition", thread_id=f"{run_id}:planner",
-                           status=status, conversation=thread)
+                           state=status, conversation=thread)
     listed = client.get(f"/langgraph/threads/{thread.id}/runs?status=success&limit=1").json()
     assert [r["status"] for r in listed] == ["success"]  # filtered before the page was cut
     listed = client.get(f"/langgraph/threads/{thread.id}/runs?status=error").json()

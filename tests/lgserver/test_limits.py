@@ -84,7 +84,7 @@ def test_enqueued_runs_count_against_the_users_queued_runs(api, settings, operat
     limit(settings, MAX_QUEUED_RUNS_PER_USER=1)
     thread = api.post("/langgraph/threads", {}, content_type="application/json").json()
     busy = Run.objects.create(graph="test.echo", thread_id="busy:planner", created_by=operator,
-                              conversation_id=thread["thread_id"], status=Run.Status.RUNNING)
+                              conversation_id=thread["thread_id"], state=Run.State.RUNNING)
     response = api.post(f"/langgraph/threads/{thread['thread_id']}/runs",
                         {"assistant_id": "test.echo", "input": {"steps": 1},
                          "multitask_strategy": "enqueue"}, content_type="application/json")
@@ -100,7 +100,7 @@ def test_enqueued_runs_count_against_the_users_queued_runs(api, settings, operat
 def test_a_trace_socket_past_the_limit_is_closed_4429(settings, operator):
     limit(settings, MAX_STREAMS_PER_USER=1)
     run = Run.objects.create(graph="test.echo", thread_id="watched:planner",
-                             created_by=operator, status=Run.Status.RUNNING)
+                             created_by=operator, state=Run.State.RUNNING)
 
     async def scenario() -> tuple[bool, int | None, bool]:
         app = URLRouter(websocket_urlpatterns)

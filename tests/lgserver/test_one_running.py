@@ -110,7 +110,7 @@ def test_twenty_concurrent_requests_on_a_busy_thread_never_run_two_at_once(
     if strategy == "enqueue":  # every one ran, one after another
         # the busy run ended by itself or by the cancel above, whichever came first
         assert runs.exclude(id=busy["run_id"]).filter(
-            status=Run.Status.SUCCEEDED).count() == REQUESTS
+            state=Run.State.SUCCEEDED).count() == REQUESTS
     elif strategy in ("interrupt", "rollback"):  # the last one ran to its end
         assert runs.order_by("-created_at").first().status == Run.Status.SUCCEEDED
-        assert runs.filter(status=Run.Status.FAILED).count() == 0
+        assert runs.filter(state=Run.State.FAILED).count() == 0

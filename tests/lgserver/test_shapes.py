@@ -13,7 +13,6 @@ from urllib.parse import quote
 import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
-from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
@@ -21,7 +20,7 @@ from langgraph_sdk import schema as sdk_schema
 
 from dashboard import services
 from dashboard.lgserver import shapes
-from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.models import Run
 from tests.conftest import api_token, wait_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -160,28 +159,20 @@ def test_random_requests_never_give_a_server_error(api, operator):
     _fuzz(api, thread["thread_id"])
 
 
-def test_a_run_whose_answer_is_taken_between_two_reads_still_looks_busy(operator):
-    """A wait or join asks whether the run stopped: its status and its waiting answers are
-    read in one statement, so an executor's claim committed between two reads (status
-    read as interrupted, answer then read as taken) cannot make a resuming run look
-    stopped and end the wait early."""
+def test_a_run_about_to_resume_or_go_on_is_busy_and_pending(operator):
+    """An answer or a continue waiting for an executor is a state of the run, read with
+    it in one column: such a run is busy, and pending to LangGraph's clients, until an
+    executor takes it up."""
     run = Run.objects.create(graph="acquisition", thread_id=f"{uuid.uuid4()}:planner",
-                             status=Run.Status.INTERRUPTED, created_by=operator, last_seq=1)
-    RunEvent.objects.create(run=run, seq=1, kind=RunEvent.Kind.RUN_STARTED)
-    Interrupt.objects.create(run=run, interrupt_id="i-1", node="ask_user",
-                             status=Interrupt.Status.ANSWERED, answer="x",
-                             answered_at=timezone.now())
-    read = shapes.with_unsettled(Run.objects.all()).get(id=run.id)
-    # the executor's claim commits now: the answer is taken, the run runs
-    Interrupt.objects.filter(run=run).take_up("cp-1")
-    Run.objects.filter(id=run.id).update(status=Run.Status.RUNNING)
-    assert shapes.busy(read)  # as read: interrupted with an answer waiting
-    assert shapes.busy(shapes.with_unsettled(Run.objects.all()).get(id=run.id))  # running
-
-    Run.objects.filter(id=run.id).update(status=Run.Status.INTERRUPTED)
-    assert not shapes.busy(shapes.with_unsettled(Run.objects.all()).get(id=run.id))
-
-    RunEvent.objects.create(run=run, seq=2, kind=RunEvent.Kind.RUN_CONTINUED)
-    Run.objects.filter(id=run.id).update(status=Run.Status.PAUSED, last_seq=2)
-    paused = shapes.with_unsettled(Run.objects.all()).get(id=run.id)
-    assert shapes.busy(paused) and shapes.run_status(paused) == "pending"
+                             state=Run.State.RESUMING, created_by=operator, last_seq=1)
+    seen = {}
+    for state in (Run.State.RESUMING, Run.State.RUNNING, Run.State.INTERRUPTED,
+                  Run.State.CONTINUING, Run.State.PAUSED):
+        Run.objects.filter(id=run.id).update(state=state)
+        read = Run.objects.get(id=run.id)
+        seen[str(state)] = (shapes.busy(read), shapes.run_status(read), read.status)
+    assert seen == {"resuming": (True, "pending", "interrupted"),
+                    "running": (True, "running", "running"),
+                    "interrupted": (False, "interrupted", "interrupted"),
+                    "continuing": (True, "pending", "paused"),
+                    "paused": (False, "interrupted", "paused")}

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Run, RunEvent
+from dashboard.runs import states
 from dashboard.runs.figures import Figures
 from dashboard.runs.outcome import Outcome, run_outcome
 from dashboard.runs.store import ROLLUPS, model_call
@@ -22,14 +23,8 @@ from dashboard.web.presentation.trace import run_duration
 from dashboard.web.presentation.waterfall import seconds_text
 
 Kind = RunEvent.Kind
-# The status a run has right after an event of this kind.
-STATUS_AFTER = {
-    Kind.RUN_STARTED: Run.Status.RUNNING, Kind.RUN_RESUMED: Run.Status.RUNNING,
-    Kind.RUN_RECOVERED: Run.Status.RUNNING, Kind.INTERRUPT_RAISED: Run.Status.INTERRUPTED,
-    Kind.RUN_SUCCEEDED: Run.Status.SUCCEEDED, Kind.RUN_FAILED: Run.Status.FAILED,
-    Kind.RUN_CANCELLED: Run.Status.CANCELLED, Kind.RUN_PAUSED: Run.Status.PAUSED,
-    Kind.RUN_FORKED: Run.Status.QUEUED, Kind.RUN_CONTINUED: Run.Status.QUEUED,
-}
+STATUS_AFTER = states.STATUS_AFTER
+"""The status a run has right after an event of this kind (the state machine's)."""
 
 
 def ordinal(n: int) -> str:

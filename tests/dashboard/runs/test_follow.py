@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 def test_the_looks_of_many_followers_are_one_query(monkeypatch):
     runs = [Run.objects.create(graph="test.echo", thread_id=f"look-{n}:planner", last_seq=n,
-                               status=Run.Status.RUNNING) for n in range(5)]
+                               state=Run.State.RUNNING) for n in range(5)]
     gone = str(uuid.uuid4())  # a run deleted meanwhile: its followers hear None
     reads: list[list[str]] = []
     read = follow._acursors

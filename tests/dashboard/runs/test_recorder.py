@@ -62,7 +62,8 @@ async def until(condition: Any) -> None:
 
 def _writer(sink: SlowSink | None, interval: float, digest: broadcast.RunsDigest | None = None,
             behind: WriteBehind | None = None) -> EventWriter:
-    run = Run(id=uuid.uuid4(), graph="test.echo", status=Run.Status.RUNNING)
+    run = Run(id=uuid.uuid4(), graph="test.echo", state=Run.State.RUNNING,
+              status=Run.Status.RUNNING)  # as a claim leaves it
     return EventWriter(run, next_seq=1, store=sink, interval=interval,  # type: ignore[arg-type]
                        digest=digest, behind=behind)
 
@@ -102,7 +103,7 @@ async def test_the_final_write_does_not_wait_out_the_interval_of_a_write_in_flig
     writer.flush_behind()
     await asyncio.sleep(0)
     writer.add({"kind": "run_succeeded"})
-    await asyncio.wait_for(writer.afinish(status=Run.Status.SUCCEEDED), 5)
+    await asyncio.wait_for(writer.afinish(status=Run.State.SUCCEEDED), 5)
     assert sink.writes == [([1], None), ([2], Run.Status.SUCCEEDED)]
 
 
@@ -127,7 +128,7 @@ async def test_node_moves_reach_the_runs_list_in_digests_and_status_changes_at_o
     writer.add({"kind": "node_started", "node": "synth"})
     await writer.aflush()  # a move, pending in the digest …
     writer.add({"kind": "run_succeeded"})
-    await writer.afinish(status=Run.Status.SUCCEEDED)  # … overtaken by the final status
+    await writer.afinish(status=Run.State.SUCCEEDED)  # … overtaken by the final status
     await asyncio.sleep(0.1)  # the digest's interval (0.05 s) passes: nothing more is told
     listed = [m for group, m in sent if group == broadcast.RUNS_GROUP][1:]
     assert [(m["type"], m["run"]["status"]) for m in listed] == [("run.changed", "succeeded")]
@@ -179,7 +180,7 @@ async def test_the_final_write_takes_the_events_still_waiting_for_the_next_write
     writer.add({"kind": "node_started"})
     writer.flush_behind()
     writer.add({"kind": "run_succeeded"})
-    await asyncio.wait_for(writer.afinish(status=Run.Status.SUCCEEDED), 5)
+    await asyncio.wait_for(writer.afinish(status=Run.State.SUCCEEDED), 5)
     assert sink.writes == [([1], None), ([2, 3], Run.Status.SUCCEEDED)]
 
 
@@ -222,5 +223,5 @@ async def test_a_write_that_keeps_failing_leaves_its_rows_to_the_final_write(sen
     await asyncio.sleep(0)
     assert sink.writes == [] and [r["seq"] for r in writer.buffer] == [1]
     writer.add({"kind": "run_succeeded"})
-    await asyncio.wait_for(writer.afinish(status=Run.Status.SUCCEEDED), 5)
+    await asyncio.wait_for(writer.afinish(status=Run.State.SUCCEEDED), 5)
     assert sink.writes == [([1, 2], Run.Status.SUCCEEDED)]

@@ -181,7 +181,7 @@ def test_the_final_write_ends_the_run_and_withdraws_its_questions_in_one_go(exec
     from dashboard.runs.record import EVENT_DEFAULTS
 
     run = Run.objects.create(graph="test.echo", thread_id="final-write", input={},
-                             status=Run.Status.RUNNING, owner="a", last_seq=3)
+                             state=Run.State.RUNNING, owner="a", last_seq=3)
     question = Interrupt.objects.create(run=run, interrupt_id="q1", node="ask")
     sink = _on_loop(executor, executor._aopen_saver())
     now = timezone.now()

@@ -18,12 +18,12 @@ import pytest
 from django.utils import timezone
 
 from dashboard.models import Interrupt, Run, Thread
-from dashboard.runs import store
+from dashboard.runs import states, store
 from dashboard.runs.record import EVENT_DEFAULTS
 
 pytestmark = pytest.mark.pg
 
-COLUMNS = ("status", "owner", "last_seq", "current_node", "output", "error_message",
+COLUMNS = ("state", "status", "owner", "last_seq", "current_node", "output", "error_message",
            "error_traceback", "cancel_requested", "heartbeat_at", "started_at", "finished_at")
 
 
@@ -70,20 +70,20 @@ def test_claiming_a_queued_run(executor, sink):
     assert _on_loop(executor, sink.aclaim_queued(fast.id, owner="exec-1", now=timezone.now(),
                                                  stale=timezone.now()))
     row = _same(orm, fast, moments=("heartbeat_at", "started_at"))
-    assert (row["status"], row["owner"], row["started_at"]) == ("running", "exec-1", "set")
+    assert (row["state"], row["owner"], row["started_at"]) == ("running", "exec-1", "set")
     assert row["thread status"] == "busy"
 
 
 @pytest.mark.parametrize("path", ["orm", "sql"])
 def test_a_live_owner_keeps_its_run_and_a_dead_one_loses_it(executor, sink, path):
     now = timezone.now()
-    live, dead = _pair(status="running", owner="other", heartbeat_at=now, started_at=now)
+    live, dead = _pair(state="running", owner="other", heartbeat_at=now, started_at=now)
     Run.objects.filter(id=dead.id).update(heartbeat_at=now - timedelta(hours=1))
 
     def take(run: Run) -> Any:
         if path == "orm":
             return _on_loop(executor, store.aclaim_orm(run.id, "exec-2", "recover"))
-        Run.objects.filter(id=run.id).update(status="queued")  # the fast path takes queued runs
+        Run.objects.filter(id=run.id).update(state="queued")  # the fast path takes queued runs
         return _on_loop(executor, sink.aclaim_queued(run.id, owner="exec-2", now=now,
                                                      stale=store.stale_before(now)))
 
@@ -94,26 +94,26 @@ def test_a_live_owner_keeps_its_run_and_a_dead_one_loses_it(executor, sink, path
 
 def test_recovering_a_run_of_a_dead_executor(executor, sink):
     then = timezone.now() - timedelta(hours=1)
-    orm, fast = _pair(status="running", owner="dead", heartbeat_at=then, started_at=then,
+    orm, fast = _pair(state="running", owner="dead", heartbeat_at=then, started_at=then,
                       last_seq=7, current_node="work")
     claim = _on_loop(executor, store.aclaim_orm(orm.id, "exec-3", "recover"))
     assert claim is not None and claim.kind == "run_recovered" and claim.next_seq == 8
-    _on_loop(executor, sink.aapply(fast.id, store.claim(owner="exec-3",
-                                                              now=timezone.now())))
+    _on_loop(executor, sink.aapply(fast.id, store.claim(
+        states.RECOVER, current="running", owner="exec-3", now=timezone.now())))
     row = _same(orm, fast, moments=("heartbeat_at",))
     assert (row["owner"], row["started_at"], row["last_seq"]) == ("exec-3", then, 7)
 
 
 def test_resuming_an_answered_run(executor, sink, operator):
     then = timezone.now() - timedelta(minutes=5)
-    orm, fast = _pair(status="interrupted", started_at=then, last_seq=4, current_node="ask")
+    orm, fast = _pair(state="resuming", started_at=then, last_seq=4, current_node="ask")
     Interrupt.objects.create(run=orm, interrupt_id="q", status="answered", answer="yes",
                              answered_by=operator, answered_at=timezone.now())
     claim = _on_loop(executor, store.aclaim_orm(orm.id, "exec-4", "resume"))
     assert claim is not None and claim.kind == "run_resumed"
     assert [a.answer for a in claim.answers] == ["yes"] and claim.next_seq == 5
-    _on_loop(executor, sink.aapply(fast.id, store.claim(owner="exec-4",
-                                                              now=timezone.now())))
+    _on_loop(executor, sink.aapply(fast.id, store.claim(
+        states.RESUME, current="resuming", owner="exec-4", now=timezone.now())))
     _same(orm, fast, moments=("heartbeat_at",))
 
 
@@ -129,7 +129,7 @@ FINALS = {
 @pytest.mark.parametrize("name", list(FINALS))
 def test_where_an_execution_leaves_the_run(executor, sink, name):
     now = timezone.now()
-    orm, fast = _pair(status="running", owner="exec-5", heartbeat_at=now, started_at=now,
+    orm, fast = _pair(state="running", owner="exec-5", heartbeat_at=now, started_at=now,
                       last_seq=2, cancel_requested=(name == "cancel"))
     for run in (orm, fast):
         Interrupt.objects.create(run=run, interrupt_id="q", node="ask")
@@ -140,7 +140,7 @@ def test_where_an_execution_leaves_the_run(executor, sink, name):
     _on_loop(executor, sink.astop(fast, [dict(r) for r in rows], current_node="ask", now=now,
                                    final=dict(final)))
     row = _same(orm, fast)
-    assert (row["status"], row["owner"], row["last_seq"]) == (final["status"], "", 3)
+    assert (row["state"], row["owner"], row["last_seq"]) == (final["status"], "", 3)
     assert row["thread status"] == {"pause": "interrupted", "succeed": "idle",
                                     "fail": "error", "cancel": "idle"}[name]
     assert row["cancel_requested"] is False or name == "pause"
@@ -152,13 +152,14 @@ def test_where_an_execution_leaves_the_run(executor, sink, name):
 def test_cancelling_an_idle_run_uses_the_final_transition(operator):
     from dashboard import services
 
-    run = Run.objects.create(graph="test.echo", thread_id="idle-cancel", status="interrupted",
+    run = Run.objects.create(graph="test.echo", thread_id="idle-cancel", state="interrupted",
                              last_seq=5)
     services.run_cancel(run=run, user=operator)
     run.refresh_from_db()
-    expected = store.finish(status="cancelled", now=timezone.now(), last_seq=6)
-    assert (run.status, run.owner, run.last_seq, run.cancel_requested) == (
-        expected["status"], expected["owner"], expected["last_seq"], False)
+    expected = store.finish(status="cancelled", current="interrupted", now=timezone.now(),
+                            last_seq=6)
+    assert (run.state, run.owner, run.last_seq, run.cancel_requested) == (
+        expected["state"], expected["owner"], expected["last_seq"], False)
     assert run.finished_at is not None and run.events.get().seq == 6
 
 
@@ -169,11 +170,11 @@ def test_a_thread_takes_its_status_from_its_latest_run_only(executor, sink, path
     now = timezone.now()
     thread = Thread.objects.create(status="busy")
     old, new = (Run.objects.create(graph="test.echo", thread_id=f"latest-{i}-{uuid.uuid4()}",
-                                   status=status, heartbeat_at=now, conversation=thread)
-                for i, status in enumerate(("running", "queued")))
+                                   state=state, heartbeat_at=now, conversation=thread)
+                for i, state in enumerate(("running", "queued")))
 
     def stop(run: Run, status: str) -> None:
-        fields = store.finish(status=status, now=timezone.now())
+        fields = store.finish(status=status, current="running", now=timezone.now())
         if path == "orm":
             store.apply(run.id, fields)
         else:
@@ -184,9 +185,9 @@ def test_a_thread_takes_its_status_from_its_latest_run_only(executor, sink, path
     assert thread.status == "busy"  # the newer run is the thread's
     queued = Run.objects.create(graph="test.echo", thread_id=f"latest-q-{uuid.uuid4()}",
                                 conversation=thread, waits_for=new)
-    Run.objects.filter(id=new.id).update(status="running")
+    Run.objects.filter(id=new.id).update(state="running")
     stop(new, "succeeded")
     assert thread.status == "busy"  # a run waits its turn on it
-    Run.objects.filter(id=queued.id).update(waits_for=None)
+    Run.objects.filter(id=queued.id).update(waits_for=None, state="running")
     stop(queued, "failed")
     assert thread.status == "error"
