@@ -434,7 +434,8 @@ def _waterfall(run: Run, fold: TraceFold) -> Any:
     """The run's waterfall as folded so far; an active run's open bars reach to now."""
     origin = fold.waterfall.origin
     now = (timezone.now() - origin).total_seconds() if origin and not run.is_finished else None
-    return waterfall_view(fold.waterfall, run_id=run.id, now=now, tasks=fold.tasks)
+    return waterfall_view(fold.waterfall, run_id=run.id, now=now, tasks=fold.tasks,
+                          shown=fold.shown_status)
 
 
 def run_duration(run: Run) -> str:
