@@ -331,6 +331,14 @@ class RunConsumer(PlanwatchConsumer):
                 self.run.last_seq = summary["last_seq"]
             await self._send_events(step.events, header=True)
             return
+        if summary is not None and summary["id"] == self.run_key \
+                and summary["last_seq"] >= self.run.last_seq:
+            # the new status first: the page says the run ended (or waits) before it takes
+            # in the step's rows, which may be many
+            run = self._take_summary(summary)
+            if run.status == Run.Status.SUCCEEDED and run.output is None:
+                run.output = await _aoutput(str(run.id))  # its outcome, from the start
+            await self._send_header()
         await self._send_events(step.events)
         if summary is not None:
             await self.run_changed({"type": "run.changed", "run": summary})
@@ -374,13 +382,17 @@ class RunConsumer(PlanwatchConsumer):
             return
         if summary["last_seq"] < self.run.last_seq:
             return  # older than what the header shows already (a late doorbell)
+        await self._show_run(self._take_summary(summary))
+
+    def _take_summary(self, summary: dict[str, Any]) -> Run:
+        """The run as a doorbell's summary says it stands now."""
         run = self.run
         run.status, run.current_node = summary["status"], summary["current_node"]
         run.last_seq, run.error_message = summary["last_seq"], summary["error_message"]
         run.started_at = parse_datetime(summary["started_at"] or "")
         run.finished_at = parse_datetime(summary["finished_at"] or "")
         _take_rollups(run, summary)
-        await self._show_run(run)
+        return run
 
     async def runs_moved(self, message: dict[str, Any]) -> None:
         """Other runs moved to their next node (heard while waiting in line): the line is
@@ -441,8 +453,15 @@ class RunConsumer(PlanwatchConsumer):
         # rows begun in this batch are appended; rows begun before are completed in place
         context["touched"] = self.fold.timeline.touched(events[0]["seq"], events[-1]["seq"])
         context["new_rows"] = [t for t in context["touched"] if t[2]]
+        # plans that got tasks are drawn alone: a new one added, a grown one drawn again
+        plans = [g for g in trace.task_groups(self.fold) if g.parent in changes.plans] \
+            if changes.plans and not changes.new_tasks else []
+        context["dag_plans"] = [  # (the plan, whether the page has it already)
+            (g, any(t["id"] not in changes.added for c in g.columns for t in c))
+            for g in plans]
+        in_plans = {t["id"] for g in plans for c in g.columns for t in c}
         context["changed_tasks"] = [
-            trace.task_card(self.fold, tid) for tid in sorted(changes.tasks)
+            trace.task_card(self.fold, tid) for tid in sorted(changes.tasks - in_plans)
             # the root is the goal, drawn as no card of the DAG: nothing to swap
             if tid in self.fold.tasks and self.fold.tasks[tid].get("parent") is not None
         ]

@@ -511,14 +511,14 @@ class WaterfallView:
 
 ROWS, TASKS = "wf-rows", "wf-tasks"
 """The containers of the waterfall's rows: node executions and waits; tasks by plan."""
-LADDER = (1.0, 1.5, 2.0, 3.0, 5.0, 7.5)
+LADDER = (1.0, 2.0, 5.0)
 
 
 def horizon(seconds: float) -> float:
-    """Where a live run's axis ends: the next of 1, 1.5, 2, 3, 5, 7.5 times a power of ten
-    past ``seconds``, so the bars keep their places between batches (the axis moves, and the
-    whole waterfall is sent again, only when the run outgrows it)."""
-    target = max(seconds * 1.05, 0.01)
+    """Where a live run's axis ends: the next of 1, 2, 5 times a power of ten past
+    ``seconds`` (and a quarter), so the bars keep their places between batches (the axis
+    moves, and the whole waterfall is sent again, only when the run outgrows it)."""
+    target = max(seconds * 1.25, 0.01)
     power = 10.0 ** math.floor(math.log10(target))
     return next((step * power for step in LADDER if step * power >= target), 10 * power)
 
