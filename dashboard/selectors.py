@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -33,12 +34,13 @@ from django.utils import timezone
 
 from dashboard import policy
 from dashboard.models import Cron, Interrupt, InterruptGroup, Run, RunEvent
-from dashboard.runs import debugging, states
+from dashboard.runs import debugging, figures, states
 from dashboard.runs.figures import Figures, figures_of
 from dashboard.runs.modelcalls import messages_of
 from dashboard.runs.outcome import failed_outcome
 from dashboard.runs.record import event_dict
 from planner.registry import all_graphs, get_graph
+from planner.spec import StateField, no_state_fields
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -142,6 +144,29 @@ def run_figures(*, run_id: UUID | str, now: datetime | None = None) -> Figures:
     rows = RunEvent.objects.filter(run_id=run_id).order_by("seq").values(
         "seq", "kind", "payload", "at", "created_at")
     return figures_of(rows, now=now or timezone.now())
+
+
+WAIT_KINDS = (figures.ASKED, figures.ANSWERED, figures.PAUSED, *figures.GOES_ON, *figures.ENDS)
+"""The kinds of event a run's working time and its waits for people are folded from."""
+
+
+def runs_waits(*, run_ids: Iterable[UUID | str], now: datetime | None = None
+               ) -> dict[str, Figures]:
+    """Working time and waits for people of many runs (the runs list), in one query: each
+    run's first event and the events that begin or end a wait or the run, folded as
+    :func:`run_figures` folds the whole log (its model time and cost are left out)."""
+    ids = [str(i) for i in run_ids]
+    if not ids:
+        return {}
+    rows = (RunEvent.objects.filter(run_id__in=ids)
+            .filter(Q(seq=1) | Q(kind__in=WAIT_KINDS))
+            .order_by("run_id", "seq").values("run_id", "seq", "kind", "payload", "at",
+                                              "created_at"))
+    folds: dict[str, figures.FiguresFold] = {}
+    for row in rows:
+        folds.setdefault(str(row["run_id"]), figures.FiguresFold()).add(row)
+    moment = now or timezone.now()
+    return {run_id: fold.at(moment) for run_id, fold in folds.items()}
 
 
 def run_cursor(*, run_id: UUID | str) -> tuple[int, str] | None:
@@ -355,6 +380,9 @@ class DebugSchema:
     channels: dict[str, Any]
     internal: tuple[str, ...] = ()
     """The channels the graph declares as its bookkeeping (``GraphSpec.internal_channels``)."""
+    fields: Callable[[Mapping[str, Any]], Mapping[str, tuple[StateField, ...]]] = (
+        no_state_fields)
+    """The channels edited field by field, given the state (``GraphSpec.state_fields``)."""
 
 
 @functools.cache
@@ -363,7 +391,7 @@ def graph_debug_schema(*, graph: str) -> DebugSchema:
     spec = get_graph(graph)
     builder = spec.inspection_builder
     return DebugSchema(nodes=sorted(builder.nodes), channels=debugging.state_channels(builder),
-                       internal=spec.internal_channels)
+                       internal=spec.internal_channels, fields=spec.state_fields)
 
 
 @dataclass(frozen=True)

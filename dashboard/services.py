@@ -402,8 +402,10 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
             errors={"checkpoint_id": "not a checkpoint of this run"})
     edit: dict[str, Any] | None = None
     if values is not None:
-        _check(debugging.check_edit, spec, values, as_node=as_node)
-        edit = {"values": values, "as_node": as_node}
+        _check(debugging.check_edit, spec, values, as_node=as_node,
+               fields=spec.state_fields(values))
+        edit = {"values": debugging.typed_edit(values, spec.state_fields(values)),
+                "as_node": as_node}
     if input is not NO_INPUT and input is not None:
         edit = {**(edit or {}), "input": _input(spec, input)}
     return _queue(spec, user, thread, graph_version=run.graph_version, input=run.input,
@@ -498,8 +500,10 @@ def _user_or_none(user: User | None) -> AuthUser | None:
 
 def state_edit_errors(*, graph: str, values: dict[str, Any], as_node: str = "") -> dict[str, str]:
     """What the graph would refuse in a state edit, by channel ({} when it takes it all)."""
+    spec = get_graph(graph)
     try:
-        _check(debugging.check_edit, get_graph(graph), values, as_node=as_node)
+        _check(debugging.check_edit, spec, values, as_node=as_node,
+               fields=spec.state_fields(values))
     except DebugInputError as exc:
         return dict(exc.errors)
     return {}
@@ -582,7 +586,8 @@ def run_state_edit_check(*, run: Run, values: Any, as_node: str) -> None:
     if values is None:  # no values: the node ran and wrote nothing (``__end__``: it ended)
         _check(debugging.check_as_node, spec, as_node)
     else:
-        _check(debugging.check_edit, spec, values, as_node=as_node)
+        _check(debugging.check_edit, spec, values, as_node=as_node,
+               fields=spec.state_fields(values))
 
 
 def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
@@ -594,6 +599,8 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     Returns the new checkpoint's id.
     """
     run_state_edit_check(run=run, values=values, as_node=as_node)
+    if values is not None:  # each declared field kept as its check makes it
+        values = debugging.typed_edit(values, get_graph(run.graph).state_fields(values))
 
     def refuse_if_held(current: Run) -> None:
         if current.owner or not current.allows(states.EDIT_STATE):

@@ -253,6 +253,25 @@ def no_state_edit_update(state: Mapping[str, Any], edit: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
+class StateField:
+    """One named field of a state channel that holds a record of fields (the acquisition
+    planner's ``values``: ``market.price`` …), checked as the graph's own question forms and
+    start form check it, so a state edit is typed per field, not per channel."""
+
+    name: str
+    label: str
+    check: Callable[[Any], Checked]
+    """``raw -> (value, None)`` for a good value (as the graph keeps it: ``"47"`` → 47.0),
+    ``(None, reason)`` naming the bad value and what would be accepted."""
+    hint: str = ""
+
+
+def no_state_fields(state: Mapping[str, Any]) -> Mapping[str, tuple[StateField, ...]]:
+    """A graph whose channels hold no records of checked fields declares none."""
+    return {}
+
+
+@dataclass(frozen=True)
 class GraphSpec:
     """A registered graph: how to build it, what it takes and what it is."""
 
@@ -308,6 +327,13 @@ class GraphSpec:
     """Given the state values before an operator's edit and the edited channels, the other
     channels the graph updates with it to keep its own record true (written in the same
     ``update_state``); the default adds nothing."""
+    state_fields: Callable[[Mapping[str, Any]], Mapping[str, tuple[StateField, ...]]] = (
+        no_state_fields)
+    """Given the state values (what of them is known), the channels whose value is a record
+    of named fields, and those fields with their checks: a state edit (the edit form, the
+    REST API, the LangGraph API's ``update_state``) checks each field so and keeps it as its
+    check makes it; a bad value is refused naming ``channel.field``, never left to crash a
+    node later. The default declares none."""
     per_run: Callable[..., AbstractAsyncContextManager[StateGraph[Any]]] | None = None
     """A graph made anew for each run (a ``langgraph.json`` factory, as LangGraph's server
     calls one): ``per_run(config=…, context=…, user=…)`` is entered for the run's

@@ -21,7 +21,7 @@ from langgraph.graph import END, StateGraph
 from pydantic import TypeAdapter, ValidationError
 
 from dashboard.runs.savers import aopen_saver
-from planner.spec import GraphSpec
+from planner.spec import GraphSpec, StateField
 
 
 class EditError(ValueError):
@@ -37,8 +37,11 @@ def state_channels(builder: StateGraph[Any]) -> dict[str, Any]:
     return typing.get_type_hints(builder.state_schema)
 
 
-def check_edit(builder: StateGraph[Any], values: Any, *, as_node: str = "") -> None:
-    """Raise :class:`EditError` naming each unknown channel and each value of a wrong type."""
+def check_edit(builder: StateGraph[Any], values: Any, *, as_node: str = "",
+               fields: Mapping[str, tuple[StateField, ...]] | None = None) -> None:
+    """Raise :class:`EditError` naming each unknown channel, each value of a wrong type and
+    each bad value of a declared field (``values.market.price``: the graph's
+    ``GraphSpec.state_fields``, checked as its questions and start form check them)."""
     if not isinstance(values, Mapping) or not values:
         raise EditError({"values": "give an object of channel names and their new values, "
                                    'for example {"price": 40}'})
@@ -56,12 +59,46 @@ def check_edit(builder: StateGraph[Any], values: Any, *, as_node: str = "") -> N
             errors[name] = f"{value!r} does not fit {_type_name(channels[name])}: {first['msg']}"
         except Exception:  # a type pydantic cannot check (a user's class): take it as it is
             continue
+    for channel, record in values.items():
+        if channel in errors or not isinstance(record, Mapping):
+            continue
+        for name, reason in field_errors(record, (fields or {}).get(channel, ())).items():
+            errors[f"{channel}.{name}"] = reason
     nodes = set(builder.nodes)
     if as_node and as_node not in nodes:
         errors["as_node"] = (f"the graph has no node {as_node!r}; its nodes: "
                              f"{', '.join(sorted(nodes))}")
     if errors:
         raise EditError(errors)
+
+
+def field_errors(record: Mapping[str, Any], fields: tuple[StateField, ...]) -> dict[str, str]:
+    """What is wrong with ``record``'s declared fields, by field (None clears a field)."""
+    errors: dict[str, str] = {}
+    for spec in fields:
+        if record.get(spec.name) is not None:
+            _, reason = spec.check(record[spec.name])
+            if reason:
+                errors[spec.name] = reason
+    return errors
+
+
+def typed_edit(values: Mapping[str, Any], fields: Mapping[str, tuple[StateField, ...]]
+               ) -> dict[str, Any]:
+    """A checked edit with each declared field as its check keeps it (``"47.5"`` → 47.5)."""
+    out = dict(values)
+    for channel, specs in fields.items():
+        record = out.get(channel)
+        if not isinstance(record, Mapping):
+            continue
+        typed = dict(record)
+        for spec in specs:
+            if typed.get(spec.name) is not None:
+                value, reason = spec.check(typed[spec.name])
+                if reason is None:
+                    typed[spec.name] = value
+        out[channel] = typed
+    return out
 
 
 def check_as_node(builder: StateGraph[Any], as_node: str) -> None:

@@ -299,6 +299,9 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
         raise
     except Exception as exc:
         logger.exception("run %s failed", run.id)
+        # the header names the node that failed (the stream said so), not the one that ran
+        # before the last checkpoint
+        writer.current_node = translator.current_node or writer.current_node
         await afail(writer, exc)
         return Outcome.FAILED
     if stop is Stop.CANCEL:

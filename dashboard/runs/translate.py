@@ -109,6 +109,8 @@ class StreamTranslator:
         duration = (time.perf_counter() - began[0]) * 1000 if began else None
         if data.get("error") is not None:
             error = data["error"]
+            if not path:  # the header names the node that failed, not the last one started
+                self.current_node = name
             return [
                 self._event(
                     Kind.NODE_FAILED, path, node=name, task_id=task_id, duration_ms=duration,

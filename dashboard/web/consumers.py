@@ -135,7 +135,10 @@ class RunsConsumer(PlanwatchConsumer):
         if not await self._may_read(str(message["run"]["id"])):
             return
         await self._add_if_new(str(message["run"]["id"]))
-        html = render_to_string("dashboard/_run_status_oob.html", {"run": message["run"]})
+        # its working time and waits moved with its status: read once (figures.py's fold)
+        figures = await _arun_waits(str(message["run"]["id"]))
+        html = render_to_string("dashboard/_run_status_oob.html",
+                                {"run": {**message["run"], "figures": figures}})
         await self.send(text_data=html)
 
     async def runs_moved(self, message: dict[str, Any]) -> None:
@@ -146,7 +149,9 @@ class RunsConsumer(PlanwatchConsumer):
             await self._add_if_new(str(summary["id"]))
         if shown:
             await self.send(text_data="".join(
-                render_to_string("dashboard/_run_status_oob.html", {"run": summary})
+                # only the node moved: the clocks tick on where they are
+                render_to_string("dashboard/_run_status_oob.html", {"run": summary,
+                                                                    "node_only": True})
                 for summary in shown
             ))
 
@@ -187,6 +192,12 @@ def _arun(run_id: str) -> Run | None:
         return selectors.run_get(run_id=run_id)
     except (Run.DoesNotExist, ValidationError, ValueError):
         return None
+
+
+@database_sync_to_async
+def _arun_waits(run_id: str) -> Any:
+    """A run's working time and waits for people (None before its first event)."""
+    return selectors.runs_waits(run_ids=[run_id]).get(run_id)
 
 
 @database_sync_to_async
@@ -256,6 +267,9 @@ class RunConsumer(PlanwatchConsumer):
                 {"limit": exc.limit, "detail": "close another stream first"}))
             return
         self.run, self.sent, self.status = run, int(after), run.status
+        # the waterfall the page shows: unknown (the page's own) until this socket sends one
+        self.wf_drawn: Any = None
+        self.wf_base: Any = None
         self.shown_status = ""  # the status the page's buttons were drawn for: unknown yet
         self.run_key = str(run.id)
         self.can_cancel = await _acan(user, "dashboard.cancel_run")
@@ -317,6 +331,14 @@ class RunConsumer(PlanwatchConsumer):
                 self.run.last_seq = summary["last_seq"]
             await self._send_events(step.events, header=True)
             return
+        if summary is not None and summary["id"] == self.run_key \
+                and summary["last_seq"] >= self.run.last_seq:
+            # the new status first: the page says the run ended (or waits) before it takes
+            # in the step's rows, which may be many
+            run = self._take_summary(summary)
+            if run.status == Run.Status.SUCCEEDED and run.output is None:
+                run.output = await _aoutput(str(run.id))  # its outcome, from the start
+            await self._send_header()
         await self._send_events(step.events)
         if summary is not None:
             await self.run_changed({"type": "run.changed", "run": summary})
@@ -332,15 +354,20 @@ class RunConsumer(PlanwatchConsumer):
         # Every watcher of a run folds the same gapless log, so a batch renders the same
         # HTML for all of them: the first watcher in this process folds and renders it, the
         # others send it and fold later, only if they ever have to render themselves.
-        key = ("batch", self.run_key, events[0]["seq"], events[-1]["seq"], self.can_cancel)
+        # The waterfall is sent as what changed since the page's last one (a 215-task plan
+        # has 645 bars): watchers whose pages got the same batches share the same change.
+        key = ("batch", self.run_key, events[0]["seq"], events[-1]["seq"], self.can_cancel,
+               self.wf_base)
         cached = _RENDERED.get(key)
         if cached is None:
             changes = self.fold.apply([*self.unfolded, *events])
             self.unfolded = []
-            cached = _RENDERED[key] = (self._render_batch(events, changes), changes.interrupts)
+            html, drawn = self._render_batch(events, changes)
+            cached = _RENDERED[key] = (html, changes.interrupts, drawn)
             _trim_rendered()
         else:
             self.unfolded.extend(events)
+        self.wf_drawn, self.wf_base = cached[2], key
         self.sent = max(self.sent, events[-1]["seq"])
         await self.send(text_data=cached[0] + (self._header_html() if header else ""))
         if cached[1]:
@@ -355,13 +382,17 @@ class RunConsumer(PlanwatchConsumer):
             return
         if summary["last_seq"] < self.run.last_seq:
             return  # older than what the header shows already (a late doorbell)
+        await self._show_run(self._take_summary(summary))
+
+    def _take_summary(self, summary: dict[str, Any]) -> Run:
+        """The run as a doorbell's summary says it stands now."""
         run = self.run
         run.status, run.current_node = summary["status"], summary["current_node"]
         run.last_seq, run.error_message = summary["last_seq"], summary["error_message"]
         run.started_at = parse_datetime(summary["started_at"] or "")
         run.finished_at = parse_datetime(summary["finished_at"] or "")
         _take_rollups(run, summary)
-        await self._show_run(run)
+        return run
 
     async def runs_moved(self, message: dict[str, Any]) -> None:
         """Other runs moved to their next node (heard while waiting in line): the line is
@@ -405,19 +436,36 @@ class RunConsumer(PlanwatchConsumer):
 
     async def _send_batch(self, events: list[dict[str, Any]], changes: trace.Changes) -> None:
         self.sent = max(self.sent, events[-1]["seq"])
-        await self.send(text_data=self._render_batch(events, changes))
+        html, self.wf_drawn = self._render_batch(events, changes)
+        self.wf_base = ("own", id(self), events[-1]["seq"])  # this page's alone
+        await self.send(text_data=html)
 
-    def _render_batch(self, events: list[dict[str, Any]], changes: trace.Changes) -> str:
+    def _render_batch(self, events: list[dict[str, Any]], changes: trace.Changes
+                      ) -> tuple[str, Any]:
+        """The batch's partials, and the waterfall as the page then shows it."""
         context = self._context(events=events, changes=changes, last_seq=events[-1]["seq"])
+        drawn = self.wf_drawn
+        if changes.waterfall:
+            view = context["waterfall"]()
+            context["waterfall"] = view
+            context["waterfall_delta"] = view.delta(self.wf_drawn)
+            drawn = view.drawn
         # rows begun in this batch are appended; rows begun before are completed in place
         context["touched"] = self.fold.timeline.touched(events[0]["seq"], events[-1]["seq"])
         context["new_rows"] = [t for t in context["touched"] if t[2]]
+        # plans that got tasks are drawn alone: a new one added, a grown one drawn again
+        plans = [g for g in trace.task_groups(self.fold) if g.parent in changes.plans] \
+            if changes.plans and not changes.new_tasks else []
+        context["dag_plans"] = [  # (the plan, whether the page has it already)
+            (g, any(t["id"] not in changes.added for c in g.columns for t in c))
+            for g in plans]
+        in_plans = {t["id"] for g in plans for c in g.columns for t in c}
         context["changed_tasks"] = [
-            trace.task_card(self.fold, tid) for tid in sorted(changes.tasks)
+            trace.task_card(self.fold, tid) for tid in sorted(changes.tasks - in_plans)
             # the root is the goal, drawn as no card of the DAG: nothing to swap
             if tid in self.fold.tasks and self.fold.tasks[tid].get("parent") is not None
         ]
-        return render_to_string("dashboard/_trace_batch.html", context)
+        return render_to_string("dashboard/_trace_batch.html", context), drawn
 
     async def _send_header(self) -> None:
         await self.send(text_data=self._header_html())

@@ -10,7 +10,7 @@ from planner.acquisition.graph import GRAPH_VERSION, NODES, build_graph
 from planner.acquisition.inputs import INPUT_FIELDS, make_input
 from planner.acquisition.presentation import present_result
 from planner.acquisition.state import AcquisitionState, sources_after_edit
-from planner.acquisition.validation import QUESTIONS
+from planner.acquisition.validation import QUESTIONS, state_fields
 from planner.spec import GraphSpec
 
 SPEC = GraphSpec(
@@ -35,6 +35,7 @@ SPEC = GraphSpec(
     messages_channel="messages",
     review_questions=True,
     on_state_edit=sources_after_edit,
+    state_fields=state_fields,
     internal_channels=(
         "graph_version", "profile", "iterations", "status", "schema", "dynamic_decompositions",
         "decision", "decision_origin", "decided_by", "decisions", "searches",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from planner.acquisition.graph import GRAPH_VERSION
-from planner.acquisition.profile import CURRENCY, PROFILES, REGION
+from planner.acquisition.profile import CURRENCY, DEFAULT_PROFILE, PROFILES, REGION
 from planner.acquisition.state import AcquisitionState, initial_state
 from planner.acquisition.validation import check_currency, check_region, known_regions
 from planner.chat import opening_messages, split_messages
@@ -14,7 +14,6 @@ from planner.spec import InputField, clean_inputs
 
 DEFAULT_GOAL = ("Estimate the yearly total addressable market (TAM) of a subscription "
                 "budgeting app in one region.")
-DEFAULT_PROFILE = "market_sizing"
 DEFAULT_MAX_ITERS = 20
 MAX_ITERS_LIMIT = 100
 

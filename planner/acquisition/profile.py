@@ -102,6 +102,8 @@ MARKET_SIZING = Profile(
 
 PROFILES: dict[str, Profile] = {MARKET_SIZING.name: MARKET_SIZING}
 """Profiles a run can be started with, by name."""
+DEFAULT_PROFILE = MARKET_SIZING.name
+"""The profile of a run started without naming one."""
 
 
 def get_profile(name: str) -> Profile:

@@ -7,17 +7,20 @@ the next question and ``make_input`` in its form errors.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from typing import Any
 
 from planner.acquisition.currencies import COMMON_CURRENCIES, ISO_4217
-from planner.acquisition.profile import FieldSpec
+from planner.acquisition.profile import DEFAULT_PROFILE, FieldSpec, get_profile
 from planner.acquisition.regions import COUNTRIES, country
 from planner.questions import Checked, QuestionKind, check_number
 from planner.questions import text_of as _text
 from planner.search import corpus_regions
+from planner.spec import StateField
 
 __all__ = ["QUESTIONS", "Checked", "check_answer", "check_currency", "check_number", "check_region",
-           "known_regions"]
+           "known_regions", "state_fields"]
 
 
 def known_regions() -> list[str]:
@@ -72,6 +75,19 @@ def check_answer(spec: FieldSpec, raw: Any) -> Checked:
                             percent=spec.max_value == 1)
     text = _text(raw)
     return (text, None) if text else (None, "the answer was empty; please type an answer")
+
+
+def state_fields(state: Mapping[str, Any]) -> dict[str, tuple[StateField, ...]]:
+    """The ``values`` channel's fields (the run's profile's), each checked as its question
+    and the start form check it (:func:`check_answer`)."""
+    try:
+        profile = get_profile(str(state.get("profile") or DEFAULT_PROFILE))
+    except KeyError:
+        profile = get_profile(DEFAULT_PROFILE)
+    return {"values": tuple(
+        StateField(spec.name, spec.label, functools.partial(check_answer, spec),
+                   hint=spec.unit or "")
+        for spec in profile.fields)}
 
 
 QUESTIONS: dict[str, QuestionKind] = {

@@ -3,12 +3,31 @@
 (function () {
   "use strict";
 
+  // Whether every OOB swap of a message has its target on the page, read from the text
+  // (each swap's tag: its id, or the selector its hx-swap-oob names); false when unsure.
+  var OOB_TAG = /<[a-z][^>]*\shx-swap-oob="([^"]*)"[^>]*>/g;
+  function allKnown(text) {
+    var m, tag, oob, id, selector;
+    OOB_TAG.lastIndex = 0;
+    while ((m = OOB_TAG.exec(text))) {
+      tag = m[0]; oob = m[1];
+      selector = oob.indexOf(":") >= 0 ? oob.slice(oob.indexOf(":") + 1) : null;
+      if (selector) {
+        if (!document.querySelector(selector)) return false;
+        continue;
+      }
+      id = /\sid="([^"]+)"/.exec(tag);
+      if (!id || !document.getElementById(id[1])) return false;
+    }
+    return true;
+  }
   // A socket tells every watcher the same things; a page may not show them all (a runs list
   // filtered or paged, a trace without a task panel). Out-of-band parts whose target is not
   // on this page are dropped here, not handed to htmx, which reports each as an error.
   htmx.defineExtension("pw-known-targets", {
     transformResponse: function (text) {
       if (text.indexOf("hx-swap-oob") < 0) return text;
+      if (allKnown(text)) return text;  // no second parse of a big batch whose targets exist
       var tpl = document.createElement("template");
       tpl.innerHTML = text;
       var kept = false, dropped = false;

@@ -25,7 +25,7 @@ def test_a_shortened_wait_is_a_break_mark_labelled_with_the_time_left_out(db):
     fold = fold_of(acquisition_log())  # 5 s of work, a 10 s wait drawn shortened
     view = waterfall_view(fold, run_id=uuid.uuid4())
     ((left, width, text),) = view.breaks
-    assert text == "9.7 s left out" and 0 < left < left + width < 100
+    assert text == "9.5 s left out" and 0 < left < left + width < 100
     html = str(view.ticks)
     assert "9.2 s" not in html  # no label inside the break: it is the mark's
     labels = [label for _, label in view.ticks]
@@ -38,3 +38,28 @@ def test_an_axis_never_repeats_a_label():
     fold = fold_of(log)
     labels = [label for _, label in Axis.of(fold, end=fold.last).ticks()]
     assert len(labels) == len(set(labels)), labels
+
+
+def test_shortened_waits_keep_their_widths_ordered_by_length():
+    # three waits of 74 s, 19.4 s and 300 s around 3 s of work: each drawn shortened, the
+    # longer ones wider, each with its break mark naming the time left out
+    log = Log().add(0, "run_started")
+    at, waits = 0.0, (74.0, 19.4, 300.0)
+    for i, wait in enumerate(waits, 1):
+        log.node(at, at + 1, "decide", f"t{i}", i)
+        log.add(at + 1, "interrupt_raised", "ask_user", payload={"interrupt_id": f"q{i}"})
+        log.add(at + 1 + wait, "run_resumed")
+        log.add(at + 1 + wait, "interrupt_answered", payload={"interrupt_id": f"q{i}"})
+        at += 1 + wait
+    log.add(at, "run_succeeded")
+    fold = fold_of(log)
+    axis = Axis.of(fold, end=fold.last)
+    drawn = [w for _, _, w in axis.breaks]
+    assert len(drawn) == 3 and drawn[1] < drawn[0] < drawn[2]
+    assert all(w < real for w, real in zip(drawn, waits, strict=True))
+    view = waterfall_view(fold, run_id=uuid.uuid4())
+    widths = [width for _, width, _ in view.breaks]
+    assert widths[1] < widths[0] < widths[2]
+    assert [text for _, _, text in view.breaks][2].endswith("left out")
+    # the shortened waits still leave the work most of the axis
+    assert sum(widths) < 60

@@ -150,6 +150,40 @@ def test_a_fork_form_folds_the_graphs_bookkeeping_under_advanced(executor, debug
     checkpoint = run.events.filter(kind=Kind.CHECKPOINT, namespace="").last().checkpoint_id
     html = client.get(f"/runs/{run.id}/fork/?checkpoint={checkpoint}").content.decode()
     main, advanced = html.split('<details class="state-advanced"')
-    assert 'name="ch_goal"' in main and 'name="ch_values"' in main
+    assert 'name="ch_goal"' in main and 'name="ch_values.market.price"' in main
     for internal in ("graph_version", "schema", "status", "notes"):
         assert f'name="ch_{internal}"' in advanced and f'name="ch_{internal}"' not in main
+
+
+def test_a_state_edit_is_typed_per_field_with_the_graphs_own_checks(executor, debugger,
+                                                                    client):
+    # the acquisition planner's values are a record of fields: each is its own box, checked
+    # as its question and its start form check it ("lots" is no price, "XYZ" no currency)
+    client.force_login(debugger)
+    run = wait_run(services.run_create(graph="acquisition", input={}, user=debugger).id)
+    checkpoint = run.events.filter(kind=Kind.CHECKPOINT, namespace="").last().checkpoint_id
+    url = f"/runs/{run.id}/fork/?checkpoint={checkpoint}"
+    html = client.get(url).content.decode()
+    boxes = dict(re.findall(r'<(?:input|textarea)[^>]*name="([^"]+)"[^>]*?(?:value="([^"]*)")?'
+                            r'[^>]*>', html))
+    assert {"ch_values.market.price", "ch_values.core.currency"} <= set(boxes)
+    form = {name: value for name, value in boxes.items() if name.startswith("ch_")}
+    goal = re.search(r'name="ch_goal"[^>]*>([^<]*)<', html)
+    form.update({"ch_goal": goal.group(1) if goal else "", "checkpoint": checkpoint,
+                 "ch_values.market.price": "lots", "ch_values.core.currency": "XYZ"})
+    bad = client.post(f"/runs/{run.id}/fork/", form)
+    page = bad.content.decode()
+    assert bad.status_code == 400 and Run.objects.count() == 1
+    assert "&#x27;lots&#x27; is not a number" in page
+    assert "&#x27;XYZ&#x27; is not an ISO 4217 currency code" in page
+    # the same check behind the API and the LangGraph API's update_state: named, refused
+    errors = services.state_edit_errors(graph="acquisition",
+                                        values={"values": {"market.price": "lots"}})
+    assert errors == {"values.market.price": "'lots' is not a number; give a number such "
+                                             "as 12.5"}
+    # a good value is kept as the graph keeps it: a number, not the text typed
+    from dashboard.runs import debugging
+    from planner.registry import get_graph
+    typed = debugging.typed_edit({"values": {"market.price": "47.5", "core.currency": "eur"}},
+                                 get_graph("acquisition").state_fields({}))
+    assert typed == {"values": {"market.price": 47.5, "core.currency": "EUR"}}

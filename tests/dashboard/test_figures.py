@@ -40,6 +40,12 @@ def test_the_page_the_api_the_export_and_the_spans_give_the_same_figures(
             figures["model_seconds"]) == (5.0, 10.0, 10.0, 0.0, 2.0)
     exported = json.loads(b"".join(client.get(f"/api/runs/{run.id}/export/")))["header"]["figures"]
     assert exported == figures
+    # the runs list too (its duration cell is start to end: the run row's clock)
+    listing = client.get("/").content.decode()
+    cell = listing[listing.index(f'id="run-{run.id}-duration"'):]
+    cell = cell[:cell.index("</td>")]
+    assert re.search(r'class="run-working">5\.0 s<', cell)
+    assert re.search(r'class="run-waiting">10\.0 s<', cell)
 
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -78,6 +84,11 @@ def test_an_unanswered_question_is_a_visible_wait_that_grows_with_the_clock(oper
     since = (T0 + timedelta(seconds=1.2)).isoformat()
     assert f'<span class="wf-dur" data-started="{since}">' in waterfall
     assert re.search(r'id="wf-human" data-started="[^"]+"', waterfall)
+    # the runs list ticks the same wait, from the same figures
+    listing = client.get("/").content.decode()
+    listed = re.search(rf'id="run-{run.id}-duration".*?class="run-waiting" data-started='
+                       r'"([^"]+)">([^<]+)<', listing, re.S)
+    assert listed and "min" in listed.group(2)
 
 
 @pytest.mark.django_db

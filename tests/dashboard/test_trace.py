@@ -10,7 +10,7 @@ import pytest
 from dashboard import services
 from dashboard.checkpoints import checkpoint_get
 from dashboard.models import Run, RunEvent
-from dashboard.web.presentation import trace
+from dashboard.web.presentation import results, trace
 from tests.conftest import assert_gapless, wait_run
 
 
@@ -271,6 +271,13 @@ def test_tasks_show_waiting_while_the_run_waits_and_cancelled_once_it_is_cancell
     assert "cancelled" in shown.values()
     # what the graph recorded stays visible beside what the run made of it
     assert {trace.task_card(fold, tid)["recorded_status"] for tid in fold.tasks} >= {"running"}
+    # the waterfall says so too: the bars of tasks in flight end with the run, stopped
+    rows = str(trace.panels_context(run=run, fold=fold)["waterfall"]().task_rows)
+    assert "wf-open" not in rows and "running\u2026" not in rows and "waiting" not in rows
+    assert "wf-s-stopped" in rows and '<span class="wf-note">cancelled</span>' in rows
+    # and the counts of the result card
+    counts = dict(results.run_result(run=run, tasks=fold.tasks)["tasks"])
+    assert counts.get("cancelled") and not {"running", "pending"} & set(counts)
 
 
 def test_a_paused_run_marks_the_node_it_waits_to_run_as_the_header_does(executor, operator):

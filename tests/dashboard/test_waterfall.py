@@ -15,12 +15,14 @@ from dashboard.web.presentation.waterfall import (
     BREAK_SHARE,
     Axis,
     WaterfallFold,
+    shortened,
     summary,
     waterfall_view,
 )
 from planner.registry import get_graph
 
 T0 = datetime(2026, 11, 5, 12, 0, 0, tzinfo=UTC)
+RUN = uuid.UUID(int=7)
 SCRIPT = '<script>alert("x")</script>'
 
 
@@ -112,8 +114,9 @@ def test_the_summary_splits_working_time_and_keeps_the_human_wait_apart():
 def test_a_long_wait_for_a_human_is_drawn_shortened_and_work_to_scale(db):
     fold = fold_of(acquisition_log())
     axis = Axis.of(fold, end=fold.last)
-    assert axis.breaks == ((4.2, 14.2, 5.0 * BREAK_SHARE),)
-    shown = 15 - 10 + 5.0 * BREAK_SHARE
+    drawn = shortened(10.0, 5.0 * BREAK_SHARE)  # a little longer for a longer wait
+    assert axis.breaks == ((4.2, 14.2, drawn),) and 5.0 * BREAK_SHARE < drawn < 1.0
+    shown = 15 - 10 + drawn
     assert axis.percent(3.0) == pytest.approx(100 * 3 / shown)
     assert axis.percent(15.0) == 100.0 and axis.real(1.0) == pytest.approx(15.0)
     assert axis.percent(14.5) - axis.percent(14.2) == pytest.approx(100 * 0.3 / shown)
@@ -218,7 +221,7 @@ def test_the_trace_page_draws_the_waterfall_and_its_summary(operator, client):
     assert re.search(r'id="wf-human">10\.0 s<', box)
     assert box.count('class="wf-bar wf-engine') == 4 and box.count("wf-bar wf-tool") == 1
     assert box.count("wf-bar wf-human") == 1 and box.count("wf-bar wf-model") == 1
-    assert f'hx-get="/runs/{run.id}/events/4/"' in box  # the call opens its end's row
+    assert f'data-detail="/runs/{run.id}/events/4/"' in box  # the call opens its end's row
 
 
 @pytest.mark.django_db
@@ -296,3 +299,34 @@ def test_a_node_and_its_call_the_run_ended_under_are_drawn_stopped_not_running(d
     assert (node.end, node.status, call.end, call.status) == (2.0, "stopped", 2.0, "stopped")
     html = str(waterfall_view(fold, run_id=uuid.uuid4(), now=60.0).rows)
     assert "wf-open" not in html and "calling gpt-slow" not in html and "wf-s-stopped" in html
+
+
+def test_a_live_page_is_sent_only_the_rows_that_changed(db):
+    # a fan-out of 40 workers, each with a model call, then 2 more workers: the second
+    # batch sends those rows and the ones that moved, not the whole waterfall again
+    log = Log().add(0, "run_started").node(0, 0.1, "plan", "p", 1)
+    for i in range(40):
+        log.add(0.2, "node_started", "work", f"w{i}", step=2)
+        log.call(0.2, 0.25, "work", f"w{i}", f"c{i}", model="scripted")
+        log.add(0.3, "node_finished", "work", f"w{i}", step=2, payload={"update": {}})
+    fold = fold_of(log)
+    first = waterfall_view(fold, run_id=RUN, now=0.35)
+    assert first.delta(None) is None  # a page whose waterfall this socket never sent
+    last = log.events[-1]
+    for i in range(40, 42):
+        fold.add({**last, "seq": last["seq"] + i, "kind": "node_started", "task_id": f"w{i}",
+                  "payload": {}, "duration_ms": None})
+    second = waterfall_view(fold, run_id=RUN, now=0.36)
+    delta = str(second.delta(first.drawn))
+    full = str(second.rows)
+    assert delta and len(delta) < len(full) / 5
+    assert 'hx-swap-oob="beforeend:#wf-gn' in delta  # the new workers join their group
+    assert delta.count('class="wf-row wf-k-engine') == 3  # two new rows, the group's line
+    assert "work \u00d742" in delta
+    assert 'id="wf-m' not in delta  # the calls that did not change are not sent
+    # the group folds the 40 identical calls into one line of its summary
+    assert "scripted \u00d740" in str(first.rows)
+    # once the run outgrows its axis, the whole waterfall is sent again
+    assert second.drawn.axis == first.drawn.axis
+    later = waterfall_view(fold, run_id=RUN, now=30.0)
+    assert later.delta(second.drawn) is None

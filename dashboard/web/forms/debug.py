@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 from django import forms
+
+from planner.spec import StateField
 
 ANY_NODE = "*"
 
@@ -71,16 +74,31 @@ class StateEditForm(forms.Form):
 
     def __init__(self, *args: Any, channels: dict[str, Any], values: dict[str, Any],
                  nodes: list[str], internal: tuple[str, ...] = (),
-                 check: Any = None, **kwargs: Any) -> None:
+                 check: Any = None, fields: Mapping[str, tuple[StateField, ...]] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.current = values
         self.internal = frozenset(internal)
         self.check = check
         """``check(values, as_node) -> {channel: error}``: the graph's own check of an edit."""
         self.kinds: dict[str, str] = {}
+        self.records: dict[str, tuple[StateField, ...]] = {}
+        """Channels edited field by field (``GraphSpec.state_fields``), with their fields."""
         for name, annotation in channels.items():
             scalar = _scalar(annotation)
             value = values.get(name)
+            declared = (fields or {}).get(name)
+            if declared and (value is None or isinstance(value, Mapping)):
+                # one box per field, checked as the graph's questions and start form check it
+                self.records[name] = declared
+                for spec in declared:
+                    now = (value or {}).get(spec.name)
+                    self.fields[f"ch_{name}.{spec.name}"] = forms.CharField(
+                        required=False, label=f"{name}.{spec.name}",
+                        initial="" if now is None else str(now),
+                        help_text=f"{spec.label}{f' ({spec.hint})' if spec.hint else ''}")
+                    self.kinds[f"{name}.{spec.name}"] = "field"
+                continue
             if scalar is not None and (value is None or isinstance(value, scalar)):
                 field = _SCALARS[scalar](required=False, label=name, initial=value)
                 if scalar is str:
@@ -113,8 +131,20 @@ class StateEditForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         """Check the channels that parsed with the graph's own check too, so that every
-        error (bad JSON and values of the wrong type alike) comes back in one round."""
+        error (bad JSON, values of the wrong type, a field's bad value) comes back in one
+        round."""
         cleaned = super().clean() or {}
+        for channel, specs in self.records.items():
+            for spec in specs:
+                key = f"ch_{channel}.{spec.name}"
+                raw = str(cleaned.get(key) or "").strip()
+                if key not in cleaned or not raw:
+                    continue
+                value, reason = spec.check(raw)
+                if reason:
+                    self.add_error(key, reason)
+                else:
+                    cleaned[key] = value
         if self.check is None:
             return cleaned
         edit = self.edit()
@@ -130,7 +160,24 @@ class StateEditForm(forms.Form):
     def edit(self) -> dict[str, Any]:
         """The channels the operator changed, with their new values (after ``is_valid``)."""
         changed: dict[str, Any] = {}
+        for channel, specs in self.records.items():
+            old_record = self.current.get(channel)
+            record = dict(old_record or {})
+            for spec in specs:
+                key = f"ch_{channel}.{spec.name}"
+                if key not in self.cleaned_data:
+                    continue  # did not pass its check: its error is reported already
+                new = self.cleaned_data[key]
+                if new == "" or new is None:
+                    if record.get(spec.name) is not None:
+                        record[spec.name] = None  # emptied: the field is to be found again
+                elif _differs(new, record.get(spec.name)):
+                    record[spec.name] = new
+            if record != (old_record or {}):
+                changed[channel] = record
         for name, kind in self.kinds.items():
+            if kind == "field":
+                continue
             if f"ch_{name}" not in self.cleaned_data:
                 continue  # did not parse: its error is reported already
             new = self.cleaned_data.get(f"ch_{name}")
@@ -139,7 +186,12 @@ class StateEditForm(forms.Form):
                 continue  # an unset flag shown unticked
             if kind == "str" and old is None and new == "":
                 continue
-            if json.dumps(new, sort_keys=True, default=str) != json.dumps(
-                    old, sort_keys=True, default=str):
+            if _differs(new, old):
                 changed[name] = new
         return changed
+
+
+def _differs(new: Any, old: Any) -> bool:
+    """Whether two values differ as JSON (``47.88`` and ``"47.88"`` do)."""
+    return json.dumps(new, sort_keys=True, default=str) != json.dumps(old, sort_keys=True,
+                                                                      default=str)

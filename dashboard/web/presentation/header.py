@@ -109,12 +109,22 @@ WAITING_FOR_PEOPLE = (Run.Status.INTERRUPTED, Run.Status.PAUSED)
 """The statuses in which a run's clock counts a wait for people, not work."""
 
 
-def run_head(run: Run, *, figures: Figures | None = None) -> Head:
-    """The header of a run as it stands now (its place in the line if it was read with
-    ``Run.objects.with_queue_position()``); with ``figures`` (folded from its events, see
-    :mod:`dashboard.runs.figures`, the same the waterfall, the API and the export show)
-    its working time and its waits for people apart."""
-    now = timezone.now()
+@dataclass(frozen=True)
+class Clocks:
+    """A run's working time and its waits for people as a page shows them, with the
+    moments from which the page ticks the one that runs (the header, the runs list)."""
+
+    working: str
+    waiting: str
+    """"" when the run never waited for people."""
+    working_since: str = ""
+    waiting_since: str = ""
+
+
+def run_clocks(run: Run, figures: Figures | None, *, now: datetime | None = None) -> Clocks:
+    """:class:`Clocks` of ``run`` from its ``figures`` (:mod:`dashboard.runs.figures`, the
+    same the waterfall, the API and the export show); its elapsed time without them."""
+    now = now or timezone.now()
     active = run.started_at is not None and not run.is_finished
     if figures is not None and figures.known and run.started_at is not None:
         working: float | None = figures.working
@@ -126,14 +136,26 @@ def run_head(run: Run, *, figures: Figures | None = None) -> Head:
     def since(seconds: float) -> str:  # the page ticks "now - since" between renders
         return (now - timedelta(seconds=seconds)).isoformat()
 
+    return Clocks(working=seconds_text(working) if working is not None else "—",
+                  waiting=seconds_text(waited) if waited > 0 or waiting_now else "",
+                  working_since=since(working) if active and not waiting_now and working
+                  is not None else "",
+                  waiting_since=since(waited) if waiting_now else "")
+
+
+def run_head(run: Run, *, figures: Figures | None = None) -> Head:
+    """The header of a run as it stands now (its place in the line if it was read with
+    ``Run.objects.with_queue_position()``); with ``figures`` (folded from its events, see
+    :mod:`dashboard.runs.figures`, the same the waterfall, the API and the export show)
+    its working time and its waits for people apart."""
+    now = timezone.now()
+    active = run.started_at is not None and not run.is_finished
+    clocks = run_clocks(run, figures, now=now)
     return Head(status=run.status, node=run.current_node, duration=run_duration(run),
                 started_at=run.started_at.isoformat() if active and run.started_at else "",
                 queue_position=getattr(run, "queue_position", None),
-                working=seconds_text(working) if working is not None else "—",
-                waiting=seconds_text(waited) if waited > 0 or waiting_now else "",
-                working_since=since(working) if active and not waiting_now and working
-                is not None else "",
-                waiting_since=since(waited) if waiting_now else "",
+                working=clocks.working, waiting=clocks.waiting,
+                working_since=clocks.working_since, waiting_since=clocks.waiting_since,
                 outcome=run_outcome(graph=run.graph, status=run.status, output=run.output),
                 **{name: getattr(run, name) for name in ROLLUPS})
 

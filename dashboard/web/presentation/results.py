@@ -33,15 +33,23 @@ def run_result(*, run: Run, tasks: dict[str, dict[str, Any]] | None = None
         payload = event.payload if event is not None and isinstance(event.payload, dict) else {}
         return {"kind": "cancelled", "by": str(payload.get("by") or ""),
                 "node": run.current_node, "seq": event.seq if event else run.last_seq,
-                "last_seq": run.last_seq, "tasks": _task_counts(tasks or {})}
+                "last_seq": run.last_seq, "tasks": _task_counts(tasks or {}, graph=run.graph)}
     return None
 
 
-def _task_counts(tasks: dict[str, dict[str, Any]]) -> list[tuple[str, int]]:
+def _task_counts(tasks: dict[str, dict[str, Any]], *, graph: str) -> list[tuple[str, int]]:
+    """A cancelled run's tasks by status: those in flight or not started are cancelled (as
+    the DAG, the timeline and the waterfall show them)."""
+    try:
+        view = get_graph(graph).task_view
+    except KeyError:
+        view = None
+    stopped = (view.running, *view.not_started) if view is not None else ()
     counts: dict[str, int] = {}
     for task in tasks.values():
         if task.get("parent") is not None:  # the root is the goal, not a task of the plan
             status = str(task.get("status") or "pending")
+            status = "cancelled" if status in stopped else status
             counts[status] = counts.get(status, 0) + 1
     return sorted(counts.items())
 

@@ -31,6 +31,8 @@ START, END = "__start__", "__end__"
 # what a task is shown as once its run waits or has stopped (the graph's own statuses aside)
 WAITING, CANCELLED = "waiting", "cancelled"
 FINISH_KINDS = {Kind.RUN_SUCCEEDED, Kind.RUN_FAILED, Kind.RUN_CANCELLED}
+COMPACT_FROM = 60
+"""A DAG of more tasks than this is drawn compact (smaller cards)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,11 @@ class Changes:
     graph: bool = False
     tasks: set[str] = field(default_factory=set)
     new_tasks: bool = False
+    """Every task card is drawn again (the run's phase moved, or the DAG's layout did)."""
+    plans: set[str] = field(default_factory=set)
+    """Plans that got new tasks: drawn again (or added) alone, not the whole DAG."""
+    added: set[str] = field(default_factory=set)
+    """The tasks that are new."""
     decisions: bool = False
     interrupts: bool = False
     status: bool = False
@@ -165,9 +172,14 @@ class TraceFold:
             self._enter_phase("paused", changes)
 
     def _enter_phase(self, phase: str, changes: Changes) -> None:
-        """A new phase of the run redraws every task (their shown status depends on it)."""
+        """A new phase of the run redraws the tasks whose shown status it moves (a task in
+        flight waits while its run waits, and is cancelled once it stopped)."""
         if phase != self.phase and self.tasks:
-            changes.new_tasks = True
+            before = {tid: self.shown_status(str(t.get("status") or ""))
+                      for tid, t in self.tasks.items()}
+            self.phase = phase
+            changes.tasks |= {tid for tid, t in self.tasks.items()
+                              if self.shown_status(str(t.get("status") or "")) != before[tid]}
         self.phase = phase
 
     def shown_status(self, status: str) -> str:
@@ -198,7 +210,13 @@ class TraceFold:
             self.tasks = view.merge(self.tasks, patch)  # the graph's own reducer
             changed = {str(tid) for tid in patch}
             changes.tasks |= changed
-            changes.new_tasks = changes.new_tasks or bool(changed - before)
+            added = changed - before
+            changes.added |= added
+            changes.plans |= {str(self.tasks[t]["parent"]) for t in added
+                              if t in self.tasks and self.tasks[t].get("parent") is not None}
+            shown = sum(1 for t in self.tasks.values() if t.get("parent") is not None)
+            if (shown - len(added) > COMPACT_FROM) != (shown > COMPACT_FROM):
+                changes.new_tasks = True  # the DAG turns compact: drawn again as a whole
         decisions = update.get(self.decisions_channel) if self.decisions_channel else None
         if isinstance(decisions, list) and decisions:
             self.decisions.extend(d for d in decisions if isinstance(d, dict))
@@ -306,6 +324,11 @@ class TaskGroup:
     parent_goal: str
     depth: int
     columns: list[list[dict[str, Any]]]
+
+    @property
+    def dom(self) -> str:
+        """The plan's id as an HTML id."""
+        return dom_id(self.parent)
 
 
 def task_groups(fold: TraceFold) -> list[TaskGroup]:
@@ -420,6 +443,8 @@ def panels_context(*, run: Run, fold: TraceFold) -> dict[str, Any]:
         # drawn only when tasks were added: the template calls it then, not on every batch
         "task_groups": functools.partial(task_groups, fold),
         "task_count": sum(1 for t in fold.tasks.values() if t.get("parent") is not None),
+        "dag_compact": sum(1 for t in fold.tasks.values() if t.get("parent") is not None)
+        > COMPACT_FROM,
         "task_statuses": (*fold.task_view.statuses, WAITING, CANCELLED) if fold.task_view
         else (),
         "decisions": fold.decisions,
@@ -434,7 +459,8 @@ def _waterfall(run: Run, fold: TraceFold) -> Any:
     """The run's waterfall as folded so far; an active run's open bars reach to now."""
     origin = fold.waterfall.origin
     now = (timezone.now() - origin).total_seconds() if origin and not run.is_finished else None
-    return waterfall_view(fold.waterfall, run_id=run.id, now=now, tasks=fold.tasks)
+    return waterfall_view(fold.waterfall, run_id=run.id, now=now, tasks=fold.tasks,
+                          shown=fold.shown_status)
 
 
 def run_duration(run: Run) -> str:

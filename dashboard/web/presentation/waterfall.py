@@ -13,7 +13,8 @@ row would cost ten times more).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -89,6 +90,8 @@ class WaterfallFold:
     calls: dict[str, Span] = field(default_factory=dict)
     task_start: dict[str, float] = field(default_factory=dict)
     task_end: dict[str, float] = field(default_factory=dict)
+    task_stopped: set[str] = field(default_factory=set)
+    """Tasks in flight when the run ended: their bars end there, as stopped."""
     _nodes: dict[tuple[str, str], Span] = field(default_factory=dict)
     _waits: dict[str, Span] = field(default_factory=dict)
     _resumed: float | None = None
@@ -171,6 +174,10 @@ class WaterfallFold:
                 if span.end is None:
                     span.stop(t)
                     span.status = "stopped"
+            for tid in self.task_start:
+                if tid not in self.task_end:
+                    self.task_end[tid] = t
+                    self.task_stopped.add(tid)
 
     def _call_started(self, payload: Mapping[str, Any], key: tuple[str, str], t: float,
                       seq: int) -> None:
@@ -359,11 +366,13 @@ def _group_nodes(items: list[Span]) -> list[Row]:
         members = items[i:j]
         if len(members) >= GROUP_AT:
             ends = [m.end for m in members]
+            calls = _alike(c for m in members for c in m.children)
             group = Span(key=f"g{span.key}", kind=span.kind,
                          label=f"{span.label} \u00d7{len(members)}", start=span.start,
                          end=None if None in ends else max(e for e in ends if e is not None),
-                         seq=span.seq, note=f"step {span.step}" if span.step is not None
-                         else "")
+                         seq=span.seq, note=" · ".join(
+                             ([f"step {span.step}"] if span.step is not None else [])
+                             + ([calls] if calls else [])))
             out.append(Row(group, rows=tuple(_node_row(m, 1) for m in members),
                            group=group.key, open=len(members) <= OPEN_UP_TO))
         else:
@@ -372,24 +381,46 @@ def _group_nodes(items: list[Span]) -> list[Row]:
     return out
 
 
+def _alike(calls: Iterable[Span]) -> str:
+    """Identical model calls said once: ``scripted x98`` ("" when there are none)."""
+    counts: dict[str, int] = {}
+    for call in calls:
+        counts[call.label] = counts.get(call.label, 0) + 1
+    return ", ".join(f"{label} \u00d7{n}" if n > 1 else label for label, n in counts.items())
+
+
 def _node_row(span: Span, depth: int) -> Row:
+    """A node's bar with its model calls under it; many identical calls (a node that called
+    its model 200 times alike) folded into one group, ``scripted x200``."""
     nested = depth + (1 if span.namespace else 0)
-    return Row(span, depth=nested,
-               rows=tuple(Row(c, depth=nested + 1) for c in span.children))
+    kids = [Row(c, depth=nested + 1) for c in span.children]
+    if len(kids) > OPEN_UP_TO and len({(c.label, c.note) for c in span.children}) == 1:
+        first = span.children[0]
+        ends = [c.end for c in span.children]
+        group = Span(key=f"f{span.key}", kind="model",
+                     label=f"{first.label} \u00d7{len(kids)}", start=first.start,
+                     end=None if None in ends else max(e for e in ends if e is not None),
+                     seq=first.seq, note=first.note)
+        kids = [Row(group, depth=nested + 1, group=group.key, open=False,
+                    rows=tuple(Row(c, depth=nested + 2) for c in span.children))]
+    return Row(span, depth=nested, rows=tuple(kids))
 
 
-def _task_rows(fold: WaterfallFold, tasks: Mapping[str, Mapping[str, Any]]) -> list[Row]:
-    """Tasks as bars from running to done, one folded group per plan."""
+def _task_rows(fold: WaterfallFold, tasks: Mapping[str, Mapping[str, Any]],
+               shown: Callable[[str], str] = str) -> list[Row]:
+    """Tasks as bars from running to done, one folded group per plan; each task's status
+    as ``shown`` makes it true (``TraceFold.shown_status``: cancelled once its run stopped)."""
     plans: dict[str, list[Row]] = {}
     for tid, task in tasks.items():
         parent = task.get("parent")
         if parent is None:
             continue  # the root is the run's goal, not a task of a plan
         start = fold.task_start.get(tid)
-        status = str(task.get("status") or "")
+        status = shown(str(task.get("status") or ""))
+        bar = "stopped" if tid in fold.task_stopped else status
         span = Span(key=f"t{tid}", kind="task", label=f"{tid} {task.get('goal') or ''}",
                     start=start if start is not None else -1.0, end=fold.task_end.get(tid),
-                    task=tid, status=status, note=status)
+                    task=tid, status=bar, note=status)
         plans.setdefault(str(parent), []).append(Row(span, depth=1))
     out = []
     folded = sum(len(r) for r in plans.values()) > 4 * OPEN_UP_TO
@@ -408,6 +439,33 @@ def _task_rows(fold: WaterfallFold, tasks: Mapping[str, Mapping[str, Any]]) -> l
 
 
 @dataclass(frozen=True)
+class Part:
+    """One row as a live page keeps it: where it sits, its own line and its whole block."""
+
+    container: str
+    line: str
+    """The row's own element (``id="wf-<key>"``), compared between batches."""
+    block: str
+    """The row with what is under it, inserted when the row is new."""
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """What a page shows of the waterfall, to send a live page only what changed."""
+
+    axis: tuple[Any, ...]
+    parts: dict[str, Part]
+    """By row id, in the page's order."""
+
+    def children(self) -> dict[str, list[str]]:
+        """Each container's row ids, in order."""
+        out: dict[str, list[str]] = {}
+        for key, part in self.parts.items():
+            out.setdefault(part.container, []).append(key)
+        return out
+
+
+@dataclass(frozen=True)
 class WaterfallView:
     """What ``_waterfall.html`` draws: the summary, the axis and the rows' HTML."""
 
@@ -421,30 +479,85 @@ class WaterfallView:
     bars: int
     shortened: bool = False
     """Whether waits for a human are drawn shortened on the axis."""
+    drawn: Drawn | None = None
+    """The rows as parts (a live page is sent the parts that changed)."""
+
+    def delta(self, before: Drawn | None) -> SafeString | None:
+        """The OOB swaps that turn a page showing ``before`` into this view: changed rows
+        replaced, new rows appended where they belong; None when the axis moved or rows
+        were regrouped (then the whole waterfall is sent)."""
+        now = self.drawn
+        if before is None or now is None or before.axis != now.axis:
+            return None
+        old, new = before.children(), now.children()
+        for container, ids in old.items():
+            if new.get(container, [])[:len(ids)] != ids:
+                return None
+        out: list[str] = []
+        on_page = {ROWS, TASKS} | {f"{key}-c" for key in before.parts}
+        for container, ids in new.items():
+            if container not in on_page:
+                continue  # inside a new row's block, sent with it
+            added = ids[len(old.get(container, [])):]
+            if added:
+                out.append(f'<div hx-swap-oob="beforeend:#{container}">'
+                           + "".join(now.parts[i].block for i in added) + "</div>")
+        for key, part in now.parts.items():
+            was = before.parts.get(key)
+            if was is not None and was.line != part.line:
+                out.append(part.line.replace(' id="', ' hx-swap-oob="true" id="', 1))
+        return mark_safe("".join(out))
+
+
+ROWS, TASKS = "wf-rows", "wf-tasks"
+"""The containers of the waterfall's rows: node executions and waits; tasks by plan."""
+LADDER = (1.0, 2.0, 5.0)
+
+
+def horizon(seconds: float) -> float:
+    """Where a live run's axis ends: the next of 1, 2, 5 times a power of ten past
+    ``seconds`` (and a quarter), so the bars keep their places between batches (the axis
+    moves, and the whole waterfall is sent again, only when the run outgrows it)."""
+    target = max(seconds * 1.25, 0.01)
+    power = 10.0 ** math.floor(math.log10(target))
+    return next((step * power for step in LADDER if step * power >= target), 10 * power)
 
 
 def waterfall_view(fold: WaterfallFold, *, run_id: Any, now: float | None = None,
-                   tasks: Mapping[str, Mapping[str, Any]] | None = None) -> WaterfallView:
+                   tasks: Mapping[str, Mapping[str, Any]] | None = None,
+                   shown: Callable[[str], str] = str) -> WaterfallView:
     """The waterfall laid out up to ``now`` (seconds since the run began; default: the last
-    event, or later for an active run) with bars linking into the run's trace."""
+    event, or later for an active run) with bars linking into the run's trace; a run not
+    ended yet on an axis to its :func:`horizon`."""
     end = max(fold.last, now if now is not None and not fold.finished else 0.0)
-    axis = Axis.of(fold, end=end)
+    axis = Axis.of(fold, end=end if fold.finished else horizon(end), now=end)
     ticks = axis.ticks()
     urls = _Urls(run_id, fold.origin)
     rows = _group_nodes(fold.items)
-    task_rows = _task_rows(fold, tasks) if tasks and fold.task_view is not None else []
+    task_rows = _task_rows(fold, tasks, shown) if tasks and fold.task_view is not None else []
     bars = sum(1 for _ in _all_spans(fold)) + len(fold.task_start)
+    parts: dict[str, Part] = {}
+    html = _parts(rows, ROWS, axis=axis, now=end, urls=urls, into=parts)
+    task_html = _parts(task_rows, TASKS, axis=axis, now=end, urls=urls, into=parts)
     return WaterfallView(
         summary=summary(fold, now=end), ticks=ticks,
         breaks=tuple((round(axis.percent(a), 3), round(axis.percent(b) - axis.percent(a), 3),
                       f"{seconds_text(b - a - w)} left out") for a, b, w in axis.breaks),
-        rows=rows_html(rows, axis=axis, now=end, urls=urls),
-        task_rows=rows_html(task_rows, axis=axis, now=end, urls=urls), bars=bars,
-        shortened=bool(axis.breaks))
+        rows=html, task_rows=task_html, bars=bars, shortened=bool(axis.breaks),
+        drawn=Drawn(axis=(axis.end, axis.breaks), parts=parts))
 
 
 BREAK_SHARE = 0.06
 """A wait for a human is drawn this share of the working time long (if it was longer)."""
+
+
+def shortened(seconds: float, drawn: float) -> float:
+    """How long a wait of ``seconds`` is drawn when waits are shortened to about ``drawn``:
+    longer waits stay longer (half a ``drawn`` more for each tenfold), never past their
+    own length, so 1 min 14 s and 19.4 s do not look alike."""
+    if seconds <= drawn or drawn <= 0:
+        return seconds
+    return min(drawn * (1 + 0.5 * math.log10(seconds / drawn)), seconds)
 
 
 @dataclass(frozen=True)
@@ -458,12 +571,12 @@ class Axis:
     shown: float
 
     @classmethod
-    def of(cls, fold: WaterfallFold, *, end: float) -> Axis:
-        """The axis of ``fold`` up to ``end`` seconds."""
-        waits = human_waits(fold, now=end)
+    def of(cls, fold: WaterfallFold, *, end: float, now: float | None = None) -> Axis:
+        """The axis of ``fold`` up to ``end`` seconds (its open waits reach to ``now``)."""
+        waits = human_waits(fold, now=end if now is None else min(now, end))
         working = end - length(waits)
         drawn = max(working * BREAK_SHARE, end * 0.001)
-        breaks = tuple((a, b, drawn) for a, b in waits if b - a > drawn)
+        breaks = tuple((a, b, shortened(b - a, drawn)) for a, b in waits if b - a > drawn)
         shown = end - sum(b - a - w for a, b, w in breaks)
         return cls(end=end, breaks=breaks, shown=shown if shown > 0 else 1.0)
 
@@ -528,10 +641,40 @@ class _Urls:
 
 def rows_html(rows: Iterable[Row], *, axis: Axis, now: float, urls: _Urls) -> SafeString:
     """The rows as HTML: every text escaped, positions as percentages of the axis."""
-    return mark_safe("".join(_row_html(r, axis=axis, now=now, urls=urls) for r in rows))
+    return _parts(rows, ROWS, axis=axis, now=now, urls=urls, into={})
 
 
-def _row_html(row: Row, *, axis: Axis, now: float, urls: _Urls) -> str:
+def _parts(rows: Iterable[Row], container: str, *, axis: Axis, now: float, urls: _Urls,
+           into: dict[str, Part]) -> SafeString:
+    """The rows' HTML; each row is noted in ``into`` as a :class:`Part` of ``container``."""
+    return mark_safe("".join(_block(r, container, axis=axis, now=now, urls=urls, into=into)
+                             for r in rows))
+
+
+def _block(row: Row, container: str, *, axis: Axis, now: float, urls: _Urls,
+           into: dict[str, Part]) -> str:
+    """A row with what is under it: a group folds its rows in a ``<details>``; a node's bar
+    keeps its model calls in a box of their own (live, a new call is added to it)."""
+    span = row.span
+    key = f"wf-{span.key}"
+    into[key] = Part(container, "", "")  # in the page's order: the row before its rows
+    line = _line(row, axis=axis, now=now, urls=urls)
+    kids = _parts(row.rows, f"{key}-c", axis=axis, now=now, urls=urls, into=into)
+    if row.group:
+        block = format_html(
+            '<details class="wf-group" id="{}-b"{}>{}<div class="wf-kids" id="{}-c">{}</div>'
+            '</details>', key, " open" if row.open else "", line, key, kids)
+    elif span.kind in ("engine", "tool"):
+        block = format_html('<div class="wf-item" id="{}-b">{}<div class="wf-kids" id="{}-c">'
+                            '{}</div></div>', key, line, key, kids)
+    else:
+        block = line + kids
+    into[key] = Part(container, line, block)
+    return block
+
+
+def _line(row: Row, *, axis: Axis, now: float, urls: _Urls) -> str:
+    """The row's own element: its label, its duration and its bar."""
     span = row.span
     running = span.end is None and span.start >= 0
     if span.start < 0:  # a task that never ran
@@ -549,9 +692,10 @@ def _row_html(row: Row, *, axis: Axis, now: float, urls: _Urls) -> str:
             bar = format_html('<span class="{}" style="{}" title="{}"></span>',
                               classes, style, f"{span.label}: {what}")
         else:
+            # one click handler for every bar (static/planwatch/waterfall.js), not htmx's
+            # per element: a 645-bar plan swaps in without 645 elements to process
             bar = format_html(
-                '<button type="button" class="{}" style="{}" hx-get="{}" '
-                'hx-target="#waterfall-detail" hx-swap="innerHTML" aria-label="{}" '
+                '<button type="button" class="{}" style="{}" data-detail="{}" aria-label="{}" '
                 'title="{}"></button>', classes, style, urls.of(span),
                 f"{span.label}: {what}", f"{span.label}: {what}")
     label = _running_text(span) if running and span.kind == "model" else span.label
@@ -561,21 +705,15 @@ def _row_html(row: Row, *, axis: Axis, now: float, urls: _Urls) -> str:
     ticking = (format_html(' data-started="{}"',
                            (urls.origin + timedelta(seconds=span.start)).isoformat())
                if running and urls.origin is not None else "")
-    line = format_html(
+    inner = format_html(
         '<span class="wf-label" title="{}"><span class="wf-name">{}</span>{}'
         '<span class="wf-dur"{}>{}</span></span><span class="wf-track">{}</span>',
         span.label, label, format_html(' <span class="wf-note">{}</span>', note) if note else "",
         ticking, duration, bar)
     depth = f" wf-d{min(row.depth, 4)}"
-    if row.group:
-        inner = "".join(_row_html(r, axis=axis, now=now, urls=urls) for r in row.rows)
-        return format_html(
-            '<details class="wf-group" id="wf-{}"{}><summary class="wf-row wf-k-{}{}">{}'
-            '</summary>{}</details>', span.key, " open" if row.open else "", span.kind, depth,
-            line, mark_safe(inner))
-    kids = "".join(_row_html(r, axis=axis, now=now, urls=urls) for r in row.rows)
-    return format_html('<div class="wf-row wf-k-{}{}" id="wf-{}">{}</div>{}', span.kind,
-                       depth, span.key, line, mark_safe(kids))
+    tag = "summary" if row.group else "div"
+    return format_html('<{} class="wf-row wf-k-{}{}" id="wf-{}">{}</{}>', mark_safe(tag),
+                       span.kind, depth, span.key, inner, mark_safe(tag))
 
 
 def _running_text(span: Span) -> str:
@@ -586,6 +724,6 @@ def _running_text(span: Span) -> str:
     return "running…"
 
 
-__all__ = ["MODEL_FINISHED", "MODEL_KINDS", "MODEL_STARTED", "Span", "Summary",
+__all__ = ["MODEL_FINISHED", "MODEL_KINDS", "MODEL_STARTED", "Drawn", "Span", "Summary",
            "WaterfallFold", "WaterfallView", "seconds_text", "summary",
            "tokens_text", "waterfall_view"]

@@ -74,6 +74,16 @@ def run_clock(run: Run | dict[str, Any]) -> str:
     return run.started_at.isoformat() if run.started_at and not run.is_finished else ""
 
 
+@register.filter
+def run_clocks(run: Run | dict[str, Any]) -> header.Clocks | None:
+    """A listed run's working time and waits for people, from the figures the list read
+    for it (``figures``: :func:`dashboard.selectors.runs_waits`); None without them."""
+    figures = run.get("figures") if isinstance(run, dict) else getattr(run, "figures", None)
+    if figures is None or not figures.known:
+        return None
+    return header.run_clocks(_as_run(run), figures)
+
+
 def _as_run(run: Run | dict[str, Any]) -> Run:
     """A run, or a doorbell's summary of one (its times as ISO 8601) as an unsaved run."""
     if isinstance(run, Run):

@@ -147,7 +147,7 @@ def _state_form(request: HttpRequest, run: Run, values: dict[str, Any]) -> State
     schema = selectors.graph_debug_schema(graph=run.graph)
     return StateEditForm(request.POST if request.method == "POST" else None,
                          channels=schema.channels, values=values, nodes=schema.nodes,
-                         internal=schema.internal,
+                         internal=schema.internal, fields=schema.fields(values),
                          check=lambda edit, as_node: services.state_edit_errors(
                              graph=run.graph, values=edit, as_node=as_node))
 

@@ -30,6 +30,9 @@ def run_list(request: HtmxHttpRequest) -> TemplateResponse:
     live_since = timezone.now().isoformat()  # runs created later are added live
     page = Paginator(selectors.run_list(user=request.user, **chosen), RUNS_PER_PAGE).get_page(
         request.GET.get("page"))
+    waits = selectors.runs_waits(run_ids=[run.id for run in page])
+    for run in page:  # the same working time and waits as its header and waterfall
+        run.figures = waits.get(str(run.id))
     template = "dashboard/_run_rows.html" if request.htmx else "dashboard/run_list.html"
     return TemplateResponse(request, template, {
         "page": page, "form": form, **chosen, "filtered": form.is_filtered,
