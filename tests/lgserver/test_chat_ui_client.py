@@ -135,8 +135,6 @@ def test_agent_chat_uis_requests_chat_approve_edit_and_a_planner_question(
         ("human", "Germany"),
         ("ai", "Which currency should prices and the TAM use (ISO 4217 code)?")]
     assert all(message_id for _, _, message_id in transcript)
-    # its questions streamed as they were said, with the ids the state keeps
-    assert [m["id"] for m in planned] == [i for kind, _, i in transcript if kind == "ai"]
     assert result["region"] == "Germany" and result["next"] == "core.currency"
     question = Interrupt.objects.filter(run__conversation_id=result["plan"]).earliest(
         "created_at")
@@ -148,6 +146,8 @@ def test_agent_chat_uis_requests_chat_approve_edit_and_a_planner_question(
     assert said[:4] == transcript and all(message_id for _, _, message_id in said)
     assert [text for kind, text, _ in said if kind == "human"][1:] == [
         "Germany", "EUR", "47.88"]
+    # its questions and result streamed as they were said, with the ids the state keeps
+    assert [m["id"] for m in planned] == [i for kind, _, i in said if kind == "ai"]
     kind, final, _ = said[-1]
     assert kind == "ai" and final.startswith("TAM ") and " EUR a year." in final
     assert "TAM = population \u00d7 adoption rate \u00d7 yearly price = " in final

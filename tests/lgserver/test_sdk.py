@@ -216,7 +216,7 @@ def test_cancel_and_the_multitask_strategies(sdk):
     assert wait_run(third["run_id"]).status == Run.Status.CANCELLED
     assert sdk.runs.get(thread["thread_id"], third["run_id"])["status"] == "interrupted"
     listed = [r["run_id"] for r in sdk.runs.list(thread["thread_id"])]
-    assert listed == [third["run_id"], second["run_id"], first["run_id"]]
+    assert listed == [third["run_id"], second["run_id"], queued["run_id"], first["run_id"]]
 
 
 def test_join_stream_resumes_after_the_last_event_id(sdk):
