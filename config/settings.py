@@ -270,10 +270,11 @@ PLANWATCH = {
     # open at once; past either the next is refused (429, websocket close code 4429).
     "MAX_STREAMS_PER_USER": int(os.environ.get("PLANWATCH_MAX_STREAMS_PER_USER", "500")),
     "MAX_STREAMS_PER_PROCESS": int(os.environ.get("PLANWATCH_MAX_STREAMS_PER_PROCESS", "2000")),
-    # Seconds of silence after which a LangGraph SSE stream sends a ": heartbeat" comment
-    # (as LangGraph's server does), so proxies do not close a stream waiting on a long node.
+    # Every this many seconds a LangGraph SSE stream sends a ": heartbeat" comment and a
+    # waiting /wait or /join response a newline (LangGraph's server: every 5 s), so proxies
+    # do not close a response waiting on a long node.
     "STREAM_KEEPALIVE_SECONDS": float(os.environ.get("PLANWATCH_STREAM_KEEPALIVE_SECONDS",
-                                                     "15")),
+                                                     "5")),
     # Runs one user may have queued (waiting for a slot) at once; past it, 429.
     "MAX_QUEUED_RUNS_PER_USER": int(os.environ.get("PLANWATCH_MAX_QUEUED_RUNS_PER_USER",
                                                    "1000")),

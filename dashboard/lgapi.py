@@ -102,8 +102,10 @@ def assistant_resolve(*, assistant_id: Any) -> Resolved:
     try:
         return Resolved(get_graph(str(assistant_id)), None)
     except KeyError as exc:
-        raise AssistantNotFound(f"{exc.args[0]}; or no assistant {assistant_id} (list them "
-                                "with POST /assistants/search)") from None
+        # "not found" first, as LangGraph's server words it (clients match on it)
+        raise AssistantNotFound(f"assistant {assistant_id} not found: {exc.args[0]}; or no "
+                                "assistant has that id (list them with POST "
+                                "/assistants/search)") from None
 
 
 def assistant_rows(*, user: User | None, graph_id: str = "", name: str = "",

@@ -80,9 +80,10 @@ class RunQuerySet(models.QuerySet["Run"]):
         return self.filter(state=State.QUEUED, waits_for__isnull=False)
 
     def latest_first(self) -> RunQuerySet:
-        """Newest first, without the runs waiting their turn (a thread's state is its
-        latest run's that is not)."""
-        return self.exclude(state=State.QUEUED, waits_for__isnull=False).order_by(
+        """Newest first, without the runs enqueued behind another that have not started
+        (waiting their turn, or cancelled before it came: a thread's state is its latest
+        run's that is not)."""
+        return self.exclude(waits_for__isnull=False, started_at__isnull=True).order_by(
             "-created_at")
 
     def with_queue_position(self) -> RunQuerySet:

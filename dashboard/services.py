@@ -14,6 +14,8 @@ from django.contrib.auth.models import User as AuthUser
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from langgraph._internal._constants import NULL_TASK_ID
+from langgraph.types import Command
 
 from dashboard.checkpoints import compiled, config_of, sync_saver
 from dashboard.models import Interrupt, Run, RunEvent, Thread
@@ -588,6 +590,21 @@ def run_state_edit_check(*, run: Run, values: Any, as_node: str) -> None:
     else:
         _check(debugging.check_edit, spec, values, as_node=as_node,
                fields=spec.state_fields(values))
+
+
+def run_command_update(*, run: Run, update: Any) -> None:
+    """``Command(update=…)`` for a run that goes on from its last checkpoint (answered, or
+    continued past a breakpoint): as LangGraph maps a command's update, its values become
+    writes of no task on that checkpoint, which LangGraph applies through the channels'
+    reducers before anything else when the run goes on (and state reads show meanwhile).
+    Checked against the graph's state schema first, as a state edit is."""
+    run_state_edit_check(run=run, values=update, as_node="")
+    with sync_saver() as saver:
+        tup = saver.get_tuple(config_of(run))
+        if tup is None:
+            raise RunStateError(f"run {run.id} has no checkpoint to update yet")
+        saver.put_writes(tup.config, Command(update=update)._update_as_tuples(),
+                         NULL_TASK_ID)
 
 
 def run_update_state(*, run: Run, values: Any, as_node: str, user: User,

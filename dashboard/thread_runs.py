@@ -4,6 +4,7 @@ run requests (``lgserver``) and the crons' runs (``crons``) both decide here.
 A thread's next run is decided here, and only here:
 
 - no run yet: a new run with the input (``services.run_create``);
+- ``command={"update": …}`` (:func:`command_update`) is applied before the rest;
 - ``command={"resume": …}``: the thread's interrupted run is answered (one answer, or a
   map by interrupt id) and goes on; the LangGraph run is that same run, with the request's
   breakpoints; a graph that declares ``review_questions`` takes the standard decisions
@@ -152,11 +153,15 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> R
             f"thread {thread.id} runs graph {current.graph!r}, not {req.assistant_id!r}; "
             "use a new thread for another graph", errors={"assistant_id": "another graph"})
     command = req.command or {}
-    if set(command) - {"resume"}:
-        raise Unsupported(f"command {sorted(set(command) - {'resume'})} is not served here; "
-                          "a run request takes Command(resume=…), or goto '__end__' "
-                          "(thread_runs.end)", errors={"command": "only resume"})
-    if "resume" in command:
+    if set(command) - {"resume", "update"}:
+        raise Unsupported(f"command {sorted(set(command) - {'resume', 'update'})} is not "
+                          "served here; a run request takes Command(resume=…, update=…), or "
+                          "goto '__end__' (thread_runs.end)",
+                          errors={"command": "only resume and update"})
+    if command and "resume" not in command:
+        raise RunInputError("the command has nothing to do: give it a resume, an update or "
+                            "goto '__end__'", errors={"command": "empty command"})
+    if "resume" in command:  # its update, if any, was written first (command_update)
         _scope_breakpoints(current, req, user)
         return _resume(thread, current, command["resume"], user)
     if current is None:
@@ -209,11 +214,50 @@ def _make_room(thread: Thread, current: Run, req: RunRequest, user: User,
             f"thread {thread.id} is busy with run {current.id} ({current.status}); wait for "
             "it (runs.join), cancel it, or send multitask_strategy 'interrupt' or 'rollback'")
     services.run_cancel(run=current, user=user)
+    for queued in thread.runs.waiting_turn():  # as LangGraph's server: every run in flight
+        services.run_cancel(run=queued, user=user)
     if checkpoint:
         return base, checkpoint
     if req.multitask_strategy == "rollback":  # from where the busy run started
         return current.parent, current.forked_from_checkpoint
     return current, ""  # interrupt: from the busy run's last checkpoint
+
+
+def command_update(thread: Thread, command: dict[str, Any], user: User) -> Run | None:
+    """``Command(update=…)``, with or without a resume. LangGraph's server runs the graph
+    with the command: the update is applied first, then the graph goes on from where it
+    stands. So here, before the run request is decided: beside a resume, the waiting run
+    takes the update (then :func:`start` answers it; None is returned); alone, a run waiting
+    for an answer takes it and keeps waiting (LangGraph's graph would ask the same question
+    again), a run at a breakpoint takes it and continues, and an ended run's thread gets
+    it as a state update (nothing is left to run: LangGraph's run would end at once); that
+    run is returned. Called outside :func:`locked` (the checkpoints are written on a saver
+    of their own)."""
+    update = command["update"]
+    current = thread.latest_run()
+    if current is None:
+        raise RunStateError(f"thread {thread.id} has no state to update yet; start a run "
+                            "with input first")
+    if "resume" in command:
+        if current.status != Run.Status.INTERRUPTED or current.is_busy():
+            state = "answered already" if current.is_busy() else current.status
+            raise RunStateError(f"thread {thread.id} is {state}, not waiting for an "
+                                "answer; resume only an interrupted thread")
+        services.run_command_update(run=current, update=update)
+        return None
+    if current.is_busy() or thread.has_queue():
+        raise ThreadBusy(f"thread {thread.id} is busy with run {current.id} "
+                         f"({current.status}); wait for it (runs.join) or cancel it, then "
+                         "send the update")
+    if current.status == Run.Status.INTERRUPTED:
+        services.run_command_update(run=current, update=update)
+        return current
+    if current.status == Run.Status.PAUSED:
+        services.run_command_update(run=current, update=update)
+        return services.run_continue(run=current, user=user)
+    update_state(thread, current, values=update, as_node="", user=user, checkpoint_id="")
+    current.refresh_from_db()
+    return current
 
 
 def _resume(thread: Thread, current: Run | None, value: Any, user: User) -> Run:
@@ -261,8 +305,8 @@ def _resume(thread: Thread, current: Run | None, value: Any, user: User) -> Run:
 
 
 def ends(command: dict[str, Any] | None) -> bool:
-    """Whether a run request's command is for :func:`end` (it names a goto or an update)."""
-    return command is not None and ("goto" in command or "update" in command)
+    """Whether a run request's command is for :func:`end` (it names a goto)."""
+    return command is not None and "goto" in command
 
 
 def end(thread: Thread, command: dict[str, Any], user: User) -> Run:

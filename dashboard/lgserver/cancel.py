@@ -1,7 +1,8 @@
 """``POST /threads/<id>/runs/<run_id>/cancel`` as LangGraph's server answers it.
 
 - A run that is pending or running (Planwatch: queued, running, or answered and about to
-  resume) is cancelled: ``202``, or with ``wait=1`` ``204`` once it stopped.
+  resume) is cancelled: ``202``, or with ``wait=1`` ``200`` once it stopped, with its final
+  values as ``join`` answers them (``204`` with ``action=rollback``: the run is gone).
 - Any other run (ended, or waiting for an answer: LangGraph's run has then ended with
   status ``interrupted``) is not cancelled: ``404``, as LangGraph's server answers
   ("Run not found") for a run that is neither pending nor running.
@@ -19,7 +20,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 from rest_framework.request import Request
@@ -27,7 +28,14 @@ from rest_framework.response import Response
 
 from dashboard import services
 from dashboard.lgserver import shapes, stream
-from dashboard.lgserver.views import LangGraphView, require, run_of, thread_of
+from dashboard.lgserver.views import (
+    LangGraphView,
+    ThreadView,
+    final_values,
+    require,
+    run_of,
+    thread_of,
+)
 from dashboard.models import Run
 from dashboard.runs.dispatch import get_executor
 
@@ -97,7 +105,7 @@ _cancel = RunCancelView.as_view()
 @login_not_required  # the API view inside authenticates (401 without a key), as every view here
 @csrf_exempt
 async def run_cancel(request: HttpRequest, **kwargs: Any) -> HttpResponse:
-    """The cancel, then (``wait=1``) the wait until the run stopped: ``204``."""
+    """The cancel, then (``wait=1``) the wait until the run stopped: its final values."""
     response = await sync_to_async(_cancel)(request, **kwargs)
     run_id, wait, rollback = getattr(response, "planwatch_wait", (None, False, False))
     if run_id is None or not wait:
@@ -105,4 +113,37 @@ async def run_cancel(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     await astopped(run_id)
     if rollback:
         await sync_to_async(rolled_back)(run_id=run_id)
+        return HttpResponse(status=204)
+    # as LangGraph's server: the run's final values (as join answers them) once it stopped
+    answer = JsonResponse(await final_values(run_id), json_dumps_params={"default": str})
+    base = f"/threads/{kwargs['thread_id']}/runs/{run_id}"
+    answer["Location"], answer["Content-Location"] = f"{base}/join", base
+    return answer
+
+
+_thread = ThreadView.as_view()
+
+
+@login_not_required  # the API view inside authenticates (401 without a key), as every view here
+@csrf_exempt
+async def thread(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+    """``GET``, ``PATCH``, ``DELETE /threads/<id>``. Deleting a thread whose runs are in
+    flight cancels them (:meth:`ThreadView.delete`), waits here until they stopped, then
+    deletes it: ``204``, as LangGraph's server deletes such a thread."""
+    response = await sync_to_async(_thread)(request, **kwargs)
+    pending = getattr(response, "planwatch_delete", None)
+    if pending is None:
+        return response  # type: ignore[no-any-return]
+    doomed, run_ids = pending
+    for run_id in run_ids:
+        await astopped(run_id)
+    try:
+        await sync_to_async(services.thread_delete)(thread=doomed)
+    except services.RunStateError as exc:  # a new run started meanwhile
+        return JsonResponse({"detail": str(exc), "code": exc.code}, status=409)
     return HttpResponse(status=204)
+
+
+# the OpenAPI document describes it as the view it wraps (drf-spectacular reads ``cls``)
+thread.cls = ThreadView  # type: ignore[attr-defined]
+thread.initkwargs = {}  # type: ignore[attr-defined]

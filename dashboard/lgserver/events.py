@@ -2,8 +2,9 @@
 
 LangGraph's server streams ``astream_events(version="v2")`` for ``stream_mode: "events"``
 (Agent Inbox asks for it to show progress). The log holds what those events say: each
-node's task started and finished (``on_chain_start`` / ``on_chain_end``, the task's id as
-the event's ``run_id``, the node's update as its output) and each model call the run's
+node's task started and finished (``on_chain_start``, ``on_chain_stream`` with the node's
+update as its chunk, ``on_chain_end`` with it as its output; the task's id as the event's
+``run_id``) and each model call the run's
 callback handler recorded (``on_chat_model_start``, then its answer as one
 ``on_chat_model_stream`` chunk and ``on_chat_model_end``; ``on_llm_*`` for a completion
 model). Planwatch records a call's answer whole, not token by token, so one chunk carries
@@ -48,10 +49,12 @@ def stream_events(event: dict[str, Any], *, run_id: str, thread_id: str
     if kind == Kind.NODE_STARTED:
         return [_shaped("on_chain_start", event["node"], event, run_id, thread_id,
                         {"input": None}, task, parents=[run_id])]
-    if kind == Kind.NODE_FINISHED:
-        return [_shaped("on_chain_end", event["node"], event, run_id, thread_id,
-                        {"output": payload.get("update"), "input": None}, task,
-                        parents=[run_id])]
+    if kind == Kind.NODE_FINISHED:  # its output streamed (as a runnable's last chunk), then
+        update = payload.get("update")
+        return [_shaped("on_chain_stream", event["node"], event, run_id, thread_id,
+                        {"chunk": update}, task, parents=[run_id]),
+                _shaped("on_chain_end", event["node"], event, run_id, thread_id,
+                        {"output": update, "input": None}, task, parents=[run_id])]
     if kind not in (Kind.MODEL_STARTED, Kind.MODEL_FINISHED):
         return []
     call = str(payload.get("call_id") or task)

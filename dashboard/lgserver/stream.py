@@ -199,12 +199,15 @@ def run_error(message: str) -> dict[str, str]:
 
 
 def keepalive_seconds() -> float:
-    """``PLANWATCH_STREAM_KEEPALIVE_SECONDS`` (0 or less: no heartbeats)."""
+    """``PLANWATCH_STREAM_KEEPALIVE_SECONDS`` (0 or less: no heartbeats; 5 by default, as
+    LangGraph's server)."""
     return float(planwatch_setting("STREAM_KEEPALIVE_SECONDS"))
 
 
-async def with_heartbeats(source: AsyncIterator[bytes], every: float) -> AsyncIterator[bytes]:
-    """``source``'s parts, and :data:`HEARTBEAT` after each ``every`` seconds without one.
+async def with_heartbeats(source: AsyncIterator[bytes], every: float,
+                          beat: bytes = HEARTBEAT) -> AsyncIterator[bytes]:
+    """``source``'s parts, and ``beat`` every ``every`` seconds between them, whatever
+    they are (LangGraph's server sends its heartbeat every 5 s, events or not).
 
     ``source`` runs in a task of its own that hands each part over (one at a time), so
     waiting for a part with a timeout never cancels ``source`` midway; closing this
@@ -221,12 +224,16 @@ async def with_heartbeats(source: AsyncIterator[bytes], every: float) -> AsyncIt
             await parts.put((False, exc))
 
     task = asyncio.ensure_future(pump())
+    loop = asyncio.get_running_loop()
+    due = loop.time() + every
     try:
         while True:
             try:
-                more, part = await asyncio.wait_for(parts.get(), timeout=every)
+                more, part = await asyncio.wait_for(parts.get(),
+                                                    timeout=max(0.0, due - loop.time()))
             except TimeoutError:
-                yield HEARTBEAT
+                due = max(due + every, loop.time())
+                yield beat
                 continue
             if not more:
                 if isinstance(part, Exception):
@@ -292,8 +299,7 @@ def aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
             metadata: bool = True, keepalive: float | None = None) -> AsyncIterator[bytes]:
     """The run's events after seq ``after`` as SSE, until it stops and all were sent (see
     :func:`~dashboard.runs.follow.follow`); a failed run's last event is ``error``; a
-    ``: heartbeat`` comment after each ``keepalive`` seconds of silence (default
-    :func:`keepalive_seconds`)."""
+    ``: heartbeat`` comment every ``keepalive`` seconds (default :func:`keepalive_seconds`)."""
     events = _aevents(run_id, modes=modes, subgraphs=subgraphs, after=after,
                       metadata=metadata)
     every = keepalive_seconds() if keepalive is None else keepalive

@@ -42,7 +42,7 @@ urlpatterns = [
          sg.AssistantSubgraphsView.as_view(), name="assistant-subgraphs-at"),
     path("threads", v.ThreadsView.as_view(), name="threads"),
     path("threads/search", v.ThreadSearchView.as_view(), name="thread-search"),
-    path(T, v.ThreadView.as_view(), name="thread"),
+    path(T, cancel.thread, name="thread"),
     path(f"{T}/state", state.ThreadStateView.as_view(), name="thread-state"),
     path(f"{T}/state/checkpoint", state.ThreadStateCheckpointView.as_view(),
          name="thread-state-checkpoint"),

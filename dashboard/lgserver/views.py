@@ -39,7 +39,7 @@ from dashboard.lgserver.openapi import LangGraphSchema
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import Run, Thread
 from dashboard.services import RunStateError, ServiceError
-from dashboard.thread_runs import RunRequest, end, ends, locked, start
+from dashboard.thread_runs import RunRequest, command_update, end, ends, locked, start
 from planner.registry import GraphSpec
 from planner.spec import InputError
 
@@ -153,8 +153,8 @@ def thread_of(thread_id: Any) -> Thread:
     try:
         return Thread.objects.get(id=uuid.UUID(str(thread_id)))
     except (ValueError, Thread.DoesNotExist):
-        raise exceptions.NotFound(f"no thread {thread_id}; create it with POST /threads"
-                                  ) from None
+        raise exceptions.NotFound(f"thread {thread_id} not found (no thread has that id); "
+                                  "create it with POST /threads") from None
 
 
 def run_of(thread: Thread, run_id: Any) -> Run:
@@ -162,7 +162,8 @@ def run_of(thread: Thread, run_id: Any) -> Run:
     try:
         return thread.runs.get(id=uuid.UUID(str(run_id)))
     except (ValueError, Run.DoesNotExist):
-        raise exceptions.NotFound(f"thread {thread.id} has no run {run_id}") from None
+        raise exceptions.NotFound(f"run {run_id} not found: thread {thread.id} has no such "
+                                  "run") from None
 
 
 def _str_list(data: dict[str, Any], key: str) -> list[str]:
@@ -341,8 +342,21 @@ class ThreadView(LangGraphView):
 
     def delete(self, request: Request, thread_id: str) -> Response:
         require(request, "delete_run", "deleting a thread and its runs")
-        services.thread_delete(thread=thread_of(thread_id))
-        return Response(status=204)
+        thread = thread_of(thread_id)
+        busy = list(Run.objects.busy().filter(conversation=thread))
+        if not busy:
+            services.thread_delete(thread=thread)
+            return Response(status=204)
+        # as LangGraph's server: its runs in flight are cancelled, then it is deleted (once
+        # they stopped: cancel.thread waits on the loop, never in a request thread)
+        require(request, "cancel_run", "deleting a thread whose runs are in flight")
+        for run in busy:
+            with contextlib.suppress(RunStateError):  # it stopped meanwhile
+                services.run_cancel(run=run, user=request.user, reason=(
+                    f"its thread {thread.id} was deleted by a LangGraph client"))
+        response = Response(status=202)
+        response.planwatch_delete = (thread, [r.id for r in busy])  # type: ignore[attr-defined]
+        return response
 
 
 class ThreadHistoryView(LangGraphView):
@@ -412,7 +426,8 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
         checkpoint_id=str(checkpoint_id), metadata=_dict(data, "metadata"),
         interrupt_before=_str_list(data, "interrupt_before"),
         interrupt_after=_str_list(data, "interrupt_after"),
-        multitask_strategy=str(data.get("multitask_strategy") or "reject"),
+        # enqueue unless asked otherwise, as LangGraph's server (models/run.py)
+        multitask_strategy=str(data.get("multitask_strategy") or "enqueue"),
         recursion_limit=limit,
     )
     if req.input is not None and not isinstance(req.input, dict):
@@ -421,8 +436,11 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
         require(request, "cancel_run", "ending a run with command.goto")
         if command.get("update") is not None:
             require(request, "fork_run", "editing a thread's state with command.update")
-    elif command and "resume" in command:
-        require(request, "answer_interrupt", "resuming a run with an answer")
+    elif command and ("resume" in command or command.get("update") is not None):
+        if "resume" in command:
+            require(request, "answer_interrupt", "resuming a run with an answer")
+        if command.get("update") is not None:
+            require(request, "fork_run", "editing a thread's state with command.update")
     else:
         require(request, "start_run", "starting a run")
     if req.checkpoint_id:
@@ -486,6 +504,10 @@ def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[
     if ends(req.command):  # goto '__end__': no new run, the thread's one ends
         ended = end(thread, req.command or {}, request.user)
         return ended, ended.last_seq, data
+    if req.command and req.command.get("update") is not None:
+        updated = command_update(thread, req.command, request.user)
+        if updated is not None:  # the update alone: nothing more to decide
+            return updated, updated.last_seq, data
     try:
         run, before = _decide(request, thread, req)
     except Exception:
@@ -498,9 +520,12 @@ def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[
     return run, after, data
 
 
-def location_of(run: Run) -> dict[str, str]:
-    """The ``Content-Location`` header of a run's response."""
-    return {"Content-Location": f"/threads/{run.conversation_id}/runs/{run.id}"}
+def location_of(run: Run, then: str = "") -> dict[str, str]:
+    """The ``Content-Location`` header of a run's response, and for a stream (``then``
+    ``"stream"``) or a wait (``"join"``) its ``Location``: where a client reconnects to
+    it, as LangGraph's server sends them."""
+    base = f"/threads/{run.conversation_id}/runs/{run.id}"
+    return {"Content-Location": base, **({"Location": f"{base}/{then}"} if then else {})}
 
 
 class RunsView(LangGraphView):
@@ -584,19 +609,20 @@ def sse_response(events: AsyncIterable[bytes], run: Run) -> StreamingHttpRespons
     response = StreamingHttpResponse(events, content_type="text/event-stream")
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"
-    for key, value in location_of(run).items():
+    for key, value in location_of(run, "stream").items():
         response[key] = value
     return response
 
 
 async def _await_stop(run_id: uuid.UUID) -> None:
     """Wait until the run stops (ends, waits for an answer, or pauses)."""
-    async for _ in stream.aevents(run_id, modes=(), subgraphs=False, after=0, metadata=False):
+    async for _ in stream.aevents(run_id, modes=(), subgraphs=False, after=0, metadata=False,
+                                  keepalive=0):
         pass
 
 
 @sync_to_async
-def _final(run_id: uuid.UUID) -> dict[str, Any]:
+def final_values(run_id: uuid.UUID) -> dict[str, Any]:
     """What ``wait`` and ``join`` return: the thread's values, with its interrupts."""
     run = Run.objects.get(id=run_id)
     current = shapes.run_state(run, str(run.conversation_id))
@@ -609,16 +635,18 @@ def _final(run_id: uuid.UUID) -> dict[str, Any]:
 
 
 async def _json_when_stopped(run_id: uuid.UUID) -> AsyncIterator[bytes]:
-    """The final values as one JSON body, sent when the run stops (spaces keep the
-    connection alive meanwhile: JSON ignores leading whitespace)."""
+    """The final values as one JSON body, sent when the run stops; meanwhile a newline
+    every ``PLANWATCH_STREAM_KEEPALIVE_SECONDS`` keeps the connection alive (JSON ignores
+    leading whitespace), as LangGraph's server sends it."""
+    every = stream.keepalive_seconds()
     waiting = asyncio.ensure_future(_await_stop(run_id))
     try:
         while not waiting.done():
-            done, _ = await asyncio.wait({waiting}, timeout=5)
+            done, _ = await asyncio.wait({waiting}, timeout=every if every > 0 else None)
             if not done:
-                yield b" "
+                yield b"\n"
         waiting.result()
-        yield json.dumps(await _final(run_id), default=str).encode()
+        yield json.dumps(await final_values(run_id), default=str).encode()
     finally:
         waiting.cancel()
 
@@ -633,7 +661,7 @@ class RunWaitView(LangGraphView):
             run, _, _ = create_run(request, thread_id)
         response = StreamingHttpResponse(SlottedStream(_json_when_stopped(run.id), slot),
                                          content_type="application/json")
-        for key, value in location_of(run).items():
+        for key, value in location_of(run, "join").items():
             response[key] = value
         return response
 

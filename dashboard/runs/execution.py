@@ -274,7 +274,8 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
     run = claim.run
     translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
     config = _config(run.configurable, run.thread_id, calls,
-                     run.recursion_limit or planwatch_setting("RECURSION_LIMIT"))
+                     run.recursion_limit or planwatch_setting("RECURSION_LIMIT"),
+                     metadata={"run_id": str(run.id), "graph_id": run.graph})
     breaks = Breakpoints.of(run)
     try:
         async with contextlib.AsyncExitStack() as resources:
@@ -336,11 +337,15 @@ async def _aper_run_builder(run: Run, config: RunnableConfig, host: Host,
 
 
 def _config(configurable: dict[str, Any] | None, thread_id: str,
-            calls: ModelCallRecorder, recursion_limit: int) -> RunnableConfig:
+            calls: ModelCallRecorder, recursion_limit: int,
+            metadata: dict[str, Any] | None = None) -> RunnableConfig:
     """The graph's config: a client's configurable values, Planwatch's thread, the run's
-    recursion limit (start, resume and recovery alike), and every model call of the graph,
-    whoever makes it, reporting to the run's log."""
+    recursion limit (start, resume and recovery alike), ``metadata`` (the run's id and
+    graph, which LangGraph copies into each checkpoint's metadata, as LangGraph's server
+    has them there), and every model call of the graph, whoever makes it, reporting to the
+    run's log."""
     return {"configurable": {**(configurable or {}), "thread_id": thread_id},
+            "metadata": dict(metadata or {}),
             "recursion_limit": recursion_limit,
             "callbacks": [calls] if planwatch_setting("MODEL_CALLS") else []}
 

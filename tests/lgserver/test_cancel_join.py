@@ -1,7 +1,8 @@
 """Cancel and join as LangGraph's server answers them, through the official SDK: a run
 neither pending nor running is not cancelled (404), ``wait`` answers once the run stopped,
-``action=rollback`` deletes the run (the thread's state is what it was before), and
-joining a finished run answers its final values at once."""
+``action=rollback`` deletes the run (the thread's state is what it was before),
+joining a finished run answers its final values at once, and deleting a thread cancels
+its runs in flight first."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import httpx
 import pytest
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
-from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.models import Interrupt, Run, RunEvent, Thread
 from tests.conftest import wait_run
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
@@ -26,8 +27,11 @@ def running(sdk, thread_id: str, **input_) -> dict:
 def test_cancel_with_wait_answers_once_the_run_stopped(sdk):
     thread = sdk.threads.create()
     run = running(sdk, thread["thread_id"])
-    assert sdk.runs.cancel(thread["thread_id"], run["run_id"], wait=True) is None
+    # as LangGraph's server: once stopped, the run's final values (as join answers them)
+    answer = sdk.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
     assert Run.objects.get(id=run["run_id"]).status == Run.Status.CANCELLED  # already
+    assert answer == sdk.threads.get_state(thread["thread_id"])["values"]
+    assert answer["count"] >= 1
     assert sdk.runs.get(thread["thread_id"], run["run_id"])["status"] == "interrupted"
 
 
@@ -98,3 +102,17 @@ def test_join_of_a_finished_run_answers_its_final_values_at_once(sdk):
     sdk.runs.cancel(thread["thread_id"], cancelled["run_id"], wait=True)
     values = sdk.runs.join(thread["thread_id"], cancelled["run_id"])
     assert values["limit"] == 400 and values["count"] >= 1
+
+
+def test_deleting_a_thread_cancels_its_runs_in_flight_then_deletes_it(sdk):
+    """As LangGraph's server: a thread whose run executes (and one is enqueued behind it)
+    is deleted, its runs cancelled first (at their next node boundary)."""
+    tid = sdk.threads.create()["thread_id"]
+    first = running(sdk, tid)
+    queued = sdk.runs.create(tid, "slow", input={"limit": 2})  # enqueued: none named
+    assert queued["status"] == "pending"
+    sdk.threads.delete(tid)
+    assert not Thread.objects.filter(id=tid).exists()
+    assert not Run.objects.filter(id__in=[first["run_id"], queued["run_id"]]).exists()
+    with pytest.raises(NotFoundError, match=f"thread {tid} not found"):
+        sdk.threads.get(tid)

@@ -1,8 +1,9 @@
 """Agent Chat UI's requests, made by its client library (``@langchain/langgraph-sdk``) in
 Chromium on another origin: a chat whose interrupt is answered with Approve and, on the
 next turn, with Edit (``input: {}`` beside ``command.resume``, as the UI sends them), and a
-planner started from a chat message whose question is answered from its
-``action_requests``, its transcript read from ``values.messages``. Every streamed message
+planner started from a chat message whose questions are answered from their
+``action_requests`` (edit, approve a suggestion, edit) to its result, its transcript read
+from ``values.messages``. Every streamed message
 carries an id (the UI drops those without) and
 the thread's history is one chain (no false branch switchers).
 """
@@ -62,6 +63,14 @@ try {
   await follow(client.runs.stream(plan.thread_id, "acquisition", resume(
     { type: "edit", edited_action: { name: asked.name, args: { answer: "Germany" } } })));
   const planned = await client.threads.getState(plan.thread_id);
+  // on to the result: the suggested currency approved, the price typed in an edit
+  await follow(client.runs.stream(plan.thread_id, "acquisition", resume({ type: "approve" })));
+  const price = (await client.threads.getState(plan.thread_id))
+    .tasks[0].interrupts[0].value.action_requests[0];
+  await follow(client.runs.stream(plan.thread_id, "acquisition", resume(
+    { type: "edit", edited_action: { name: price.name, args: { answer: "47.88" } } })));
+  const ended = await client.threads.getState(plan.thread_id);
+  const finished = await client.threads.get(plan.thread_id);
   document.getElementById("result").textContent = JSON.stringify({
     chat: chat.thread_id, plan: plan.thread_id, seen,
     said: state.values.messages.map((m) => [m.content, m.id]),
@@ -71,6 +80,8 @@ try {
     // Agent Chat UI renders values.messages: every message needs an id
     transcript: planned.values.messages.map((m) => [m.type, m.content, m.id]),
     next: planned.tasks[0].interrupts[0].value.action_requests[0].name,
+    price: price.name, status: finished.status, left: ended.next,
+    result: ended.values.messages.map((m) => [m.type, m.content, m.id]),
   });
   document.getElementById("status").textContent = "done";
 } catch (error) {
@@ -124,9 +135,21 @@ def test_agent_chat_uis_requests_chat_approve_edit_and_a_planner_question(
         ("human", "Germany"),
         ("ai", "Which currency should prices and the TAM use (ISO 4217 code)?")]
     assert all(message_id for _, _, message_id in transcript)
-    # its questions streamed as they were said, with the ids the state keeps
-    assert [m["id"] for m in planned] == [i for kind, _, i in transcript if kind == "ai"]
     assert result["region"] == "Germany" and result["next"] == "core.currency"
     question = Interrupt.objects.filter(run__conversation_id=result["plan"]).earliest(
         "created_at")
     assert question.answer == "Germany" and question.answered_by_name == "sdk"
+    # through its last question to the result, read as the UI reads it: values.messages
+    assert result["price"] == "market.price"
+    assert result["status"] == "idle" and result["left"] == []
+    said = result["result"]
+    assert said[:4] == transcript and all(message_id for _, _, message_id in said)
+    assert [text for kind, text, _ in said if kind == "human"][1:] == [
+        "Germany", "EUR", "47.88"]
+    # its questions and result streamed as they were said, with the ids the state keeps
+    assert [m["id"] for m in planned] == [i for kind, _, i in said if kind == "ai"]
+    kind, final, _ = said[-1]
+    assert kind == "ai" and final.startswith("TAM ") and " EUR a year." in final
+    assert "TAM = population \u00d7 adoption rate \u00d7 yearly price = " in final
+    [plan_run] = Run.objects.filter(conversation_id=result["plan"])
+    assert plan_run.status == Run.Status.SUCCEEDED

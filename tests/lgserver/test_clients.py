@@ -289,3 +289,36 @@ def test_command_goto_end_resolves_a_waiting_thread_with_its_update(sdk):
     assert run.status == Run.Status.CANCELLED
     assert list(run.interrupts.values_list("status", flat=True)) == [
         Interrupt.Status.CANCELLED]
+
+
+def test_command_update_beside_a_resume_is_applied_before_the_node_goes_on(sdk):
+    """``Command(resume=…, update=…)``: as LangGraph's server runs it, the update is in the
+    state before the interrupted node resumes, and the answer is taken."""
+    tid = asked(sdk)
+    final = sdk.runs.wait(tid, "orders", command={"resume": "yes", "update": {"quantity": 5}})
+    assert final == {"item": "lamp", "quantity": 5, "approved": "yes"}
+    assert sdk.threads.get(tid)["status"] == "idle"
+    [run] = Run.objects.filter(conversation_id=tid)  # the same run went on
+    # each checkpoint names its run and graph in its metadata, as on LangGraph's server
+    history = sdk.threads.get_history(tid)
+    assert {(h["metadata"]["run_id"], h["metadata"]["graph_id"]) for h in history} == {
+        (str(run.id), "orders")}
+
+
+def test_command_update_alone_updates_a_waiting_thread_which_keeps_waiting(sdk):
+    from langgraph_sdk.errors import UnprocessableEntityError
+
+    tid = asked(sdk)
+    run = sdk.runs.create(tid, "orders", command={"update": {"item": "desk"}})
+    assert run["status"] == "interrupted"
+    assert sdk.threads.get(tid)["status"] == "interrupted"
+    assert sdk.threads.get_state(tid)["values"]["item"] == "desk"
+    with pytest.raises(UnprocessableEntityError, match="no channel 'colour'"):
+        sdk.runs.create(tid, "orders", command={"update": {"colour": "red"}})
+    final = sdk.runs.wait(tid, "orders", command={"resume": "ok"})
+    assert final == {"item": "desk", "quantity": 1, "approved": "ok"}
+    # on an ended thread nothing is left to run: the update is written to its state
+    sdk.runs.wait(tid, "orders", command={"update": {"quantity": 3}})
+    assert sdk.threads.get_state(tid)["values"] == {"item": "desk", "quantity": 3,
+                                                    "approved": "ok"}
+    assert sdk.threads.get(tid)["status"] == "idle"

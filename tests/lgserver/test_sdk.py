@@ -198,8 +198,14 @@ def test_cancel_and_the_multitask_strategies(sdk):
     first = sdk.runs.create(thread["thread_id"], "slow", input={"limit": 400})
     wait_run(first["run_id"], statuses=("running",))
     with pytest.raises(ConflictError, match="busy"):
-        sdk.runs.create(thread["thread_id"], "slow", input={"limit": 2})
+        sdk.runs.create(thread["thread_id"], "slow", input={"limit": 2},
+                        multitask_strategy="reject")
     assert sdk.threads.get(thread["thread_id"])["status"] == "busy"
+    # none named: enqueued, as on LangGraph's server; cancelled here to go on
+    queued = sdk.runs.create(thread["thread_id"], "slow", input={"limit": 2})
+    assert queued["status"] == "pending" and queued["multitask_strategy"] == "enqueue"
+    sdk.runs.cancel(thread["thread_id"], queued["run_id"])
+    assert wait_run(queued["run_id"]).status == Run.Status.CANCELLED
     second = sdk.runs.create(thread["thread_id"], "slow", input={"limit": 2},
                              multitask_strategy="interrupt")
     assert wait_run(first["run_id"]).status == Run.Status.CANCELLED
@@ -210,7 +216,7 @@ def test_cancel_and_the_multitask_strategies(sdk):
     assert wait_run(third["run_id"]).status == Run.Status.CANCELLED
     assert sdk.runs.get(thread["thread_id"], third["run_id"])["status"] == "interrupted"
     listed = [r["run_id"] for r in sdk.runs.list(thread["thread_id"])]
-    assert listed == [third["run_id"], second["run_id"], first["run_id"]]
+    assert listed == [third["run_id"], second["run_id"], queued["run_id"], first["run_id"]]
 
 
 def test_join_stream_resumes_after_the_last_event_id(sdk):
@@ -306,9 +312,9 @@ def test_a_run_started_from_the_pages_is_a_thread_with_its_run_and_state(sdk, sd
 
 
 def test_unknown_ids_and_unserved_endpoints_say_so(sdk):
-    with pytest.raises(NotFoundError, match="no thread"):
+    with pytest.raises(NotFoundError, match="not found"):
         sdk.threads.get(str(uuid.uuid4()))
-    with pytest.raises(NotFoundError, match="no thread"):
+    with pytest.raises(NotFoundError, match="not found"):
         sdk.threads.get("not-a-uuid")
     with pytest.raises(NotFoundError, match="not served by Planwatch"):
         sdk.http.get("/a2a/nowhere")

@@ -1,10 +1,12 @@
 """LangGraph's stream semantics through the official SDK: a failed run's ``error`` event
-ends its stream (and its join stream), and a silent stream sends ``: heartbeat``
-comments every ``PLANWATCH_STREAM_KEEPALIVE_SECONDS``, as LangGraph's server does; the
+ends its stream (and its join stream), and a stream sends ``: heartbeat`` comments (a
+waiting ``wait`` or ``join`` a newline) every ``PLANWATCH_STREAM_KEEPALIVE_SECONDS``, as
+LangGraph's server does; the
 ``events`` mode in astream_events v2's shape; ``on_disconnect: "cancel"``."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -71,6 +73,25 @@ def test_a_silent_stream_sends_heartbeat_comments(quick_keepalive, sdk_user):
     assert parts[-1].event == "values" and parts[-1].data == {"seconds": 0.6, "done": True}
 
 
+def test_wait_and_join_send_a_newline_while_the_run_goes_on(quick_keepalive, sdk_user):
+    """LangGraph's server keeps a /wait or /join answer alive with b"\\n" chunks (JSON
+    ignores the leading whitespace; Aegra's suite counts them)."""
+    headers = {"x-api-key": api_token(sdk_user)}
+    with httpx.Client(base_url=quick_keepalive, headers=headers, timeout=30) as http:
+        thread = http.post("/threads", json={}).json()["thread_id"]
+        with http.stream("POST", f"/threads/{thread}/runs/wait",
+                         json={"assistant_id": "nap", "input": {"seconds": 1.0}}) as answer:
+            chunks = list(answer.iter_raw())
+        assert answer.headers["content-type"].startswith("application/json")
+        body = b"".join(chunks)
+        assert body.startswith(b"\n\n") and body.count(b"\n") >= 3
+        assert json.loads(body) == {"seconds": 1.0, "done": True}
+        run = http.post(f"/threads/{thread}/runs",
+                        json={"assistant_id": "nap", "input": {"seconds": 0.7}}).json()
+        joined = http.get(f"/threads/{thread}/runs/{run['run_id']}/join").content
+        assert joined.startswith(b"\n") and json.loads(joined)["seconds"] == 0.7
+
+
 def test_a_failed_run_after_silence_still_ends_with_its_error(quick_keepalive, sdk_user):
     lines = raw_stream(quick_keepalive, sdk_user, "/runs/stream",
                        {"assistant_id": "nap", "input": {"seconds": 0.6, "fail": "sleep"}})
@@ -82,11 +103,11 @@ def test_a_failed_run_after_silence_still_ends_with_its_error(quick_keepalive, s
 def test_by_default_a_short_silence_sends_no_heartbeat(lg_url, sdk_user):
     lines = raw_stream(lg_url, sdk_user, "/runs/stream",
                        {"assistant_id": "nap", "input": {"seconds": 0.6}})
-    assert ": heartbeat" not in lines  # 15 s by default
+    assert ": heartbeat" not in lines  # 5 s by default
 
 
 def test_events_mode_streams_langchains_astream_events_of_nodes_and_model_calls(sdk):
-    """``stream_mode: "events"`` (Agent Inbox's): each node's on_chain_start/end, each model
+    """``stream_mode: "events"`` (Agent Inbox's): each node's on_chain_start/stream/end, each model
     call's on_chat_model_start/stream/end, in astream_events v2's shape."""
     given = {"goal": "Estimate the TAM of a budgeting app", "region": "Germany",
              "currency": "EUR"}  # no bootstrap questions: the model decides first
@@ -94,7 +115,8 @@ def test_events_mode_streams_langchains_astream_events_of_nodes_and_model_calls(
     events = [p.data for p in parts if p.event == "events"]
     assert {p.event for p in parts} == {"metadata", "events"}
     names = [(e["event"], e["name"]) for e in events]
-    assert names[:2] == [("on_chain_start", "tick"), ("on_chain_end", "tick")]
+    assert names[:3] == [("on_chain_start", "tick"), ("on_chain_stream", "tick"),
+                         ("on_chain_end", "tick")]
     started = next(e for e in events if e["event"] == "on_chain_start" and e["name"] == "decide")
     assert started["metadata"]["langgraph_node"] == "decide" and started["data"] == {
         "input": None}
@@ -108,6 +130,10 @@ def test_events_mode_streams_langchains_astream_events_of_nodes_and_model_calls(
     assert model[1]["data"]["chunk"]["content"] == model[2]["data"]["output"]["content"] != ""
     ended = next(e for e in events if e["event"] == "on_chain_end" and e["name"] == "decide")
     assert ended["data"]["output"]["decision_origin"] == "llm"
+    streamed = next(e for e in events if e["event"] == "on_chain_stream" and e["name"] == (
+        "decide"))  # its output as the node's chunk, before its end (Aegra's suite reads it)
+    assert streamed["data"] == {"chunk": ended["data"]["output"]}
+    assert streamed["run_id"] == ended["run_id"] == started["run_id"]
 
 
 def test_a_stream_whose_client_disconnects_cancels_its_run_on_disconnect_cancel(
