@@ -335,7 +335,32 @@ PLANWATCH = {
     "METRICS_NETWORKS": env_list("PLANWATCH_METRICS_NETWORKS", "127.0.0.0/8,::1/128"),
     # an OTLP/HTTP traces endpoint (http://host:6006/v1/traces): each run becomes a trace
     "OTLP_ENDPOINT": os.environ.get("PLANWATCH_OTLP_ENDPOINT", ""),
+    # Notices of questions (dashboard/notices.py). E-mail goes out only when Django's mail
+    # is configured here (EMAIL_HOST or EMAIL_BACKEND), the webhook only with its URL; the
+    # secret signs each call (HMAC-SHA256). Links in them start with BASE_URL.
+    "NOTIFY_EMAIL": bool(os.environ.get("EMAIL_HOST") or os.environ.get("EMAIL_BACKEND")),
+    "WEBHOOK_URL": os.environ.get("PLANWATCH_WEBHOOK_URL", ""),
+    "WEBHOOK_SECRET": os.environ.get("PLANWATCH_WEBHOOK_SECRET", ""),
+    "BASE_URL": os.environ.get("PLANWATCH_BASE_URL", "http://127.0.0.1:8000"),
+    # seconds between two looks for new questions, due deadlines and notices to send
+    "NOTICE_POLL_SECONDS": float(os.environ.get("PLANWATCH_NOTICE_POLL_SECONDS", "1")),
+    # a failed notice is tried again after this, doubling each time (at most 5 min), until
+    # NOTICE_ATTEMPTS tries have failed
+    "NOTICE_RETRY_SECONDS": float(os.environ.get("PLANWATCH_NOTICE_RETRY_SECONDS", "5")),
+    "NOTICE_ATTEMPTS": int(os.environ.get("PLANWATCH_NOTICE_ATTEMPTS", "6")),
+    # days an e-mail's one-time link stays valid
+    "NOTICE_LINK_DAYS": float(os.environ.get("PLANWATCH_NOTICE_LINK_DAYS", "7")),
 }
+# Django's own mail settings, by their own names (nothing is sent unless EMAIL_HOST is set)
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = int(os.environ.get("EMAIL_TIMEOUT", "10"))
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "planwatch@localhost")
 if PLANWATCH["DURABILITY"] not in {"async", "sync", "exit"}:
     raise ImproperlyConfigured(
         f"unsupported PLANWATCH_DURABILITY {PLANWATCH['DURABILITY']!r}; use 'async', 'sync' "

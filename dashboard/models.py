@@ -283,6 +283,10 @@ class RunEvent(models.Model):
         CUSTOM = "custom", "Custom"
         MODEL_STARTED = "model_started", "Model call started"  # a chat model or LLM call
         MODEL_FINISHED = "model_finished", "Model call finished"  # its answer, tokens, cost
+        # a waiting question's deadline draws near (its people were reminded)
+        QUESTION_REMINDED = "question_reminded", "Question reminded"
+        # its deadline came: the escalation groups were given it (payload: groups)
+        QUESTION_ESCALATED = "question_escalated", "Question escalated"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveIntegerField()
@@ -336,6 +340,7 @@ class Interrupt(models.Model):
         PENDING = "pending", "Pending"  # waiting for an operator
         ANSWERED = "answered", "Answered"  # answered once; the run was resumed with it
         CANCELLED = "cancelled", "Cancelled"  # the run was cancelled or moved on
+        EXPIRED = "expired", "Expired"  # its deadline passed: its run was cancelled for it
 
     class Channel(models.TextChoices):
         PAGE = "page", "Dashboard form"  # an operator on the run's or the inbox's form
@@ -343,6 +348,7 @@ class Interrupt(models.Model):
         API = "api", "REST API"  # a client of /api/ (a script, a token)
         LANGGRAPH = "langgraph", "LangGraph API"  # the SDK, Agent Chat UI, Studio
         AGENT_INBOX = "agent_inbox", "Agent Inbox review"  # a HumanResponse to a review
+        DEADLINE = "deadline", "Deadline default"  # its deadline passed: the graph's default
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="interrupts")
     interrupt_id = models.CharField(max_length=100)
@@ -371,6 +377,18 @@ class Interrupt(models.Model):
     assigned_at = models.DateTimeField(null=True, blank=True)
     assigned_by_name = models.CharField(max_length=150, blank=True,
                                         help_text="Who took or gave it (kept past the account).")
+    # its deadline (planner.spec.QuestionDeadline, resolved when asked; null: none), the
+    # times it brings, and when each was acted on (each claimed once, by a conditional UPDATE)
+    deadline = models.JSONField(null=True, blank=True,
+                                help_text="Its deadline as declared when it was asked.")
+    remind_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the deadline's outcome applies, unanswered.")
+    reminded_at = models.DateTimeField(null=True, blank=True)
+    escalated_at = models.DateTimeField(null=True, blank=True)
+    notified_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its notices were queued (dashboard.notices).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = InterruptQuerySet.as_manager()
@@ -386,7 +404,8 @@ class Interrupt(models.Model):
                 name="interrupt_answered_has_time",
             ),
         ]
-        indexes = [models.Index(fields=["status", "created_at"], name="interrupt_status_created")]
+        indexes = [models.Index(fields=["status", "created_at"], name="interrupt_status_created"),
+                   models.Index(fields=["status", "expires_at"], name="interrupt_status_expires")]
         permissions = [("answer_interrupt", "Can answer interrupts"),
                        ("assign_interrupt", "Can give a question to another operator")]
 
@@ -395,7 +414,10 @@ class Interrupt(models.Model):
 
     @property
     def answerer_name(self) -> str:
-        """Who answered, even after their account was deleted ("" if nobody yet)."""
+        """Who answered, even after their account was deleted ("" if nobody yet); "the
+        deadline" for a default its deadline applied."""
+        if self.answered_via == self.Channel.DEADLINE:
+            return "the deadline"
         return self.answered_by.get_username() if self.answered_by else self.answered_by_name
 
     @property
@@ -430,3 +452,4 @@ from dashboard.models_lgapi import (  # noqa: E402, F401
     StoreItem,
     StoreOwner,
 )
+from dashboard.models_notices import Notice  # noqa: E402, F401

@@ -271,21 +271,50 @@ def interrupts_questions(*, user: Any, graph: str = "") -> list[tuple[str, str, 
     return [(r["run__graph"], r["key"], r["n"]) for r in rows]
 
 
-def interrupt_answerers(*, interrupt: Interrupt, limit: int = 200) -> list[str]:
-    """The usernames a lead may give ``interrupt`` to: active users with the answer
-    permission, members of its groups if it names some (superusers too)."""
+def interrupts_asked_since(*, user: Any, after: int, limit: int = 5) -> list[Interrupt]:
+    """Questions asked after the one numbered ``after`` (pending still) that ``user`` may
+    answer: of runs they may read, for their groups or for anyone; the oldest first."""
+    if user is None or not user.has_perm("dashboard.answer_interrupt"):
+        return []
+    qs = policy.interrupts_visible(user, Interrupt.objects.filter(
+        status=Interrupt.Status.PENDING, pk__gt=after))
+    if not user.is_superuser:
+        groups = InterruptGroup.objects.filter(interrupt=OuterRef("pk"))
+        qs = qs.filter(~Exists(groups)
+                       | Exists(groups.filter(name__in=user.groups.values("name"))))
+    return list(qs.select_related("run").order_by("pk")[:limit])
+
+
+def interrupts_newest_pk() -> int:
+    """The number of the newest question asked (0: none yet)."""
+    return Interrupt.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+def interrupt_answerer_users(*, interrupt: Interrupt, groups: list[str] | None = None,
+                             limit: int = 200) -> list[Any]:
+    """Who may answer ``interrupt``: active users with the answer permission who may read
+    its run, members of ``groups`` (by default its own; none: anyone), superusers too."""
     users = get_user_model().objects.with_perm(  # type: ignore[attr-defined]
         "dashboard.answer_interrupt",
         backend="django.contrib.auth.backends.ModelBackend").filter(is_active=True)
-    groups = interrupt.group_names
-    if groups:
-        users = users.filter(Q(groups__name__in=groups) | Q(is_superuser=True))
-    return sorted({u.get_username() for u in users[:limit]})
+    names = interrupt.group_names if groups is None else groups
+    if names:
+        users = users.filter(Q(groups__name__in=names) | Q(is_superuser=True))
+    owner = policy.run_owner_id(interrupt.run)
+    return [u for u in users.distinct().order_by("pk")[:limit] if policy.may_read(u, owner)]
 
 
-HISTORY_OUTCOMES = ("answered", "withdrawn")
-"""What became of a question that no longer waits: answered, or withdrawn (its run was
-cancelled, declined from a LangGraph client, or moved on)."""
+def interrupt_answerers(*, interrupt: Interrupt, limit: int = 200) -> list[str]:
+    """The usernames a lead may give ``interrupt`` to (:func:`interrupt_answerer_users`)."""
+    return sorted({u.get_username()
+                   for u in interrupt_answerer_users(interrupt=interrupt, limit=limit)})
+
+
+HISTORY_OUTCOMES = {"answered": Interrupt.Status.ANSWERED, "expired": Interrupt.Status.EXPIRED,
+                    "withdrawn": Interrupt.Status.CANCELLED}
+"""What became of a question that no longer waits: answered (by someone, or by its
+deadline's default), expired (its deadline passed and its run was cancelled for it), or
+withdrawn (its run was cancelled, declined from a LangGraph client, or moved on)."""
 
 
 def interrupts_history(*, user: Any, q: str = "", graph: str = "", question: str = "",
@@ -306,8 +335,7 @@ def interrupts_history(*, user: Any, q: str = "", graph: str = "", question: str
           .annotate(question_key=QUESTION_KEY, waited=ExpressionWrapper(
               F("answered_at") - F("created_at"), output_field=DurationField())))
     if outcome:
-        qs = qs.filter(status=Interrupt.Status.ANSWERED if outcome == "answered"
-                       else Interrupt.Status.CANCELLED)
+        qs = qs.filter(status=HISTORY_OUTCOMES[outcome])
     if graph:
         qs = qs.filter(run__graph=graph)
     if question:

@@ -17,6 +17,7 @@ from django.utils import timezone
 from langgraph._internal._constants import NULL_TASK_ID
 from langgraph.types import Command
 
+from dashboard import policy
 from dashboard.checkpoints import compiled, config_of, sync_saver
 from dashboard.models import Interrupt, Run, RunEvent, Thread
 from dashboard.runs import debugging, dispatch, doorbells, states, store
@@ -139,6 +140,9 @@ def interrupt_assign(*, interrupt: Interrupt, to: AuthUser | None, by: User) -> 
                               "it yourself")
     if to is not None:
         reason = interrupt_may_answer(interrupt=interrupt, user=to)
+        if not reason and not policy.may_read_run(to, interrupt.run):
+            reason = ("its run is not theirs to read (dashboard.policy: the run's owner and "
+                      "the team); give it to one of the team")
         if reason:
             raise ServiceError(f"{to.get_username()} may not answer it: {reason}",
                                errors={"username": "not in the question's groups"})
@@ -243,6 +247,13 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User,
     """
     _check_answerer(interrupt, user)
     _check_answer_size(answer)
+    return _answer_once(interrupt, answer, user=_user_or_none(user), name=_name(user), via=via)
+
+
+def _answer_once(interrupt: Interrupt, answer: Any, *, user: AuthUser | None, name: str,
+                 via: str) -> Interrupt:
+    """Record ``answer`` if the question still waits and its run waits for it: the one
+    claim every answer goes through (an operator's, a client's, a deadline's default)."""
     now = timezone.now()
     with transaction.atomic():
         # Lock the run (run_cancel locks it too), then one UPDATE with no join: on
@@ -253,7 +264,7 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User,
         won = waiting and Interrupt.objects.filter(
             pk=interrupt.pk, status=Interrupt.Status.PENDING,
         ).update(status=Interrupt.Status.ANSWERED, answer=answer, answered_by=user,
-                 answered_by_name=_name(user), answered_at=now, answered_via=via)
+                 answered_by_name=name, answered_at=now, answered_via=via)
         interrupt.refresh_from_db()
         if not won:
             raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
@@ -261,6 +272,31 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User,
         assert locked is not None
         store.apply(run_id, store.answer(current=locked.state))
         transaction.on_commit(lambda: _after_change(run_id, "resume"))
+    return interrupt
+
+
+def interrupt_expire(*, interrupt: Interrupt) -> Interrupt:
+    """Apply a question's deadline outcome, once, when it passed unanswered: its default
+    answer, recorded as answered by the deadline (through the same claim as every answer),
+    or its run cancelled with the reason (the question then ``expired``). Raises
+    ``InterruptClosed`` if it was answered, withdrawn or expired meanwhile (by another
+    process's sweep, say)."""
+    deadline = interrupt.deadline or {}
+    if deadline.get("on_expiry") == "answer":
+        return _answer_once(interrupt, deadline.get("default"), user=None, name="",
+                            via=Interrupt.Channel.DEADLINE)
+    with transaction.atomic():
+        locked = store.lock_run(interrupt.run_id)
+        won = locked is not None and not locked.is_finished and Interrupt.objects.filter(
+            pk=interrupt.pk, status=Interrupt.Status.PENDING).update(
+                status=Interrupt.Status.EXPIRED)
+        interrupt.refresh_from_db()
+        if not won:
+            raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
+        asked = interrupt.payload.get("field") if isinstance(interrupt.payload, dict) else None
+        run_cancel(run=interrupt.run, user=AnonymousUser(), reason=(
+            f"the question {asked or interrupt.interrupt_id!r} passed its deadline "
+            f"({interrupt.deadline_at:%Y-%m-%d %H:%M:%S} UTC) unanswered"))
     return interrupt
 
 
@@ -551,6 +587,8 @@ def _closed_message(interrupt: Interrupt) -> str:
         return f"already answered by {who} at {when} with {interrupt.answer!r}; nothing changed"
     if interrupt.status == Interrupt.Status.CANCELLED:
         return "this question was withdrawn (its run was cancelled or moved on); nothing changed"
+    if interrupt.status == Interrupt.Status.EXPIRED:
+        return "this question's deadline passed and its run was cancelled; nothing changed"
     return (f"run is {interrupt.run.status}, not waiting for an answer; nothing changed")
 
 

@@ -246,6 +246,84 @@ def answer_groups(declared: Mapping[str, tuple[str, ...]], question: Any
     return tuple(declared.get("*", ()))
 
 
+DEADLINE_OUTCOMES = ("answer", "cancel")
+"""What happens when a question's deadline passes unanswered: its default answer is applied
+("answered by the deadline"), or its run is cancelled with the reason."""
+
+
+@dataclass(frozen=True)
+class QuestionDeadline:
+    """How long a question may wait, and what happens as it waits: a reminder
+    ``remind_before`` seconds before the deadline, an escalation to the ``escalate_to``
+    groups at it (who then have ``escalate_for`` more seconds), and then ``on_expiry``:
+    ``"answer"`` applies ``default``, ``"cancel"`` cancels the run."""
+
+    seconds: float
+    on_expiry: str = "cancel"
+    default: Any = None
+    remind_before: float = 0.0
+    escalate_to: tuple[str, ...] = ()
+    escalate_for: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.seconds, int | float) and math.isfinite(self.seconds)
+                and self.seconds > 0):
+            raise ValueError(f"a deadline's seconds must be a positive number, not "
+                             f"{self.seconds!r}")
+        if self.on_expiry not in DEADLINE_OUTCOMES:
+            raise ValueError(f"unknown on_expiry {self.on_expiry!r}; use one of: "
+                             f"{', '.join(DEADLINE_OUTCOMES)}")
+        for name in ("remind_before", "escalate_for"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"a deadline's {name} must be a number of seconds >= 0, "
+                                 f"not {value!r}")
+
+    @classmethod
+    def from_value(cls, value: Any) -> QuestionDeadline:
+        """A deadline from a question's own value (``"deadline": {"seconds": 30,
+        "on_expiry": "answer", "default": "no", "remind_before": 10, "escalate_to":
+        ["leads"], "escalate_for": 60}``), or ``ValueError`` naming what is wrong."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return cls(seconds=float(value))
+        if not isinstance(value, Mapping):
+            raise ValueError(f"a question's deadline is a number of seconds or an object "
+                             f"with 'seconds', not {value!r}")
+        unknown = sorted(set(value) - DEADLINE_KEYS)
+        if unknown:
+            raise ValueError(f"unknown deadline key(s) {', '.join(map(repr, unknown))}; use: "
+                             f"{', '.join(sorted(DEADLINE_KEYS))}")
+        escalate = value.get("escalate_to") or ()
+        if isinstance(escalate, str):
+            escalate = (escalate,)
+        on_expiry = value.get("on_expiry") or ("answer" if "default" in value else "cancel")
+        return cls(seconds=value.get("seconds"), on_expiry=on_expiry,
+                   default=value.get("default"),
+                   remind_before=value.get("remind_before") or 0.0,
+                   escalate_to=tuple(str(g).strip()[:GROUP_NAME_MAX] for g in escalate
+                                     if str(g).strip()),
+                   escalate_for=value.get("escalate_for") or 0.0)
+
+
+DEADLINE_KEYS = frozenset({"seconds", "on_expiry", "default", "remind_before", "escalate_to",
+                           "escalate_for"})
+
+
+def question_deadline(declared: Mapping[str, QuestionDeadline], question: Any
+                      ) -> QuestionDeadline | None:
+    """The deadline of ``question``: the one its value carries (``"deadline": …``, how a
+    ``langgraph.json`` graph's ``interrupt()`` says it; ``ValueError`` if malformed), else
+    the one ``declared`` for its ``field``, its ``kind`` or ``"*"`` (the graph's default);
+    None: it may wait for ever."""
+    if isinstance(question, Mapping):
+        if question.get("deadline") is not None:
+            return QuestionDeadline.from_value(question["deadline"])
+        for key in (question.get("field"), question.get("kind")):
+            if isinstance(key, str) and key in declared:
+                return declared[key]
+    return declared.get("*")
+
+
 def no_state_edit_update(state: Mapping[str, Any], edit: Mapping[str, Any]
                          ) -> Mapping[str, Any]:
     """A graph that keeps no record of where its values came from adds nothing to an edit."""
@@ -344,6 +422,15 @@ class GraphSpec:
     Planwatch), by the question's ``field``, else its ``kind``, else ``"*"`` for every
     question; a question may name its own in its value (``"groups": [...]``). A question
     naming no group is answered by anyone the host lets answer."""
+
+    question_deadlines: Mapping[str, QuestionDeadline] = field(default_factory=dict)
+    """How long its questions may wait and what happens then, by the question's ``field``,
+    else its ``kind``, else ``"*"`` (the graph's default); a question may carry its own in
+    its value (``"deadline": {...}``, see :meth:`QuestionDeadline.from_value`)."""
+
+    def deadline_for(self, question: Any) -> QuestionDeadline | None:
+        """The deadline of ``question`` (see :attr:`question_deadlines`)."""
+        return question_deadline(self.question_deadlines, question)
 
     def groups_for(self, question: Any) -> tuple[str, ...]:
         """The groups that answer ``question`` (see :attr:`question_groups`)."""

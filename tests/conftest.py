@@ -138,6 +138,9 @@ def served(django_db_blocker, *, port: int | None = None,
         **os.environ,
         "DATABASE_URL": url,
         "PLANWATCH_THINK_TIME": os.environ.get("PLANWATCH_TEST_THINK_TIME", "0.05"),
+        # its notice and deadline loop looks once, at start: the deadline tests sweep at
+        # moments they choose, which a session daphne's sweep in real time would race
+        "PLANWATCH_NOTICE_POLL_SECONDS": "3600",
         "PYTHONUNBUFFERED": "1",
         **extra_env,
     }

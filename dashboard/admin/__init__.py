@@ -7,7 +7,7 @@ from dashboard.admin.lgapi import (
     CronAdmin,
     StoreItemAdmin,
 )
-from dashboard.admin.runs import InterruptAdmin, RunAdmin, RunEventAdmin
+from dashboard.admin.runs import InterruptAdmin, NoticeAdmin, RunAdmin, RunEventAdmin
 
 __all__ = [
     "AssistantAdmin",
@@ -15,6 +15,7 @@ __all__ = [
     "CheckpointAdmin",
     "CronAdmin",
     "InterruptAdmin",
+    "NoticeAdmin",
     "RunAdmin",
     "RunEventAdmin",
     "StoreItemAdmin",

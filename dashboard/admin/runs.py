@@ -19,7 +19,7 @@ from dashboard.admin.base import (
     pretty_json,
     trace_url,
 )
-from dashboard.models import Interrupt, Run, RunEvent, Thread
+from dashboard.models import Interrupt, Notice, Run, RunEvent, Thread
 
 
 def _search(queryset: QuerySet, term: str, *, thread: str, exact: tuple[str, ...] = ()
@@ -212,3 +212,16 @@ class InterruptAdmin(AuditAdmin):
     def answer_json(self, obj: Interrupt) -> str:
         """The answer given, readable."""
         return pretty_json(obj.answer) if obj.answer is not None else "—"
+
+
+@admin.register(Notice)
+class NoticeAdmin(AuditAdmin):
+    """Notices of questions (e-mail, webhook): sent, failed or retried, and why."""
+
+    list_display = ("kind", "channel", "address", "status", "attempts", "sent_at",
+                    "last_error", "created_at")
+    list_filter = ("status", "channel", "kind", "created_at")
+    list_select_related = ("interrupt",)
+    readonly_fields = ("interrupt", "kind", "channel", "recipient", "address", "status",
+                       "attempts", "next_attempt_at", "claimed_until", "sent_at", "last_error",
+                       "link_used_at", "created_at")

@@ -114,7 +114,7 @@ class HistoryFilterSerializer(serializers.Serializer):
     question = serializers.CharField(required=False, default="", allow_blank=True,
                                      max_length=1000)
     outcome = serializers.ChoiceField(required=False, default="",
-                                      choices=["", "answered", "withdrawn"])
+                                      choices=["", "answered", "expired", "withdrawn"])
     via = serializers.ChoiceField(required=False, default="",
                                   choices=["", *Interrupt.Channel.values])
     by = serializers.CharField(required=False, default="", allow_blank=True, max_length=150)
@@ -132,12 +132,14 @@ class HistoryRowSerializer(serializers.Serializer):
     run = serializers.UUIDField()
     graph = serializers.CharField()
     question = serializers.CharField()
-    outcome = serializers.ChoiceField(choices=["answered", "withdrawn"])
+    outcome = serializers.ChoiceField(choices=["answered", "expired", "withdrawn"])
     answer = serializers.JSONField(allow_null=True)
     answered_by = serializers.CharField(allow_blank=True)
     channel = serializers.CharField(allow_blank=True)
     asked_at = serializers.DateTimeField()
     answered_at = serializers.DateTimeField(allow_null=True)
+    deadline_at = serializers.DateTimeField(
+        allow_null=True, help_text="Its deadline, if it had one (expired: nobody answered).")
     waited_seconds = serializers.FloatField(allow_null=True)
 
 

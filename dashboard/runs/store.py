@@ -38,6 +38,7 @@ from its checkpoint. A crash of Planwatch itself loses nothing.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -62,9 +63,10 @@ from dashboard.runs.doorbells import SUMMARY_FIELDS
 from dashboard.runs.orm import database_sync_to_async, relax_commit, relaxed_commits
 from dashboard.runs.savers import SaverHandle, postgres_conninfo
 from planner.registry import get_graph
-from planner.spec import answer_groups
+from planner.spec import GraphSpec, QuestionDeadline, answer_groups, question_deadline
 
 transitions_log = logging.getLogger("planwatch.transitions")
+logger = logging.getLogger("planwatch.runs")
 
 Kind = RunEvent.Kind
 State = states.State
@@ -518,14 +520,35 @@ def settle_thread(thread_id: Any) -> None:
 
 def _ask_groups(interrupt: Interrupt, graph: str) -> None:
     """Record which groups answer a question just asked (its graph's declaration, or its
-    own value's ``groups``)."""
+    own value's ``groups``), and its deadline with the times it brings."""
     try:
-        declared = get_graph(graph).question_groups
+        spec: GraphSpec | None = get_graph(graph)
     except KeyError:  # no longer registered: the question's own value only
-        declared = {}
+        spec = None
+    declared = spec.question_groups if spec is not None else {}
     InterruptGroup.objects.bulk_create([
         InterruptGroup(interrupt=interrupt, name=name)
         for name in answer_groups(declared, interrupt.payload)])
+    try:
+        deadline = question_deadline(spec.question_deadlines if spec is not None else {},
+                                     interrupt.payload)
+    except (TypeError, ValueError) as exc:  # a malformed deadline never fails the run
+        logger.warning("question %s of run %s: its deadline is ignored: %s",
+                       interrupt.interrupt_id, interrupt.run_id, exc)
+        deadline = None
+    if deadline is not None:
+        fields = deadline_fields(deadline, asked_at=interrupt.created_at)
+        Interrupt.objects.filter(pk=interrupt.pk).update(**fields)
+
+
+def deadline_fields(deadline: QuestionDeadline, *, asked_at: datetime) -> dict[str, Any]:
+    """An interrupt's deadline columns for ``deadline``, counted from ``asked_at``."""
+    due = asked_at + timedelta(seconds=deadline.seconds)
+    return {"deadline": dataclasses.asdict(deadline),
+            "remind_at": (due - timedelta(seconds=deadline.remind_before)
+                          if deadline.remind_before else None),
+            "deadline_at": due,
+            "expires_at": due + timedelta(seconds=deadline.escalate_for)}
 
 
 def withdraw_questions(run_id: Any) -> None:

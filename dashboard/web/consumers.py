@@ -536,6 +536,16 @@ def _abadge(user: Any) -> str:
     return inbox.badge(count=selectors.interrupts_pending_count(user=user))
 
 
+@database_sync_to_async
+def _anotices(user: Any, after: int) -> tuple[str, int]:
+    return inbox.browser_notices(user=user, after=after)
+
+
+@database_sync_to_async
+def _anewest_question() -> int:
+    return selectors.interrupts_newest_pk()
+
+
 def _inbox_view(query: dict[str, list[str]]) -> dict[str, Any]:
     """What an inbox page lists, from its socket's query string (the page's own filters;
     a compact page's questions and the time it was rendered)."""
@@ -563,6 +573,8 @@ class InboxConsumer(PlanwatchConsumer):
         self.badge_only = "badge" in query
         self.view = _inbox_view(query)
         self.known: inbox.PendingState | None = None
+        # the questions asked from now on are told in the browser (notify.js)
+        self.seen = await _anewest_question() if self.badge_only else 0
         await self.channel_layer.group_add(doorbells.INBOX_GROUP, self.channel_name)
         await self.accept()
         await self.inbox_changed({})
@@ -574,7 +586,8 @@ class InboxConsumer(PlanwatchConsumer):
     async def inbox_changed(self, message: dict[str, Any]) -> None:
         """Send the badge, or the inbox rows and the runs whose questions changed."""
         if self.badge_only:
-            await self.send(text_data=await _abadge(self.scope["user"]))
+            notices, self.seen = await _anotices(self.scope["user"], self.seen)
+            await self.send(text_data=await _abadge(self.scope["user"]) + notices)
             return
         html, self.known = await _ainbox_update(self.scope["user"], self.view, self.known)
         await self.send(text_data=html)

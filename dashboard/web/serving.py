@@ -33,7 +33,7 @@ from daphne.endpoints import build_endpoint_description_strings
 from django.conf import settings
 from prometheus_client import multiprocess
 
-from dashboard import crons
+from dashboard import crons, deadlines
 from dashboard.runs import dispatch
 from dashboard.web.accesslog import RedactingServer
 
@@ -71,6 +71,7 @@ def serve_here(*, host: str = "127.0.0.1", port: int = 8000, fd: int | None = No
     if dispatch.in_process():
         dispatch.start_reaper()
     crons.start_scheduler()  # in every web process: a due cron is claimed once
+    deadlines.start_poller()  # notices and deadlines, each claimed once, the same way
     if fd is None:
         (endpoint,) = build_endpoint_description_strings(host=host, port=port)
         endpoint = f"{endpoint}:backlog={BACKLOG}"

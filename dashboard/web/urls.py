@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.web.views import crons, debug, history, interrupts, runs, trace
+from dashboard.web.views import crons, debug, history, interrupts, notices, runs, trace
 
 app_name = "dashboard"
 
@@ -26,6 +26,7 @@ urlpatterns = [
     path("inbox/", interrupts.inbox, name="inbox"),
     path("inbox/answer/", interrupts.inbox_answer, name="inbox_answer"),
     path("inbox/history/", history.history, name="history"),
+    path("inbox/notice/<str:token>/", notices.notice_link, name="notice_link"),
     path("inbox/history.csv", history.history_csv, name="history_csv"),
     path("inbox/questions/<int:interrupt_pk>/take/", interrupts.interrupt_take,
          name="interrupt_take"),

@@ -66,7 +66,8 @@ class BulkAnswer(forms.Form):
         field.choices = [(p, p) for p in posted if str(p).isdigit()][:500]
 
 
-OUTCOME_CHOICES = [("", "Any outcome"), ("answered", "Answered"), ("withdrawn", "Withdrawn")]
+OUTCOME_CHOICES = [("", "Any outcome"), ("answered", "Answered"), ("expired", "Expired"),
+                   ("withdrawn", "Withdrawn")]
 
 
 class HistoryFilters(forms.Form):

@@ -9,11 +9,15 @@ from datetime import timedelta
 from typing import Any
 
 from dashboard.models import Interrupt
+from dashboard.selectors import HISTORY_OUTCOMES
 from dashboard.web.forms.interrupts import question_summary
 
 COLUMNS = ("run", "graph", "question", "outcome", "answer", "answered_by", "channel",
            "asked_at", "answered_at", "waited_seconds")
 """The history's columns, in the order the CSV export writes them."""
+
+
+OUTCOMES = {status: name for name, status in HISTORY_OUTCOMES.items()}
 
 
 def history_row(interrupt: Interrupt) -> dict[str, Any]:
@@ -25,13 +29,14 @@ def history_row(interrupt: Interrupt) -> dict[str, Any]:
     return {
         "id": interrupt.pk, "run": str(interrupt.run_id), "graph": interrupt.run.graph,
         "question": (f"{summary['title']}: " if summary["title"] else "") + summary["text"],
-        "outcome": "answered" if answered else "withdrawn",
+        "outcome": OUTCOMES.get(interrupt.status, "withdrawn"),
         "answer": interrupt.answer if answered else None,
         "answered_by": interrupt.answerer_name if answered else "",
         "channel": interrupt.answered_via if answered else "",
         "channel_label": (Interrupt.Channel(interrupt.answered_via).label
                           if answered and interrupt.answered_via else ""),
         "asked_at": interrupt.created_at, "answered_at": interrupt.answered_at,
+        "deadline_at": interrupt.deadline_at,
         "waited_seconds": round(waited.total_seconds(), 3) if answered and waited else None,
     }
 

@@ -218,3 +218,17 @@ def _closed_article(rid: str) -> str:
 def badge(*, count: int) -> SafeString:
     """The navigation's pending-question count as an out-of-band swap."""
     return render_to_string("dashboard/_inbox_badge.html", {"count": count, "oob": True})
+
+
+def browser_notices(*, user: Any, after: int) -> tuple[SafeString, int]:
+    """The questions asked since the one numbered ``after`` that ``user`` may answer, as
+    an out-of-band append to the page's notice list (``notify.js`` shows each as a browser
+    notification, once the operator opted in), and the newest number seen."""
+    asked = selectors.interrupts_asked_since(user=user, after=after)
+    if not asked:
+        return SafeString(""), after
+    items = [{"pk": i.pk, "graph": i.run.graph,
+              "text": question_summary(i.payload)["text"][:300],
+              "url": run_url(i.run) + f"#interrupt-{i.pk}"} for i in asked]
+    html = render_to_string("dashboard/_browser_notices.html", {"asked": items})
+    return html, max(i.pk for i in asked)

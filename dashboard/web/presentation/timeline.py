@@ -22,6 +22,7 @@ from typing import Any
 # event kinds as plain strings (the model's RunEvent.Kind names them; this stays pure)
 NODE_STARTED, NODE_FINISHED, NODE_FAILED = "node_started", "node_finished", "node_failed"
 INTERRUPT_RAISED, INTERRUPT_ANSWERED = "interrupt_raised", "interrupt_answered"
+QUESTION_REMINDED, QUESTION_ESCALATED = "question_reminded", "question_escalated"
 CHECKPOINT, MODEL_STARTED = "checkpoint", "model_started"
 BOOKKEEPING = frozenset({CHECKPOINT, "run_started", "run_resumed", "run_recovered",
                          "run_continued", "breakpoints_changed"})
@@ -37,7 +38,7 @@ RUN_ENDS = frozenset({"run_succeeded", "run_failed", "run_cancelled"})
 SHOWN = ("seq", "kind", "node", "namespace", "step", "task_id", "checkpoint_id",
          "duration_ms", "created_at")
 """The fields of an event a row keeps (its line in the timeline shows them)."""
-KEPT = ("error", "interrupt_id", "answered_by", "source", "next")
+KEPT = ("error", "interrupt_id", "answered_by", "source", "next", "groups", "deadline_at")
 """The small payload keys a row keeps: a node's update, a model call's messages are read
 once, for the summary, not held (a watcher's fold lives as long as its socket)."""
 ASKS = "asks: "
@@ -186,6 +187,12 @@ class Row:
                 ASKS) else ""
             self.parts.append(f"answered {short(payload.get('answer'))}{by}"
                               + (f" to “{asked}”" if asked else ""))
+        elif kind == QUESTION_REMINDED:
+            at = str(payload.get("deadline_at") or "")[11:19]
+            self.parts.append("reminded: its deadline draws near" + (f" ({at} UTC)" if at else ""))
+        elif kind == QUESTION_ESCALATED:
+            groups = ", ".join(map(str, payload.get("groups") or []))
+            self.parts.append(f"deadline came: escalated to {groups}")
         elif kind == CHECKPOINT and payload.get("source") == "update":
             values = payload.get("values")
             self.parts.append(f"by {payload.get('by') or 'someone'}: "

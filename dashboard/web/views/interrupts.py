@@ -118,7 +118,7 @@ def _reply(request: HtmxHttpRequest, run: Run, *, status: int, message: str, lev
 @require_POST
 def interrupt_take(request: HtmxHttpRequest, interrupt_pk: int) -> HttpResponse:
     """"I'm on it": the question is the user's; others see who has it."""
-    interrupt, run = _question(interrupt_pk)
+    interrupt, run = _question(interrupt_pk, request.user)
     if not request.user.has_perm(ANSWER_PERMISSION):
         return _reply(request, run, status=403, message=(
             f"Taking a question needs the permission {ANSWER_PERMISSION!r}."))
@@ -135,7 +135,7 @@ def interrupt_take(request: HtmxHttpRequest, interrupt_pk: int) -> HttpResponse:
 @require_POST
 def interrupt_assign(request: HtmxHttpRequest, interrupt_pk: int) -> HttpResponse:
     """A lead gives the question to another operator (or to nobody)."""
-    interrupt, run = _question(interrupt_pk)
+    interrupt, run = _question(interrupt_pk, request.user)
     name = (request.POST.get(f"username-{interrupt_pk}") or request.POST.get("username")
             or "").strip()
     to = get_user_model().objects.filter(username=name[:150]).first() if name else None
@@ -153,9 +153,10 @@ def interrupt_assign(request: HtmxHttpRequest, interrupt_pk: int) -> HttpRespons
     return _reply(request, run, status=200, level="success", message=done)
 
 
-def _question(pk: int) -> tuple[Interrupt, Run]:
+def _question(pk: int, user: Any) -> tuple[Interrupt, Run]:
+    """The question and its run, if ``user`` may read the run (else 404, as for a run)."""
     interrupt = Interrupt.objects.select_related("run").filter(pk=pk).first()
-    if interrupt is None:
+    if interrupt is None or not selectors.run_can_view(user=user, run=interrupt.run):
         raise Http404(f"no question {pk}; it may have been deleted with its run")
     return interrupt, selectors.run_get(run_id=interrupt.run_id)
 

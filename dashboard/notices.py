@@ -1,0 +1,296 @@
+"""Notices: telling people of a question where they are (e-mail, a chat webhook).
+
+A question's notices are durable work. Whoever decides one (the loop that finds a question
+just asked, a deadline's reminder or escalation) writes a :class:`~dashboard.models.Notice`
+row per e-mail recipient and one for the webhook, in the same transaction as its claim;
+a web process's loop (:func:`notices_send_due`, beside the cron poll) claims each due row
+with a conditional ``UPDATE``, sends it, and records what came of it: sent, or retried with
+back-off until its attempts run out (failed). Nothing here runs inside a run's execution:
+a slow mail server or a dead webhook never delays or fails a run.
+
+Recipients: the members of the question's groups (or, with none, everyone who may answer
+it) who may answer questions, may read its run (:mod:`dashboard.policy`), are active and
+have an e-mail address. E-mail is sent only when ``EMAIL_HOST`` (or ``EMAIL_BACKEND``) is
+set in the environment, the webhook only when ``PLANWATCH_WEBHOOK_URL`` is.
+
+An e-mail carries a signed link (:mod:`django.core.signing`) to the question, for its
+recipient, usable once; following it still needs a login as that recipient.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core import signing
+from django.core.mail import EmailMessage
+from django.db import transaction
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from dashboard import policy, selectors
+from dashboard.models import Interrupt, Notice
+from dashboard.runs.conf import planwatch_setting
+
+logger = logging.getLogger("planwatch.notices")
+
+LINK_SALT = "planwatch.notice-link"
+SIGNATURE_HEADER = "X-Planwatch-Signature"
+TIMESTAMP_HEADER = "X-Planwatch-Timestamp"
+CLAIM_SECONDS = 60.0
+"""How long a claimed notice is one process's to send; past it another may (its sender
+died mid-send)."""
+BACKOFF_MAX_SECONDS = 300.0
+
+
+def email_enabled() -> bool:
+    """Whether e-mail is configured (``PLANWATCH["NOTIFY_EMAIL"]``, from the environment)."""
+    return bool(planwatch_setting("NOTIFY_EMAIL"))
+
+
+def webhook_url() -> str:
+    """The webhook's URL ("": no webhook)."""
+    return str(planwatch_setting("WEBHOOK_URL") or "")
+
+
+def recipients(interrupt: Interrupt, groups: list[str] | None = None
+               ) -> list[AbstractBaseUser]:
+    """Who is told of ``interrupt``: those who may answer it
+    (:func:`dashboard.selectors.interrupt_answerer_users`, of ``groups`` if given) and
+    have an e-mail address."""
+    return [u for u in selectors.interrupt_answerer_users(interrupt=interrupt, groups=groups)
+            if u.email]
+
+
+def notices_queue(*, interrupt: Interrupt, kind: str, groups: list[str] | None = None,
+                  now: datetime | None = None) -> list[Notice]:
+    """Queue the notices of ``kind`` for ``interrupt`` (an e-mail per recipient, one
+    webhook call), each at most once: a second call adds none."""
+    now = now or timezone.now()
+    rows = []
+    if email_enabled():
+        rows += [Notice(interrupt=interrupt, kind=kind, channel=Notice.Channel.EMAIL,
+                        recipient=user, address=user.email, next_attempt_at=now)
+                 for user in recipients(interrupt, groups)]
+    if url := webhook_url():
+        rows.append(Notice(interrupt=interrupt, kind=kind, channel=Notice.Channel.WEBHOOK,
+                           address=url[:500], next_attempt_at=now))
+    return Notice.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+def notices_queue_asked(*, now: datetime | None = None, limit: int = 100) -> int:
+    """Queue the notices of questions asked since the last look, each question claimed
+    once (``notified_at``) whatever the number of processes looking; how many."""
+    now = now or timezone.now()
+    told = 0
+    for asked in (Interrupt.objects.filter(status=Interrupt.Status.PENDING,
+                                           notified_at__isnull=True)
+                  .select_related("run").order_by("created_at")[:limit]):
+        with transaction.atomic():
+            if Interrupt.objects.filter(pk=asked.pk, notified_at__isnull=True).update(
+                    notified_at=now):
+                notices_queue(interrupt=asked, kind=Notice.Kind.ASKED, now=now)
+                told += 1
+    return told
+
+
+def backoff(attempts: int) -> float:
+    """Seconds before the next try after ``attempts`` failed ones: the setting's
+    ``NOTICE_RETRY_SECONDS``, doubled each time, at most five minutes."""
+    base = float(planwatch_setting("NOTICE_RETRY_SECONDS"))
+    return float(min(BACKOFF_MAX_SECONDS, base * 2.0 ** max(0, attempts - 1)))
+
+
+def _claim(notice_id: int, now: datetime) -> bool:
+    """Take one due notice to send (a conditional UPDATE: one process wins)."""
+    return bool(Notice.objects.filter(
+        Q(status=Notice.Status.PENDING, next_attempt_at__lte=now)
+        | Q(status=Notice.Status.SENDING, claimed_until__lt=now),
+        pk=notice_id,
+    ).update(status=Notice.Status.SENDING, claimed_until=now + timedelta(seconds=CLAIM_SECONDS)))
+
+
+def notices_send_due(*, now: datetime | None = None, limit: int = 50) -> list[Notice]:
+    """Send the notices that are due (new ones, and retries whose time came), each claimed
+    first; record each outcome. The notices this call handled."""
+    now = now or timezone.now()
+    due = (Notice.objects.filter(Q(status=Notice.Status.PENDING, next_attempt_at__lte=now)
+                                 | Q(status=Notice.Status.SENDING, claimed_until__lt=now))
+           .order_by("next_attempt_at", "id").values_list("pk", flat=True)[:limit])
+    handled = []
+    for pk in list(due):
+        if not _claim(pk, now):
+            continue  # another process took it
+        notice = Notice.objects.select_related("interrupt__run", "recipient").get(pk=pk)
+        handled.append(notice_send(notice=notice, now=now))
+    return handled
+
+
+def notice_send(*, notice: Notice, now: datetime) -> Notice:
+    """Send one notice claimed at ``now`` and record it: sent, or its error and the next
+    try, counted from ``now`` (failed once its attempts run out)."""
+    attempts = notice.attempts + 1
+    try:
+        if notice.channel == Notice.Channel.EMAIL:
+            _send_email(notice)
+        else:
+            _send_webhook(notice)
+    except Exception as exc:  # any fault of the far end is recorded, never raised
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        gave_up = attempts >= int(planwatch_setting("NOTICE_ATTEMPTS"))
+        logger.warning("notice %s (%s by %s to %s) failed, attempt %s%s: %s", notice.pk,
+                       notice.kind, notice.channel, notice.address, attempts,
+                       " (giving up)" if gave_up else "", error)
+        fields: dict[str, Any] = {
+            "status": Notice.Status.FAILED if gave_up else Notice.Status.PENDING,
+            "attempts": attempts, "last_error": error, "claimed_until": None,
+            "next_attempt_at": now + timedelta(seconds=backoff(attempts))}
+    else:
+        fields = {"status": Notice.Status.SENT, "attempts": attempts, "sent_at": timezone.now(),
+                  "claimed_until": None}
+    Notice.objects.filter(pk=notice.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(notice, name, value)
+    return notice
+
+
+# -- what a notice says ---------------------------------------------------------------------
+
+HEADLINES = {Notice.Kind.ASKED: "A question waits for you",
+             Notice.Kind.REMINDER: "Reminder: a question waits for you",
+             Notice.Kind.ESCALATION: "Escalated: a question passed its deadline"}
+
+
+def question_text(payload: Any) -> str:
+    """What a question asks, in one line."""
+    if isinstance(payload, dict):
+        for name in ("prompt", "label", "question", "field"):
+            if payload.get(name):
+                return str(payload[name])[:300]
+    return (payload if isinstance(payload, str) else json.dumps(payload, default=str))[:300]
+
+
+def absolute(path: str) -> str:
+    """``path`` on the site's address (``PLANWATCH_BASE_URL``)."""
+    return str(planwatch_setting("BASE_URL")).rstrip("/") + path
+
+
+def question_path(interrupt: Interrupt) -> str:
+    """Where the question is answered: its form on its run's page."""
+    return reverse("dashboard:run_detail", args=[interrupt.run_id]) + f"#interrupt-{interrupt.pk}"
+
+
+def _summary(notice: Notice) -> str:
+    interrupt = notice.interrupt
+    text = (f"{HEADLINES[Notice.Kind(notice.kind)]}: {interrupt.run.graph} asks "
+            f"“{question_text(interrupt.payload)}” (run {str(interrupt.run_id)[:8]})")
+    if interrupt.group_names:
+        text += f", for {', '.join(interrupt.group_names)}"
+    if interrupt.deadline_at:
+        text += f"; deadline {interrupt.deadline_at:%Y-%m-%d %H:%M:%S} UTC"
+    return text
+
+
+def _send_email(notice: Notice) -> None:
+    link = absolute(reverse("dashboard:notice_link", args=[notice_token(notice)]))
+    body = (f"{_summary(notice)}.\n\nOpen the question (you will be asked to log in; the "
+            f"link works once, for you):\n{link}\n\nOr find it in the inbox: "
+            f"{absolute(reverse('dashboard:inbox'))}\n")
+    EmailMessage(subject=f"[Planwatch] {HEADLINES[Notice.Kind(notice.kind)]}", body=body,
+                 from_email=settings.DEFAULT_FROM_EMAIL, to=[notice.address]).send()
+
+
+def webhook_body(notice: Notice) -> bytes:
+    """The webhook's JSON: Slack-compatible ``text``, and the question's facts."""
+    interrupt = notice.interrupt
+    url = absolute(question_path(interrupt))
+    return json.dumps({
+        "text": f"{_summary(notice)} — {url}", "event": f"question.{notice.kind}",
+        "question": {"id": interrupt.pk, "run": str(interrupt.run_id),
+                     "graph": interrupt.run.graph, "asks": question_text(interrupt.payload),
+                     "groups": interrupt.group_names, "url": url,
+                     "asked_at": interrupt.created_at.isoformat(),
+                     "deadline_at": interrupt.deadline_at.isoformat()
+                     if interrupt.deadline_at else None},
+    }, ensure_ascii=False).encode()
+
+
+def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
+    """``sha256=<hex>``: HMAC-SHA256 of ``<timestamp>.<body>`` with the shared secret
+    (a receiver recomputes it, compares in constant time and refuses old timestamps)."""
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return f"sha256={mac.hexdigest()}"
+
+
+def _send_webhook(notice: Notice) -> None:
+    body = webhook_body(notice)
+    headers = {"Content-Type": "application/json", "User-Agent": "Planwatch"}
+    if secret := str(planwatch_setting("WEBHOOK_SECRET") or ""):
+        stamp = str(int(time.time()))
+        headers[TIMESTAMP_HEADER] = stamp
+        headers[SIGNATURE_HEADER] = webhook_signature(secret, stamp, body)
+    request = urllib.request.Request(notice.address, data=body, headers=headers,
+                                     method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10.0) as response:
+            response.read(1024)
+    except urllib.error.HTTPError as exc:  # a 4xx or 5xx: its status and a little text
+        raise RuntimeError(f"the webhook answered {exc.code}: "
+                           f"{exc.read(200).decode(errors='replace')!r}") from None
+
+
+# -- the e-mail's one-time link -------------------------------------------------------------
+
+
+def notice_token(notice: Notice) -> str:
+    """The signed token of an e-mail notice's link (its notice and recipient)."""
+    return signing.dumps({"n": notice.pk, "u": notice.recipient_id}, salt=LINK_SALT,
+                         compress=True)
+
+
+class LinkRefused(Exception):
+    """A notice link that does not open its question: the status and what to do."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def notice_link_open(*, token: str, user: Any) -> Interrupt:
+    """The question an e-mail's link leads to, for ``user`` (logged in), once: the link
+    is checked (signature, age), must be the user's own, and is spent by this call."""
+    days = float(planwatch_setting("NOTICE_LINK_DAYS"))
+    try:
+        data = signing.loads(token[:500], salt=LINK_SALT, max_age=timedelta(days=days))
+    except signing.SignatureExpired:
+        raise LinkRefused(410, f"this link is older than {days:g} days; open the question "
+                               "from the inbox") from None
+    except signing.BadSignature:
+        raise LinkRefused(404, "this link is not one Planwatch sent (cut short, or "
+                               "changed); open the question from the inbox") from None
+    notice = (Notice.objects.select_related("interrupt__run")
+              .filter(pk=data.get("n"), channel=Notice.Channel.EMAIL).first()
+              if isinstance(data, dict) else None)
+    if notice is None:
+        raise LinkRefused(404, "this link's question is gone; open the inbox")
+    if notice.recipient_id != user.pk:
+        raise LinkRefused(403, "this link was sent to another operator; log in as them, or "
+                               "open the question from the inbox")
+    if not policy.may_read_run(user, notice.interrupt.run):
+        raise LinkRefused(404, "this link's question is gone; open the inbox")
+    if not Notice.objects.filter(pk=notice.pk, link_used_at__isnull=True).update(
+            link_used_at=timezone.now()):
+        raise LinkRefused(410, "this link was used already (it works once); open the "
+                               "question from the inbox")
+    return notice.interrupt

@@ -1,0 +1,209 @@
+"""Told where they are: a question's group is e-mailed (a real SMTP server on loopback
+receives it, its one-time link opens the question after login) and a webhook receiver on
+loopback gets a signed payload, retried with back-off after failures; sent once, recorded."""
+
+from __future__ import annotations
+
+import email
+import hashlib
+import hmac
+import json
+import re
+import threading
+from datetime import timedelta
+from email import policy as email_policy
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from aiosmtpd.controller import Controller
+from django.contrib.auth.models import Group, Permission
+from django.utils import timezone
+
+from dashboard import notices
+from dashboard.models import InterruptGroup, Notice
+from tests.conftest import free_port
+from tests.dashboard.inbox_support import REGION, waiting
+
+pytestmark = [pytest.mark.django_db]  # claims are conditional UPDATEs: the same on both
+
+SECRET = "s3cret-for-tests"
+
+
+class Inbox:
+    """aiosmtpd's handler: keeps every message the server accepts."""
+
+    def __init__(self) -> None:
+        self.messages: list[email.message.EmailMessage] = []
+        self.envelopes: list[list[str]] = []
+
+    async def handle_DATA(self, server, session, envelope):
+        self.envelopes.append(list(envelope.rcpt_tos))
+        self.messages.append(email.message_from_bytes(envelope.content,
+                                                      policy=email_policy.default))
+        return "250 Message accepted for delivery"
+
+
+@pytest.fixture
+def smtp(settings):
+    """A real SMTP server on loopback, and Django's SMTP backend pointed at it."""
+    inbox = Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", controller.port
+    settings.PLANWATCH = {**settings.PLANWATCH, "NOTIFY_EMAIL": True, "WEBHOOK_URL": "",
+                          "BASE_URL": "http://planwatch.test"}
+    yield inbox
+    controller.stop()
+
+
+@pytest.fixture
+def finance(django_user_model):
+    group = Group.objects.create(name="finance")
+    fay = django_user_model.objects.create_user(username="fay", password="pw-fay-1234",
+                                                email="fay@example.test")
+    fay.user_permissions.set(Permission.objects.filter(
+        codename__in=["answer_interrupt", "view_all_threads"]))
+    fay.groups.add(group)
+    return fay
+
+
+def for_finance(owner):
+    (asked,) = waiting(1, REGION, asked_ago=timedelta(seconds=1), user=owner)
+    InterruptGroup.objects.create(interrupt=asked, name="finance")
+    return asked
+
+
+def test_the_group_is_emailed_once_and_the_link_opens_the_question_after_login(
+        smtp, client, operator, finance):
+    operator.email = "olga@example.test"  # may answer, but not in finance: not told
+    operator.save()
+    asked = for_finance(operator)
+    assert notices.notices_queue_asked() == 1
+    assert notices.notices_queue_asked() == 0  # claimed once
+    sent = notices.notices_send_due()
+    assert [(n.status, n.attempts, n.address) for n in sent] == [
+        (Notice.Status.SENT, 1, "fay@example.test")]
+    assert smtp.envelopes == [["fay@example.test"]]
+    message = smtp.messages[0]
+    assert message["Subject"] == "[Planwatch] A question waits for you"
+    body = message.get_content()
+    assert "acquisition asks “Which region is the market in?”" in body and "for finance" in body
+    link = re.search(r"http://planwatch\.test(/inbox/notice/\S+/)", body).group(1)
+
+    response = client.get(link)  # not logged in: the login page first
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+    client.force_login(operator)  # someone else's link
+    assert client.get(link).status_code == 403
+    client.force_login(finance)
+    response = client.get(link)
+    assert response.status_code == 302
+    assert response["Location"] == f"/runs/{asked.run_id}/#interrupt-{asked.pk}"
+    assert f'id="interrupt-{asked.pk}"' in client.get(response["Location"]).content.decode()
+    again = client.get(link)  # one time only
+    assert again.status_code == 410 and "used already" in again.content.decode()
+    assert notices.notices_send_due() == []  # nothing sent twice
+
+
+def test_a_question_for_no_group_tells_everyone_who_may_answer_and_read_its_run(
+        smtp, django_user_model, operator, finance, viewer):
+    viewer.email = "vic@example.test"  # may read, may not answer
+    viewer.save()
+    outsider = django_user_model.objects.create_user(username="otto", email="o@example.test")
+    outsider.user_permissions.set(Permission.objects.filter(codename="answer_interrupt"))
+    operator.email = "olga@example.test"
+    operator.save()
+    waiting(1, REGION, user=operator)  # olga's run: otto may not read it
+    notices.notices_queue_asked()
+    assert sorted(Notice.objects.values_list("address", flat=True)) == [
+        "fay@example.test", "olga@example.test"]
+
+
+def test_nothing_is_queued_unless_configured(settings, operator, finance):
+    settings.PLANWATCH = {**settings.PLANWATCH, "NOTIFY_EMAIL": False, "WEBHOOK_URL": ""}
+    for_finance(operator)
+    assert notices.notices_queue_asked() == 1  # claimed, and nothing to send
+    assert Notice.objects.count() == 0
+
+
+class Receiver(BaseHTTPRequestHandler):
+    """A webhook receiver that fails its first ``fail`` calls with 500."""
+
+    calls: list[dict] = []
+    fail = 2
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        stamp = self.headers.get("X-Planwatch-Timestamp", "")
+        expected = "sha256=" + hmac.new(SECRET.encode(), stamp.encode() + b"." + body,
+                                        hashlib.sha256).hexdigest()
+        valid = hmac.compare_digest(expected, self.headers.get("X-Planwatch-Signature", ""))
+        type(self).calls.append({"valid": valid, "body": json.loads(body)})
+        status = 500 if len(type(self).calls) <= type(self).fail else (200 if valid else 401)
+        self.send_response(status)
+        self.end_headers()
+        self.wfile.write(b"nope" if status >= 300 else b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def receiver(settings):
+    Receiver.calls, Receiver.fail = [], 2
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings.PLANWATCH = {**settings.PLANWATCH, "NOTIFY_EMAIL": False,
+                          "WEBHOOK_URL": f"http://127.0.0.1:{server.server_port}/hook",
+                          "WEBHOOK_SECRET": SECRET, "NOTICE_RETRY_SECONDS": 1.0,
+                          "NOTICE_ATTEMPTS": 4, "BASE_URL": "http://planwatch.test"}
+    yield Receiver
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_webhook_is_signed_and_retried_with_back_off_after_two_failures(
+        receiver, operator, finance):
+    asked = for_finance(operator)
+    notices.notices_queue_asked()
+    start = timezone.now()
+    (first,) = notices.notices_send_due(now=start)
+    assert (first.status, first.attempts) == (Notice.Status.PENDING, 1)
+    assert "500" in first.last_error
+    assert notices.notices_send_due(now=start) == []  # not yet: it waits its back-off
+    second_try = first.next_attempt_at
+    assert 0.9 <= (second_try - start).total_seconds() <= 1.5  # 1 s after the first
+    (second,) = notices.notices_send_due(now=second_try)
+    assert (second.status, second.attempts) == (Notice.Status.PENDING, 2)
+    assert 1.9 <= (second.next_attempt_at - second_try).total_seconds() <= 2.5  # doubled
+    (third,) = notices.notices_send_due(now=second.next_attempt_at)
+    assert (third.status, third.attempts) == (Notice.Status.SENT, 3)
+    assert third.sent_at is not None
+    assert [c["valid"] for c in receiver.calls] == [True, True, True]
+    payload = receiver.calls[-1]["body"]
+    assert payload["event"] == "question.asked"
+    assert payload["text"].startswith("A question waits for you: acquisition asks")
+    assert payload["text"].endswith(f"http://planwatch.test/runs/{asked.run_id}/"
+                                    f"#interrupt-{asked.pk}")
+    assert payload["question"]["groups"] == ["finance"]
+    assert notices.notices_send_due(now=third.next_attempt_at + timedelta(hours=1)) == []
+
+
+def test_a_notice_whose_attempts_run_out_is_failed_with_its_error(receiver, operator, finance):
+    receiver.fail = 100
+    for_finance(operator)
+    notices.notices_queue_asked()
+    now = timezone.now()
+    for _ in range(4):
+        (notice,) = notices.notices_send_due(now=now)
+        now = notice.next_attempt_at
+    assert (notice.status, notice.attempts) == (Notice.Status.FAILED, 4)
+    assert "the webhook answered 500" in notice.last_error
+    assert notices.notices_send_due(now=now + timedelta(hours=1)) == []
+
+
+def test_a_bad_link_is_refused_naming_the_way_out(client, finance):
+    client.force_login(finance)
+    response = client.get("/inbox/notice/not-a-token/")
+    assert response.status_code == 404
+    assert "open the question from the inbox" in response.content.decode()
