@@ -1,16 +1,22 @@
 """The run store: every transition of a run, decided and written in one place.
 
-A transition (claim, heartbeat, progress, pause, halt, finish, a cancel or step request,
-new breakpoints) is a function below that returns the *fields* a run takes: a plain dict
-of column values. This module is also the only code that writes a run, its event log and
-its thread's status; it applies those fields, adding none of its own, on two paths (the
-contract test, ``tests/dashboard/runs/test_transitions.py``, runs every transition
-through both and compares the rows):
+A transition (claim, heartbeat, progress, pause, halt, finish, an answer, a continue, a
+cancel or step request, new breakpoints) is a function below that returns the *fields* a
+run takes: a plain dict of column values, its new state moved by the table of
+:mod:`dashboard.runs.states`. This module is also the only code that writes a run, its
+event log and its thread's status; it applies those fields, adding none of its own.
 
-- **the ORM** (:func:`create_run`, :func:`apply`, :func:`append_event`,
+Each write of an execution (events, progress, a claim, a stop, a thread's status) is *one
+statement text* below (:class:`Statements`), run on either of two connections (the
+contract test, ``tests/dashboard/runs/test_transitions.py``, runs the transitions through
+both and compares the rows):
+
+- **Django's** (:func:`create_run`, :func:`apply`, :func:`append_event`,
   :func:`set_thread_status`, and the executor's slower paths: a resume's or a recovery's
-  claim, a paused run's questions), used inside the services' transactions;
-- **the executor's fast path** (:class:`RunStore`): literal SQL, run on the executor's own
+  claim, a paused run's questions), inside the services' transactions; an operator's
+  request (an answer, a continue, a cancel request, breakpoints), which no execution
+  writes, is an ORM update there;
+- **the executor's fast path** (:class:`RunStore`): run on the executor's own
   loop with no thread hop. On PostgreSQL each write is *one statement* (data-modifying
   CTEs) in autocommit on a small psycopg pool of the store's own, with prepared
   statements; on SQLite one transaction on the *checkpointer's own* aiosqlite connection,
@@ -25,8 +31,9 @@ path numbers an event in :func:`append_event`, the executor in its run's
 Event rows travel as *one* JSON parameter, whatever their number and however many runs
 they belong to: the statement's text never changes, so the driver and the server parse
 and plan it once, and serialising a write is one ``json.dumps``. Values are converted by
-Django's own fields (``get_db_prep_save``), so the SQL path stores exactly what the ORM
-would (SQLite's text datetimes and hex UUIDs included).
+Django's own fields (``get_db_prep_save``, and a returned row by their converters), so
+both paths store and read exactly what the ORM would (SQLite's text datetimes and hex
+UUIDs included).
 
 On PostgreSQL the store's sessions commit with ``synchronous_commit = off`` unless
 ``PLANWATCH["SYNC_EVENT_COMMITS"]`` is set: the checkpoints (the graph's truth) are still
@@ -45,16 +52,14 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, Literal, overload
 
-from django.conf import settings
 from django.db import IntegrityError, connection, connections, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Interrupt, InterruptGroup, Run, RunEvent, Thread
 from dashboard.runs import instruments, states
@@ -295,17 +300,18 @@ def apply_to(run: Run, fields: Fields) -> None:
         run.status = states.status_of(run.state)
 
 
-# -- the SQL of the fast path ------------------------------------------------------------
-# Literal statements, one per write; ``{mark}`` is the driver's placeholder. A new column
-# of Run or RunEvent that a write must carry is added to the model and to these.
+# -- the SQL of both paths ---------------------------------------------------------------
+# Literal statements, one text per write (two where the databases' SQL differs: JSON
+# batches); ``{mark}`` is the placeholder :func:`_sql` makes the driver's. A new column of
+# Run or RunEvent that a write must carry is added to the model and to these.
 
 INSERT_EVENTS = {
     "postgresql": """
         INSERT INTO dashboard_runevent (run_id, seq, kind, node, namespace, step, task_id,
                                         checkpoint_id, payload, duration_ms, at, created_at)
         SELECT e.run_id, e.seq, e.kind, e.node, e.namespace, e.step, e.task_id,
-               e.checkpoint_id, e.payload, e.duration_ms, e.at, %s
-        FROM jsonb_to_recordset(%s::jsonb) AS e(
+               e.checkpoint_id, e.payload, e.duration_ms, e.at, {mark}
+        FROM jsonb_to_recordset({mark}::jsonb) AS e(
             run_id uuid, seq integer, kind text, node text, namespace text, step integer,
             task_id text, checkpoint_id text, payload jsonb, duration_ms double precision,
             at timestamptz)
@@ -320,8 +326,8 @@ INSERT_EVENTS = {
                json_extract(e.value, '$.namespace'), json_extract(e.value, '$.step'),
                json_extract(e.value, '$.task_id'), json_extract(e.value, '$.checkpoint_id'),
                json_extract(e.value, '$.payload'), json_extract(e.value, '$.duration_ms'),
-               json_extract(e.value, '$.at'), ?
-        FROM json_each(?) AS e
+               json_extract(e.value, '$.at'), {mark}
+        FROM json_each({mark}) AS e
     """,
 }
 """Insert a write's event rows (parameters: created_at, the rows as one JSON array)."""
@@ -331,8 +337,8 @@ PROGRESS = {
         UPDATE dashboard_run SET last_seq = p.last_seq, current_node = p.current_node,
             model_calls = p.model_calls, input_tokens = p.input_tokens,
             output_tokens = p.output_tokens, total_tokens = p.total_tokens,
-            cost_usd = p.cost_usd, heartbeat_at = %s
-        FROM jsonb_to_recordset(%s::jsonb) AS p(
+            cost_usd = p.cost_usd, heartbeat_at = {mark}
+        FROM jsonb_to_recordset({mark}::jsonb) AS p(
             id uuid, last_seq integer, current_node text, model_calls integer,
             input_tokens integer, output_tokens integer, total_tokens integer,
             cost_usd double precision)
@@ -342,7 +348,7 @@ PROGRESS = {
         UPDATE dashboard_run SET last_seq = p.last_seq, current_node = p.current_node,
             model_calls = p.model_calls, input_tokens = p.input_tokens,
             output_tokens = p.output_tokens, total_tokens = p.total_tokens,
-            cost_usd = p.cost_usd, heartbeat_at = ?
+            cost_usd = p.cost_usd, heartbeat_at = {mark}
         FROM (SELECT json_extract(j.value, '$.id') AS id,
                      json_extract(j.value, '$.last_seq') AS last_seq,
                      json_extract(j.value, '$.current_node') AS current_node,
@@ -351,7 +357,7 @@ PROGRESS = {
                      json_extract(j.value, '$.output_tokens') AS output_tokens,
                      json_extract(j.value, '$.total_tokens') AS total_tokens,
                      json_extract(j.value, '$.cost_usd') AS cost_usd
-              FROM json_each(?) AS j) AS p
+              FROM json_each({mark}) AS j) AS p
         WHERE dashboard_run.id = p.id
     """,
 }
@@ -360,7 +366,46 @@ PROGRESS = {
 one JSON array of ``{id, last_seq, current_node, <rollups>}``)."""
 
 CLAIM_FIELDS = ("state", "owner", "heartbeat_at", "started_at", "breakpoints_changed")
-"""The fields :func:`claim` sets, in :data:`CLAIM`'s order."""
+"""The fields :func:`claim` sets, in :data:`TAKE`'s order."""
+
+TAKE = """
+    UPDATE dashboard_run
+    SET state = {mark}, owner = {mark}, heartbeat_at = {mark},
+        started_at = COALESCE(started_at, {mark}), breakpoints_changed = {mark}
+    WHERE id = {mark}"""
+"""An executor takes the run: :func:`claim`'s write, on both paths (parameters: the
+claim's :data:`CLAIM_FIELDS`, run id). The ORM path decides under the run's lock;
+:data:`CLAIM` adds its conditions to decide in the statement."""
+
+STOP_FIELDS = ("state", "heartbeat_at", "last_seq", "current_node", *ROLLUPS, "finished_at",
+               "cancel_requested", "step_once", "breakpoints_changed", "output",
+               "error_message", "error_traceback")
+"""The fields :func:`stop` may set (nobody holds the run after it), in :data:`STOP`'s
+order; one it leaves out is passed as null and keeps its value."""
+
+STOP = """
+    UPDATE dashboard_run
+    SET owner = '', state = {mark}, heartbeat_at = {mark},
+        last_seq = COALESCE({mark}, last_seq), current_node = COALESCE({mark}, current_node),
+        model_calls = COALESCE({mark}, model_calls),
+        input_tokens = COALESCE({mark}, input_tokens),
+        output_tokens = COALESCE({mark}, output_tokens),
+        total_tokens = COALESCE({mark}, total_tokens), cost_usd = COALESCE({mark}, cost_usd),
+        finished_at = COALESCE({mark}, finished_at),
+        cancel_requested = COALESCE({mark}, cancel_requested),
+        step_once = COALESCE({mark}, step_once),
+        breakpoints_changed = COALESCE({mark}, breakpoints_changed),
+        output = COALESCE({mark}, output), error_message = COALESCE({mark}, error_message),
+        error_traceback = COALESCE({mark}, error_traceback)
+    WHERE id = {mark}
+"""
+"""Where an execution leaves a run (:func:`stop`: waiting, paused or finished), on both
+paths (parameters: :data:`STOP_FIELDS`, run id)."""
+
+RETURNED = ("graph", "thread_id", "input", "current_node", "last_seq", "started_at",
+            "interrupt_before", "interrupt_after", "step_once", "configurable", "context",
+            "recursion_limit")
+"""The columns :data:`CLAIM` returns: what an execution reads of the run it took."""
 
 
 def _among(states_: tuple[str, ...] | Any) -> str:
@@ -368,11 +413,7 @@ def _among(states_: tuple[str, ...] | Any) -> str:
     return ", ".join(f"'{State(s).value}'" for s in states_)
 
 
-CLAIM = """
-    UPDATE dashboard_run
-    SET state = {mark}, owner = {mark}, heartbeat_at = {mark},
-        started_at = COALESCE(started_at, {mark}), breakpoints_changed = {mark}
-    WHERE id = {mark} AND state IN (""" + _among(states.START.moves) + """)
+CLAIM = TAKE + """ AND state IN (""" + _among(states.START.moves) + """)
       AND (owner = '' OR owner = {mark} OR heartbeat_at < {mark})
       -- a fork copies its parent's state first: the ORM path
       AND parent_id IS NULL
@@ -382,9 +423,7 @@ CLAIM = """
                       WHERE sibling.conversation_id = dashboard_run.conversation_id
                         AND sibling.state = 'running' AND sibling.id <> dashboard_run.id)
       {lock_thread}
-    RETURNING graph, thread_id, input, current_node, last_seq, started_at, interrupt_before,
-              interrupt_after, step_once, configurable, context, recursion_limit
-"""
+    RETURNING """ + ", ".join(RETURNED)
 """Take a queued run (:data:`states.START`; parameters: the claim's :data:`CLAIM_FIELDS`,
 run id, owner, stale)."""
 
@@ -432,8 +471,113 @@ def _sql(statement: str, postgres: bool, *, django_cursor: bool = False) -> str:
                             lock_thread=LOCK_THREAD.strip() if postgres else "")
 
 
-def _thread_params(run_id: Any, status: str) -> list[Any]:
-    return [run_id, str(status), run_id, run_id]
+class Statements:
+    """The statements above for one database and one kind of cursor (a driver's own, or
+    Django's), with their values converted by Django's own fields, so either path stores
+    exactly what the ORM would (SQLite's text datetimes and hex UUIDs included)."""
+
+    def __init__(self, postgres: bool, *, django_cursor: bool = False) -> None:
+        vendor = "postgresql" if postgres else "sqlite"
+        self.postgres = postgres
+        self.insert_sql, self.progress_sql, self.claim_sql, self.take_sql, self.stop_sql, \
+            self.withdraw_sql, self.thread_sql = (
+                _sql(text, postgres, django_cursor=django_cursor)
+                for text in (INSERT_EVENTS[vendor], PROGRESS[vendor], CLAIM, TAKE, STOP,
+                             WITHDRAW_QUESTIONS, SET_THREAD_STATUS))
+        self._connection = connections["default"]  # its fields' conversions, never a query
+
+    def insert(self, batches: list[Batch], now: datetime) -> Statement:
+        """:data:`INSERT_EVENTS` of the batches' rows, written ``now``."""
+        rows = json.dumps([
+            {"run_id": str(self.prep("id", run.id)),
+             **{name: row[name] for name in EVENT_COLUMNS if name != "at"},
+             "at": self._moment_text(row.get("at") or now)}
+            for run, rows, _ in batches for row in rows
+        ])
+        return self.insert_sql, [self._moment(now), rows]
+
+    def progress(self, moves: list[Fields], now: datetime) -> Statement:
+        """:data:`PROGRESS` of each run's ``{id, current_node, last_seq, <rollups>}``."""
+        moved = [{**move, "id": str(self.prep("id", move["id"]))} for move in moves]
+        return self.progress_sql, [self._moment(now), json.dumps(moved)]
+
+    def take(self, run_id: Any, fields: Fields) -> Statement:
+        """:data:`TAKE`: :func:`claim`'s ``fields`` written to the run."""
+        assert tuple(fields) == CLAIM_FIELDS, "claim and TAKE disagree"
+        return self.take_sql, [*self.values(fields, CLAIM_FIELDS), self.prep("id", run_id)]
+
+    def stop(self, run_id: Any, fields: Fields) -> Statement:
+        """:data:`STOP`: :func:`stop`'s ``fields`` written to the run."""
+        assert fields.get("owner") == "" and set(fields) <= {"owner", *STOP_FIELDS}, fields
+        return self.stop_sql, [*self.values(fields, STOP_FIELDS), self.prep("id", run_id)]
+
+    def thread(self, run_id: Any, fields: Fields) -> list[Statement]:
+        """:data:`SET_THREAD_STATUS`, if ``fields`` change the run's state: the status the
+        state gives its thread."""
+        status = thread_status(fields)
+        return [] if status is None else [self.thread_status(run_id, status)]
+
+    def thread_status(self, run_id: Any, status: str) -> Statement:
+        """:data:`SET_THREAD_STATUS`: the run's thread takes ``status`` if it is its latest."""
+        run = self.prep("id", run_id)
+        return self.thread_sql, [run, str(status), run, run]
+
+    def withdraw(self, run_id: Any) -> Statement:
+        """:data:`WITHDRAW_QUESTIONS` of the run."""
+        return self.withdraw_sql, [self.prep("id", run_id)]
+
+    def values(self, fields: Fields, names: tuple[str, ...]) -> list[Any]:
+        """``fields``' values in the order of ``names`` (None for one they leave out)."""
+        return [self.prep(name, v.value if isinstance(v, FirstSet) else v)
+                if (v := fields.get(name)) is not None else None for name in names]
+
+    def prep(self, column: str, value: Any) -> Any:
+        """``value`` as Django's field for ``column`` of Run stores it on this database."""
+        return RUN_FIELDS[column].get_db_prep_save(value, self._connection)
+
+    def run(self, run_id: uuid.UUID, row: tuple[Any, ...]) -> Run:
+        """A run made of a :data:`RETURNED` row, its values converted by Django's fields as
+        a query's are (the fast path's cursors are the drivers' own)."""
+        values = {}
+        for name, value in zip(RETURNED, row, strict=True):
+            col = RUN_FIELDS[name].get_col(Run._meta.db_table)
+            for convert in (*self._connection.ops.get_db_converters(col),
+                            *col.get_db_converters(self._connection)):
+                value = convert(value, col, self._connection)
+            values[name] = value
+        return Run(id=run_id, **values)  # a fresh run: its other columns' defaults
+
+    def _moment(self, value: datetime) -> Any:
+        """A moment as Django stores it on this database (SQLite: naive UTC text)."""
+        return self._connection.ops.adapt_datetimefield_value(value)
+
+    def _moment_text(self, value: datetime) -> str:
+        """A moment as text in a JSON batch: SQLite's stored form, ISO 8601 with its offset
+        for PostgreSQL's ``timestamptz``."""
+        stored = self._moment(value)
+        return stored if isinstance(stored, str) else value.isoformat()
+
+
+def _django_statements() -> Statements:
+    """The statements for Django's own cursor on the default database."""
+    return Statements(connection.vendor == "postgresql", django_cursor=True)
+
+
+def _written(statements: list[Statement]) -> None:
+    """Run ``statements`` on Django's cursor, in the caller's transaction."""
+    with connection.cursor() as cursor:
+        for sql, params in statements:
+            cursor.execute(sql, params)
+
+
+def statements_of(sql: Statements, run_id: Any, fields: Fields) -> list[Statement] | None:
+    """The statements that write a claim's or a stop's ``fields`` to the run and its
+    thread, on either path (None: another transition, an ORM update)."""
+    if isinstance(fields.get("started_at"), FirstSet):
+        return [sql.take(run_id, fields), *sql.thread(run_id, fields)]
+    if "state" in fields and fields.get("owner") == "":
+        return [sql.stop(run_id, fields), *sql.thread(run_id, fields)]
+    return None
 
 
 # -- the ORM path --------------------------------------------------------------------------
@@ -452,14 +596,18 @@ def create_run(**columns: Any) -> Run:
     return run
 
 
-def apply(run_id: Any, fields: Fields) -> int:
-    """Write a transition's ``fields`` to one run, and its new status to its thread."""
-    updated = Run.objects.filter(id=run_id).update(**orm_fields(fields))
-    if updated:
-        log_transition(run_id, fields)
-    if (status := thread_status(fields)) is not None:
-        set_thread_status(run_id, status)
-    return updated
+def apply(run_id: Any, fields: Fields) -> None:
+    """Write a transition's ``fields`` to one run, and its new status to its thread: a
+    claim or a stop by its statement (as the fast path writes it), an operator's request
+    by the ORM."""
+    written = statements_of(_django_statements(), run_id, fields)
+    if written is not None:
+        _written(written)
+    else:
+        Run.objects.filter(id=run_id).update(**orm_fields(fields))
+        if (status := thread_status(fields)) is not None:
+            set_thread_status(run_id, status)
+    log_transition(run_id, fields)
 
 
 def append_event(locked: Run, kind: str, *, then: Callable[[int], Fields] | None = None,
@@ -469,9 +617,13 @@ def append_event(locked: Run, kind: str, *, then: Callable[[int], Fields] | None
     :func:`progress` to that seq)."""
     seq = next_seq(locked)
     RunEvent.objects.create(run=locked, seq=seq, kind=kind, **event)
-    fields = then(seq) if then is not None else progress(now=timezone.now(),
-                                                                     last_seq=seq)
-    apply(locked.id, fields)
+    if then is not None:
+        fields = then(seq)
+        apply(locked.id, fields)
+    else:  # it moves on, as an execution's write moves a run on
+        now = timezone.now()
+        fields = progress(now=now, last_seq=seq)
+        _written([_django_statements().progress([progress_move(locked, fields)], now)])
     apply_to(locked, fields)
     return seq
 
@@ -501,11 +653,7 @@ def set_thread_status(run_id: Any, status: str) -> None:
     """Give the run's thread ``status`` (a :data:`THREAD_STATUS` value) by
     :data:`SET_THREAD_STATUS`, from its latest run only."""
     uid = run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(str(run_id))
-    stored = RUN_FIELDS["id"].get_db_prep_value(uid, connection)
-    with connection.cursor() as cursor:
-        cursor.execute(_sql(SET_THREAD_STATUS, connection.vendor == "postgresql",
-                            django_cursor=True),
-                       _thread_params(stored, status))
+    _written([_django_statements().thread_status(uid, status)])
 
 
 def settle_thread(thread_id: Any) -> None:
@@ -557,28 +705,51 @@ def withdraw_questions(run_id: Any) -> None:
         status=Interrupt.Status.CANCELLED)
 
 
+def progress_move(run: Run, fields: Fields) -> Fields:
+    """A run's entry in :data:`PROGRESS`'s batch: where ``fields`` move it on (as
+    :func:`progress` builds them), its other values as they are."""
+    return {"id": run.id, **{name: fields.get(name, getattr(run, name))
+                             for name in ("current_node", "last_seq", *ROLLUPS)}}
+
+
+def execution_write(sql: Statements, run: Run, rows: list[dict[str, Any]],
+                    current_node: str, final: dict[str, Any], now: datetime
+                    ) -> tuple[list[Statement], Fields]:
+    """The statements that write an executing run's ``rows`` with its progress, or with
+    where it stops (``final``: status, output or error; whether the questions it leaves
+    are withdrawn; ``answered``: an answer waits for it), on either path; and the fields
+    the run takes."""
+    last_seq = rows[-1]["seq"] if rows else None
+    calls = rollups_after(run, rows)
+    statements = [sql.insert([(run, rows, current_node)], now)] if rows else []
+    status = final.get("status")
+    if not status:
+        fields = progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls)
+        return [*statements, sql.progress([progress_move(run, fields)], now)], fields
+    fields = stop(status=status, current=run.state, now=now, last_seq=last_seq,
+                  current_node=current_node, output=final.get("output"),
+                  error=final.get("error"), calls=calls)
+    if final.get("answered"):  # answered while it ran on: about to resume with it
+        fields.update(answer(current=fields["state"]))
+    if final.get("cancel_interrupts"):
+        statements.append(sql.withdraw(run.id))
+    return [*statements, *(statements_of(sql, run.id, fields) or ())], fields
+
+
 @database_sync_to_async
 def awrite_orm(run: Run, rows: list[dict[str, Any]], current_node: str,
                final: dict[str, Any]) -> dict[str, Any]:
-    """Insert a run's events with its progress, or with where it stops (``final``: status,
-    output or error, the questions it waits on, whether those it leaves are withdrawn), in
-    one ORM transaction; the run's values as a doorbell tells them. The executor's write
-    for a paused run (its questions are get-or-created) and before its fast path is open."""
+    """Write a run's events with its progress, or with where it stops, as
+    :func:`execution_write` says, and the questions a paused run waits on (``final``'s
+    ``pending``: get-or-created), in one transaction on Django's connection; the run's
+    values as a doorbell tells them. The executor's write for a paused run, and before
+    its fast path is open."""
     now = rows[0]["created_at"] if rows else timezone.now()
-    last_seq = rows[-1]["seq"] if rows else None
-    calls = rollups_after(run, rows)
-    if status := final.get("status"):
-        fields = stop(status=status, current=run.state, now=now, last_seq=last_seq,
-                      current_node=current_node, output=final.get("output"),
-                      error=final.get("error"), calls=calls)
-    else:
-        fields = progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls)
     pending = final.get("pending")
     with transaction.atomic():
         relax_commit()
         if pending is not None:  # an answer recorded meanwhile waits on the run's row
             lock_run(run.id)
-        RunEvent.objects.bulk_create([RunEvent(run_id=run.id, **row) for row in rows])
         for item in pending or ():
             asked, new = Interrupt.objects.get_or_create(
                 run_id=run.id, interrupt_id=item["interrupt_id"],
@@ -590,12 +761,11 @@ def awrite_orm(run: Run, rows: list[dict[str, Any]], current_node: str,
             Interrupt.objects.filter(run_id=run.id, status=Interrupt.Status.PENDING).exclude(
                 interrupt_id__in=[i["interrupt_id"] for i in pending]
             ).update(status=Interrupt.Status.CANCELLED)
-            # answered while it ran on: it asks, and is about to resume with the answer
-            if Interrupt.objects.unconsumed().filter(run_id=run.id).exists():
-                fields.update(answer(current=fields["state"]))
-        apply(run.id, fields)
-        if final.get("cancel_interrupts"):
-            withdraw_questions(run.id)
+            final = {**final, "answered": Interrupt.objects.unconsumed().filter(
+                run_id=run.id).exists()}
+        statements, fields = execution_write(_django_statements(), run, rows, current_node,
+                                             final, now)
+        _written(statements)
         values: dict[str, Any] = Run.objects.values(*SUMMARY_FIELDS).get(id=run.id)
     apply_to(run, fields)
     return values
@@ -771,24 +941,21 @@ class RunStore:
         self.saver: Any = handle.saver if handle is not None else None
         self.postgres = postgres
         self.pool = pool
-        vendor = "postgresql" if postgres else "sqlite"
-        self.insert_sql, self.progress_sql = INSERT_EVENTS[vendor], PROGRESS[vendor]
-        self.claim_sql = _sql(CLAIM, postgres)
-        self.withdraw_sql = _sql(WITHDRAW_QUESTIONS, postgres)
-        self.thread_sql = _sql(SET_THREAD_STATUS, postgres)
-        self.mark = "%s" if postgres else "?"
-        self._connection = connections["default"]  # its fields' conversions, never a query
+        self.sql = Statements(postgres)
 
     @classmethod
     async def aopen(cls, handle: SaverHandle, *, postgres: bool, pool_size: int) -> RunStore:
         """The store for an open saver (on PostgreSQL with its own pool)."""
         if not postgres:
             return cls(handle, postgres=False)
+        from psycopg.types.string import TextLoader
         from psycopg_pool import AsyncConnectionPool
 
         from config import pgpool
 
         async def configure(conn: Any) -> None:
+            # JSON arrives as text, as on Django's connections: Django's fields convert it
+            conn.adapters.register_loader("jsonb", TextLoader)
             if relaxed_commits():
                 await conn.execute("SET synchronous_commit TO OFF")
 
@@ -846,28 +1013,14 @@ class RunStore:
         """Take a queued run in one conditional UPDATE; None if it is not queued and free
         (heart-beating since ``stale``)."""
         fields = claim(states.START, current=State.QUEUED, owner=owner, now=now)
-        assert tuple(fields) == CLAIM_FIELDS, "claim and CLAIM disagree"
-        params = [*self._params(fields), self._prep("id", run_id), owner,
-                  self._prep("heartbeat_at", stale)]
+        _, params = self.sql.take(run_id, fields)  # CLAIM is TAKE with conditions
+        params = [*params, owner, self.sql.prep("heartbeat_at", stale)]
         # the thread's status first: the claim's RETURNING is the write's answer
-        row = await self._aexecute([*self._thread_statements(run_id, fields),
-                                    (self.claim_sql, params)], returning=True)
+        row = await self._aexecute([*self.sql.thread(run_id, fields),
+                                    (self.sql.claim_sql, params)], returning=True)
         if row is None:
             return None
-        (graph, thread_id, input_, current_node, last_seq, started_at, before, after, step,
-         configurable, context, recursion_limit) = row
-        if not self.postgres:  # text columns: parse as Django would
-            input_, before, after = json.loads(input_), json.loads(before), json.loads(after)
-            configurable = json.loads(configurable)
-            context = json.loads(context) if context is not None else None
-            started_at = parse_datetime(started_at)
-            if settings.USE_TZ and started_at is not None:
-                started_at = timezone.make_aware(started_at, UTC)
-        run = Run(id=run_id, graph=graph, thread_id=thread_id, input=input_,
-                  current_node=current_node, last_seq=last_seq, started_at=started_at,
-                  interrupt_before=before, interrupt_after=after, step_once=bool(step),
-                  configurable=configurable, context=context,
-                  recursion_limit=recursion_limit)
+        run = self.sql.run(run_id, row)
         apply_to(run, fields)
         return run
 
@@ -877,18 +1030,13 @@ class RunStore:
         One statement for every run an executor has rows of, whatever their number.
         Returns each run's values as a doorbell tells them, in the order of ``batches``.
         """
-        moves = []
-        for run, rows, node in batches:
-            moved = progress(now=now, last_seq=rows[-1]["seq"] if rows else None,
-                             current_node=node, calls=rollups_after(run, rows))
-            moves.append({"id": str(self._prep("id", run.id)),
-                          "current_node": moved.get("current_node", run.current_node),
-                          "last_seq": moved.get("last_seq", run.last_seq),
-                          **{name: moved[name] for name in ROLLUPS}})
+        moves = [progress_move(run, progress(
+            now=now, last_seq=rows[-1]["seq"] if rows else None, current_node=node,
+            calls=rollups_after(run, rows))) for run, rows, node in batches]
         statements: list[Statement] = []
         if any(rows for _, rows, _ in batches):
-            statements.append(self._insert(batches, now))
-        statements.append((self.progress_sql, [self._moment(now), json.dumps(moves)]))
+            statements.append(self.sql.insert(batches, now))
+        statements.append(self.sql.progress(moves, now))
         with instruments.event_write(sum(len(rows) for _, rows, _ in batches)):
             await self._aexecute(statements)
         values = []
@@ -905,82 +1053,26 @@ class RunStore:
 
         ``final`` (as :meth:`~dashboard.runs.execution.EventWriter.afinish` builds it) gives
         the status (paused or final), output or error, the questions a paused run waits on
-        (``pending``: through the ORM, which get-or-creates them) and whether the questions
-        it leaves are withdrawn. Returns the run's values as a doorbell tells them.
+        (``pending``: through Django's connection, which get-or-creates them) and whether
+        the questions it leaves are withdrawn. Returns the run's values as a doorbell
+        tells them.
         """
         if final.get("pending") is not None:
             async with self.lock():
                 with instruments.event_write(len(rows)):
                     return await awrite_orm(run, rows, current_node, final)
-        fields = stop(
-            status=final["status"], current=run.state, now=now,
-            last_seq=rows[-1]["seq"] if rows else None,
-            current_node=current_node, output=final.get("output"), error=final.get("error"),
-            calls=rollups_after(run, rows))
-        statements: list[Statement] = []
-        if rows:
-            statements.append(self._insert([(run, rows, current_node)], now))
-        if final.get("cancel_interrupts"):
-            statements.append((self.withdraw_sql, [self._prep("id", run.id)]))
-        statements.append(self._update(run.id, fields))
-        statements.extend(self._thread_statements(run.id, fields))
+        statements, fields = execution_write(self.sql, run, rows, current_node, final, now)
         with instruments.event_write(len(rows)):
             await self._aexecute(statements)
         apply_to(run, fields)
         return {name: getattr(run, name) for name in SUMMARY_FIELDS}
 
     async def aapply(self, run_id: uuid.UUID, fields: Fields) -> None:
-        """Apply a transition's ``fields`` to one run (and its thread) on the fast path."""
-        await self._aexecute([self._update(run_id, fields),
-                              *self._thread_statements(run_id, fields)])
-
-    # -- statements ----------------------------------------------------------------------
-
-    def _insert(self, batches: list[Batch], now: datetime) -> Statement:
-        rows = json.dumps([
-            {"run_id": str(self._prep("id", run.id)),
-             **{name: row[name] for name in EVENT_COLUMNS if name != "at"},
-             "at": self._moment_text(row.get("at") or now)}
-            for run, rows, _ in batches for row in rows
-        ])
-        return self.insert_sql, [self._moment(now), rows]
-
-    def _update(self, run_id: uuid.UUID, fields: Fields) -> Statement:
-        """The ``UPDATE`` that applies a transition's ``fields`` to one run: the one
-        statement whose columns vary (each transition sets its own; ``FirstSet`` keeps a
-        value already set)."""
-        assignments = ", ".join(
-            f"{name} = COALESCE({name}, {self.mark})"
-            if isinstance(value, FirstSet) else f"{name} = {self.mark}"
-            for name, value in fields.items())
-        return (f"UPDATE dashboard_run SET {assignments} WHERE id = {self.mark}",
-                [*self._params(fields), self._prep("id", run_id)])
-
-    def _thread_statements(self, run_id: uuid.UUID, fields: Fields) -> list[Statement]:
-        """The ``UPDATE`` that gives the run's thread its new status, if ``fields`` change
-        the run's (:data:`SET_THREAD_STATUS`, as the ORM path runs it)."""
-        status = thread_status(fields)
-        if status is None:
-            return []
-        return [(self.thread_sql, _thread_params(self._prep("id", run_id), status))]
-
-    def _params(self, fields: Fields) -> list[Any]:
-        return [self._prep(name, v.value if isinstance(v, FirstSet) else v)
-                for name, v in fields.items()]
-
-    def _prep(self, column: str, value: Any) -> Any:
-        """``value`` as Django's field for ``column`` of Run stores it on this database."""
-        return RUN_FIELDS[column].get_db_prep_save(value, self._connection)
-
-    def _moment(self, value: datetime) -> Any:
-        """A moment as Django stores it on this database (SQLite: naive UTC text)."""
-        return self._connection.ops.adapt_datetimefield_value(value)
-
-    def _moment_text(self, value: datetime) -> str:
-        """A moment as text in a JSON batch: SQLite's stored form, ISO 8601 with its offset
-        for PostgreSQL's ``timestamptz``."""
-        stored = self._moment(value)
-        return stored if isinstance(stored, str) else value.isoformat()
+        """Write a claim's or a stop's ``fields`` to one run (and its thread) on the fast
+        path, by the statement the ORM path runs too."""
+        statements = statements_of(self.sql, run_id, fields)
+        assert statements is not None, f"not a claim or a stop: {sorted(fields)}"
+        await self._aexecute(statements)
 
     async def _aexecute(self, statements: list[Statement], *, returning: bool = False
                         ) -> Any:

@@ -65,11 +65,17 @@ def sink(executor):
 
 
 def test_claiming_a_queued_run(executor, sink):
-    orm, fast = _pair()
-    assert _on_loop(executor, store.aclaim_orm(orm.id, "exec-1", "start")) is not None
-    assert _on_loop(executor, sink.aclaim_queued(fast.id, owner="exec-1", now=timezone.now(),
-                                                 stale=timezone.now()))
+    orm, fast = _pair(configurable={"region": "Porto"}, context={"tone": "short"},
+                      interrupt_before=["plan"], recursion_limit=40)
+    by_orm = _on_loop(executor, store.aclaim_orm(orm.id, "exec-1", "start"))
+    taken = _on_loop(executor, sink.aclaim_queued(fast.id, owner="exec-1", now=timezone.now(),
+                                                  stale=timezone.now()))
+    assert by_orm is not None and taken is not None
     row = _same(orm, fast, moments=("heartbeat_at", "started_at"))
+    # the row the claim returns reads as the ORM reads it (Django's converters)
+    read = Run.objects.get(id=fast.id)
+    assert {name: getattr(taken, name) for name in (*store.RETURNED, "state", "status")} == {
+        name: getattr(read, name) for name in (*store.RETURNED, "state", "status")}
     assert (row["state"], row["owner"], row["started_at"]) == ("running", "exec-1", "set")
     assert row["thread status"] == "busy"
 
