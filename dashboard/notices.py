@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core import signing
 from django.core.mail import EmailMessage
 from django.db import transaction
@@ -63,8 +63,7 @@ def webhook_url() -> str:
     return str(planwatch_setting("WEBHOOK_URL") or "")
 
 
-def recipients(interrupt: Interrupt, groups: list[str] | None = None
-               ) -> list[AbstractBaseUser]:
+def recipients(interrupt: Interrupt, groups: list[str] | None = None) -> list[User]:
     """Who is told of ``interrupt``: those who may answer it
     (:func:`dashboard.selectors.interrupt_answerer_users`, of ``groups`` if given) and
     have an e-mail address."""
@@ -280,8 +279,8 @@ def notice_link_open(*, token: str, user: Any) -> Interrupt:
         raise LinkRefused(404, "this link is not one Planwatch sent (cut short, or "
                                "changed); open the question from the inbox") from None
     notice = (Notice.objects.select_related("interrupt__run")
-              .filter(pk=data.get("n"), channel=Notice.Channel.EMAIL).first()
-              if isinstance(data, dict) else None)
+              .filter(pk=data["n"], channel=Notice.Channel.EMAIL).first()
+              if isinstance(data, dict) and isinstance(data.get("n"), int) else None)
     if notice is None:
         raise LinkRefused(404, "this link's question is gone; open the inbox")
     if notice.recipient_id != user.pk:

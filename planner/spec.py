@@ -297,7 +297,8 @@ class QuestionDeadline:
         if isinstance(escalate, str):
             escalate = (escalate,)
         on_expiry = value.get("on_expiry") or ("answer" if "default" in value else "cancel")
-        return cls(seconds=value.get("seconds"), on_expiry=on_expiry,
+        seconds: Any = value.get("seconds")  # checked by __post_init__, naming it
+        return cls(seconds=seconds, on_expiry=on_expiry,
                    default=value.get("default"),
                    remind_before=value.get("remind_before") or 0.0,
                    escalate_to=tuple(str(g).strip()[:GROUP_NAME_MAX] for g in escalate

@@ -58,6 +58,9 @@ def test_reminder_escalation_then_the_default_applied_once_in_trace_and_history(
     assert (asked.remind_at - t0, asked.deadline_at - t0, asked.expires_at - t0) == (
         timedelta(seconds=1), timedelta(seconds=2), timedelta(seconds=3))
 
+    client.force_login(operator)
+    form = client.get(f"/runs/{run.id}/interrupts/").content.decode()
+    assert f"deadline {asked.deadline_at:%H:%M:%S} UTC, then the default" in form
     assert deadlines.deadlines_sweep(now=t0 + timedelta(seconds=0.5)) == {
         "reminded": 0, "escalated": 0, "expired": 0}
     assert deadlines.deadlines_sweep(now=t0 + timedelta(seconds=1.1))["reminded"] == 1
@@ -82,7 +85,6 @@ def test_reminder_escalation_then_the_default_applied_once_in_trace_and_history(
     assert kinds.count(RunEvent.Kind.QUESTION_ESCALATED) == 1
     assert kinds.count(RunEvent.Kind.INTERRUPT_ANSWERED) == 1
 
-    client.force_login(operator)
     trace = client.get(f"/runs/{run.id}/").content.decode()
     assert "reminded: its deadline draws near" in trace
     assert "deadline came: escalated to leads" in trace

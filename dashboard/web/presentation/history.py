@@ -29,7 +29,7 @@ def history_row(interrupt: Interrupt) -> dict[str, Any]:
     return {
         "id": interrupt.pk, "run": str(interrupt.run_id), "graph": interrupt.run.graph,
         "question": (f"{summary['title']}: " if summary["title"] else "") + summary["text"],
-        "outcome": OUTCOMES.get(interrupt.status, "withdrawn"),
+        "outcome": OUTCOMES.get(Interrupt.Status(interrupt.status), "withdrawn"),
         "answer": interrupt.answer if answered else None,
         "answered_by": interrupt.answerer_name if answered else "",
         "channel": interrupt.answered_via if answered else "",
