@@ -5,7 +5,7 @@
 numbered and buffered, written behind by the executor's
 :class:`~dashboard.runs.record.WriteBehind`): *begin* records the claim's event and picks
 what the graph is fed and where it starts (the input, the answers, the past checkpoint a
-fork branches from, or nothing to go on from the thread's newest checkpoint); *stream*
+fork branches from, or nothing to go on from the run's newest checkpoint); *stream*
 runs LangGraph's stream, translating each part (:mod:`~dashboard.runs.translate`) into
 events, until the stream ends or an operator's
 request stops it at a node boundary, and says which as a :class:`Stop` value; *outcome*
@@ -350,13 +350,16 @@ def _config(configurable: dict[str, Any] | None, thread_id: str, run_id: uuid.UU
 async def _abegin(claim: Claim, spec: GraphSpec, graph: Any, config: RunnableConfig,
                   writer: EventWriter, *, owner: str) -> tuple[Any, RunnableConfig]:
     """Record the claim's event (and the answers it took); return what to feed the graph,
-    and the config it starts from (``config`` itself: the thread's newest checkpoint)."""
+    and the config it starts from: ``config`` (the thread's newest checkpoint) for a start,
+    the run's own newest for a resume, a continue or a recovery, the past checkpoint (maybe
+    edited) for a fork."""
     run = claim.run
     writer.add({"kind": claim.kind, "payload": _first_payload(claim, owner)})
     if claim.answers:
         for answer in claim.answers:
             writer.add(answer.event())
-        return Command(resume={a.interrupt_id: a.answer for a in claim.answers}), config
+        answers: Command[Any] = Command(resume={a.interrupt_id: a.answer for a in claim.answers})
+        return answers, await _aown_latest(graph, config, run.id)
     if claim.kind == Kind.RUN_FORKED:
         start = await _afork(spec, graph, claim, config)
         # go on from the past (maybe edited) checkpoint, with the thread's next input if it
@@ -364,7 +367,7 @@ async def _abegin(claim: Claim, spec: GraphSpec, graph: Any, config: RunnableCon
         return (run.fork_edit or {}).get("input"), start
     if claim.kind == Kind.RUN_STARTED:
         return run.input, config
-    return None, config  # recover or continue: from the thread's newest checkpoint
+    return None, await _aown_latest(graph, config, run.id)  # recover or continue
 
 
 def _first_payload(claim: Claim, owner: str) -> dict[str, Any]:
@@ -388,7 +391,7 @@ async def _afork(spec: GraphSpec, graph: Any, claim: Claim, config: RunnableConf
     run = claim.run
     source = await aparent_thread(run)
     if source == run.thread_id:
-        start = _at(config, {"checkpoint_ns": "", "checkpoint_id": run.forked_from_checkpoint})
+        start = await _aaddressed(graph, config, run.forked_from_checkpoint)
     else:
         saved = await debugging.acopy_checkpoint(
             graph.checkpointer, source_thread=source,
@@ -399,8 +402,42 @@ async def _afork(spec: GraphSpec, graph: Any, claim: Claim, config: RunnableConf
     if edit.get("values"):
         saved = await debugging.aapply_edit(graph, start, edit["values"],
                                             as_node=edit.get("as_node") or "", spec=spec)
-        start = _at(config, saved["configurable"])
+        start = await _aaddressed(graph, config, saved["configurable"]["checkpoint_id"])
     return start
+
+
+async def _aown_latest(graph: Any, config: RunnableConfig, run_id: uuid.UUID
+                       ) -> RunnableConfig:
+    """``config`` at the run's own newest root checkpoint, the one it goes on from (a run
+    enqueued behind it may have written on the thread since it stopped); ``config`` (the
+    thread's newest) if it wrote none."""
+    own = await _anewest(graph, config, run_id=str(run_id))
+    return await _aaddressed(graph, config, own) if own else config
+
+
+async def _aaddressed(graph: Any, config: RunnableConfig, checkpoint_id: str
+                      ) -> RunnableConfig:
+    """``config`` at root checkpoint ``checkpoint_id`` of its thread; ``config`` itself
+    when that is the thread's newest: LangGraph then goes on from it (a resume), where
+    one addressed by id is time travel (finished tasks run again, after a ``fork``
+    checkpoint), as LangGraph's server does for a run from a past checkpoint."""
+    if await _anewest(graph, config) == checkpoint_id:
+        return config
+    return _at(config, {"checkpoint_ns": "", "checkpoint_id": checkpoint_id})
+
+
+async def _anewest(graph: Any, config: RunnableConfig, *, run_id: str = "") -> str:
+    """The id of the newest root checkpoint of ``config``'s thread (naming ``run_id``, if
+    given), or "" if none. The saver's list is closed before this returns: the SQLite
+    saver holds its lock until then."""
+    root: RunnableConfig = {"configurable": {
+        "thread_id": config["configurable"]["thread_id"], "checkpoint_ns": ""}}
+    listed = graph.checkpointer.alist(root, filter={"run_id": run_id} if run_id else None,
+                                      limit=1)
+    async with contextlib.aclosing(listed):
+        async for found in listed:
+            return str(found.config["configurable"]["checkpoint_id"])
+    return ""
 
 
 def _at(config: RunnableConfig, checkpoint: Any) -> RunnableConfig:
