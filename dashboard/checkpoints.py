@@ -5,14 +5,17 @@ this process's read pool (Django's connections load jsonb as text and its client
 cursors cannot read the saver's binary results), ``SqliteSaver`` (msgpack BLOBs) on
 Django's own connection. The only write through them
 is LangGraph's own ``update_state`` (``services.run_update_state``), which adds a
-checkpoint and never changes one.
+checkpoint and never changes one; deletes (a thread's, a run's) are here too.
+
+A thread is one checkpoint thread under the thread's id; a run's checkpoints are those
+whose metadata names it (``run_id``, as LangGraph's server writes it).
 """
 
 from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -124,11 +127,12 @@ def graph_for(name: str) -> Iterator[Any]:
 
 
 def config_of(run: Run, checkpoint_id: str | None = None) -> RunnableConfig:
-    """The LangGraph config of ``run``'s checkpoint thread (at a checkpoint, if given)."""
+    """The LangGraph config of ``run``'s thread (its newest checkpoint, or at a
+    checkpoint, if given), a checkpoint written with it naming the run (``run_id``)."""
     configurable: dict[str, Any] = {"thread_id": run.thread_id, "checkpoint_ns": ""}
     if checkpoint_id:
         configurable["checkpoint_id"] = checkpoint_id
-    return {"configurable": configurable}
+    return {"configurable": configurable, "metadata": {"run_id": str(run.id)}}
 
 
 def _is_internal(channel: str) -> bool:
@@ -184,13 +188,21 @@ def checkpoint_with_parent(*, thread_id: str, checkpoint_id: str, checkpoint_ns:
     return (_view(tup) if tup else None), (_view(parent) if parent else None)
 
 
-def checkpoint_list(*, thread_id: str, checkpoint_ns: str = "", limit: int = 100
-                    ) -> list[CheckpointView]:
-    """A thread's checkpoints in one namespace, newest first."""
+def checkpoint_list(*, thread_id: str, checkpoint_ns: str = "", limit: int = 100,
+                    run_id: str = "") -> list[CheckpointView]:
+    """A thread's checkpoints in one namespace, newest first (those of run ``run_id``, if
+    given: the ones whose metadata names it)."""
     config: RunnableConfig = {"configurable": {"thread_id": thread_id,
                                                "checkpoint_ns": checkpoint_ns}}
     with sync_saver() as saver:
-        return [_view(t) for t in saver.list(config, limit=limit)]
+        return [_view(t) for t in saver.list(config, limit=limit,
+                                             filter={"run_id": run_id} if run_id else None)]
+
+
+def run_checkpoint(run: Run) -> CheckpointView | None:
+    """The run's newest root checkpoint, as the saver has it (None before it wrote one)."""
+    found = checkpoint_list(thread_id=run.thread_id, limit=1, run_id=str(run.id))
+    return found[0] if found else None
 
 
 def values_diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
@@ -262,3 +274,29 @@ def checkpoint_writers(*, keys: list[Key]) -> dict[Key, list[str]]:
             if key in wanted and task_path:
                 found.setdefault(key, set()).add(task_node(task_path))
     return {key: sorted(nodes) for key, nodes in found.items()}
+
+
+def checkpoints_delete(*, threads: Sequence[str] = (), runs: Sequence[tuple[str, str]] = ()
+                       ) -> None:
+    """Remove LangGraph's checkpoints (and their writes) of whole checkpoint ``threads``,
+    and of ``runs`` (``(checkpoint thread, run id)``: the checkpoints naming the run; the
+    PostgreSQL saver's channel blobs stay, as later checkpoints of the thread may share
+    them)."""
+    with sync_saver() as saver:
+        for thread_id in threads:
+            saver.delete_thread(thread_id)
+    if not runs:
+        return
+    if connection.vendor == "postgresql":
+        names = "checkpoint_writes", "metadata->>'run_id' = %s"
+    else:
+        names = "writes", "json_extract(CAST(metadata AS TEXT), '$.run_id') = %s"
+    writes, of_run = names
+    with connection.cursor() as cursor:
+        for thread_id, run_id in runs:
+            cursor.execute(
+                f"DELETE FROM {writes} WHERE thread_id = %s AND checkpoint_id IN (SELECT "
+                f"checkpoint_id FROM checkpoints WHERE thread_id = %s AND {of_run})",
+                [thread_id, thread_id, run_id])
+            cursor.execute(f"DELETE FROM checkpoints WHERE thread_id = %s AND {of_run}",
+                           [thread_id, run_id])

@@ -18,9 +18,11 @@ class Thread(models.Model):
     """A conversation as LangGraph's server API sees it: the runs that continue one state.
 
     Every run belongs to one (a run started from the pages gets a thread of its own, with
-    the run's id). A thread's state is its latest run's; a new run on a thread whose latest
-    run ended starts from that run's last checkpoint (a fork, so each run keeps its own
-    checkpoint thread and its own audit trail).
+    the run's id). A thread is ONE LangGraph checkpoint thread, its id the thread's (as on
+    LangGraph's server): its runs write their checkpoints there, each checkpoint's
+    metadata naming the run (``run_id``); a run from a past checkpoint is a branch of that
+    thread (its first checkpoint's parent is the one it went on from). The thread's state
+    is its newest checkpoint.
     """
 
     Status = ThreadStatus
@@ -103,7 +105,9 @@ class RunQuerySet(models.QuerySet["Run"]):
 
 
 class Run(models.Model):
-    """One execution of a registered planner graph on its own checkpoint thread."""
+    """One run of a registered planner graph on its thread's checkpoint thread: from its
+    start (or the checkpoint it went on from) to its end, across its questions' answers and
+    continues (the operator's unit: one trace, one row of the runs list)."""
 
     State = State
     Status = Status
@@ -115,7 +119,9 @@ class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     graph = models.CharField(max_length=100, db_index=True)
     graph_version = models.PositiveIntegerField(default=1)
-    thread_id = models.CharField(max_length=200, unique=True)
+    # the LangGraph checkpoint thread it writes to: its thread's id (``conversation``); its
+    # own checkpoints are those whose metadata names it (``run_id``)
+    thread_id = models.CharField(max_length=200, db_index=True)
     # the one field a transition writes (dashboard.runs.states); the status people and the
     # APIs see is the database's to derive from it
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
@@ -161,7 +167,8 @@ class Run(models.Model):
         null=True, blank=True,
         help_text="State edited before the fork ran: {'values': …, 'as_node': …}, or the "
                   "new input it continues its thread with: {'input': …}.")
-    # the LangGraph thread it belongs to (``thread_id`` above is its checkpoint thread)
+    # the LangGraph thread it belongs to (``thread_id`` above is the same thread's id, as
+    # LangGraph's checkpointer knows it)
     conversation = models.ForeignKey(Thread, null=True, blank=True, on_delete=models.CASCADE,
                                related_name="runs")
     metadata = models.JSONField(default=dict, blank=True,

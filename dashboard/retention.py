@@ -1,8 +1,8 @@
 """Retention: what is older than N days goes (``manage.py prune``, or periodically).
 
 A finished run (succeeded, failed, cancelled) that finished before the cut-off is deleted
-with its events, its questions and its LangGraph checkpoints (each run has a checkpoint
-thread of its own: ``Run.thread_id``); a LangGraph thread left with no run, no cron and no
+with its events, its questions and its LangGraph checkpoints (those of its thread's
+checkpoint thread that name it); a LangGraph thread left with no run, no cron and no
 change since the cut-off goes too. Runs that are not finished (waiting on a question,
 paused) stay, but the texts of their model calls made before the cut-off (prompts and
 answers) are dropped, as ``PLANWATCH_TRACE_CONTENT=false`` would have kept them.
@@ -28,7 +28,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from dashboard.checkpoints import sync_saver
+from dashboard.checkpoints import checkpoints_delete
 from dashboard.models import Cron, Run, RunEvent, Thread
 from dashboard.runs import states, store
 from dashboard.runs.conf import planwatch_setting
@@ -83,7 +83,7 @@ def runs_prune(*, older_than: timedelta, keep_audit: bool = False,
         runs += len(batch)
         events += deleted
         held += len(checkpoint_threads)
-        _checkpoints_delete(checkpoint_threads)
+        checkpoints_delete(runs=checkpoint_threads)
     threads = _threads_delete(cutoff)
     texts = _model_texts_drop(cutoff)
     return Pruned(runs=runs, events=events, checkpoint_threads=held, threads=threads,
@@ -91,8 +91,9 @@ def runs_prune(*, older_than: timedelta, keep_audit: bool = False,
 
 
 def _prune_batch(batch: list[tuple[Any, str, Any]], *, keep_audit: bool
-                 ) -> tuple[int, list[str]]:
-    """Delete one batch of runs (or their detail); the events deleted and checkpoint threads."""
+                 ) -> tuple[int, list[tuple[str, str]]]:
+    """Delete one batch of runs (or their detail); the events deleted and the runs whose
+    checkpoints go, as ``(checkpoint thread, run id)``."""
     ids = [run_id for run_id, _, _ in batch]
     with transaction.atomic():
         if keep_audit:
@@ -103,16 +104,7 @@ def _prune_batch(batch: list[tuple[Any, str, Any]], *, keep_audit: bool
             Run.objects.filter(id__in=ids).delete()  # events and questions with them
             for thread_id in {conversation for _, _, conversation in batch if conversation}:
                 store.settle_thread(thread_id)
-    return deleted, [held for _, held, _ in batch]
-
-
-def _checkpoints_delete(checkpoint_threads: list[str]) -> None:
-    """Remove LangGraph's checkpoints (and their writes) of these checkpoint threads."""
-    if not checkpoint_threads:
-        return
-    with sync_saver() as saver:
-        for thread_id in checkpoint_threads:
-            saver.delete_thread(thread_id)
+    return deleted, [(held, str(run_id)) for run_id, held, _ in batch]
 
 
 def _threads_delete(cutoff: datetime) -> int:

@@ -18,7 +18,7 @@ from langgraph._internal._constants import NULL_TASK_ID
 from langgraph.types import Command
 
 from dashboard import policy
-from dashboard.checkpoints import compiled, config_of, sync_saver
+from dashboard.checkpoints import checkpoints_delete, compiled, config_of, sync_saver
 from dashboard.models import Interrupt, Run, RunEvent, Thread
 from dashboard.runs import debugging, dispatch, doorbells, states, store
 from dashboard.runs.conf import planwatch_setting
@@ -213,12 +213,14 @@ def _queue(spec: GraphSpec, user: User | None, thread: Thread | None, *, graph_v
     # SQLite's one write lock): its error ends that transaction anyway, and every statement
     # under the lock keeps the executor's writes and the other requests waiting
     with transaction.atomic(savepoint=False):
+        owner = _thread_for(thread, run_uuid, spec.name, user)
+        # the thread's one checkpoint thread, under the thread's own id (LangGraph's)
         run = store.create_run(
             id=run_uuid, graph=spec.name, graph_version=graph_version,
-            thread_id=spec.thread_id(str(run_uuid)), input=input,
+            thread_id=str(owner.id), input=input,
             created_by=_user_or_none(user), created_by_name=_name(user),
             interrupt_before=before, interrupt_after=after,
-            conversation=_thread_for(thread, run_uuid, spec.name, user), **options, **columns)
+            conversation=owner, **options, **columns)
         transaction.on_commit(lambda: _after_create(run))
     return run
 
@@ -476,9 +478,9 @@ def thread_delete(*, thread: Thread) -> None:
         if busy is not None:
             raise RunStateError(f"thread {thread.id} is busy with run {busy.id} "
                                 f"({busy.status}); cancel it first")
-        held = list(thread.runs.values_list("thread_id", flat=True))
+        held = {str(thread.id), *thread.runs.values_list("thread_id", flat=True)}
         thread.delete()
-        transaction.on_commit(lambda: _checkpoints_delete(held))
+        transaction.on_commit(lambda: checkpoints_delete(threads=sorted(held)))
 
 
 def run_delete(*, run: Run) -> None:
@@ -488,18 +490,13 @@ def run_delete(*, run: Run) -> None:
         locked = store.lock_run(run.id, must=True)
         if not locked.allows(states.DELETE):
             raise RunStateError(f"run {run.id} is {locked.status}; cancel it before deleting it")
-        held, thread_id = locked.thread_id, locked.conversation_id
+        held, thread_id = (locked.thread_id, str(locked.id)), locked.conversation_id
         locked.delete()
         if thread_id is not None:
             store.settle_thread(thread_id)
-        transaction.on_commit(lambda: _checkpoints_delete([held]))
-
-
-def _checkpoints_delete(checkpoint_threads: list[str]) -> None:
-    """Remove LangGraph's checkpoints (and their writes) of these checkpoint threads."""
-    with sync_saver() as saver:
-        for thread_id in checkpoint_threads:
-            saver.delete_thread(thread_id)
+        # its checkpoints in the thread's checkpoint thread (the thread's state is then
+        # where it was before the run)
+        transaction.on_commit(lambda: checkpoints_delete(runs=[held]))
 
 
 def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 from urllib.parse import urlencode
 
@@ -147,7 +148,8 @@ class CheckpointAdmin(AuditAdmin):
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
                            ) -> tuple[QuerySet, bool]:
-        """A thread id prefix (run ids begin thread ids): an index range, never a scan."""
+        """A thread id prefix (a page's run's id is its thread's): an index range, never a
+        scan."""
         term = search_term.strip()
         return (queryset.filter(thread_id__startswith=term) if term else queryset), False
 
@@ -171,7 +173,13 @@ class CheckpointAdmin(AuditAdmin):
                                       parent_checkpoint_id=row.checkpoint_id)
             .order_by("checkpoint_id").values_list("checkpoint_id", flat=True)[:50]
         )
-        row.run = Run.objects.filter(thread_id=row.thread_id).first()
+        # the run its metadata names (a thread's checkpoints are its runs')
+        named = (row.view.metadata.get("run_id") if row.view else None) or ""
+        try:
+            runs = Run.objects.filter(thread_id=row.thread_id, id=uuid.UUID(str(named)))
+        except ValueError:  # written before runs were named (or by hand): the first run
+            runs = Run.objects.filter(thread_id=row.thread_id).order_by("created_at")
+        row.run = runs.first()
         row.event = RunEvent.objects.filter(
             run=row.run, kind=RunEvent.Kind.CHECKPOINT, checkpoint_id=row.checkpoint_id,
         ).first() if row.run else None

@@ -143,45 +143,18 @@ def empty_state(thread_id: str) -> dict[str, Any]:
 
 def run_state(run: Run | None, thread_id: str, checkpoint_id: str | None = None, *,
               subgraphs: bool = False, graph: Any = None) -> dict[str, Any]:
-    """The state of a run's checkpoint thread (its latest, or at ``checkpoint_id``), read
-    through ``graph`` (the run's graph on an open saver) or one opened for it; with
-    ``subgraphs``, each subgraph task's own state too."""
+    """The state of the thread ``run`` belongs to (its newest checkpoint, or at
+    ``checkpoint_id``), read through ``graph`` (the run's graph on an open saver) or one
+    opened for it; with ``subgraphs``, each subgraph task's own state too."""
     if run is None:
         return empty_state(thread_id)
     if graph is None:
         with graph_for(run.graph) as opened:
             return run_state(run, thread_id, checkpoint_id, subgraphs=subgraphs, graph=opened)
     snap = graph.get_state(config_of(run, checkpoint_id), subgraphs=subgraphs)
-    if snap.config and _copied_from(snap) is not None:
-        threads = set(Run.objects.filter(conversation_id=run.conversation_id)
-                      .values_list("thread_id", flat=True))
-        for _ in range(100):  # a fork of a fork that wrote nothing: the first original
-            source = _copied_from(snap, threads)
-            if source is None:
-                break
-            snap = graph.get_state({"configurable": {**source, "checkpoint_ns": ""}})
     if not snap.config:
         return empty_state(thread_id)
     return state(thread_id, snap, run.graph)
-
-
-def _copied_from(snap: StateSnapshot, threads: set[str] | None = None
-                 ) -> dict[str, str] | None:
-    """Where a checkpoint was copied from, when it is a run's copy of the checkpoint it
-    went on from (on ``threads``, if given); None for any other checkpoint.
-
-    A thread's next run goes on from a copy of the last checkpoint in its own checkpoint
-    thread, with the same id but no parent; LangGraph's clients see the original instead,
-    so the thread's history is one chain (each checkpoint's parent the one before it).
-    """
-    meta = snap.metadata or {}
-    source = meta.get("forked_from")
-    if meta.get("source") != "fork" or not isinstance(source, dict):
-        return None
-    if threads is not None and source.get("thread_id") not in threads:
-        return None  # copied from a run of another thread (a page's fork): its own root
-    return {"thread_id": str(source.get("thread_id")),
-            "checkpoint_id": str(source.get("checkpoint_id"))}
 
 
 def threads(page: Sequence[Thread]) -> list[dict[str, Any]]:
@@ -223,35 +196,24 @@ def thread(thread: Thread, *, latest: Run | None = None,
 
 
 def history(thread_obj: Thread, *, limit: int, before: str | None = None,
-            checkpoint_id: str | None = None) -> list[dict[str, Any]]:
-    """The thread's states, newest first, across its runs: one chain, each checkpoint's
-    parent the one before it (a run's copy of the checkpoint it went on from is left out:
-    the original, in the earlier run's checkpoint thread, is the one listed)."""
+              checkpoint_id: str | None = None) -> list[dict[str, Any]]:
+    """The thread's states, newest first: its one checkpoint thread, every branch (a run
+    from a past checkpoint goes on from it), as LangGraph's server lists them; from
+    ``checkpoint_id`` on, or those before ``before``."""
+    held = thread_obj.runs.order_by("-created_at").first()
+    if held is None:
+        return []
     out: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    skipping = bool(before or checkpoint_id)
-    runs = list(thread_obj.runs.order_by("-created_at"))
-    threads = {held.thread_id for held in runs}
-    done: set[str] = set()
-    for held in runs:
-        if held.thread_id in done:
-            continue
-        done.add(held.thread_id)
-        with graph_for(held.graph) as graph:
-            for snap in graph.get_state_history(config_of(held)):
-                cid = (snap.config.get("configurable") or {}).get("checkpoint_id", "")
-                if cid in seen or _copied_from(snap, threads) is not None:
-                    continue
-                seen.add(cid)
-                if skipping:
-                    if checkpoint_id and cid == checkpoint_id:
-                        skipping = False  # this one is the first returned
-                    elif before and cid == before:
-                        skipping = False
-                        continue
-                    else:
-                        continue
+    with graph_for(held.graph) as graph:
+        if checkpoint_id:
+            first = graph.get_state(config_of(held, checkpoint_id))
+            if not first.config:
+                return []
+            out.append(state(str(thread_obj.id), first, held.graph))
+            before = checkpoint_id
+        if limit > len(out):
+            upto = config_of(held, before) if before else None
+            for snap in graph.get_state_history(config_of(held), before=upto,
+                                                limit=limit - len(out)):
                 out.append(state(str(thread_obj.id), snap, held.graph))
-                if len(out) >= limit:
-                    return out
-    return out
+    return out[:limit]

@@ -27,7 +27,7 @@ from dashboard.lgserver import bodies, shapes
 from dashboard.lgserver.subgraphs import FALSE, TRUE
 from dashboard.lgserver.views import LangGraphView, body, require, thread_of
 from dashboard.models import Thread
-from dashboard.services import RunInputError, RunStateError
+from dashboard.services import RunStateError
 from dashboard.thread_runs import holder_of, update_state
 
 
@@ -84,11 +84,8 @@ class ThreadStateView(LangGraphView):
         latest = thread.latest_run()
         if latest is None:
             raise RunStateError(f"thread {thread.id} has no run yet; start one first")
-        if checkpoint and holder_of(thread, checkpoint).id != latest.id:
-            raise RunInputError(
-                f"checkpoint {checkpoint} belongs to an earlier run of the thread; start "
-                "a run from it (runs.create(checkpoint_id=…)) and edit that one",
-                errors={"checkpoint_id": "not of the thread's latest run"})
+        if checkpoint:  # any checkpoint of the thread: the update branches from it
+            holder_of(thread, checkpoint)
         for update in updates:  # all checked before any is written
             services.run_state_edit_check(run=latest, values=update, as_node=as_node)
         new_id = ""

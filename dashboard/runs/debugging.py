@@ -3,11 +3,12 @@
 Breakpoints name the graph's nodes (LangGraph's ``interrupt_before`` / ``interrupt_after``,
 ``*`` for every node); :func:`check_breakpoints` refuses names the graph lacks.
 
-A fork gets a checkpoint thread of its own (runs never share one), so the parent's
-checkpoint is copied into it as it is (values, versions, pending writes), and the edit,
-if any, is applied with LangGraph's own ``update_state(…, as_node=…)``: the graph then
-goes on from there exactly as it would have from the parent's checkpoint. Edits are
-checked against the graph's state schema before anything is written.
+A fork of the same thread is a branch of its checkpoint thread: it goes on from the past
+checkpoint itself. A fork into another thread (made from the pages) gets the parent's
+checkpoint copied in as it is (values, versions, pending writes), as the new thread's
+root. The edit, if any, is applied with LangGraph's own ``update_state(…, as_node=…)``:
+the graph then goes on from there exactly as it would have from the parent's checkpoint.
+Edits are checked against the graph's state schema before anything is written.
 """
 
 from __future__ import annotations
@@ -131,15 +132,16 @@ def _type_name(annotation: Any) -> str:
 
 
 async def acopy_checkpoint(saver: Any, *, source_thread: str, checkpoint_id: str,
-                           target_thread: str) -> RunnableConfig:
-    """Copy one root checkpoint (with its pending writes) into ``target_thread``."""
+                           target_thread: str, run_id: str) -> RunnableConfig:
+    """Copy one root checkpoint (with its pending writes) into ``target_thread``, as the
+    checkpoint of run ``run_id`` there."""
     source: RunnableConfig = {"configurable": {
         "thread_id": source_thread, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
     found = await saver.aget_tuple(source)
     if found is None:
         raise LookupError(f"no checkpoint {checkpoint_id!r} in thread {source_thread!r}")
     target: RunnableConfig = {"configurable": {"thread_id": target_thread, "checkpoint_ns": ""}}
-    metadata = {**(found.metadata or {}), "source": "fork",
+    metadata = {**(found.metadata or {}), "source": "fork", "run_id": run_id,
                 "forked_from": {"thread_id": source_thread, "checkpoint_id": checkpoint_id}}
     saved: RunnableConfig = await saver.aput(
         target, found.checkpoint, metadata, found.checkpoint.get("channel_versions", {}))

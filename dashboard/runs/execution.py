@@ -4,9 +4,10 @@
 (:mod:`~dashboard.runs.execute`) holds, and the run's :class:`EventWriter` (its events,
 numbered and buffered, written behind by the executor's
 :class:`~dashboard.runs.record.WriteBehind`): *begin* records the claim's event and picks
-what the graph is fed (the input, the answers, a fork's copied checkpoint, or nothing to
-go on from the last checkpoint); *stream* runs LangGraph's stream, translating each part
-(:mod:`~dashboard.runs.translate`) into events, until the stream ends or an operator's
+what the graph is fed and where it starts (the input, the answers, the past checkpoint a
+fork branches from, or nothing to go on from the run's newest checkpoint); *stream*
+runs LangGraph's stream, translating each part (:mod:`~dashboard.runs.translate`) into
+events, until the stream ends or an operator's
 request stops it at a node boundary, and says which as a :class:`Stop` value; *outcome*
 records where the run stands (paused with its questions, halted at a breakpoint,
 succeeded with the output its ``GraphSpec.output_of`` picks, failed, cancelled), each
@@ -283,9 +284,10 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
             spec, graph, watch = await host.agraph(run.graph, builder)
             if planwatch_setting("DURABILITY") != "exit":  # "exit" saves the last one only
                 writer.watch_saves(watch)
-            payload = await _abegin(claim, spec, graph, config, writer, owner=host.owner)
+            payload, start = await _abegin(claim, spec, graph, config, writer,
+                                           owner=host.owner)
             stop, breaks = await _astream(graph, payload, config, breaks, writer, translator,
-                                          requests, watch)
+                                          requests, watch, start=start)
             state = None
             if stop is Stop.END:
                 # the node that paused (ask_user, say) started after the last checkpoint
@@ -351,22 +353,26 @@ def _config(configurable: dict[str, Any] | None, thread_id: str,
 
 
 async def _abegin(claim: Claim, spec: GraphSpec, graph: Any, config: RunnableConfig,
-                  writer: EventWriter, *, owner: str) -> Any:
-    """Record the claim's event (and the answers it took); return what to feed the graph."""
+                  writer: EventWriter, *, owner: str) -> tuple[Any, RunnableConfig]:
+    """Record the claim's event (and the answers it took); return what to feed the graph,
+    and the config it starts from: ``config`` (the thread's newest checkpoint) for a start,
+    the run's own newest for a resume, a continue or a recovery, the past checkpoint (maybe
+    edited) for a fork."""
     run = claim.run
     writer.add({"kind": claim.kind, "payload": _first_payload(claim, owner)})
     if claim.answers:
         for answer in claim.answers:
             writer.add(answer.event())
-        return Command(resume={a.interrupt_id: a.answer for a in claim.answers})
+        answers: Command[Any] = Command(resume={a.interrupt_id: a.answer for a in claim.answers})
+        return answers, await _aown_latest(graph, config, run.id)
     if claim.kind == Kind.RUN_FORKED:
-        await _afork(spec, graph, claim)
-        # go on from the copied (and edited) checkpoint, with the thread's next input if it
+        start = await _afork(spec, graph, claim, config)
+        # go on from the past (maybe edited) checkpoint, with the thread's next input if it
         # has one (LangGraph's server API's next run on a thread)
-        return (run.fork_edit or {}).get("input")
+        return (run.fork_edit or {}).get("input"), start
     if claim.kind == Kind.RUN_STARTED:
-        return run.input
-    return None  # recover or continue: from the last checkpoint
+        return run.input, config
+    return None, await _aown_latest(graph, config, run.id)  # recover or continue
 
 
 def _first_payload(claim: Claim, owner: str) -> dict[str, Any]:
@@ -382,27 +388,81 @@ def _first_payload(claim: Claim, owner: str) -> dict[str, Any]:
     return payload
 
 
-async def _afork(spec: GraphSpec, graph: Any, claim: Claim) -> None:
-    """Copy the parent's checkpoint into the fork's thread, then apply its edit."""
+async def _afork(spec: GraphSpec, graph: Any, claim: Claim, config: RunnableConfig
+                 ) -> RunnableConfig:
+    """Where a fork starts: the parent's checkpoint, a branch of the same thread (a
+    parent of another thread, a fork made from the pages into a new thread: its
+    checkpoint copied in as the new thread's root), then its edit applied there."""
     run = claim.run
     source = await aparent_thread(run)
-    saved = await debugging.acopy_checkpoint(
-        graph.checkpointer, source_thread=source,
-        checkpoint_id=run.forked_from_checkpoint, target_thread=run.thread_id)
+    if source == run.thread_id:
+        start = await _aaddressed(graph, config, run.forked_from_checkpoint)
+    else:
+        saved = await debugging.acopy_checkpoint(
+            graph.checkpointer, source_thread=source,
+            checkpoint_id=run.forked_from_checkpoint, target_thread=run.thread_id,
+            run_id=str(run.id))
+        start = _at(config, saved["configurable"])
     edit = run.fork_edit or {}
     if edit.get("values"):
-        await debugging.aapply_edit(graph, saved, edit["values"],
-                                    as_node=edit.get("as_node") or "", spec=spec)
+        saved = await debugging.aapply_edit(graph, start, edit["values"],
+                                            as_node=edit.get("as_node") or "", spec=spec)
+        start = await _aaddressed(graph, config, saved["configurable"]["checkpoint_id"])
+    return start
+
+
+async def _aown_latest(graph: Any, config: RunnableConfig, run_id: uuid.UUID
+                       ) -> RunnableConfig:
+    """``config`` at the run's own newest root checkpoint, the one it goes on from (a run
+    enqueued behind it may have written on the thread since it stopped); ``config`` (the
+    thread's newest) if it wrote none."""
+    own = await _anewest(graph, config, run_id=str(run_id))
+    return await _aaddressed(graph, config, own) if own else config
+
+
+async def _aaddressed(graph: Any, config: RunnableConfig, checkpoint_id: str
+                      ) -> RunnableConfig:
+    """``config`` at root checkpoint ``checkpoint_id`` of its thread; ``config`` itself
+    when that is the thread's newest: LangGraph then goes on from it (a resume), where
+    one addressed by id is time travel (finished tasks run again, after a ``fork``
+    checkpoint), as LangGraph's server does for a run from a past checkpoint."""
+    if await _anewest(graph, config) == checkpoint_id:
+        return config
+    return _at(config, {"checkpoint_ns": "", "checkpoint_id": checkpoint_id})
+
+
+async def _anewest(graph: Any, config: RunnableConfig, *, run_id: str = "") -> str:
+    """The id of the newest root checkpoint of ``config``'s thread (naming ``run_id``, if
+    given), or "" if none. The saver's list is closed before this returns: the SQLite
+    saver holds its lock until then."""
+    root: RunnableConfig = {"configurable": {
+        "thread_id": config["configurable"]["thread_id"], "checkpoint_ns": ""}}
+    listed = graph.checkpointer.alist(root, filter={"run_id": run_id} if run_id else None,
+                                      limit=1)
+    async with contextlib.aclosing(listed):
+        async for found in listed:
+            return str(found.config["configurable"]["checkpoint_id"])
+    return ""
+
+
+def _at(config: RunnableConfig, checkpoint: Any) -> RunnableConfig:
+    """``config`` at a checkpoint of its thread (``checkpoint_ns``, ``checkpoint_id``)."""
+    return {**config, "configurable": {
+        **config["configurable"], "checkpoint_ns": checkpoint.get("checkpoint_ns", ""),
+        "checkpoint_id": checkpoint["checkpoint_id"]}}
 
 
 async def _astream(graph: Any, payload: Any, config: RunnableConfig, breaks: Breakpoints,
                    writer: EventWriter, translator: StreamTranslator,
-                   requests: Requests, watch: WriteWatch) -> tuple[Stop, Breakpoints]:
-    """Stream until the graph stops for good or is cancelled; new breakpoints are taken
-    at the node boundary where they are seen, and the stream goes on with them."""
+                   requests: Requests, watch: WriteWatch, *,
+                   start: RunnableConfig) -> tuple[Stop, Breakpoints]:
+    """Stream from ``start`` until the graph stops for good or is cancelled; new
+    breakpoints are taken at the node boundary where they are seen, and the stream goes on
+    with them from the thread's newest checkpoint (``config``)."""
     while True:
-        stop = await _astream_once(graph, payload, config, breaks, writer, translator,
+        stop = await _astream_once(graph, payload, start, breaks, writer, translator,
                                    requests, watch)
+        start = config
         if stop is not Stop.BREAKPOINTS:
             return stop, breaks
         breaks = await Breakpoints.aread(writer.run.id)

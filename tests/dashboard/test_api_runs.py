@@ -38,7 +38,8 @@ def test_start_a_run_with_input_checked_by_the_graph(api):
     assert response.status_code == 201
     body = response.json()
     assert body["graph"] == "acquisition" and body["status"] == "queued"
-    assert body["created_by"] == "olga" and body["thread_id"] == f"{body['id']}:planner"
+    # its checkpoint thread is its thread's, which has the run's id (a run of the pages)
+    assert body["created_by"] == "olga" and body["thread_id"] == body["id"]
     run = Run.objects.get(id=body["id"])
     assert run.input["max_iters"] == 12  # the graph's make_input cleaned it
     assert run.input == body["input"]

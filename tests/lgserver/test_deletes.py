@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from dashboard.checkpoints import checkpoint_list
 from dashboard.models import Run, Thread
 from dashboard.models_checkpoints import Checkpoint
 from tests.conftest import wait_run
@@ -12,9 +13,9 @@ from tests.conftest import wait_run
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
-def checkpoints_of(run_id: str) -> int:
-    """How many LangGraph checkpoints the run's checkpoint thread holds."""
-    return Checkpoint.objects.filter(thread_id=Run.objects.get(id=run_id).thread_id).count()
+def checkpoints_of(thread_id: str, run_id: str) -> int:
+    """How many root checkpoints of the thread's checkpoint thread name the run."""
+    return len(checkpoint_list(thread_id=thread_id, run_id=run_id, limit=1000))
 
 
 def test_deleting_a_run_removes_its_checkpoints_and_its_status(sdk):
@@ -25,11 +26,13 @@ def test_deleting_a_run_removes_its_checkpoints_and_its_status(sdk):
     second = sdk.runs.create(tid, "slow", input={"limit": 50}, config={"recursion_limit": 2})
     assert wait_run(second["run_id"]).status == "failed"
     assert sdk.threads.get(tid)["status"] == "error"
-    assert checkpoints_of(second["run_id"]) > 0
-    held = Run.objects.get(id=second["run_id"]).thread_id
+    assert Run.objects.get(id=second["run_id"]).thread_id == tid  # the thread's one
+    assert checkpoints_of(tid, second["run_id"]) > 0
+    kept = checkpoints_of(tid, first["run_id"])
     sdk.runs.delete(tid, second["run_id"])
-    assert not Checkpoint.objects.filter(thread_id=held).exists()
-    assert checkpoints_of(first["run_id"]) > 0  # the thread's other run keeps its own
+    assert checkpoints_of(tid, second["run_id"]) == 0
+    assert checkpoints_of(tid, first["run_id"]) == kept > 0  # the thread's other run's stay
+    assert sdk.threads.get_state(tid)["values"] == {"count": 2, "limit": 2}  # as before it
     assert sdk.threads.get(tid)["status"] == "idle"  # the first run's, again
     assert [t["status"] for t in sdk.threads.search(ids=[tid])] == ["idle"]
 

@@ -116,3 +116,28 @@ def test_subgraphs_true_gives_each_waiting_subgraphs_state_in_its_task(sdk):
     assert at["tasks"][0]["state"]["tasks"][0]["name"] == "child"
     sdk.runs.wait(thread["thread_id"], "deep", command={"resume": 2})
     assert sdk.threads.get_state(thread["thread_id"])["values"] == {"count": 3}
+
+
+def test_a_thread_is_one_checkpoint_thread_and_an_update_at_an_earlier_runs_checkpoint_works(
+        sdk, napped):
+    sdk.runs.wait(napped, "nap", input={"seconds": 1})  # the thread's second run
+    first_run, second_run = sorted(sdk.runs.list(napped), key=lambda r: r["created_at"])
+    history = sdk.threads.get_history(napped, limit=50)
+    ids = [state["checkpoint"]["checkpoint_id"] for state in history]
+    assert len(ids) == len(set(ids))  # no copy of the checkpoint the second run went on from
+    by_id = {state["checkpoint"]["checkpoint_id"]: state for state in history}
+    named = [state["metadata"]["run_id"] for state in history]
+    assert set(named) == {first_run["run_id"], second_run["run_id"]}
+    # the second run's first checkpoint goes on from the first run's last one
+    oldest_of_second = [s for s in history if s["metadata"]["run_id"] == second_run["run_id"]][-1]
+    parent = by_id[oldest_of_second["parent_checkpoint"]["checkpoint_id"]]
+    assert parent["metadata"]["run_id"] == first_run["run_id"]
+    assert parent["values"] == {"seconds": 0, "done": True}
+    # an update at a checkpoint of the earlier run branches from it (it was a 422)
+    made = sdk.threads.update_state(napped, {"seconds": 5}, as_node="nap",
+                                    checkpoint=parent["checkpoint"])
+    state = sdk.threads.get_state(napped)
+    assert state["checkpoint"]["checkpoint_id"] == made["checkpoint"]["checkpoint_id"]
+    assert state["parent_checkpoint"]["checkpoint_id"] == parent["checkpoint"]["checkpoint_id"]
+    assert state["values"] == {"seconds": 5, "done": True}
+    assert len(sdk.threads.get_history(napped, limit=50)) == len(history) + 1

@@ -18,7 +18,7 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
 from dashboard import selectors, services
-from dashboard.checkpoints import checkpoint_get, values_diff
+from dashboard.checkpoints import checkpoint_get, run_checkpoint, values_diff
 from dashboard.models import Run, RunEvent
 from dashboard.web.forms.debug import BreakpointsForm, StateEditForm
 from dashboard.web.htmx import HtmxHttpRequest
@@ -212,7 +212,7 @@ def run_compare(request: HttpRequest, run_id: UUID, other_id: UUID) -> TemplateR
         at_fork = values_diff(base.values if base else {}, edited.values if edited else {})
     related = child.parent_id == parent.id
     left, right = (parent, child) if related else (run, other)  # the same sides everywhere
-    ends = [checkpoint_get(thread_id=r.thread_id) for r in (left, right)]
+    ends = [run_checkpoint(r) for r in (left, right)]
     at_end = values_diff(ends[0].values if ends[0] else {}, ends[1].values if ends[1] else {})
     at_end.sort(key=lambda c: not str(c["path"]).startswith("result"))  # the outcome first
     return TemplateResponse(request, "dashboard/run_compare.html", {

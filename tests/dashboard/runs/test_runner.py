@@ -22,7 +22,9 @@ def kinds(events) -> list[str]:
 
 def test_a_run_executes_in_the_background_with_a_gapless_event_log(executor, operator):
     run = services.run_create(graph="test.echo", input={"steps": 3}, user=operator)
-    assert run.status == Run.Status.QUEUED and run.thread_id == f"{run.id}:planner"
+    # its checkpoint thread is its thread's (a page's run's thread has the run's id)
+    assert run.status == Run.Status.QUEUED and run.thread_id == str(run.conversation_id) == str(
+        run.id)
     run = wait_run(run.id)
     assert run.status == Run.Status.SUCCEEDED
     assert run.output == {"n": 3, "answer": None}
@@ -234,7 +236,7 @@ def test_an_event_naming_a_checkpoint_is_written_once_the_checkpoint_can_be_read
         for event in events:
             if event["kind"] == Kind.CHECKPOINT:
                 view = await sync_to_async(checkpoints.checkpoint_get, thread_sensitive=False)(
-                    thread_id=f"{self.run_id}:planner", checkpoint_id=event["checkpoint_id"],
+                    thread_id=str(self.run_id), checkpoint_id=event["checkpoint_id"],
                     checkpoint_ns=event["namespace"])
                 readable.append(view is not None)
         await ring(self, events, values, committed_at)
