@@ -150,7 +150,8 @@ def served(django_db_blocker, *, port: int | None = None,
          "--processes", "1"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 30
+    # a machine shared and loaded starts a daphne slowly: PLANWATCH_TEST_SERVE_WAIT seconds
+    deadline = time.monotonic() + float(os.environ.get("PLANWATCH_TEST_SERVE_WAIT", "30"))
     while not port_open("127.0.0.1", port):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
