@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from dashboard import services
 from dashboard.models import Interrupt, Run, RunEvent
-from tests.browser.conftest import DESKTOP, PHONE, no_overflow
+from tests.browser.conftest import DESKTOP, PHONE, accessible, no_overflow
 from tests.conftest import ARTIFACTS, login, screenshot, wait_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -102,3 +102,38 @@ def test_a_failed_plan_is_shown_failed_with_its_red_bars(live_server_url, page, 
                                                + "-waterfall.png")))
     page.goto(f"{live_server_url}/?outcome=failed")
     expect(page.locator(f"#run-{run.id}-status")).to_have_text("Finished \u2014 plan failed")
+
+
+@pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["1400", "390"])
+def test_a_215_task_plan_is_a_folded_tree_with_its_detail_beside(live_server_url, page,
+                                                                executor, operator):
+    run = wait_run(services.run_create(graph="decomposition", input={"breadth": 14},
+                                       user=operator).id, timeout=120)
+    assert run.status == Run.Status.SUCCEEDED
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    page.goto(f"{live_server_url}/runs/{run.id}/")
+    waterfall = page.locator("#trace-waterfall")
+    # the fan-outs of workers are folded groups, their identical calls said once
+    big = waterfall.locator("details.wf-group", has=page.locator(
+        "summary", has_text="work \u00d798"))
+    expect(big).to_have_count(1)
+    assert big.get_attribute("open") is None  # folded
+    expect(big.locator("> summary")).to_contain_text("scripted \u00d798")
+    big.locator("> summary").click()  # opened: its 98 workers, each with its call under it
+    expect(big).to_have_attribute("open", "")
+    expect(big.locator(".wf-bar.wf-model")).to_have_count(98)
+    wide = page.viewport_size["width"] >= 500
+    # a bar opens its detail beside the waterfall on a wide screen, below it on a phone
+    waterfall.locator("#wf-rows > .wf-item .wf-bar.wf-model").first.click()
+    detail = page.locator("#waterfall-detail")
+    expect(detail).to_contain_text("scripted", timeout=20_000)
+    flow, side = waterfall.bounding_box(), detail.bounding_box()
+    assert (side["x"] > flow["x"] + flow["width"] - 1) if wide else (side["y"] > flow["y"])
+    no_overflow(page)
+    if wide:
+        accessible(page)
+    waterfall.scroll_into_view_if_needed()
+    page.locator("#trace-waterfall .wf-box").evaluate("e => { e.scrollTop = 0; }")
+    name = "waterfall-plan-215" + ("" if wide else "-390")
+    screenshot(page, name)
+    page.locator(".wf-pair").screenshot(path=str(ARTIFACTS / f"{name}-box.png"))
