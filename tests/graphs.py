@@ -20,6 +20,7 @@ class EchoState(TypedDict, total=False):
     ask: bool
     fail_at: int
     delay: float
+    route_delay: float  # the conditional edge after a step takes this long
     answer: Any
     trail: Annotated[list[str], operator.add]
     result: dict[str, Any]
@@ -48,6 +49,8 @@ async def done(state: EchoState) -> dict[str, Any]:
 
 async def route(state: EchoState) -> str:
     """Loop until ``steps``; ask once half way when asked to."""
+    if state.get("route_delay"):
+        await asyncio.sleep(state["route_delay"])
     if state.get("ask") and state["n"] == state["steps"] // 2 and state.get("answer") is None:
         return "ask"
     return "step" if state["n"] < state["steps"] else "done"
@@ -83,7 +86,7 @@ def make_input(values: dict[str, Any]) -> dict[str, Any]:
     except (TypeError, ValueError):
         raise InputError({"delay": f"{values.get('delay')!r} is not a number of seconds"}) from None
     return {"n": 0, "steps": steps, "ask": bool(values.get("ask")), "fail_at": fail_at,
-            "delay": delay}
+            "delay": delay, "route_delay": float(values.get("route_delay") or 0)}
 
 
 ECHO = register(GraphSpec(

@@ -274,7 +274,7 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
     run = claim.run
     translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
     config = _config(run.configurable, run.thread_id, calls,
-                     run.recursion_limit or planwatch_setting("RECURSION_LIMIT"))
+                     run.recursion_limit or planwatch_setting("RECURSION_LIMIT"), run.id)
     breaks = Breakpoints.of(run)
     try:
         async with contextlib.AsyncExitStack() as resources:
@@ -333,11 +333,13 @@ async def _aper_run_builder(run: Run, config: RunnableConfig, host: Host,
 
 
 def _config(configurable: dict[str, Any] | None, thread_id: str,
-            calls: ModelCallRecorder, recursion_limit: int) -> RunnableConfig:
+            calls: ModelCallRecorder, recursion_limit: int, run_id: uuid.UUID) -> RunnableConfig:
     """The graph's config: a client's configurable values, Planwatch's thread, the run's
-    recursion limit (start, resume and recovery alike), and every model call of the graph,
-    whoever makes it, reporting to the run's log."""
+    recursion limit (start, resume and recovery alike), the run's id (LangGraph stores it
+    in the metadata of every checkpoint the run writes), and every model call of the
+    graph, whoever makes it, reporting to the run's log."""
     return {"configurable": {**(configurable or {}), "thread_id": thread_id},
+            "metadata": {"run_id": str(run_id)},
             "recursion_limit": recursion_limit,
             "callbacks": [calls] if planwatch_setting("MODEL_CALLS") else []}
 
@@ -351,14 +353,39 @@ async def _abegin(claim: Claim, spec: GraphSpec, graph: Any, config: RunnableCon
         for answer in claim.answers:
             writer.add(answer.event())
         return Command(resume={a.interrupt_id: a.answer for a in claim.answers})
-    if claim.kind == Kind.RUN_FORKED:
+    kind = claim.kind
+    if kind == Kind.RUN_RECOVERED and not await _abegun(graph, config, claim):
+        # its executor stopped before the graph took its input: begin again, as it began
+        kind = Kind.RUN_FORKED if run.parent_id and run.forked_from_checkpoint else \
+            Kind.RUN_STARTED
+    if kind == Kind.RUN_FORKED:
         await _afork(spec, graph, claim)
         # go on from the copied (and edited) checkpoint, with the thread's next input if it
         # has one (LangGraph's server API's next run on a thread)
         return (run.fork_edit or {}).get("input")
-    if claim.kind == Kind.RUN_STARTED:
+    if kind == Kind.RUN_STARTED:
         return run.input
     return None  # recover or continue: from the last checkpoint
+
+
+async def _abegun(graph: Any, config: RunnableConfig, claim: Claim) -> bool:
+    """Whether a recovered run's graph took its input already: a checkpoint of its thread
+    names the run (see :func:`_config`). Until then its thread holds nothing of its own
+    (a fork's holds its parent's checkpoint, copied) and going on "from the last
+    checkpoint" would end at once, or at its parent's end, as if it had succeeded.
+    Checkpoints written before they named their run: its log names one of them."""
+    mine: RunnableConfig = {"configurable": {"thread_id": claim.run.thread_id,
+                                             "checkpoint_ns": ""}}
+    async for _ in graph.checkpointer.alist(mine, filter={"run_id": str(claim.run.id)},
+                                            limit=1):
+        return True
+    return bool(claim.checkpoint_ids) and not await _anames_runs(graph, mine)
+
+
+async def _anames_runs(graph: Any, config: RunnableConfig) -> bool:
+    """Whether the thread's newest checkpoint names the run that wrote it."""
+    found = await graph.checkpointer.aget_tuple(config)
+    return found is not None and "run_id" in (found.metadata or {})
 
 
 def _first_payload(claim: Claim, owner: str) -> dict[str, Any]:
