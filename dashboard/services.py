@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from dashboard.checkpoints import compiled, config_of, sync_saver
 from dashboard.models import Interrupt, Run, RunEvent, Thread
-from dashboard.runs import debugging, dispatch, doorbells, store
+from dashboard.runs import debugging, dispatch, doorbells, instruments, store
 from dashboard.runs.conf import planwatch_setting
 from planner.registry import GraphSpec, InputError, get_graph
 
@@ -257,6 +257,8 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User,
         if not won:
             raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
         run_id = interrupt.run_id
+        instruments.QUESTION_ANSWER_SECONDS.observe(
+            max(0.0, (now - interrupt.created_at).total_seconds()))
         store.set_thread_status(run_id, store.UNSETTLED)
         transaction.on_commit(lambda: _after_change(run_id, "resume"))
     return interrupt

@@ -37,7 +37,14 @@ from dashboard.runs.jsonsafe import to_jsonable
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import EVENT_DEFAULTS, TaskClock, WriteBehind, event_dict, track
 from dashboard.runs.savers import CheckpointWriteFailed, WriteWatch
-from dashboard.runs.store import Claim, RunStore, acancelled_by, atake_breakpoints, awrite_orm
+from dashboard.runs.store import (
+    Claim,
+    RunStore,
+    acancelled_by,
+    arelease,
+    atake_breakpoints,
+    awrite_orm,
+)
 from dashboard.runs.translate import STREAM_MODES, StreamTranslator
 from planner.langgraph_config import RunUser
 from planner.registry import GraphSpec, get_graph
@@ -58,6 +65,8 @@ class Requests:
     """Stop the run (it is cancelled)."""
     breakpoints: bool = False
     """Take the run's new breakpoints and go on."""
+    handover: bool = False
+    """This process stops: leave the run at the next node boundary for another to take."""
 
 
 class Stop(enum.Enum):
@@ -66,6 +75,7 @@ class Stop(enum.Enum):
     END = "end"  # the stream ran out: the graph ended, waits for answers, or hit a breakpoint
     CANCEL = "cancel"  # an operator cancelled the run
     BREAKPOINTS = "breakpoints"  # an operator changed the run's breakpoints
+    HANDOVER = "handover"  # this process stops: another takes the run over
 
 
 class Outcome(enum.Enum):
@@ -76,6 +86,7 @@ class Outcome(enum.Enum):
     HALTED = "halted"  # a breakpoint or a step stopped the graph
     CANCELLED = "cancelled"  # an operator cancelled it
     FAILED = "failed"  # a node raised, or the executor could not go on
+    HANDED_OVER = "handed_over"  # left, still running, for another process to take over
 
 
 @dataclass(frozen=True)
@@ -304,6 +315,10 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
     if stop is Stop.CANCEL:
         await acancel(writer)
         return Outcome.CANCELLED
+    if stop is Stop.HANDOVER:
+        await writer.aflush()
+        await arelease(writer.run.id, owner=host.owner)
+        return Outcome.HANDED_OVER
     if is_paused(state):
         await apause(writer, state=state, translator=translator)
         return Outcome.PAUSED
@@ -455,6 +470,8 @@ async def _astream_once(graph: Any, payload: Any, config: RunnableConfig,
                     writer.current_node = translator.current_node
                     if requests.cancel:
                         return Stop.CANCEL
+                    if not ns and requests.handover:
+                        return Stop.HANDOVER
                     if not ns and requests.breakpoints:
                         return Stop.BREAKPOINTS
                 writer.flush_behind()  # a node that starts shows while it runs
