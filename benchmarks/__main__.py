@@ -52,6 +52,9 @@ def main() -> None:
         "threads": lambda: _threads(quick),
         "inflight": lambda: run_module("benchmarks.inflight", "figure",
                                        *(["--quick"] if quick else []),
+                                       # BENCH_WEB_PROCESSES=N: serve --processes N
+                                       *(["--web-processes", os.environ["BENCH_WEB_PROCESSES"]]
+                                         if os.environ.get("BENCH_WEB_PROCESSES") else []),
                                        env=dict(os.environ), timeout=3600),
     }
     for name in args.only or FIGURES:

@@ -35,7 +35,7 @@ from benchmarks.common import VAR, cpu_seconds, free_port, percentile, process, 
 from benchmarks.peers_planwatch import Starter
 
 CONFIG_DIR = Path(__file__).resolve().parent / "inflight"
-PG_DB = "planwatch_bench_inflight"
+PG_DB = os.environ.get("BENCH_INFLIGHT_DB", "planwatch_bench_inflight")
 SQLITE_DB = VAR / "planwatch_bench_inflight.sqlite3"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9")
 USERNAME = "bench-inflight"
@@ -98,8 +98,9 @@ def planwatch_env(mode: str) -> dict[str, str]:
 
 
 @contextmanager
-def planwatch_server(mode: str) -> Iterator[Served]:
-    """Planwatch on a fresh database of its own, with default settings."""
+def planwatch_server(mode: str, *, web_processes: int | None = None) -> Iterator[Served]:
+    """Planwatch on a fresh database of its own, with default settings; ``web_processes``:
+    ``manage.py serve --processes N`` (default: serve's own, the cores on PostgreSQL)."""
     env = planwatch_env(mode)
     if mode == "scaleout":
         peers.recreate_database(PG_DB)
@@ -114,8 +115,9 @@ def planwatch_server(mode: str) -> Iterator[Served]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with ExitStack() as stack:
+        processes = ["--processes", str(web_processes)] if web_processes else []
         web = stack.enter_context(process(
-            [sys.executable, "manage.py", "serve", "--port", str(port)], env=env,
+            [sys.executable, "manage.py", "serve", "--port", str(port), *processes], env=env,
             log=f"inflight/planwatch-{mode}-daphne.log",
             ready=peers.http_ok(f"{base}/accounts/login/")))
         pids = {"web": web.pid}
@@ -339,12 +341,14 @@ async def ameasure(served: Served, *, in_flight: int, runs: int, node_seconds: f
 
 
 @contextmanager
-def server(name: str, *, in_flight: int, node_seconds: float) -> Iterator[Served]:
-    """One of :data:`SERVERS`, with its default settings, serving the loop."""
+def server(name: str, *, in_flight: int, node_seconds: float,
+           web_processes: int | None = None) -> Iterator[Served]:
+    """One of :data:`SERVERS`, with its default settings, serving the loop (Planwatch with
+    ``web_processes`` web processes, if given)."""
     env = {"BENCH_NODE_SECONDS": str(node_seconds)}
     if name == "planwatch":
         os.environ["BENCH_NODE_SECONDS"] = str(node_seconds)  # Planwatch's processes
-        with planwatch_server("scaleout") as served:
+        with planwatch_server("scaleout", web_processes=web_processes) as served:
             yield served
         return
     pids: dict[str, int] = {}
@@ -359,22 +363,30 @@ def server(name: str, *, in_flight: int, node_seconds: float) -> Iterator[Served
         raise ValueError(f"unknown server {name!r}; use one of {', '.join(SERVERS)}")
 
 
-def measure(*, quick: bool = False, only: tuple[str, ...] = SERVERS) -> dict[str, Any]:
-    """Every scenario on every server (peers first), and the targets of each scenario."""
+def measure(*, quick: bool = False, only: tuple[str, ...] = SERVERS,
+            web_processes: int | None = None, runs: int | None = None) -> dict[str, Any]:
+    """Every scenario on every server (peers first), and the targets of each scenario;
+    ``web_processes``: Planwatch's (``serve --processes N``); ``runs``: that many runs a
+    scenario (at most that many in flight), for a smoke run."""
     out: dict[str, Any] = {"graph": f"{len(loop_graph.NODES)}-node loop, "
                                     f"{loop_graph.ITERATIONS} iterations"}
     if set(only) & set(SERVERS[1:]):
         peers.ensure_peers_venv()
         out["versions"] = peers.peer_versions()
-    for scenario, (in_flight, runs, node_seconds) in (QUICK if quick else SCENARIOS).items():
+    if web_processes:
+        out["planwatch_web_processes"] = web_processes
+    for scenario, (in_flight, count, node_seconds) in (QUICK if quick else SCENARIOS).items():
+        if runs:
+            count, in_flight = runs, min(in_flight, runs)
         cells: dict[str, Any] = {}
         for name in reversed(SERVERS):
             if name not in only:
                 continue
             try:
-                with server(name, in_flight=in_flight, node_seconds=node_seconds) as served:
+                with server(name, in_flight=in_flight, node_seconds=node_seconds,
+                            web_processes=web_processes) as served:
                     cells[name] = asyncio.run(ameasure(
-                        served, in_flight=in_flight, runs=runs, node_seconds=node_seconds))
+                        served, in_flight=in_flight, runs=count, node_seconds=node_seconds))
             except Exception as exc:  # one server that fails must not hide the others
                 cells[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
         cells["targets"] = targets(cells)
@@ -456,9 +468,15 @@ def main() -> None:
     fig.add_argument("--quick", action="store_true",
                      help="10 in flight, 20 runs, 100 ms nodes (a smoke run)")
     fig.add_argument("--only", action="append", choices=SERVERS)
+    fig.add_argument("--web-processes", type=int, default=None,
+                     help="Planwatch served by `manage.py serve --processes N` (default: "
+                          "serve's own, the cores)")
+    fig.add_argument("--runs", type=int, default=None,
+                     help="this many runs a scenario, at most as many in flight (a smoke run)")
     args = parser.parse_args()
     if args.what == "figure":
-        result = measure(quick=args.quick, only=tuple(args.only or SERVERS))
+        result = measure(quick=args.quick, only=tuple(args.only or SERVERS),
+                         web_processes=args.web_processes, runs=args.runs)
         print(table(result))
     elif args.what == "start":
         result = measure_start(modes=tuple(args.mode or ("inprocess", "scaleout")),

@@ -297,6 +297,9 @@ PLANWATCH = {
     # heartbeats run on the executor's loop, beside async nodes, so a busy one still beats
     "HEARTBEAT_SECONDS": float(os.environ.get("PLANWATCH_HEARTBEAT_SECONDS", "2")),
     "STALE_AFTER_SECONDS": float(os.environ.get("PLANWATCH_STALE_AFTER_SECONDS", "6")),
+    # Seconds a stopping process (SIGTERM) lets its runs reach their next node boundary
+    # before it cancels them where they are; either way another process takes them over.
+    "DRAIN_SECONDS": float(os.environ.get("PLANWATCH_DRAIN_SECONDS", "10")),
     # Modules that register a user's own graphs (planner.registry.register) on import.
     # the graphs the registry loads (each module names its GraphSpec SPEC)
     "GRAPH_MODULES": env_list("PLANWATCH_GRAPH_MODULES",

@@ -20,7 +20,7 @@ from langgraph.types import Command
 from dashboard import policy
 from dashboard.checkpoints import checkpoints_delete, compiled, config_of, sync_saver
 from dashboard.models import Interrupt, Run, RunEvent, Thread
-from dashboard.runs import debugging, dispatch, doorbells, states, store
+from dashboard.runs import debugging, dispatch, doorbells, instruments, states, store
 from dashboard.runs.conf import planwatch_setting
 from planner.registry import GraphSpec, InputError, get_graph
 
@@ -273,6 +273,8 @@ def _answer_once(interrupt: Interrupt, answer: Any, *, user: AuthUser | None, na
         run_id = interrupt.run_id
         assert locked is not None
         store.apply(run_id, store.answer(current=locked.state))
+        instruments.QUESTION_ANSWER_SECONDS.observe(
+            max(0.0, (now - interrupt.created_at).total_seconds()))
         transaction.on_commit(lambda: _after_change(run_id, "resume"))
     return interrupt
 

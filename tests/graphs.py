@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import os
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
@@ -20,14 +21,18 @@ class EchoState(TypedDict, total=False):
     ask: bool
     fail_at: int
     delay: float
+    route_delay: float  # the conditional edge after a step takes this long
+    held_by: str  # a file: the steps take their delay while it exists
     answer: Any
     trail: Annotated[list[str], operator.add]
     result: dict[str, Any]
 
 
 async def step(state: EchoState) -> dict[str, Any]:
-    """Advance the counter (and fail on request)."""
-    if state.get("delay"):
+    """Advance the counter (and fail on request); each step takes ``delay`` seconds (only
+    while the file ``held_by`` exists, when one is named)."""
+    held = not state.get("held_by") or await asyncio.to_thread(os.path.exists, state["held_by"])
+    if state.get("delay") and held:
         await asyncio.sleep(state["delay"])
     n = state.get("n", 0) + 1
     if state.get("fail_at") == n:
@@ -48,6 +53,8 @@ async def done(state: EchoState) -> dict[str, Any]:
 
 async def route(state: EchoState) -> str:
     """Loop until ``steps``; ask once half way when asked to."""
+    if state.get("route_delay"):
+        await asyncio.sleep(state["route_delay"])
     if state.get("ask") and state["n"] == state["steps"] // 2 and state.get("answer") is None:
         return "ask"
     return "step" if state["n"] < state["steps"] else "done"
@@ -83,7 +90,8 @@ def make_input(values: dict[str, Any]) -> dict[str, Any]:
     except (TypeError, ValueError):
         raise InputError({"delay": f"{values.get('delay')!r} is not a number of seconds"}) from None
     return {"n": 0, "steps": steps, "ask": bool(values.get("ask")), "fail_at": fail_at,
-            "delay": delay}
+            "delay": delay, "route_delay": float(values.get("route_delay") or 0),
+            "held_by": str(values.get("held_by") or "")}
 
 
 ECHO = register(GraphSpec(

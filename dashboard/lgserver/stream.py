@@ -29,6 +29,7 @@ from dashboard.checkpoints import CheckpointView, checkpoint_get
 from dashboard.lgserver import shapes
 from dashboard.lgserver.events import stream_events
 from dashboard.models import Run, RunEvent
+from dashboard.runs import instruments
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.follow import follow
 from dashboard.runs.jsonsafe import to_jsonable
@@ -339,6 +340,7 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
                 return  # the run was deleted
             maker = PartMaker(step.run, modes, subgraphs)
         for event in step.events:
+            instruments.event_delivered(event["created_at"])
             view = await _asaved(maker, event) if maker.reads_saver(event) else None
             parts = maker.parts(event, view)
             for index, (name, data) in enumerate(parts):

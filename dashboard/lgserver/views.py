@@ -19,6 +19,7 @@ import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
 from importlib.metadata import version
 from typing import Any
+from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, OperationalError, transaction
@@ -559,12 +560,12 @@ class RunStreamView(LangGraphView):
         cancels = _on_disconnect(body(request)) == "cancel"
         with stream_slot(request) as slot:
             run, after, data = create_run(request, thread_id)
-            events = stream.aevents(run.id, modes=_modes(data.get("stream_mode")),
-                                    subgraphs=bool(data.get("stream_subgraphs")), after=after)
+            modes, subgraphs = _modes(data.get("stream_mode")), bool(data.get("stream_subgraphs"))
+            events = stream.aevents(run.id, modes=modes, subgraphs=subgraphs, after=after)
             if cancels:  # the run's own stream: its client going away cancels it
                 events = stream.cancel_on_disconnect(events, functools.partial(
                     _acancel_busy, run.id, request.user))
-        return sse_response(SlottedStream(events, slot), run)
+        return sse_response(SlottedStream(events, slot), run, modes=modes, subgraphs=subgraphs)
 
 
 ON_DISCONNECT = ("continue", "cancel")
@@ -604,9 +605,15 @@ def stream_slot(request: Request) -> Iterator[StreamSlot]:
         raise
 
 
-def sse_response(events: AsyncIterable[bytes], run: Run) -> StreamingHttpResponse:
-    """A text/event-stream response that is never buffered or cached."""
+def sse_response(events: AsyncIterable[bytes], run: Run, *, modes: list[str],
+                 subgraphs: bool) -> StreamingHttpResponse:
+    """A text/event-stream response that is never buffered or cached; its ``Location`` is
+    where a client reconnects (with ``Last-Event-ID``) when the stream is cut, a server
+    restart say (LangGraph's clients do): the run's join stream, in the same modes."""
     response = StreamingHttpResponse(events, content_type="text/event-stream")
+    query = urlencode([("stream_mode", mode) for mode in modes]
+                      + ([("stream_subgraphs", "true")] if subgraphs else []))
+    response["Location"] = f"/threads/{run.conversation_id}/runs/{run.id}/stream?{query}"
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"
     for key, value in location_of(run, "stream").items():
@@ -702,11 +709,12 @@ class RunJoinStreamView(LangGraphView):
                 {"Last-Event-ID": "the id of the last event received (a whole number)"}
             ) from None
         # the SDK sends an empty stream_mode when none is given
-        modes = [m for m in request.query_params.getlist("stream_mode") if m] or ["values"]
-        events = stream.aevents(run.id, modes=_modes(modes), subgraphs=request.query_params.get(
-            "stream_subgraphs") in ("true", "1"), after=after)
+        modes = _modes([m for m in request.query_params.getlist("stream_mode") if m]
+                       or ["values"])
+        subgraphs = request.query_params.get("stream_subgraphs") in ("true", "1")
+        events = stream.aevents(run.id, modes=modes, subgraphs=subgraphs, after=after)
         slot = stream_slot_take(user=request.user)  # last: nothing after it can fail
-        return sse_response(SlottedStream(events, slot), run)
+        return sse_response(SlottedStream(events, slot), run, modes=modes, subgraphs=subgraphs)
 
 
 class NotServedView(LangGraphView):

@@ -58,6 +58,17 @@ def reset_executor() -> None:
             _executor = None
 
 
+def drain_executor(grace: float) -> int:
+    """Stop this process's executor as a stopping process does (see ``Executor.drain``):
+    how many runs it left for another process to take over."""
+    executor = _executor
+    if executor is None:
+        return 0
+    left = executor.drain(grace)
+    logger.info("executor stopped: %d runs left for another process to take over", left)
+    return left
+
+
 def executor_health() -> ExecutorHealth | None:
     """This process's executor's health; None if none was started (it starts on first use)."""
     executor = _executor
@@ -116,7 +127,7 @@ def dispatch_queued_after(run_id: UUID) -> None:
 
 
 def recover_stale(*, include_queued: bool = False) -> list[UUID]:
-    """Dispatch again every run whose executor stopped heart-beating.
+    """Dispatch again every run whose executor stopped heart-beating, or released it.
 
     ``include_queued`` also dispatches runs still queued (at start-up: their dispatch may
     have died with the process that created them). Only runs of graphs this process has:
@@ -126,7 +137,7 @@ def recover_stale(*, include_queued: bool = False) -> list[UUID]:
     stale = store.stale_before(timezone.now())
     known = [spec.name for spec in all_graphs()]
     ids = list(
-        Run.objects.running().filter(heartbeat_at__lt=stale, graph__in=known)
+        Run.objects.running().filter(Q(heartbeat_at__lt=stale) | Q(owner=""), graph__in=known)
         .values_list("id", flat=True)
     )
     for run_id in ids:

@@ -37,7 +37,7 @@ from dashboard.runs.modelcalls import ContentPolicy, ModelCallRecorder
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import WriteBehind
 from dashboard.runs.savers import SaverHandle, WriteWatch, aopen_saver, is_postgres
-from dashboard.runs.store import RunStore, aheartbeat
+from dashboard.runs.store import RunStore, aheartbeat, release_runs
 from dashboard.runs.stores import aopen_store
 from planner.llm import make_llm
 from planner.registry import GraphSpec, get_graph
@@ -81,6 +81,7 @@ class Executor:
         self._sem: asyncio.Semaphore | None = None
         self._graphs: dict[str, Any] = {}
         self._active: dict[uuid.UUID, Requests] = {}  # the runs in a slot, and their requests
+        self.handed_over = 0  # runs left at a node boundary by drain()
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._runs: RunStore | None = None  # the run store's fast path
         self.writes: set[asyncio.Task[None]] = set()  # flushes in flight, of every run
@@ -88,12 +89,13 @@ class Executor:
         self._digest: doorbells.RunsDigest | None = None  # node moves for the runs list
         self._behind: WriteBehind | None = None  # every run's events, written together
         self._beat_at: float | None = None  # time.monotonic() of the heartbeat loop's last round
+        self.draining = False  # its process stops: it claims nothing more
 
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the loop thread (idempotent)."""
-        if self._thread and self._thread.is_alive():
+        """Start the loop thread (idempotent; not again once drained)."""
+        if (self._thread and self._thread.is_alive()) or self.draining:
             return
         self._started.clear()
         self._thread = threading.Thread(target=self._run_loop, name="planwatch-executor",
@@ -150,8 +152,27 @@ class Executor:
             self._thread = None
             self._graphs.clear()
 
+    def drain(self, grace: float) -> int:
+        """Stop executing, as a stopping process does: claim nothing more, have each run
+        leave at its next node boundary within ``grace`` seconds (the rest are cancelled
+        where they are), and release them all for another process to take over at once
+        from their last checkpoint; how many runs were left to be taken over."""
+        self.draining = True
+        for requests in list(self._active.values()):
+            requests.handover = True
+        deadline = time.monotonic() + grace
+        while self._active and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.stop()
+        return self.handed_over + release_runs(owner=self.owner)
+
     def submit(self, run_id: uuid.UUID, mode: str = "start") -> concurrent.futures.Future[None]:
-        """Schedule a run's execution; returns a future that resolves when it stops."""
+        """Schedule a run's execution; returns a future that resolves when it stops (at
+        once once drained: another process takes the run)."""
+        if self.draining:
+            refused: concurrent.futures.Future[None] = concurrent.futures.Future()
+            refused.set_result(None)
+            return refused
         self.start()
         assert self._loop is not None
         # A fresh context: the caller's (a request's asgiref executors, say) would be
@@ -162,6 +183,9 @@ class Executor:
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` on the executor's loop in the background until it ends or stop()."""
+        if self.draining:
+            work.close()
+            return
         self.start()
         assert self._loop is not None
         contextvars.Context().run(
@@ -253,13 +277,16 @@ class Executor:
         assert task is not None
         self._jobs.add(task)  # from the start: stop() must not close the saver under a claim
         try:
+            if self.draining:  # another process takes it (its reaper, or a worker's job)
+                return
             async with self._sem:
                 requests = self._active[run_id] = Requests()
                 instruments.RUNS_IN_FLIGHT.inc()
                 executed = False  # a run this executor never held hands nothing on
                 try:
                     runs = await self._aopen_saver()
-                    while claim := await runs.aclaim(run_id, owner=self.owner, mode=mode):
+                    while not self.draining and (
+                            claim := await runs.aclaim(run_id, owner=self.owner, mode=mode)):
                         executed = True
                         run, first = claim.run, claim.next_seq
                         # the run's recorders: its events, on the write-behind every run
@@ -275,6 +302,9 @@ class Executor:
                                                  requests=requests)
                         # the execution's spans, built and sent on threads of their own
                         otel.export_soon(run.id, after=first - 1, upto=run.last_seq)
+                        if outcome is Outcome.HANDED_OVER:  # it goes on elsewhere
+                            self.handed_over += 1
+                            executed = False
                         if outcome is not Outcome.PAUSED:
                             break
                         mode = "resume"

@@ -38,7 +38,14 @@ from dashboard.runs.jsonsafe import to_jsonable
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import EVENT_DEFAULTS, TaskClock, WriteBehind, event_dict, track
 from dashboard.runs.savers import CheckpointWriteFailed, WriteWatch
-from dashboard.runs.store import Claim, RunStore, acancelled_by, atake_breakpoints, awrite_orm
+from dashboard.runs.store import (
+    Claim,
+    RunStore,
+    acancelled_by,
+    arelease,
+    atake_breakpoints,
+    awrite_orm,
+)
 from dashboard.runs.translate import STREAM_MODES, StreamTranslator
 from planner.langgraph_config import RunUser
 from planner.registry import GraphSpec, get_graph
@@ -59,6 +66,8 @@ class Requests:
     """Stop the run (it is cancelled)."""
     breakpoints: bool = False
     """Take the run's new breakpoints and go on."""
+    handover: bool = False
+    """This process stops: leave the run at the next node boundary for another to take."""
 
 
 class Stop(enum.Enum):
@@ -67,6 +76,7 @@ class Stop(enum.Enum):
     END = "end"  # the stream ran out: the graph ended, waits for answers, or hit a breakpoint
     CANCEL = "cancel"  # an operator cancelled the run
     BREAKPOINTS = "breakpoints"  # an operator changed the run's breakpoints
+    HANDOVER = "handover"  # this process stops: another takes the run over
 
 
 class Outcome(enum.Enum):
@@ -77,6 +87,7 @@ class Outcome(enum.Enum):
     HALTED = "halted"  # a breakpoint or a step stopped the graph
     CANCELLED = "cancelled"  # an operator cancelled it
     FAILED = "failed"  # a node raised, or the executor could not go on
+    HANDED_OVER = "handed_over"  # left, still running, for another process to take over
 
 
 @dataclass(frozen=True)
@@ -310,6 +321,10 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
     if stop is Stop.CANCEL:
         await acancel(writer)
         return Outcome.CANCELLED
+    if stop is Stop.HANDOVER:
+        await writer.aflush()
+        await arelease(writer.run.id, owner=host.owner)
+        return Outcome.HANDED_OVER
     if is_paused(state):
         await apause(writer, state=state, translator=translator)
         return Outcome.PAUSED
@@ -365,14 +380,39 @@ async def _abegin(claim: Claim, spec: GraphSpec, graph: Any, config: RunnableCon
             writer.add(answer.event())
         answers: Command[Any] = Command(resume={a.interrupt_id: a.answer for a in claim.answers})
         return answers, await _aown_latest(graph, config, run.id)
-    if claim.kind == Kind.RUN_FORKED:
+    kind = claim.kind
+    if kind == Kind.RUN_RECOVERED and not await _abegun(graph, config, claim):
+        # its executor stopped before the graph took its input: begin again, as it began
+        kind = Kind.RUN_FORKED if run.parent_id and run.forked_from_checkpoint else \
+            Kind.RUN_STARTED
+    if kind == Kind.RUN_FORKED:
         start = await _afork(spec, graph, claim, config)
         # go on from the past (maybe edited) checkpoint, with the thread's next input if it
         # has one (LangGraph's server API's next run on a thread)
         return (run.fork_edit or {}).get("input"), start
-    if claim.kind == Kind.RUN_STARTED:
+    if kind == Kind.RUN_STARTED:
         return run.input, config
     return None, await _aown_latest(graph, config, run.id)  # recover or continue
+
+
+async def _abegun(graph: Any, config: RunnableConfig, claim: Claim) -> bool:
+    """Whether a recovered run's graph took its input already: a checkpoint of its thread
+    names the run (see :func:`_config`). Until then the thread's newest checkpoint is
+    another run's (or a fork's copied one) and going on "from the last checkpoint" would
+    end at once, or at that run's end, as if it had succeeded. Checkpoints written before
+    they named their run: its log names one of them."""
+    mine: RunnableConfig = {"configurable": {"thread_id": claim.run.thread_id,
+                                             "checkpoint_ns": ""}}
+    async for _ in graph.checkpointer.alist(mine, filter={"run_id": str(claim.run.id)},
+                                            limit=1):
+        return True
+    return bool(claim.checkpoint_ids) and not await _anames_runs(graph, mine)
+
+
+async def _anames_runs(graph: Any, config: RunnableConfig) -> bool:
+    """Whether the thread's newest checkpoint names the run that wrote it."""
+    found = await graph.checkpointer.aget_tuple(config)
+    return found is not None and "run_id" in (found.metadata or {})
 
 
 def _first_payload(claim: Claim, owner: str) -> dict[str, Any]:
@@ -496,6 +536,8 @@ async def _astream_once(graph: Any, payload: Any, config: RunnableConfig,
                     writer.current_node = translator.current_node
                     if requests.cancel:
                         return Stop.CANCEL
+                    if not ns and requests.handover:
+                        return Stop.HANDOVER
                     if not ns and requests.breakpoints:
                         return Stop.BREAKPOINTS
                 writer.flush_behind()  # a node that starts shows while it runs

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -37,6 +38,15 @@ logger = logging.getLogger("planwatch.runs")
 
 WAKE_EVERY = 1.0
 """Seconds a follower waits for a doorbell before it looks at the log anyway."""
+
+_leaving = threading.Event()
+
+
+def stop_following() -> None:
+    """This process stops (it drains): every follower ends within :data:`WAKE_EVERY`
+    seconds, its last step not ``last``, so its client reconnects to another process and
+    resumes after the last seq it has."""
+    _leaving.set()
 
 
 def short[**P, T](read: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
@@ -231,6 +241,8 @@ async def follow(run_id: UUID | str, after: int = 0, *,
             if last:
                 return
             while True:  # doorbells, until the log must be read
+                if _leaving.is_set():
+                    return
                 message = await doorbell.await_ring(wake_every or WAKE_EVERY)
                 if message is None:
                     known = await acursor(run_id)

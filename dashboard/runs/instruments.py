@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -36,6 +37,14 @@ EVENT_WRITE_SECONDS = Histogram(
     "planwatch_event_write_seconds",
     "Seconds one write of the run store took (one statement for many runs' events).",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0))
+EVENT_DELIVERY_SECONDS = Histogram(
+    "planwatch_event_delivery_seconds",
+    "Seconds from an event's write to its sending on a LangGraph client's SSE stream.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+QUESTION_ANSWER_SECONDS = Histogram(
+    "planwatch_question_answer_seconds",
+    "Seconds from a question (interrupt) being asked to its answer.",
+    buckets=(1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600))
 EVENTS_WRITTEN = Counter(
     "planwatch_events_written", "Run events written to the database.")
 MODEL_CALLS = Counter(
@@ -56,6 +65,13 @@ def event_write(rows: int) -> Iterator[None]:
     EVENT_WRITE_SECONDS.observe(time.perf_counter() - began)
     if rows:
         EVENTS_WRITTEN.inc(rows)
+
+
+def event_delivered(written_at: str | None) -> None:
+    """Time one event's delivery to a stream's client, from its write (ISO 8601)."""
+    if written_at:
+        EVENT_DELIVERY_SECONDS.observe(
+            max(0.0, time.time() - datetime.fromisoformat(written_at).timestamp()))
 
 
 def model_call(model: str | None, usage: dict[str, Any] | None,

@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from django.db import connection
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver
+from langgraph.checkpoint.serde.types import ERROR
 from langgraph.pregel import Pregel
 
 from config.pgpool import transient
@@ -88,6 +89,22 @@ async def awrite_retried[R](write: Callable[..., Awaitable[R]], *args: Any, **kw
         delay = min(2.0, delay * 2)
 
 
+def whole_writes(writes: Any) -> Any:
+    """A task's writes as they may be saved: a task cancelled mid-way (its executor
+    stopped) keeps its control writes (the error, its answers) and none of its output.
+
+    LangGraph saves a cancelled task's writes *so far* beside the error, and on resume a
+    task with any output write counts as finished: a node whose update was written but
+    whose conditional edge had not run yet would be taken as done with no next node, and
+    the graph would end there ("succeeded" on a partial state). Without its output the
+    task runs again when the run is taken over.
+    """
+    if not any(channel == ERROR and isinstance(value, asyncio.CancelledError)
+               for channel, value in writes):
+        return writes
+    return [(channel, value) for channel, value in writes if channel in WRITES_IDX_MAP]
+
+
 class WriteWatch:
     """The first error of one run's checkpoint writes.
 
@@ -117,6 +134,19 @@ class WriteWatch:
             return saved
 
         return noted
+
+    def guard_writes(self, aput_writes: Callable[..., Awaitable[T]]
+                     ) -> Callable[..., Awaitable[T]]:
+        """The saver's ``aput_writes``, guarded, saving no part of a cancelled task's
+        output (see :func:`whole_writes`)."""
+        guarded = self.guard(aput_writes)
+
+        @functools.wraps(aput_writes)  # LangGraph reads its signature (task_path)
+        async def whole(config: Any, writes: Any, task_id: str, *args: Any, **kwargs: Any
+                        ) -> T:
+            return await guarded(config, whole_writes(writes), task_id, *args, **kwargs)
+
+        return whole
 
     def guard(self, write: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
         """``write`` (a saver's ``aput`` or ``aput_writes``), noting its first error."""
@@ -169,7 +199,7 @@ class SaverHandle:
         saver = self._fork() if self._fork is not None else copy.copy(self.saver)
         watch = WriteWatch()
         saver.aput = watch.guard_checkpoints(saver.aput)  # type: ignore[method-assign,assignment]
-        saver.aput_writes = watch.guard(saver.aput_writes)  # type: ignore[method-assign,assignment]
+        saver.aput_writes = watch.guard_writes(saver.aput_writes)  # type: ignore[method-assign,assignment]
         return graph.copy(update={"checkpointer": saver}), watch
 
     async def aclose(self) -> None:

@@ -130,6 +130,12 @@ def claim(transition: states.Transition, *, current: str, owner: str, now: datet
             "started_at": FirstSet(now), "breakpoints_changed": False}
 
 
+def release() -> Fields:
+    """The executor that holds the run stops (its process drains): the run stays running,
+    held by nobody, for any executor to take over at once (:func:`free_q`)."""
+    return {"owner": ""}
+
+
 def heartbeat(*, now: datetime) -> Fields:
     """The executor that holds the run is alive."""
     return {"heartbeat_at": now}
@@ -914,6 +920,18 @@ def aheartbeat(run_ids: list[uuid.UUID], owner: str
         if changed:
             rebreak.add(run_id)
     return cancel, rebreak
+
+
+def release_runs(run_id: uuid.UUID | None = None, *, owner: str) -> int:
+    """Release the run ``owner`` holds (every run it holds, without ``run_id``) for
+    another executor to take over (:func:`release`); how many were released."""
+    held = Run.objects.running().filter(owner=owner)
+    if run_id is not None:
+        held = held.filter(id=run_id)
+    return held.update(**orm_fields(release()))
+
+
+arelease = database_sync_to_async(release_runs)
 
 
 @database_sync_to_async

@@ -2,13 +2,17 @@
 
 :func:`serve_here` runs daphne in this process (on a host and port, or on a socket it
 inherited), with this process's executor, reaper and cron scheduler; when daphne stops
-(SIGTERM, SIGINT) the process exits: runs it held are taken over by another process
-once their heartbeat is stale (``PLANWATCH_STALE_AFTER_SECONDS``).
+(SIGTERM, SIGINT: drained first, see :mod:`~dashboard.web.draining`) its executor is
+drained: each run it holds is left at its next node boundary (within
+``PLANWATCH_DRAIN_SECONDS``, else cancelled where it is) and released, for another
+process to take over at once from its last checkpoint.
 
 :class:`Supervisor` (``manage.py serve --processes N``) binds the socket once and starts N
 children (``manage.py serve --fd <fd>``) that share it (the kernel hands each connection
 to one of them), restarts a child that dies, answers SIGTERM by passing it on and waiting
-at most ``stop_timeout`` seconds (then SIGKILL), and says when ``/readyz`` first answers.
+at most ``stop_timeout`` seconds (then SIGKILL), answers SIGHUP by restarting the children
+one after another (a new one ready before the old one is stopped: a rolling restart), and
+says when ``/readyz`` first answers.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from prometheus_client import multiprocess
 
 from dashboard import crons, deadlines
 from dashboard.runs import dispatch
-from dashboard.web.accesslog import RedactingServer
+from dashboard.runs.conf import planwatch_setting
+from dashboard.web.draining import DrainingServer
 
 logger = logging.getLogger("planwatch.serve")
 
@@ -43,6 +48,10 @@ BACKLOG = 1024
 """Connections the listening socket queues until daphne accepts them. Twisted's default
 is 50: two hundred SDK clients that connect at once overflow it (the kernel drops their
 handshakes and they retry a second later, or fail); uvicorn's default is 2048."""
+
+READY_FILE = "PLANWATCH_READY_FILE"
+"""The variable naming the file a served process creates once it serves (its executor,
+reaper and scheduler started): the supervisor's rolling restart waits for it."""
 
 RESTART_PAUSE = 1.0
 """Seconds before a child that died is started again (doubling while it keeps dying
@@ -60,28 +69,34 @@ class Output(Protocol):
         """Send what was written."""
 
 
-class RedactingCommandLine(CommandLineInterface):  # type: ignore[misc]  # daphne is untyped
-    """daphne's command line, with a server whose access log carries no secrets."""
+class DrainingCommandLine(CommandLineInterface):  # type: ignore[misc]  # daphne is untyped
+    """daphne's command line, with a server that drains on SIGTERM and whose access log
+    carries no secrets."""
 
-    server_class = RedactingServer
+    server_class = DrainingServer
 
 
 def serve_here(*, host: str = "127.0.0.1", port: int = 8000, fd: int | None = None) -> None:
-    """Serve in this process until daphne stops, then stop this process's executor."""
+    """Serve in this process until daphne stops, then drain this process's executor."""
     if dispatch.in_process():
         dispatch.start_reaper()
     crons.start_scheduler()  # in every web process: a due cron is claimed once
     deadlines.start_poller()  # notices and deadlines, each claimed once, the same way
+    if ready := os.environ.get(READY_FILE):
+        from twisted.internet import reactor
+
+        reactor.callWhenRunning(Path(ready).touch)
     if fd is None:
         (endpoint,) = build_endpoint_description_strings(host=host, port=port)
         endpoint = f"{endpoint}:backlog={BACKLOG}"
     else:
         (endpoint,) = build_endpoint_description_strings(file_descriptor=fd)
-    # When daphne stops (SIGTERM) the process exits with its executor's thread, as if
-    # killed: the runs it held are taken over from their last checkpoint once their
-    # heartbeat is stale. Stopping the executor first (cancelling the runs) is not done: a
-    # run cancelled mid-step was seen to be finished by its recovery with a partial state.
-    RedactingCommandLine().run(["-e", endpoint, "config.asgi:application"])
+    try:
+        DrainingCommandLine().run(["-e", endpoint, "config.asgi:application"])
+    finally:
+        # its runs go on in another process, from the node boundary where they were left
+        # (or their last checkpoint: a run cancelled mid-step saves no part of the step)
+        dispatch.drain_executor(planwatch_setting("DRAIN_SECONDS"))
 
 
 def readyz_url(host: str, port: int) -> str:
@@ -138,6 +153,7 @@ class Supervisor:
         self.started_at = [0.0] * processes
         self.pause = [RESTART_PAUSE] * processes
         self.stopping = threading.Event()
+        self.rolling = threading.Event()  # SIGHUP: restart the children one by one
         self.sock: socket.socket | None = None
         self.env: dict[str, str] = {}
 
@@ -151,12 +167,16 @@ class Supervisor:
         self._forget(os.getpid())
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: self.stopping.set())
+        signal.signal(signal.SIGHUP, lambda *_: self.rolling.set())
         for slot in range(self.processes):
             self._start(slot)
         threading.Thread(target=self._say_ready, daemon=True).start()
         try:
             while not self.stopping.wait(0.2):
                 self._restart_dead()
+                if self.rolling.is_set():
+                    self.rolling.clear()
+                    self._roll()
         finally:
             self._stop_all()
             self.sock.close()
@@ -172,15 +192,40 @@ class Supervisor:
         path.mkdir(parents=True)
         return str(path)
 
-    def _start(self, slot: int) -> None:
+    def _start(self, slot: int) -> subprocess.Popen[bytes]:
         assert self.sock is not None
         fd = self.sock.fileno()
         manage = Path(settings.BASE_DIR) / "manage.py"
+        ready = Path(self.env["PROMETHEUS_MULTIPROC_DIR"]) / f"ready-{slot}-{time.time_ns()}"
         child = subprocess.Popen([sys.executable, str(manage), "serve", "--fd", str(fd)],
-                                 pass_fds=(fd,), env=self.env)
+                                 pass_fds=(fd,), env={**self.env, READY_FILE: str(ready)})
+        child.ready_file = ready  # type: ignore[attr-defined]
         self.children[slot] = child
         self.started_at[slot] = time.monotonic()
         self._say(f"web process {slot + 1}/{self.processes} started (pid {child.pid})")
+        return child
+
+    def _roll(self) -> None:
+        """Restart the children one after another: a new one serves on the socket before
+        the old one is told to stop (SIGTERM: it drains, its runs are taken over)."""
+        self._say(f"rolling restart of {self.processes} web processes")
+        for slot, old in enumerate(list(self.children)):
+            new = self._start(slot)
+            deadline = time.monotonic() + 120
+            while not new.ready_file.exists():  # type: ignore[attr-defined]
+                if self.stopping.wait(0.1):  # _stop_all stops the new one with the others
+                    self._stop([old] if old is not None and old.poll() is None else [])
+                    return
+                if new.poll() is not None or time.monotonic() > deadline:
+                    self._say(f"web process {slot + 1} (pid {new.pid}) did not get ready: "
+                              "rolling restart stopped")
+                    self._stop([new] if new.poll() is None else [])
+                    self.children[slot] = old
+                    return
+            new.ready_file.unlink(missing_ok=True)  # type: ignore[attr-defined]
+            if old is not None and old.poll() is None:
+                self._stop([old])
+        self._say("rolling restart done")
 
     def _restart_dead(self) -> None:
         for slot, child in enumerate(self.children):
@@ -205,6 +250,10 @@ class Supervisor:
         """SIGTERM every child, wait at most ``stop_timeout`` seconds, then SIGKILL."""
         live = [child for child in self.children if child is not None and child.poll() is None]
         self._say(f"stopping {len(live)} web processes (at most {self.stop_timeout:g} s)")
+        self._stop(live)
+
+    def _stop(self, live: list[subprocess.Popen[bytes]]) -> None:
+        """SIGTERM these children, wait at most ``stop_timeout`` seconds, then SIGKILL."""
         for child in live:
             child.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + self.stop_timeout

@@ -82,7 +82,8 @@ def test_edit_state_and_fork_from_a_page_then_compare_the_branches(executor, deb
     response = client.post(f"/runs/{parent.id}/fork/", {
         "checkpoint": checkpoint, "ch_n": "12", "ch_steps": "3",
         "ch_trail": '["step1", "step2", "step3"]',
-        "ch_fail_at": "0", "ch_delay": "0.0", "as_node": "step"})
+        "ch_fail_at": "0", "ch_delay": "0.0", "ch_route_delay": "0.0", "ch_held_by": "",
+        "as_node": "step"})
     assert response.status_code == 302, response.content.decode()[:2000]
     child = Run.objects.get(parent=parent)
     assert child.fork_edit == {"values": {"n": 12}, "as_node": "step"}
@@ -134,7 +135,7 @@ def test_a_fork_form_reports_every_error_in_one_round_with_json_positions(
     bad = client.post(f"/runs/{parent.id}/fork/", {
         "checkpoint": checkpoint, "ch_n": "lots", "ch_steps": "3",
         "ch_result": '{"total": 3,\n "ok": tru}', "ch_trail": "[1, 2]", "ch_fail_at": "0",
-        "ch_delay": "0.0", "as_node": "step"})
+        "ch_delay": "0.0", "ch_route_delay": "0.0", "ch_held_by": "", "as_node": "step"})
     html = bad.content.decode()
     assert bad.status_code == 400
     assert "Enter a whole number." in html                       # the form's own check

@@ -48,6 +48,11 @@ def test_a_scrape_during_a_run_shows_the_run_its_events_and_its_model_tokens(
     assert after[("planwatch_process_executor_slots", ())] > 0
     assert ("planwatch_process_runs_in_flight", ()) in after
 
+    services.interrupt_answer(interrupt=run.interrupts.get(), answer="40", user=operator)
+    answered = scrape(client)
+    key = ("planwatch_question_answer_seconds_count", ())
+    assert answered[key] - before.get(key, 0.0) == 1  # the time to answer, observed once
+
 
 @pytest.mark.django_db
 def test_metrics_are_refused_off_loopback_without_the_token(client, settings):

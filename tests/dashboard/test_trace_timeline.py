@@ -121,7 +121,7 @@ def paused_echo(operator):
 
 
 EDIT = {"ch_n": "99", "ch_steps": "2", "ch_trail": '["step1", "step2"]', "ch_fail_at": "0",
-        "ch_delay": "0.0", "as_node": ""}
+        "ch_delay": "0.0", "ch_route_delay": "0.0", "ch_held_by": "", "as_node": ""}
 
 
 def test_edit_and_continue_writes_the_paused_runs_state_then_runs_on_from_it(
