@@ -71,7 +71,7 @@ def _seed(calls: int) -> str:
         ]
     rows.append((0.5 * calls, {"kind": "run_succeeded"}))
     run = Run.objects.create(graph="acquisition", thread_id=f"{uuid.uuid4()}:planner",
-                             status=Run.Status.SUCCEEDED, created_by=user, started_at=t0,
+                             state=Run.State.SUCCEEDED, created_by=user, started_at=t0,
                              finished_at=t0 + timedelta(seconds=0.5 * calls),
                              last_seq=len(rows))
     RunEvent.objects.bulk_create(

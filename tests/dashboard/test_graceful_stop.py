@@ -104,10 +104,11 @@ async def stream_through_a_restart(url: str, key: str, supervisor: subprocess.Po
         await sdk.http.client.aclose()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "open defect (svc46): in 3 runs on a loaded machine every run succeeded with its full "
-    "output, but one stream of 20 each time did not get exactly the log's events: once an "
-    "id beyond them, once its last two events missing (456, 457): not yet found"))
+@pytest.mark.skipif(not os.environ.get("PLANWATCH_TEST_ROLLING_RESTART"), reason=(
+    "open defect, not in make test (2-5 min on this machine): in 3 runs every run succeeded "
+    "with its full output, but one stream of 20 each time did not get exactly the log's "
+    "events (once an id beyond them, once its last two missing); run it with "
+    "PLANWATCH_TEST_ROLLING_RESTART=1 (it fails while the defect is there)"))
 def test_a_rolling_restart_under_20_streams_loses_no_event_and_no_run(operator):
     if connection.vendor != "postgresql":
         pytest.skip("serve --processes 2 needs PostgreSQL: this runs in the PostgreSQL pass")
