@@ -151,10 +151,10 @@ class StateEditForm(forms.Form):
         if not edit:
             return cleaned
         for name, text in self.check(edit, cleaned.get("as_node") or "").items():
-            key = f"ch_{name}" if f"ch_{name}" in self.fields else (
+            field: str | None = f"ch_{name}" if f"ch_{name}" in self.fields else (
                 name if name in self.fields else None)
-            if key is None or key not in self.errors:
-                self.add_error(key, text)
+            if field is None or field not in self.errors:
+                self.add_error(field, text)
         return cleaned
 
     def edit(self) -> dict[str, Any]:

@@ -668,7 +668,7 @@ def _block(row: Row, container: str, *, axis: Axis, now: float, urls: _Urls,
         block = format_html('<div class="wf-item" id="{}-b">{}<div class="wf-kids" id="{}-c">'
                             '{}</div></div>', key, line, key, kids)
     else:
-        block = line + kids
+        block = mark_safe(line + kids)  # both built by format_html
     into[key] = Part(container, line, block)
     return block
 

@@ -32,7 +32,7 @@ def run_list(request: HtmxHttpRequest) -> TemplateResponse:
         request.GET.get("page"))
     waits = selectors.runs_waits(run_ids=[run.id for run in page])
     for run in page:  # the same working time and waits as its header and waterfall
-        run.figures = waits.get(str(run.id))
+        run.figures = waits.get(str(run.id))  # type: ignore[attr-defined]
     template = "dashboard/_run_rows.html" if request.htmx else "dashboard/run_list.html"
     return TemplateResponse(request, template, {
         "page": page, "form": form, **chosen, "filtered": form.is_filtered,
