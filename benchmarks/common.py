@@ -112,6 +112,25 @@ def bench_env(db: str, **extra: str) -> dict[str, str]:
     return env
 
 
+def measure_on_fresh_sqlite(module: str, db_name: str, repeats: int,
+                            **extra: str) -> subprocess.CompletedProcess[str]:
+    """``python -m <module> --measure --repeats N`` on a new, migrated SQLite database of
+    its own (``db_name``), with ``extra`` in its environment; what it printed."""
+    env = bench_env("sqlite", DATABASE_URL=database_url("sqlite", db_name), **extra)
+    path = database_url("sqlite", db_name).removeprefix("sqlite:///")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.unlink(path + suffix)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--no-input", "-v0"], cwd=ROOT,
+                   env=env, check=True)
+    done = subprocess.run([sys.executable, "-m", module, "--measure", "--repeats",
+                           str(repeats)], cwd=ROOT, env=env, check=False,
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"the measure failed:\n{done.stderr[-3000:]}")
+    return done
+
+
 def reset_database(db: str) -> None:
     """Drop and re-create the bench database, then migrate it."""
     if db == "pg":

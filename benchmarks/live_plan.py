@@ -22,14 +22,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Any
 
 import requests
 
-from benchmarks.common import ROOT, bench_env, database_url, free_port, process, summary
+from benchmarks.common import (
+    free_port,
+    measure_on_fresh_sqlite,
+    process,
+    summary,
+)
 
 USER, PASSWORD = "bench-live", "bench-live-pw-1234"
 DB_NAME = "planwatch_bench_live_plan"
@@ -197,19 +201,9 @@ def main() -> None:
     if args.measure:
         print(json.dumps(measure(repeats=args.repeats)))
         return
-    env = bench_env("sqlite", DATABASE_URL=database_url("sqlite", DB_NAME))
-    env["PLANWATCH_THINK_TIME"] = os.environ.get("PLANWATCH_THINK_TIME", "0.4")
-    path = database_url("sqlite", DB_NAME).removeprefix("sqlite:///")
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.unlink(path + suffix)
-    subprocess.run([sys.executable, "manage.py", "migrate", "--no-input", "-v0"], cwd=ROOT,
-                   env=env, check=True)
-    done = subprocess.run([sys.executable, "-m", "benchmarks.live_plan", "--measure",
-                           "--repeats", str(args.repeats)], cwd=ROOT, env=env, check=False,
-                          capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"the measure failed:\n{done.stderr[-3000:]}")
+    done = measure_on_fresh_sqlite("benchmarks.live_plan", DB_NAME, args.repeats,
+                                   PLANWATCH_THINK_TIME=os.environ.get(
+                                       "PLANWATCH_THINK_TIME", "0.4"))
     if os.environ.get("LIVE_PLAN_PROFILE"):
         print("\n".join(line for line in done.stderr.splitlines() if " ms  " in line),
               file=sys.stderr)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -24,7 +23,7 @@ from typing import Any
 
 import requests
 
-from benchmarks.common import ROOT, bench_env, database_url, free_port, process, summary
+from benchmarks.common import free_port, measure_on_fresh_sqlite, process, summary
 
 USER, PASSWORD = "bench-waterfall", "bench-waterfall-pw-1234"
 DB_NAME = "planwatch_bench_waterfall"
@@ -154,18 +153,7 @@ def main() -> None:
     if args.measure:
         print(json.dumps(measure(repeats=args.repeats)))
         return
-    env = bench_env("sqlite", DATABASE_URL=database_url("sqlite", DB_NAME))
-    path = database_url("sqlite", DB_NAME).removeprefix("sqlite:///")
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.unlink(path + suffix)
-    subprocess.run([sys.executable, "manage.py", "migrate", "--no-input", "-v0"], cwd=ROOT,
-                   env=env, check=True)
-    done = subprocess.run([sys.executable, "-m", "benchmarks.waterfall", "--measure",
-                           "--repeats", str(args.repeats)], cwd=ROOT, env=env, check=False,
-                          capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"the measure failed:\n{done.stderr[-3000:]}")
+    done = measure_on_fresh_sqlite("benchmarks.waterfall", DB_NAME, args.repeats)
     print(done.stdout.strip().splitlines()[-1])
 
 
