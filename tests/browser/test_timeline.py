@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 from dashboard.models import Interrupt, Run, RunEvent
 from dashboard.web.presentation import trace
 from dashboard.web.presentation.timeline import replay_stops, timeline_rows
-from tests.browser.conftest import DESKTOP, PHONE, no_overflow, start_paused_before_decide
+from tests.browser.conftest import DESKTOP, no_overflow, start_paused_before_decide
 from tests.browser.test_operator import TYPED, header_says, start_from_form
 from tests.browser.test_trace import rows_match_the_log
 from tests.conftest import login, screenshot, wait_run
@@ -83,8 +83,8 @@ def no_overlap(page) -> None:
     assert page.evaluate(OVERLAPS) == []
 
 
-@pytest.mark.parametrize("page", [pytest.param(DESKTOP, id="desktop"),
-                                  pytest.param(PHONE, id="phone")], indirect=True)
+# 390 px layouts: test_accessibility visits these pages at both widths (CI time: one width)
+@pytest.mark.parametrize("page", [pytest.param(DESKTOP, id="desktop")], indirect=True)
 def test_node_runs_group_live_and_replay_steps_by_node(live_server_url, page, operator):
     size = size_name(page)
     login(page, live_server_url, "olga", "pw-olga-1234")
@@ -170,8 +170,8 @@ def test_node_runs_group_live_and_replay_steps_by_node(live_server_url, page, op
     assert int(page.locator("#replay-at").inner_text()) <= at
 
 
-@pytest.mark.parametrize("page", [pytest.param(DESKTOP, id="desktop"),
-                                  pytest.param(PHONE, id="phone")], indirect=True)
+# 390 px layouts: test_accessibility visits these pages at both widths (CI time: one width)
+@pytest.mark.parametrize("page", [pytest.param(DESKTOP, id="desktop")], indirect=True)
 def test_paused_the_state_shows_first_and_is_edited_then_continued(live_server_url, page,
                                                                    operator):
     operator.user_permissions.add(*Permission.objects.filter(

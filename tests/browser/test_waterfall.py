@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from dashboard import services
 from dashboard.models import Interrupt, Run, RunEvent
-from tests.browser.conftest import DESKTOP, PHONE, accessible, no_overflow
+from tests.browser.conftest import DESKTOP, accessible, no_overflow
 from tests.conftest import ARTIFACTS, login, screenshot, wait_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -26,7 +26,7 @@ def answer_until_done(run: Run, operator) -> Run:
             services.interrupt_answer(interrupt=question, answer=ANSWERS[field], user=operator)
 
 
-@pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["1400", "390"])
+@pytest.mark.parametrize("page", [DESKTOP], indirect=True, ids=["1400"])  # 390: test_accessibility
 def test_the_waterfall_of_an_answered_acquisition_run(live_server_url, page, executor,
                                                       operator):
     run = services.run_create(graph="acquisition", input={}, user=operator)
@@ -82,7 +82,7 @@ def test_the_waterfall_of_an_answered_acquisition_run(live_server_url, page, exe
     waterfall.screenshot(path=str(ARTIFACTS / f"{name}-box.png"))
 
 
-@pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["1400", "390"])
+@pytest.mark.parametrize("page", [DESKTOP], indirect=True, ids=["1400"])  # 390: test_accessibility
 def test_a_failed_plan_is_shown_failed_with_its_red_bars(live_server_url, page, executor,
                                                          operator):
     run = wait_run(services.run_create(graph="decomposition", input={
@@ -104,7 +104,7 @@ def test_a_failed_plan_is_shown_failed_with_its_red_bars(live_server_url, page, 
     expect(page.locator(f"#run-{run.id}-status")).to_have_text("Finished \u2014 plan failed")
 
 
-@pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["1400", "390"])
+@pytest.mark.parametrize("page", [DESKTOP], indirect=True, ids=["1400"])  # 390: test_accessibility
 def test_a_215_task_plan_is_a_folded_tree_with_its_detail_beside(live_server_url, page,
                                                                 executor, operator):
     run = wait_run(services.run_create(graph="decomposition", input={"breadth": 14},
