@@ -8,7 +8,6 @@ the parent's is unchanged; both trace pages draw the branch tree.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 
@@ -87,10 +86,8 @@ def test_pause_step_continue_then_fork_with_a_new_price(live_server_url, page, o
     before_calc = parent.events.filter(kind=RunEvent.Kind.CHECKPOINT, namespace="",
                                        payload__next=["calculate"]).last()
     page.goto(f"{live_server_url}/runs/{parent.id}/fork/?checkpoint={before_calc.checkpoint_id}")
-    values = page.locator("[name=ch_values]")
-    state = json.loads(values.input_value())
-    state["market.price"] = 60
-    values.fill(json.dumps(state))
+    # the planner declares the fields of its values: one box each, checked as its forms are
+    page.locator('[name="ch_values.market.price"]').fill("60")
     at_both_widths(page, "debug-fork-form")
     page.click("#fork-submit")
     page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
