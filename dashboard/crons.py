@@ -208,8 +208,11 @@ def poll_once() -> list[Run]:
         return cron_fire_due()
     except DatabaseError:
         logger.warning("firing due crons failed; trying again next poll", exc_info=True)
-        connection.close()  # psycopg's "the connection is closed" would otherwise stay
         return []
+    finally:
+        # psycopg's "the connection is closed" would otherwise stay; and a pooled
+        # connection goes back to the pool between polls
+        connection.close()
 
 
 async def apoll_forever() -> None:

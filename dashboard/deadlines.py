@@ -96,22 +96,28 @@ def poll_once() -> dict[str, int]:
     next look draws a fresh one); a fault of one part leaves the others to run."""
     close_old_connections()
     done: dict[str, int] = {}
-    for name, step in (("notified", notices.notices_queue_asked),
-                       ("deadlines", deadlines_sweep),
-                       ("sent", lambda: len(notices.notices_send_due()))):
-        try:
-            result = step()
-        except DatabaseError:
-            logger.warning("%s failed; trying again next look", name, exc_info=True)
-            connection.close()
-            continue
-        except Exception:
-            logger.warning("%s failed", name, exc_info=True)
-            continue
-        if isinstance(result, dict):
-            done.update(result)
-        else:
-            done[name] = int(result)
+    try:
+        for name, step in (("notified", notices.notices_queue_asked),
+                           ("deadlines", deadlines_sweep),
+                           ("sent", lambda: len(notices.notices_send_due()))):
+            try:
+                result = step()
+            except DatabaseError:
+                logger.warning("%s failed; trying again next look", name, exc_info=True)
+                connection.close()
+                continue
+            except Exception:
+                logger.warning("%s failed", name, exc_info=True)
+                continue
+            if isinstance(result, dict):
+                done.update(result)
+            else:
+                done[name] = int(result)
+    finally:
+        # Back to the pool between looks: the look runs on whichever thread of the loop's
+        # executor is free, and a connection left open on each would hold the pool's share
+        # of every one of them (PostgreSQL's pool ran dry under the fault tests).
+        connection.close()
     return done
 
 

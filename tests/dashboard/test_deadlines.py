@@ -161,3 +161,26 @@ def test_two_sweeps_racing_a_passed_deadline_apply_its_default_once(
     assert run.output == {"answer": "fallback"}
     assert run.events.filter(kind=RunEvent.Kind.INTERRUPT_ANSWERED).count() == 1
     assert run.events.filter(kind=RunEvent.Kind.QUESTION_ESCALATED).count() == 1
+
+
+@pytest.mark.pg
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("poller", ["deadlines", "crons"])
+def test_a_poll_gives_its_connection_back_whatever_thread_ran_it(poller):
+    """The pollers run on whichever thread of the loop's executor is free: a connection
+    left open on each would hold the pool's share of every such thread (a served daphne's
+    pool of 6 ran dry under load, and every request then waited 30 s for a connection)."""
+    from dashboard import crons
+
+    poll = {"deadlines": deadlines.poll_once, "crons": crons.poll_once}[poller]
+    left_open = []
+
+    def look():
+        poll()
+        left_open.append(connection.connection is not None)
+
+    for _ in range(3):
+        thread = threading.Thread(target=look)
+        thread.start()
+        thread.join(30)
+    assert left_open == [False, False, False]
