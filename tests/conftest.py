@@ -174,6 +174,28 @@ def served(django_db_blocker, *, port: int | None = None,
         log.close()
 
 
+def _flush_by_delete() -> None:
+    """A transactional test's flush on PostgreSQL by ``DELETE`` rather than Django's
+    ``TRUNCATE``: a few rows in each of ~50 tables, where TRUNCATE's fixed cost per table
+    (new files for each) made every flush 0.45 s, a third of the PostgreSQL pass. Django's
+    foreign keys there are deferred, so the order does not matter within the flush's
+    transaction; a flush that resets sequences keeps Django's statement."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences or allow_cascade:
+            return truncate(self, style, tables, reset_sequences=reset_sequences,
+                            allow_cascade=allow_cascade)
+        return [f"DELETE FROM {self.quote_name(table)};" for table in tables]
+
+    DatabaseOperations.sql_flush = sql_flush
+
+
+_flush_by_delete()
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup):
     """pytest-django's, closing the checkpoint read pools before the test database is

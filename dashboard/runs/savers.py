@@ -71,22 +71,35 @@ class CheckpointWriteFailed(Exception):
     """A run's checkpoint (or a task's writes) could not be saved: the run cannot go on."""
 
 
-async def awrite_retried[R](write: Callable[..., Awaitable[R]], *args: Any, **kwargs: Any) -> R:
-    """``write(*args, **kwargs)``, tried again with back-off (0.1 s doubling to 2 s) while
-    it fails for a transient reason, for ``CHECKPOINT_RETRY_SECONDS`` at most. A
-    checkpoint write is an upsert: writing it twice stores it once."""
+async def aretried[R](what: str, call: Callable[..., Awaitable[R]], *args: Any,
+                      **kwargs: Any) -> R:
+    """``call(*args, **kwargs)`` (a checkpoint ``what``: a write, an upsert, so writing it
+    twice stores it once; or a read), tried again with back-off (0.1 s doubling to 2 s)
+    while it fails for a transient reason, for ``CHECKPOINT_RETRY_SECONDS`` at most."""
     deadline = time.monotonic() + planwatch_setting("CHECKPOINT_RETRY_SECONDS")
     delay = 0.1
     while True:
         try:
-            return await write(*args, **kwargs)
+            return await call(*args, **kwargs)
         except Exception as exc:
             if not transient(exc) or time.monotonic() + delay > deadline:
                 raise
-            logger.warning("a checkpoint write failed (%s: %s); writing it again in %.1f s",
-                           type(exc).__name__, exc, delay)
+            logger.warning("a checkpoint %s failed (%s: %s); trying it again in %.1f s",
+                           what, type(exc).__name__, exc, delay)
         await asyncio.sleep(delay)
         delay = min(2.0, delay * 2)
+
+
+def retried_read[R](read: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+    """A saver's read, tried again while it fails for a transient reason: a run that
+    starts while 200 others do waits for a pooled connection (``SAVER_POOL_TIMEOUT``)
+    rather than failing on its first read."""
+
+    @functools.wraps(read)
+    async def again(*args: Any, **kwargs: Any) -> R:
+        return await aretried("read", read, *args, **kwargs)
+
+    return again
 
 
 def whole_writes(writes: Any) -> Any:
@@ -154,7 +167,7 @@ class WriteWatch:
         @functools.wraps(write)  # LangGraph reads aput_writes' signature (task_path)
         async def guarded(*args: Any, **kwargs: Any) -> T:
             try:
-                return await awrite_retried(write, *args, **kwargs)
+                return await aretried("write", write, *args, **kwargs)
             except Exception as exc:
                 if self.error is None:
                     self.error = exc
@@ -200,6 +213,7 @@ class SaverHandle:
         watch = WriteWatch()
         saver.aput = watch.guard_checkpoints(saver.aput)  # type: ignore[method-assign,assignment]
         saver.aput_writes = watch.guard_writes(saver.aput_writes)  # type: ignore[method-assign,assignment]
+        saver.aget_tuple = retried_read(saver.aget_tuple)  # type: ignore[method-assign]
         return graph.copy(update={"checkpointer": saver}), watch
 
     async def aclose(self) -> None:

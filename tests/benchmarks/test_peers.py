@@ -21,8 +21,6 @@ from dashboard.models import RunEvent
 from planner.registry import load_graphs
 from tests.conftest import assert_gapless, wait_run
 
-pytestmark = pytest.mark.pg
-
 
 async def test_the_chain_runs_its_80_nodes_in_order_each_stamping_its_completion():
     updates = [u async for u in peer_graph.graph.astream({"i": -1}, stream_mode="updates")]

@@ -41,34 +41,6 @@ def visit(page, url: str, name: str, found: list[str]) -> None:
         screenshot(page, f"a11y-{name}-{size}")
 
 
-def a_plan_reads_well(page) -> None:
-    """A finished decomposition: its tasks come before the waterfall and the graph, in rows
-    that wrap within the screen, and the result card counts them as the task view does."""
-    page.wait_for_function("() => document.querySelector('#trace-dag svg.dag-edges')")
-    top = page.evaluate("id => document.getElementById(id).getBoundingClientRect().top",
-                        "trace-dag")
-    for later in ("trace-waterfall", "trace-graph"):
-        assert top < page.evaluate(
-            "id => document.getElementById(id).getBoundingClientRect().top", later), later
-    assert page.evaluate("() => document.scrollingElement.scrollWidth <= window.innerWidth")
-    assert page.evaluate("() => { const d = document.getElementById('trace-dag');"
-                         " return d.scrollWidth <= d.clientWidth; }")
-    cards = page.locator("#trace-dag .task")
-    shown = cards.count()
-    assert shown > 100
-    expect(page.locator("#dag-count")).to_contain_text(f"{shown} tasks")
-    finished = page.locator("#trace-dag .task.status-ok").count()
-    expect(page.locator("#trace-result .result-headline")).to_have_text(
-        f"Synthesis of {finished} finished tasks")
-    metrics = dict(page.locator("#trace-result .result-metrics div").evaluate_all(
-        "ds => ds.map(d => [d.querySelector('dt').textContent, d.querySelector('dd')"
-        ".textContent])"))
-    assert metrics["tasks"] == str(shown) and metrics["tasks ok"] == str(finished), metrics
-    # a goal cut short on its card is there in full on demand
-    goal = cards.nth(shown - 1).locator(".tgoal")
-    assert len(goal.get_attribute("title")) >= len(goal.text_content().rstrip("…"))
-
-
 # Three tests (not one) so that the browser pass's two workers share the pages: each starts
 # the runs its pages need.
 
@@ -138,18 +110,15 @@ def test_pages_of_runs_waiting_paused_and_finished_have_no_serious_axe_violation
     price = page.locator('.question[data-field="market.price"] input')
     price.fill("47.88")
     price.press("Enter")
-    finished["decomposition"] = start_run(page, base, "decomposition", {"breadth": "14"})
+    # a small plan: the same templates as a 215-task one (whose layout and axe-core check
+    # are test_waterfall's), at a tenth of axe-core's time (21 s a width for 215 tasks)
+    finished["decomposition"] = start_run(page, base, "decomposition", {"breadth": "4"})
     for states, status in ((waiting, "interrupted"), (paused, "paused"),
                            (finished, "succeeded")):
         for graph, run in states.items():
             run = wait_run(run.id, statuses=WAITING)
             assert run.status == status, (graph, run.status, run.error_message)
             visit(page, f"{base}/runs/{run.id}/", f"{graph}-{status}", found)
-
-    for viewport in (DESKTOP, PHONE):
-        page.set_viewport_size(viewport)
-        page.goto(f"{base}/runs/{finished['decomposition'].id}/")
-        a_plan_reads_well(page)
 
     done = finished["acquisition"]
     checkpoint = done.events.filter(kind=RunEvent.Kind.CHECKPOINT, namespace="").last()

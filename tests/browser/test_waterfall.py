@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from dashboard import services
 from dashboard.models import Interrupt, Run, RunEvent
-from tests.browser.conftest import DESKTOP, accessible, no_overflow
+from tests.browser.conftest import DESKTOP, PHONE, accessible, no_overflow
 from tests.conftest import ARTIFACTS, login, screenshot, wait_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -104,6 +104,34 @@ def test_a_failed_plan_is_shown_failed_with_its_red_bars(live_server_url, page, 
     expect(page.locator(f"#run-{run.id}-status")).to_have_text("Finished \u2014 plan failed")
 
 
+def a_plan_reads_well(page) -> None:
+    """A finished decomposition: its tasks come before the waterfall and the graph, in rows
+    that wrap within the screen, and the result card counts them as the task view does."""
+    page.wait_for_function("() => document.querySelector('#trace-dag svg.dag-edges')")
+    top = page.evaluate("id => document.getElementById(id).getBoundingClientRect().top",
+                        "trace-dag")
+    for later in ("trace-waterfall", "trace-graph"):
+        assert top < page.evaluate(
+            "id => document.getElementById(id).getBoundingClientRect().top", later), later
+    assert page.evaluate("() => document.scrollingElement.scrollWidth <= window.innerWidth")
+    assert page.evaluate("() => { const d = document.getElementById('trace-dag');"
+                         " return d.scrollWidth <= d.clientWidth; }")
+    cards = page.locator("#trace-dag .task")
+    shown = cards.count()
+    assert shown > 100
+    expect(page.locator("#dag-count")).to_contain_text(f"{shown} tasks")
+    finished = page.locator("#trace-dag .task.status-ok").count()
+    expect(page.locator("#trace-result .result-headline")).to_have_text(
+        f"Synthesis of {finished} finished tasks")
+    metrics = dict(page.locator("#trace-result .result-metrics div").evaluate_all(
+        "ds => ds.map(d => [d.querySelector('dt').textContent, d.querySelector('dd')"
+        ".textContent])"))
+    assert metrics["tasks"] == str(shown) and metrics["tasks ok"] == str(finished), metrics
+    # a goal cut short on its card is there in full on demand
+    goal = cards.nth(shown - 1).locator(".tgoal")
+    assert len(goal.get_attribute("title")) >= len(goal.text_content().rstrip("…"))
+
+
 @pytest.mark.parametrize("page", [DESKTOP], indirect=True, ids=["1400"])  # 390: test_accessibility
 def test_a_215_task_plan_is_a_folded_tree_with_its_detail_beside(live_server_url, page,
                                                                 executor, operator):
@@ -137,3 +165,8 @@ def test_a_215_task_plan_is_a_folded_tree_with_its_detail_beside(live_server_url
     name = "waterfall-plan-215" + ("" if wide else "-390")
     screenshot(page, name)
     page.locator(".wf-pair").screenshot(path=str(ARTIFACTS / f"{name}-box.png"))
+    # the whole page reads well at both widths: tasks first, rows within the screen
+    for viewport in (DESKTOP, PHONE):
+        page.set_viewport_size(viewport)
+        page.goto(f"{live_server_url}/runs/{run.id}/")
+        a_plan_reads_well(page)

@@ -13,8 +13,6 @@ from dashboard.runs import otel
 from dashboard.web.presentation import trace
 from tests.conftest import wait_run
 
-pytestmark = pytest.mark.pg
-
 
 @pytest.fixture
 def failed_plan(executor, operator):

@@ -36,8 +36,13 @@ def test_a_thread_cron_fires_on_its_thread_with_its_assistants_context(sdk):
                                               status="succeeded").first())
     assert str(run.assistant_id) == aid and run.metadata["cron_id"] == cron["cron_id"]
     assert sdk.threads.get_state(thread["thread_id"])["values"]["reply"] == "m-cron for dee"
-    stored = wait_for(lambda: Cron.objects.filter(id=cron["cron_id"], last_run=run).first())
-    assert stored.last_run_date is not None
+    # the cron keeps firing (every second, enqueued on the thread): its last run is the
+    # newest it fired, that one or a later one, on the same thread
+    stored = Cron.objects.select_related("last_run").get(id=cron["cron_id"])
+    last = stored.last_run
+    assert last is not None and stored.last_run_date is not None
+    assert str(last.conversation_id) == thread["thread_id"]
+    assert last.metadata["cron_id"] == cron["cron_id"] and last.created_at >= run.created_at
     sdk.crons.delete(cron["cron_id"])
     assert not Cron.objects.filter(id=cron["cron_id"]).exists()
 
