@@ -6,7 +6,7 @@ PY := $(BIN)/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/planwatch
-REDIS_TEST_URL ?= redis://127.0.0.1:6379/1
+REDIS_TEST_URL ?= redis://127.0.0.1:6379/0
 PYTEST_ARGS ?=
 # Both cores: a module's tests stay on one worker (its fixtures and order), each worker on a
 # database of its own (pytest-django's _gw0, _gw1); XDIST= runs in one process. The browser
@@ -16,7 +16,7 @@ XDIST ?= -n 2 --dist loadfile
 # The browser tests share no module fixture: each goes to whichever worker is free; three
 # workers, as with two they kept the cores ~40 % busy (waits on rendering and the server).
 XDIST_BROWSER ?= $(if $(XDIST),-n 3 --dist load,)
-# The second pass runs again, on PostgreSQL + Redis, the tests marked `pg` (a module's
+# The second pass runs, on PostgreSQL + Redis, the tests marked `pg` (a module's
 # `pytestmark`; `postgres` and `redis` tests count too): those whose code takes another path
 # there. That is the engine (dashboard/runs/: claims and locks, the run store's SQL fast
 # paths, savers, pools, recovery), the checkpoint reads (dashboard/checkpoints.py: admin,
@@ -24,13 +24,17 @@ XDIST_BROWSER ?= $(if $(XDIST),-n 3 --dist load,)
 # API, model calls), the channel layer (consumers, sockets, streams), the LangGraph API's
 # state, store, crons, deletes and races, and the faults of a server going away. Pages
 # built from the event log, request parsing, permissions and the browser tests take the
-# same path on both databases and ran in the first pass. A new test of such code: mark it.
-SECOND_PASS ?= -m "pg and not browser"
+# same path on both databases and run in the first pass; a `pg` test runs only here, but
+# the engine's (tests/dashboard/runs/, `both`), whose SQLite SQL and saver are its own, run
+# in both. A new test of such code: mark it.
+SECOND_PASS ?= -m "pg and not browser and not long"
+# The first pass: the rest, and the engine's pg tests again (SQLite's SQL and saver: `both`)
+FIRST_PASS ?= -m "not browser and not long and (not pg or both)"
 
 # The fast layer: no server, no browser, no PostgreSQL or Redis (run before each commit).
 FAST := -m "not server and not browser and not postgres and not redis"
 
-.PHONY: run test test-fast lint typecheck bench mutants migrate install install-dev install-js clean
+.PHONY: run test test-all test-fast lint typecheck bench mutants migrate install install-dev install-js clean
 
 $(PY):
 	@python=$$(scripts/find-python) || exit 1; \
@@ -78,33 +82,32 @@ typecheck: install-dev
 test-fast: install-dev lint
 	$(PY) -m pytest -q $(FAST) $(PYTEST_ARGS)
 
-## test: lint, types, the whole suite on SQLite + in-memory layer and, beside it, what
-## depends on the database and the channel layer again on PostgreSQL + Redis (SECOND_PASS);
-## then the browser tests alone. The two passes side by side: each leaves about half of
-## the two cores idle (servers started, runs waited for), so together they take about as
-## long as the longer one; the browser tests, whose expectations wait on rendering, run
-## on a machine nothing else loads.
+## test: lint, types, then each test once where its code path differs: on SQLite + the
+## in-memory layer (FIRST_PASS), the browser tests, then on PostgreSQL + Redis (SECOND_PASS);
+## not the long fault and load tests (`long`: make test-all). CI runs this (15 minutes).
 test: install-dev install-js lint
-	@mkdir -p var; rm -f var/pg-pass.rc; \
-	( $(BIN)/mypy planner dashboard config > var/typecheck.log 2>&1; \
+	@mkdir -p var; ( $(BIN)/mypy planner dashboard config > var/typecheck.log 2>&1; \
 	  echo $$? > var/typecheck.rc ) & \
-	scripts/check-services; services=$$?; \
-	if [ $$services = 0 ]; then \
-	  echo "== second pass, beside the first: PostgreSQL ($(PG_URL)) and Redis ($(REDIS_TEST_URL)); its output follows the first pass's"; \
-	  ( DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(PY) -m pytest --durations=10 \
-	      $(XDIST) $(SECOND_PASS) $(PYTEST_ARGS) > var/pg-pass.log 2>&1; \
-	    echo $$? > var/pg-pass.rc ) & \
-	elif [ $$services = 2 ]; then exit 1; \
-	else echo "PostgreSQL or Redis unreachable: skipped the second pass (install and start them)"; \
-	fi; \
-	$(PY) -m pytest --durations=10 $(XDIST) -m "not browser" $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest --durations=10 $(XDIST) $(FIRST_PASS) $(PYTEST_ARGS); rc=$$?; \
 	wait; echo "== typecheck (beside the first pass)"; cat var/typecheck.log; \
-	if [ -f var/pg-pass.rc ]; then \
-	  echo "== second pass: PostgreSQL and Redis (beside the first)"; cat var/pg-pass.log; \
-	  [ "$$(cat var/pg-pass.rc)" = 0 ] || rc=1; \
-	fi; \
 	[ $$rc = 0 ] && [ "$$(cat var/typecheck.rc)" = 0 ]
-	$(PY) -m pytest --durations=10 $(XDIST_BROWSER) -m browser $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=10 $(XDIST_BROWSER) -m "browser and not long" $(PYTEST_ARGS)
+	@scripts/check-services; rc=$$?; \
+	if [ $$rc = 0 ]; then \
+	  echo "== second pass: PostgreSQL ($(PG_URL)) and Redis ($(REDIS_TEST_URL)) =="; \
+	  DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(PY) -m pytest --durations=10 \
+	    $(XDIST) $(SECOND_PASS) $(PYTEST_ARGS); \
+	elif [ $$rc = 2 ]; then exit 1; \
+	else echo "PostgreSQL or Redis unreachable: skipped the second pass (install and start them)"; \
+	fi
+
+## test-all: make test, then the long tests (`long`: daphne, Redis and the database killed
+## under streams, 200 streams at once, workers killed, several web processes, drains,
+## Phoenix) on SQLite and on PostgreSQL + Redis (about 10 minutes more)
+test-all: test
+	$(PY) -m pytest --durations=10 $(XDIST) -m long $(PYTEST_ARGS)
+	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(PY) -m pytest --durations=10 \
+	  $(XDIST) -m "long and pg" $(PYTEST_ARGS)
 
 bench: install-dev
 	$(PY) -m benchmarks

@@ -304,11 +304,15 @@ layer (``make test-fast``) without saying so; a module that starts one itself is
 def pytest_collection_modifyitems(config, items):
     """Run browser tests last: Playwright's sync API leaves an event loop in the main thread,
     which the asyncio tests after it would trip over. A test that needs a real PostgreSQL
-    or Redis belongs to the second pass (``pg``) without saying so twice, and one that
-    starts a server is not in the fast layer (``server``)."""
+    or Redis belongs to the second pass (``pg``) without saying so twice, a ``pg`` test of
+    the run engine runs in both passes (``both``), and one that starts a server is not in
+    the fast layer (``server``)."""
     for item in items:
         if item.get_closest_marker("postgres") or item.get_closest_marker("redis"):
             item.add_marker(pytest.mark.pg)
+        if "tests/dashboard/runs/" in str(item.path) and item.get_closest_marker("pg") \
+                and not item.get_closest_marker("postgres"):
+            item.add_marker(pytest.mark.both)  # the engine: SQLite's SQL and saver too
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
     # the slow modules first: pytest-xdist hands modules out in this order, and a slow one

@@ -36,7 +36,7 @@ from tests.conftest import (
 from tests.lgserver.test_many_streams import client
 from tests.security.test_faults import expected_ids
 
-pytestmark = [pytest.mark.pg, pytest.mark.postgres, pytest.mark.reliability,
+pytestmark = [pytest.mark.long, pytest.mark.pg, pytest.mark.postgres, pytest.mark.reliability,
               pytest.mark.server, pytest.mark.django_db(transaction=True)]
 
 Kind = RunEvent.Kind

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ARTIFACTS, ROOT, SMALL_POOLS, database_url, free_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.pg]
+pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.pg]
 
 
 def get(url: str) -> tuple[int, str]:

@@ -16,7 +16,7 @@ from tests.lgserver.conftest import PERMS
 
 # Beside the suite's other live daphnes (whose pools tests.conftest.SMALL_POOLS caps: with
 # the defaults their pools together passed PostgreSQL's max_connections, 100).
-pytestmark = [pytest.mark.slow, pytest.mark.pg, pytest.mark.server,
+pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.pg, pytest.mark.server,
               pytest.mark.django_db(transaction=True)]
 
 

@@ -16,7 +16,8 @@ from dashboard.models import Cron, Run
 from tests.conftest import api_token, assert_gapless, database_url
 from tests.security.test_faults import daphne
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.pg, pytest.mark.reliability,
+pytestmark = [pytest.mark.long, pytest.mark.slow,
+              pytest.mark.postgres, pytest.mark.pg, pytest.mark.reliability,
               pytest.mark.django_db(transaction=True)]
 
 RUNS = 10

@@ -36,7 +36,8 @@ from tests.conftest import (
     wait_run,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.pg, pytest.mark.reliability, pytest.mark.server,
+pytestmark = [pytest.mark.long, pytest.mark.slow,
+              pytest.mark.pg, pytest.mark.reliability, pytest.mark.server,
               pytest.mark.django_db(transaction=True)]
 
 Kind = RunEvent.Kind

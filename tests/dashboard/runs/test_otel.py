@@ -1,7 +1,7 @@
 """OpenTelemetry export: a run read back from a real OTLP receiver, Arize Phoenix.
 
 Phoenix runs from its own venv, ``.venv-phoenix`` (gitignored), created on first use
-(``pip install arize-phoenix``, about 70 s; CI installs it before the tests) and reused
+(``pip install arize-phoenix``, about 70 s; ``make test-all`` only: it is ``long``) and reused
 after; its server starts once per session, offline, on free loopback ports. Outside CI a
 Phoenix that cannot be installed or started skips these tests with the reason.
 """
@@ -89,6 +89,7 @@ def _spans_of(url: str, trace_id: str, *, at_least: int) -> list[dict]:
         time.sleep(0.5)
 
 
+@pytest.mark.long  # Phoenix's own server: make test-all
 def test_phoenix_holds_an_acquisition_run_as_one_trace_of_nested_spans_with_tokens(
         phoenix, on_test_model, operator, settings):  # noqa: F811
     settings.PLANWATCH = {**settings.PLANWATCH, "OTLP_ENDPOINT": phoenix}

@@ -19,7 +19,8 @@ from tests.conftest import ARTIFACTS, ROOT, assert_gapless, database_url, wait_r
 Kind = RunEvent.Kind
 SLOW = {"steps": 150, "delay": 0.02}
 
-pytestmark = [pytest.mark.slow, pytest.mark.pg, pytest.mark.reliability, pytest.mark.server]
+pytestmark = [pytest.mark.long, pytest.mark.slow,
+              pytest.mark.pg, pytest.mark.reliability, pytest.mark.server]
 
 
 def spawn(args: list[str], name: str, **env: str) -> subprocess.Popen:
