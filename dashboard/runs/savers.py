@@ -213,7 +213,7 @@ class SaverHandle:
         watch = WriteWatch()
         saver.aput = watch.guard_checkpoints(saver.aput)  # type: ignore[method-assign,assignment]
         saver.aput_writes = watch.guard_writes(saver.aput_writes)  # type: ignore[method-assign,assignment]
-        saver.aget_tuple = retried_read(saver.aget_tuple)  # type: ignore[method-assign]
+        saver.aget_tuple = retried_read(saver.aget_tuple)  # type: ignore[method-assign,assignment]
         return graph.copy(update={"checkpointer": saver}), watch
 
     async def aclose(self) -> None:

@@ -116,6 +116,7 @@ def test_percentile_interpolates_and_is_nan_without_values():
     assert peers.percentile([], 50) != peers.percentile([], 50)  # NaN
 
 
+@pytest.mark.pg
 def test_the_floor_is_measured_and_resolved_as_the_servers_are(monkeypatch):
     """The bare rows go through the same phases and resolution as the servers' rows (a
     one-run measurement of the floor on a database of the test's own)."""
