@@ -13,9 +13,9 @@ PYTEST_ARGS ?=
 # tests run in a process of their own: Playwright's sync API leaves an event loop running in
 # its thread, which every asyncio test after it on that worker trips over.
 XDIST ?= -n 2 --dist loadfile
-# The browser tests share no module fixture: each goes to whichever worker is free; three
-# workers, as with two they kept the cores ~40 % busy (waits on rendering and the server).
-XDIST_BROWSER ?= $(if $(XDIST),-n 3 --dist load,)
+# The browser tests share no module fixture: each goes to whichever worker is free (three
+# workers were slower than two: 8:13 against 7:51 for the same tests).
+XDIST_BROWSER ?= $(if $(XDIST),-n 2 --dist load,)
 # The second pass runs, on PostgreSQL + Redis, the tests marked `pg` (a module's
 # `pytestmark`; `postgres` and `redis` tests count too): those whose code takes another path
 # there. That is the engine (dashboard/runs/: claims and locks, the run store's SQL fast
@@ -103,9 +103,11 @@ test: install-dev install-js lint
 
 ## test-all: make test, then the long tests (`long`: daphne, Redis and the database killed
 ## under streams, 200 streams at once, workers killed, several web processes, drains,
-## Phoenix) on SQLite and on PostgreSQL + Redis (about 10 minutes more)
+## Phoenix, and the browser tests outside tests.conftest.BROWSER_GATE) on SQLite and on
+## PostgreSQL + Redis (about 15 minutes more)
 test-all: test
-	$(PY) -m pytest --durations=10 $(XDIST) -m long $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=10 $(XDIST) -m "long and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=10 $(XDIST_BROWSER) -m "long and browser" $(PYTEST_ARGS)
 	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(PY) -m pytest --durations=10 \
 	  $(XDIST) -m "long and pg" $(PYTEST_ARGS)
 

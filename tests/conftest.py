@@ -294,6 +294,25 @@ def assert_gapless(run) -> list:
     return list(run.events.order_by("seq"))
 
 
+BROWSER_GATE = (
+    "tests/browser/test_login.py::",
+    "tests/browser/test_operator.py::test_an_acquisition_run_from_form_to_result_and_replay[desktop]",
+    "tests/browser/test_connection.py::",
+    "tests/browser/test_trace.py::test_an_acquisition_trace_marks_visits_decisions_and_inspects_state",
+    "tests/browser/test_waterfall.py::test_a_failed_plan_is_shown_failed_with_its_red_bars",
+    "tests/browser/test_inbox_many.py::",
+    "tests/browser/test_notifications.py::",
+    "tests/lgserver/test_chat_ui_client.py::",
+    "tests/lgserver/test_js_client.py::",
+    "tests/dashboard/test_api_docs.py::",
+)
+"""The browser tests CI's ``make test`` runs (two minutes on this machine): an operator's
+journey from form to answer to result, a lost connection that keeps the answer, a trace, a
+failed plan shown failed, the inbox of many, a notification, LangGraph's JS clients and the
+API reference. The rest (accessibility at both widths, the 215-task plan, live
+decompositions, timelines, debugging, drafts, lists) are ``long``: ``make test-all``
+(another eight minutes; all of them at once did not fit CI's fifteen)."""
+
 SERVER_FIXTURES = frozenset({"live_server_url", "lg_url", "browser", "page", "chromium",
                              "phoenix"})
 """Fixtures that start a process (daphne, Chromium): a test using one is not in the fast
@@ -313,6 +332,8 @@ def pytest_collection_modifyitems(config, items):
         if "tests/dashboard/runs/" in str(item.path) and item.get_closest_marker("pg") \
                 and not item.get_closest_marker("postgres"):
             item.add_marker(pytest.mark.both)  # the engine: SQLite's SQL and saver too
+        if item.get_closest_marker("browser") and not item.nodeid.startswith(BROWSER_GATE):
+            item.add_marker(pytest.mark.long)
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
     # the slow modules first: pytest-xdist hands modules out in this order, and a slow one
