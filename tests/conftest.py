@@ -306,7 +306,7 @@ BROWSER_GATE = (
     "tests/lgserver/test_js_client.py::",
     "tests/dashboard/test_api_docs.py::",
 )
-"""The browser tests CI's ``make test`` runs (two minutes on this machine): an operator's
+"""The browser tests CI's ``make test`` runs (2 min 32 s in CI on this machine): an operator's
 journey from form to answer to result, a lost connection that keeps the answer, a trace, a
 failed plan shown failed, the inbox of many, a notification, LangGraph's JS clients and the
 API reference. The rest (accessibility at both widths, the 215-task plan, live
