@@ -68,15 +68,25 @@ class Daphne:
         self.starts += 1
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         log = (ARTIFACTS / f"faults-daphne-{self.port}-{self.starts}.log").open("w")
+        # one web process (PostgreSQL's default is the cores): the socket is open before
+        # a web process answers on it, so the server is started when /healthz answers
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port",
-             str(self.port)], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
-        deadline = time.monotonic() + 30
-        while not port_open("127.0.0.1", self.port):
+             str(self.port), "--processes", "1"], cwd=ROOT, env=self.env, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + float(os.environ.get("PLANWATCH_TEST_SERVE_WAIT", "90"))
+        while not self._answers():
             assert self.proc.poll() is None, f"daphne exited; see {log.name}"
             assert time.monotonic() < deadline, "daphne did not start"
             time.sleep(0.1)
+
+    def _answers(self) -> bool:
+        if not port_open("127.0.0.1", self.port):
+            return False
+        try:
+            return requests.get(f"{self.url}/healthz", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
