@@ -113,6 +113,33 @@ def database_url(settings_dict: dict) -> str:
     return f"postgres://{auth}{host}:{port}/{settings_dict['NAME']}"
 
 
+def serving(port: int) -> bool:
+    """Whether ``manage.py serve`` on ``port`` answers: its ``/healthz`` says 200 (the
+    socket is open before a web process answers on it)."""
+    from urllib.error import URLError
+    from urllib.request import urlopen
+
+    if not port_open("127.0.0.1", port):
+        return False
+    try:
+        with urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+            return response.status == 200
+    except (URLError, OSError):
+        return False
+
+
+def wait_serving(proc: subprocess.Popen, port: int) -> bool:
+    """Wait until ``proc`` (``manage.py serve``) answers on ``port``: True, or False when
+    it exited or did not answer within ``PLANWATCH_TEST_SERVE_WAIT`` seconds (default 90:
+    a loaded machine, both cores busy, took over 30 s to start one)."""
+    deadline = time.monotonic() + float(os.environ.get("PLANWATCH_TEST_SERVE_WAIT", "90"))
+    while not serving(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 SERVED: dict[str, subprocess.Popen] = {}
 """The daphne processes :func:`served` runs, by base URL (their memory is measured)."""
 
@@ -153,14 +180,10 @@ def served(django_db_blocker, *, port: int | None = None,
          "--processes", "1"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
-    # a loaded machine (both cores busy) took over 30 s to start one (PLANWATCH_TEST_SERVE_WAIT)
-    deadline = time.monotonic() + float(os.environ.get("PLANWATCH_TEST_SERVE_WAIT", "90"))
-    while not port_open("127.0.0.1", port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            log.close()
-            pytest.fail(f"daphne did not start; see {log.name}")
-        time.sleep(0.1)
+    if not wait_serving(proc, port):
+        proc.kill()
+        log.close()
+        pytest.fail(f"daphne did not start; see {log.name}")
     SERVED[f"http://127.0.0.1:{port}"] = proc
     try:
         yield f"http://127.0.0.1:{port}"

@@ -34,6 +34,7 @@ from tests.conftest import (
     need,
     port_open,
     wait_run,
+    wait_serving,
 )
 
 pytestmark = [pytest.mark.long, pytest.mark.slow,
@@ -69,24 +70,12 @@ class Daphne:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         log = (ARTIFACTS / f"faults-daphne-{self.port}-{self.starts}.log").open("w")
         # one web process (PostgreSQL's default is the cores): the socket is open before
-        # a web process answers on it, so the server is started when /healthz answers
+        # a web process answers on it: started when /healthz answers (wait_serving)
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port",
              str(self.port), "--processes", "1"], cwd=ROOT, env=self.env, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + float(os.environ.get("PLANWATCH_TEST_SERVE_WAIT", "90"))
-        while not self._answers():
-            assert self.proc.poll() is None, f"daphne exited; see {log.name}"
-            assert time.monotonic() < deadline, "daphne did not start"
-            time.sleep(0.1)
-
-    def _answers(self) -> bool:
-        if not port_open("127.0.0.1", self.port):
-            return False
-        try:
-            return requests.get(f"{self.url}/healthz", timeout=2).status_code == 200
-        except requests.RequestException:
-            return False
+        assert wait_serving(self.proc, self.port), f"daphne did not start; see {log.name}"
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
