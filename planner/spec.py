@@ -429,6 +429,15 @@ class GraphSpec:
     else its ``kind``, else ``"*"`` (the graph's default); a question may carry its own in
     its value (``"deadline": {...}``, see :meth:`QuestionDeadline.from_value`)."""
 
+    def goal_failure(self, output: Any) -> str | None:
+        """Why the goal failed when ``output`` (a returned run's) says so (see
+        :attr:`failed_when`): the reason ("" when none is given); None when it did not."""
+        if not self.failed_when or not isinstance(output, Mapping) or any(
+                output.get(key) != value for key, value in self.failed_when.items()):
+            return None
+        reason = output.get(self.failure_reason_key) if self.failure_reason_key else None
+        return str(reason or "")
+
     def deadline_for(self, question: Any) -> QuestionDeadline | None:
         """The deadline of ``question`` (see :attr:`question_deadlines`)."""
         return question_deadline(self.question_deadlines, question)

@@ -43,11 +43,8 @@ def run_outcome(*, graph: str, status: str, output: Any) -> Outcome | None:
         spec = get_graph(graph)
     except KeyError:  # a graph no longer registered: its runs keep their status
         return None
-    if not spec.failed_when or any(output.get(key) != value
-                                   for key, value in spec.failed_when.items()):
-        return None
-    reason = output.get(spec.failure_reason_key) if spec.failure_reason_key else None
-    return Outcome(label=spec.failure_label, reason=str(reason or ""))
+    reason = spec.goal_failure(output)
+    return None if reason is None else Outcome(label=spec.failure_label, reason=reason)
 
 
 def failed_outcome() -> Q:

@@ -34,6 +34,11 @@ def test_a_failed_plan_is_not_shown_as_succeeded_anywhere(failed_plan, operator,
     fold, _ = trace.trace_fold(run=run)
     assert any(r.status == "failed" for r in fold.timeline.rows.values())
     assert any(s.status == "failed" for s in fold.waterfall.items)
+    # and the run's own last row says how it ended, not "Run succeeded"
+    last = list(fold.timeline.rows.values())[-1]
+    assert (last.title, last.status) == ("Run finished \u2014 plan failed", "failed")
+    timeline = page[page.index('id="trace-timeline"'):page.index('id="timeline-new"')]
+    assert "Run succeeded" not in timeline and "Run finished \u2014 plan failed" in timeline
     waterfall = page[page.index('id="trace-waterfall"'):page.index('id="waterfall-detail"')]
     assert "wf-s-failed" in waterfall and "wf-s-err" in waterfall
 

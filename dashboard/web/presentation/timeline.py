@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,8 @@ STOPPED = "cancelled"
 """A node execution the run ended under (cancelled, or failed elsewhere): it never finished."""
 STATUS_LABELS = {RUNNING: "running", WAITING: "waiting for you", FINISHED: "done",
                  FAILED: "failed", STOPPED: "stopped"}
-RUN_ENDS = frozenset({"run_succeeded", "run_failed", "run_cancelled"})
+RUN_SUCCEEDED = "run_succeeded"
+RUN_ENDS = frozenset({RUN_SUCCEEDED, "run_failed", "run_cancelled"})
 SHOWN = ("seq", "kind", "node", "namespace", "step", "task_id", "checkpoint_id",
          "duration_ms", "created_at")
 """The fields of an event a row keeps (its line in the timeline shows them)."""
@@ -66,6 +67,9 @@ class Row:
     """The run ended while this node execution was running or waiting: it never will end."""
     task_failed: bool = False
     """The node returned, and its update marked a task of the graph's task view failed."""
+    goal_failed: str = ""
+    """A run that returned but whose output says its goal failed: the outcome's label
+    (``plan failed``, the graph's ``GraphSpec.failure_label``)."""
 
     @property
     def first_seq(self) -> int:
@@ -84,6 +88,8 @@ class Row:
             return self.node
         if self.edited:
             return "State edited"
+        if self.goal_failed:
+            return f"Run finished \u2014 {self.goal_failed}"
         return self.kind.replace("_", " ").capitalize()
 
     @property
@@ -112,7 +118,7 @@ class Row:
         """Where a node execution stands: running, waiting (for an answer), finished, failed;
         "" for a lone event."""
         if self.kind != NODE:
-            return ""
+            return FAILED if self.goal_failed else ""
         status = RUNNING
         for event in self.events:
             status = {NODE_STARTED: RUNNING, INTERRUPT_RAISED: WAITING,
@@ -258,6 +264,10 @@ class Timeline:
     """The graph's task channel (``TaskView.channel``), "" if it has none."""
     task_failed: tuple[str, ...] = ()
     """The statuses of a failed task there (``TaskView.failed``)."""
+    goal_failure: Callable[[Any], str | None] | None = None
+    """How a returned run's output says its goal failed (``GraphSpec.goal_failure``)."""
+    failure_label: str = "failed"
+    """What such an outcome is called (``GraphSpec.failure_label``)."""
     row_of: dict[int, str] = field(default_factory=dict)
     """Each seq's row key."""
     _step_rows: dict[tuple[str, int], dict[str, None]] = field(default_factory=dict)
@@ -275,6 +285,11 @@ class Timeline:
                 key=key, kind=NODE if key.startswith("t-") else str(event["kind"]),
                 node=f"{ns.split(':', 1)[0]}:{node}" if ns and node else node)
         row.add(event)
+        if event["kind"] == RUN_SUCCEEDED and self.goal_failure is not None:
+            reason = self.goal_failure(_payload(event).get("output"))
+            if reason is not None:
+                row.goal_failed = self.failure_label
+                row.parts.append(reason or self.failure_label)
         if self.task_channel and event["kind"] == NODE_FINISHED:
             update = _payload(event).get("update")
             patch = update.get(self.task_channel) if isinstance(update, dict) else None

@@ -297,6 +297,9 @@ def _new_fold(run: Run) -> TraceFold:
     if spec is not None and spec.task_view is not None:
         fold.timeline.task_channel = spec.task_view.channel
         fold.timeline.task_failed = spec.task_view.failed
+    if spec is not None:
+        fold.timeline.goal_failure = spec.goal_failure
+        fold.timeline.failure_label = spec.failure_label
     return fold
 
 
