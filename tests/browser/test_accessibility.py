@@ -23,7 +23,7 @@ from tests.browser.conftest import (
     start_run,
     watched,
 )
-from tests.conftest import login, screenshot, served, wait_run
+from tests.conftest import ARTIFACTS, login, screenshot, served, wait_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -39,6 +39,9 @@ def visit(page, url: str, name: str, found: list[str]) -> None:
         found.extend(axe_violations(page))
         no_overflow(page)
         screenshot(page, f"a11y-{name}-{size}")
+        waterfall = page.locator("#trace-waterfall")
+        if waterfall.count():  # the trace's waterfall alone, readable at each width
+            waterfall.screenshot(path=str(ARTIFACTS / f"a11y-{name}-{size}-waterfall.png"))
 
 
 # Three tests (not one) so that the browser pass's two workers share the pages: each starts

@@ -30,6 +30,8 @@ def test_a_failed_plan_is_not_shown_as_succeeded_anywhere(failed_plan, operator,
     live = page[page.index('id="trace-live"'):page.index('id="trace-actions"')]
     assert 'class="badge outcome-failed" role="status"' in live
     assert "Finished \u2014 plan failed" in live and ">Succeeded<" not in live
+    card = page[page.index('id="trace-result"') - 80:page.index('id="trace-result-title"')]
+    assert "result-goal-failed" in card  # the result card is red-edged, not green
     # the worker that returned the failed task is red in the timeline and the waterfall
     fold, _ = trace.trace_fold(run=run)
     assert any(r.status == "failed" for r in fold.timeline.rows.values())
