@@ -124,6 +124,9 @@ def _watch_one(page: Any, base: str) -> dict[str, Any]:
     shown_at, long = page.evaluate("[window.__final, window.__long]")
     if cdp is not None:
         _print_profile(cdp.send("Profiler.stop")["profile"])
+        counted = page.evaluate("window.__events || {}")
+        print("events dispatched: " + json.dumps(
+            dict(sorted(counted.items(), key=lambda kv: -kv[1])[:20])), file=sys.stderr)
     page.remove_listener("websocket", on_socket)
     run = Run.objects.get(id=run_id)
     for _ in range(50):
@@ -145,17 +148,41 @@ def _watch_one(page: Any, base: str) -> dict[str, Any]:
             "frames": len(frames), "bytes": sum(frames), "largest_frame": max(frames or [0])}
 
 
+COUNT_EVENTS = """() => {
+  window.__events = {};
+  const dispatch = EventTarget.prototype.dispatchEvent;
+  EventTarget.prototype.dispatchEvent = function (e) {
+    window.__events[e.type] = (window.__events[e.type] || 0) + 1;
+    return dispatch.call(this, e);
+  };
+}"""
+"""With a profile: the events scripts dispatched, by type (htmx's own among them)."""
+
+
 def _print_profile(profile: dict[str, Any]) -> None:
-    """The functions that took the main thread longest (self time), to stderr."""
+    """The functions that took the main thread longest, by self time and by total time
+    (with what they called), to stderr."""
     nodes = {n["id"]: n for n in profile["nodes"]}
+    parent = {child: n["id"] for n in profile["nodes"] for child in n.get("children", ())}
+
+    def name_of(node: int) -> str:
+        frame = nodes[node]["callFrame"]
+        return f"{frame['functionName'] or '(anon)'} {frame['url'].rsplit('/', 1)[-1]}"
+
     took: dict[str, float] = {}
+    total: dict[str, float] = {}
     deltas = profile.get("timeDeltas") or []
     for sample, delta in zip(profile.get("samples") or [], deltas, strict=False):
-        frame = nodes[sample]["callFrame"]
-        name = f"{frame['functionName'] or '(anon)'} {frame['url'].rsplit('/', 1)[-1]}"
-        took[name] = took.get(name, 0.0) + delta / 1000
-    for name, ms in sorted(took.items(), key=lambda kv: -kv[1])[:25]:
-        print(f"{ms:9.1f} ms  {name}", file=sys.stderr)
+        took[name_of(sample)] = took.get(name_of(sample), 0.0) + delta / 1000
+        stack, node = set(), sample
+        while node is not None:
+            stack.add(name_of(node))
+            node = parent.get(node)
+        for name in stack:
+            total[name] = total.get(name, 0.0) + delta / 1000
+    for title, table in (("self", took), ("total", total)):
+        for name, ms in sorted(table.items(), key=lambda kv: -kv[1])[:25]:
+            print(f"{ms:9.1f} ms  {title:5} {name}", file=sys.stderr)
 
 
 def measure(*, repeats: int = 3) -> dict[str, Any]:
@@ -180,6 +207,8 @@ def measure(*, repeats: int = 3) -> dict[str, Any]:
                                                                       "height": 900})
             context.add_cookies([{"name": "sessionid", "value": session, "url": base}])
             context.add_init_script(f"({WATCH})()")
+            if os.environ.get("LIVE_PLAN_PROFILE"):
+                context.add_init_script(f"({COUNT_EVENTS})()")
             page = context.new_page()
             for _ in range(repeats):
                 runs.append(_watch_one(page, base))
@@ -205,7 +234,8 @@ def main() -> None:
                                    PLANWATCH_THINK_TIME=os.environ.get(
                                        "PLANWATCH_THINK_TIME", "0.4"))
     if os.environ.get("LIVE_PLAN_PROFILE"):
-        print("\n".join(line for line in done.stderr.splitlines() if " ms  " in line),
+        print("\n".join(line for line in done.stderr.splitlines()
+                        if " ms  " in line or line.startswith("events dispatched")),
               file=sys.stderr)
     print(done.stdout.strip().splitlines()[-1])
 

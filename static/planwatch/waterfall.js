@@ -24,15 +24,3 @@
     b.scrollLeft = was.left;
   });
 })();
-/* A bar opens its detail beside the waterfall: one click handler for every bar (the bars
-   carry data-detail, not hx-get, so a live batch of hundreds of bars swaps in without
-   htmx processing each one). */
-(function () {
-  "use strict";
-  document.addEventListener("click", function (e) {
-    var bar = e.target.closest && e.target.closest("#trace-waterfall .wf-bar[data-detail]");
-    if (!bar) return;
-    e.preventDefault();
-    htmx.ajax("GET", bar.dataset.detail, { target: "#waterfall-detail", swap: "innerHTML" });
-  });
-})();

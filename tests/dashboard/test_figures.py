@@ -78,8 +78,8 @@ def test_an_unanswered_question_is_a_visible_wait_that_grows_with_the_clock(oper
     # the wait has lasted from 1.2 s into the run until now (the log is of November 2026)
     waited = re.search(r'id="trace-waiting" class="nowrap"[^>]*>([^<]+)<', header)
     assert waited and "min" in waited.group(1)
-    assert re.search(r'class="wf-bar wf-human wf-open"[^>]*style="left:[\d.]+%;width:'
-                     r'(?!0\.000)[\d.]+%"', waterfall)
+    assert re.search(r'class="wf-bar wf-human wf-open"[^>]*style="--x:[\d.]+;--w:'
+                     r'(?!0\.0000")[\d.]+"', waterfall)
     # the page ticks the open wait with its clock (static/planwatch/app.js), from its start
     since = (T0 + timedelta(seconds=1.2)).isoformat()
     assert f'<span class="wf-dur" data-started="{since}">' in waterfall

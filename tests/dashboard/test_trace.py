@@ -227,7 +227,7 @@ def test_every_task_opens_its_details(executor, operator, client):
     tid, task = next((t, r) for t, r in fold.tasks.items() if r.get("deps"))
     client.force_login(operator)
     page = client.get(f"/runs/{run.id}/").content.decode()
-    assert f'hx-get="/runs/{run.id}/tasks/{tid}/"' in page
+    assert f'data-get="/runs/{run.id}/tasks/{tid}/"' in page
     html = client.get(f"/runs/{run.id}/tasks/{tid}/").content.decode()
     assert task["goal"] in html and ">Worker<" in html and ">Attempts<" in html
     assert all(f">{dep}</button>" in html for dep in task["deps"])

@@ -221,7 +221,7 @@ def test_the_trace_page_draws_the_waterfall_and_its_summary(operator, client):
     assert re.search(r'id="wf-human">10\.0 s<', box)
     assert box.count('class="wf-bar wf-engine') == 4 and box.count("wf-bar wf-tool") == 1
     assert box.count("wf-bar wf-human") == 1 and box.count("wf-bar wf-model") == 1
-    assert f'data-detail="/runs/{run.id}/events/4/"' in box  # the call opens its end's row
+    assert f'data-get="/runs/{run.id}/events/4/"' in box  # the call opens its end's row
 
 
 @pytest.mark.django_db
@@ -326,7 +326,9 @@ def test_a_live_page_is_sent_only_the_rows_that_changed(db):
     assert 'id="wf-m' not in delta  # the calls that did not change are not sent
     # the group folds the 40 identical calls into one line of its summary
     assert "scripted \u00d740" in str(first.rows)
-    # once the run outgrows its axis, the whole waterfall is sent again
-    assert second.drawn.axis == first.drawn.axis
+    # once the run outgrows its axis, the page rescales its bars: the new length is sent
+    # with the axis, and only the rows that changed
     later = waterfall_view(fold, run_id=RUN, now=30.0)
-    assert later.delta(second.drawn) is None
+    assert later.scale != second.scale
+    moved = str(later.delta(second.drawn))
+    assert moved and len(moved) < len(str(later.rows)) / 5

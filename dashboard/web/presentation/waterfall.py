@@ -454,6 +454,8 @@ class Drawn:
     """What a page shows of the waterfall, to send a live page only what changed."""
 
     axis: tuple[Any, ...]
+    """The shortened waits the bars' places were drawn with (another length of the axis
+    moves no bar: the page scales them)."""
     parts: dict[str, Part]
     """By row id, in the page's order."""
 
@@ -479,13 +481,15 @@ class WaterfallView:
     bars: int
     shortened: bool = False
     """Whether waits for a human are drawn shortened on the axis."""
+    scale: float = 1.0
+    """The axis's length in drawn seconds: bars are placed in drawn seconds, as shares of it."""
     drawn: Drawn | None = None
     """The rows as parts (a live page is sent the parts that changed)."""
 
     def delta(self, before: Drawn | None) -> SafeString | None:
         """The OOB swaps that turn a page showing ``before`` into this view: changed rows
-        replaced, new rows appended where they belong; None when the axis moved or rows
-        were regrouped (then the whole waterfall is sent)."""
+        replaced, new rows appended where they belong; None when a wait was shortened
+        anew or rows were regrouped (then the whole waterfall is sent)."""
         now = self.drawn
         if before is None or now is None or before.axis != now.axis:
             return None
@@ -517,7 +521,8 @@ LADDER = (1.0, 2.0, 5.0)
 def horizon(seconds: float) -> float:
     """Where a live run's axis ends: the next of 1, 2, 5 times a power of ten past
     ``seconds`` (and a quarter), so the bars keep their places between batches (the axis
-    moves, and the whole waterfall is sent again, only when the run outgrows it)."""
+    moves only when the run outgrows it: the page then scales every bar by the new
+    length, and the rows that did not change are not sent again)."""
     target = max(seconds * 1.25, 0.01)
     power = 10.0 ** math.floor(math.log10(target))
     return next((step * power for step in LADDER if step * power >= target), 10 * power)
@@ -544,7 +549,8 @@ def waterfall_view(fold: WaterfallFold, *, run_id: Any, now: float | None = None
         breaks=tuple((round(axis.percent(a), 3), round(axis.percent(b) - axis.percent(a), 3),
                       f"{seconds_text(b - a - w)} left out") for a, b, w in axis.breaks),
         rows=html, task_rows=task_html, bars=bars, shortened=bool(axis.breaks),
-        drawn=Drawn(axis=(axis.end, axis.breaks), parts=parts))
+        scale=round(axis.shown, 4),
+        drawn=Drawn(axis=axis.breaks, parts=parts))
 
 
 BREAK_SHARE = 0.06
@@ -640,7 +646,7 @@ class _Urls:
 
 
 def rows_html(rows: Iterable[Row], *, axis: Axis, now: float, urls: _Urls) -> SafeString:
-    """The rows as HTML: every text escaped, positions as percentages of the axis."""
+    """The rows as HTML: every text escaped, positions in drawn seconds of the axis."""
     return _parts(rows, ROWS, axis=axis, now=now, urls=urls, into={})
 
 
@@ -681,21 +687,24 @@ def _line(row: Row, *, axis: Axis, now: float, urls: _Urls) -> str:
         duration, bar = "", format_html('<span class="wf-none">{}</span>', span.status or "—")
     else:
         end = span.end if span.end is not None else now
-        left = axis.percent(span.start)
-        width = max(axis.percent(end) - left, 0.0)
+        # in drawn seconds: the page scales them by its axis (--wf-shown, set by the axis
+        # row), so a live run outgrowing its axis moves no bar of the page's
+        left = axis.drawn(span.start)
+        width = max(axis.drawn(end) - left, 0.0)
         duration = seconds_text(end - span.start)
         what = _running_text(span) if running else duration
         classes = f"wf-bar wf-{span.kind}" + (" wf-open" if running else "") + (
             f" wf-s-{span.status}" if span.status else "")
-        style = f"left:{min(left, 100):.3f}%;width:{min(width, 100 - left):.3f}%"
+        style = f"--x:{left:.4f};--w:{width:.4f}"
         if row.group:
             bar = format_html('<span class="{}" style="{}" title="{}"></span>',
                               classes, style, f"{span.label}: {what}")
         else:
-            # one click handler for every bar (static/planwatch/waterfall.js), not htmx's
-            # per element: a 645-bar plan swaps in without 645 elements to process
+            # one click handler for every bar (data-get: static/planwatch/app.js), not
+            # htmx's per element: a 645-bar plan swaps in without 645 elements to process
             bar = format_html(
-                '<button type="button" class="{}" style="{}" data-detail="{}" aria-label="{}" '
+                '<button type="button" class="{}" style="{}" data-get="{}" '
+                'data-into="#waterfall-detail" aria-label="{}" '
                 'title="{}"></button>', classes, style, urls.of(span),
                 f"{span.label}: {what}", f"{span.label}: {what}")
     label = _running_text(span) if running and span.kind == "model" else span.label
