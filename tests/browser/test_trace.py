@@ -29,10 +29,28 @@ WATCH = """() => {
                                      {subtree: true, childList: true, attributes: true});
   note();
 }"""
+# Counts, from the page's start, the partials socket messages swapped and the announcements
+# of them: each is announced once (htmx-ext-ws alone announced every element swapped so far
+# again with each partial of a message: n²/2 events for n partials).
+SWAPS = """() => {
+  window.swaps = {partials: 0, announced: 0, again: 0};
+  const seen = new WeakSet();
+  document.addEventListener('htmx:oobBeforeSwap', () => window.swaps.partials++);
+  document.addEventListener('htmx:oobAfterSwap', (e) => {
+    window.swaps.announced++;
+    // (the socket's own element is announced with each partial: htmx's settle record
+    // begins with it)
+    if (e.target.hasAttribute('ws-connect')) return;
+    if (seen.has(e.target)) window.swaps.again++;
+    seen.add(e.target);
+  });
+}"""
 
 
 def start(page, base: str, graph: str, fields: dict[str, str]) -> Run:
-    """Start a run through /runs/new/ and land on its trace page, watched (``WATCH``)."""
+    """Start a run through /runs/new/ and land on its trace page, watched (``WATCH``,
+    ``SWAPS``)."""
+    page.add_init_script(f"({SWAPS})()")
     run = start_run(page, base, graph, fields)
     page.wait_for_function("() => window.planwatchTrace && planwatchTrace.drawn")
     page.evaluate(WATCH)
@@ -73,6 +91,8 @@ def test_an_acquisition_trace_marks_visits_decisions_and_inspects_state(
                 {"region": "Germany", "currency": "EUR", "max_iters": "6"})
     expect(runs_list.locator(f"#run-{run.id} a")).to_have_attribute("href", f"/runs/{run.id}/")
     rows_match_the_log(page, run, until=(*Run.FINISHED, Run.Status.INTERRUPTED))
+    swaps = page.evaluate("window.swaps")
+    assert swaps["partials"] > 3 and swaps["again"] == 0, swaps
     expect(runs_list.locator(f"#run-{run.id}-status")).to_contain_text("Waiting for you")
     screenshot(runs_list, "runs-live")
     started = root_nodes_started(run)
