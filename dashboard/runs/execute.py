@@ -37,7 +37,7 @@ from dashboard.runs.modelcalls import ContentPolicy, ModelCallRecorder
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import WriteBehind
 from dashboard.runs.savers import SaverHandle, WriteWatch, aopen_saver, is_postgres
-from dashboard.runs.store import RunStore, aheartbeat, release_runs
+from dashboard.runs.store import RunStore, release_runs
 from dashboard.runs.stores import aopen_store
 from planner.llm import make_llm
 from planner.registry import GraphSpec, get_graph
@@ -324,10 +324,12 @@ class Executor:
             self._beat_at = time.monotonic()
             instruments.EXECUTOR_HEARTBEAT.set_to_current_time()
             await asyncio.sleep(interval)
-            if not self._active:
+            if not self._active or self._runs is None:  # (a run is claimed on the store)
                 continue
             try:
-                cancelled, rebreak = await aheartbeat(list(self._active), self.owner)
+                # on the store's connection, on this loop: never behind the ORM's thread
+                cancelled, rebreak = await self._runs.aheartbeat(list(self._active),
+                                                                 owner=self.owner)
                 for run_id, requests in self._active.items():
                     requests.cancel |= run_id in cancelled
                     requests.breakpoints |= run_id in rebreak

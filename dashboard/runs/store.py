@@ -371,6 +371,23 @@ PROGRESS = {
 (:data:`ROLLUPS`) and its heartbeat (parameters: heartbeat_at,
 one JSON array of ``{id, last_seq, current_node, <rollups>}``)."""
 
+HEARTBEAT = {
+    "postgresql": """
+        UPDATE dashboard_run SET heartbeat_at = {mark}
+        WHERE id IN (SELECT value::uuid FROM jsonb_array_elements_text({mark}::jsonb))
+          AND owner = {mark}
+        RETURNING id, cancel_requested, breakpoints_changed
+    """,
+    "sqlite": """
+        UPDATE dashboard_run SET heartbeat_at = {mark}
+        WHERE id IN (SELECT value FROM json_each({mark})) AND owner = {mark}
+        RETURNING id, cancel_requested, breakpoints_changed
+    """,
+}
+"""An executor is alive for the runs it holds (:func:`heartbeat`), and learns which of them
+an operator asked to cancel or gave new breakpoints (parameters: heartbeat_at, the run ids
+as one JSON array, owner)."""
+
 CLAIM_FIELDS = ("state", "owner", "heartbeat_at", "started_at", "breakpoints_changed")
 """The fields :func:`claim` sets, in :data:`TAKE`'s order."""
 
@@ -485,11 +502,11 @@ class Statements:
     def __init__(self, postgres: bool, *, django_cursor: bool = False) -> None:
         vendor = "postgresql" if postgres else "sqlite"
         self.postgres = postgres
-        self.insert_sql, self.progress_sql, self.claim_sql, self.take_sql, self.stop_sql, \
-            self.withdraw_sql, self.thread_sql = (
+        self.insert_sql, self.progress_sql, self.heartbeat_sql, self.claim_sql, \
+            self.take_sql, self.stop_sql, self.withdraw_sql, self.thread_sql = (
                 _sql(text, postgres, django_cursor=django_cursor)
-                for text in (INSERT_EVENTS[vendor], PROGRESS[vendor], CLAIM, TAKE, STOP,
-                             WITHDRAW_QUESTIONS, SET_THREAD_STATUS))
+                for text in (INSERT_EVENTS[vendor], PROGRESS[vendor], HEARTBEAT[vendor],
+                             CLAIM, TAKE, STOP, WITHDRAW_QUESTIONS, SET_THREAD_STATUS))
         self._connection = connections["default"]  # its fields' conversions, never a query
 
     def insert(self, batches: list[Batch], now: datetime) -> Statement:
@@ -506,6 +523,12 @@ class Statements:
         """:data:`PROGRESS` of each run's ``{id, current_node, last_seq, <rollups>}``."""
         moved = [{**move, "id": str(self.prep("id", move["id"]))} for move in moves]
         return self.progress_sql, [self._moment(now), json.dumps(moved)]
+
+    def heartbeat(self, run_ids: list[uuid.UUID], owner: str, fields: Fields) -> Statement:
+        """:data:`HEARTBEAT`: :func:`heartbeat`'s ``fields`` for the runs ``owner`` holds."""
+        ids = json.dumps([str(self.prep("id", run_id)) for run_id in run_ids])
+        return self.heartbeat_sql, [self.prep("heartbeat_at", fields["heartbeat_at"]), ids,
+                                    owner]
 
     def take(self, run_id: Any, fields: Fields) -> Statement:
         """:data:`TAKE`: :func:`claim`'s ``fields`` written to the run."""
@@ -902,26 +925,6 @@ def _take_answers(run: Run) -> list[Answer]:
                    r.answered_at) for r in rows]
 
 
-@database_sync_to_async
-def aheartbeat(run_ids: list[uuid.UUID], owner: str
-               ) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
-    """Prove ``owner`` is alive for its runs; return those an operator asked to cancel,
-    and those whose breakpoints an operator changed."""
-    fields = heartbeat(now=timezone.now())
-    Run.objects.filter(id__in=run_ids, owner=owner).update(**orm_fields(fields))
-    flagged = Run.objects.filter(id__in=run_ids, owner=owner).filter(
-        Q(cancel_requested=True) | Q(breakpoints_changed=True))
-    cancel: set[uuid.UUID] = set()
-    rebreak: set[uuid.UUID] = set()
-    for run_id, cancelled, changed in flagged.values_list(
-            "id", "cancel_requested", "breakpoints_changed"):
-        if cancelled:
-            cancel.add(run_id)
-        if changed:
-            rebreak.add(run_id)
-    return cancel, rebreak
-
-
 def release_runs(run_id: uuid.UUID | None = None, *, owner: str) -> int:
     """Release the run ``owner`` holds (every run it holds, without ``run_id``) for
     another executor to take over (:func:`release`); how many were released."""
@@ -1042,6 +1045,29 @@ class RunStore:
         apply_to(run, fields)
         return run
 
+    async def aheartbeat(self, run_ids: list[uuid.UUID], *, owner: str
+                         ) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
+        """Prove ``owner`` alive for its runs; return those an operator asked to cancel,
+        and those whose breakpoints an operator changed.
+
+        On the store's own connection, on the executor's loop: through the ORM it waited
+        for asgiref's one shared thread (every executor and reaper call of the process
+        queues there), and under load a live run's heartbeat landed after
+        ``STALE_AFTER_SECONDS``: another executor recovered the run while this one still
+        ran it, and both wrote its first events (``runevent_run_seq_unique``).
+        """
+        rows = await self._aexecute([self.sql.heartbeat(
+            run_ids, owner, heartbeat(now=timezone.now()))], returning="all")
+        cancel: set[uuid.UUID] = set()
+        rebreak: set[uuid.UUID] = set()
+        for run_id, cancelled, changed in rows:
+            run_id = run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(run_id)
+            if cancelled:
+                cancel.add(run_id)
+            if changed:
+                rebreak.add(run_id)
+        return cancel, rebreak
+
     async def aprogress(self, batches: list[Batch], *, now: datetime) -> list[dict[str, Any]]:
         """Insert the rows of several running runs and record their progress, atomically.
 
@@ -1092,9 +1118,10 @@ class RunStore:
         assert statements is not None, f"not a claim or a stop: {sorted(fields)}"
         await self._aexecute(statements)
 
-    async def _aexecute(self, statements: list[Statement], *, returning: bool = False
-                        ) -> Any:
-        """Run ``statements`` atomically; the last one's first row if ``returning``.
+    async def _aexecute(self, statements: list[Statement], *,
+                        returning: bool | Literal["all"] = False) -> Any:
+        """Run ``statements`` atomically; the last one's first row if ``returning``
+        (``"all"``: all its rows).
 
         PostgreSQL: all but the last become data-modifying CTEs of the last (each runs
         exactly once, whether referenced or not), so the write is a single statement.
@@ -1106,6 +1133,8 @@ class RunStore:
             params = [p for _, ps in statements for p in ps]
             async with self.pool.connection() as conn:
                 cur = await conn.execute(sql, params)
+                if returning == "all":
+                    return await cur.fetchall()
                 return await cur.fetchone() if returning else None
         async with self.saver.lock:
             conn = self.saver.conn
@@ -1116,4 +1145,4 @@ class RunStore:
                 await conn.rollback()
                 raise
             await conn.commit()
-            return next(iter(rows), None)
+            return list(rows) if returning == "all" else next(iter(rows), None)

@@ -247,3 +247,42 @@ def test_an_event_naming_a_checkpoint_is_written_once_the_checkpoint_can_be_read
     assert run.status == Run.Status.SUCCEEDED
     assert len(readable) == run.events.filter(kind=Kind.CHECKPOINT).count() >= 4
     assert all(readable), readable
+
+
+def test_a_live_runs_heartbeat_lands_while_the_orm_thread_is_busy(transactional_db, settings,
+                                                                    operator):
+    """A peer may recover a run only once its executor is dead, not because the process's
+    one asgiref thread (every executor and reaper ORM call queues there) is busy: through
+    it the heartbeat landed late under load, a peer took the live run over, and both
+    wrote seq 1 (``runevent_run_seq_unique``, the 200 streams' test on PostgreSQL)."""
+    import time
+
+    from asgiref.sync import SyncToAsync, async_to_sync
+
+    import tests.graphs  # noqa: F401  (registers the test graphs)
+    from dashboard.runs import store
+    from dashboard.runs.dispatch import get_executor, reset_executor
+
+    settings.PLANWATCH = {**settings.PLANWATCH, "THINK_TIME": 0.0, "HEARTBEAT_SECONDS": 0.1,
+                          "STALE_AFTER_SECONDS": 1.0}
+    reset_executor()
+    try:
+        get_executor()  # its heartbeat every 0.1 s
+        # one long step: no event is written meanwhile, only heartbeats keep it alive
+        run = services.run_create(graph="test.echo", input={"steps": 1, "delay": 4},
+                                  user=operator)
+        deadline = time.monotonic() + 30
+        while not run.events.filter(kind=Kind.NODE_STARTED).exists():
+            assert time.monotonic() < deadline, "the run did not start its step"
+            time.sleep(0.05)
+        busy = SyncToAsync.single_thread_executor.submit(time.sleep, 2.5)
+        time.sleep(2.0)  # twice STALE_AFTER_SECONDS, the step still running
+        # a peer's reaper and claim, as another process would run them
+        assert async_to_sync(store.aclaim_orm)(run.id, "peer:1:dead", "recover") is None
+        busy.result()
+        run = wait_run(run.id)
+        assert run.status == Run.Status.SUCCEEDED
+        events = assert_gapless(run)
+        assert Kind.RUN_RECOVERED not in kinds(events)
+    finally:
+        reset_executor()
