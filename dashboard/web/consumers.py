@@ -24,6 +24,7 @@ from dashboard.runs.follow import Step, finished, follow
 from dashboard.services import LimitReached
 from dashboard.web.forms.inbox import PAGE_SIZE, InboxFilters
 from dashboard.web.presentation import header, inbox, results, trace
+from dashboard.web.presentation.timeline import ROWS_PER_PARTIAL
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -452,7 +453,11 @@ class RunConsumer(PlanwatchConsumer):
             drawn = view.drawn
         # rows begun in this batch are appended; rows begun before are completed in place
         context["touched"] = self.fold.timeline.touched(events[0]["seq"], events[-1]["seq"])
-        context["new_rows"] = [t for t in context["touched"] if t[2]]
+        new_rows = [t for t in context["touched"] if t[2]]
+        # appended in partials of ROWS_PER_PARTIAL: the page swaps them a slice of its main
+        # thread at a time (static/planwatch/app.js), never a whole step's rows in one go
+        context["new_row_parts"] = [new_rows[i:i + ROWS_PER_PARTIAL]
+                                    for i in range(0, len(new_rows), ROWS_PER_PARTIAL)]
         # plans that got tasks are drawn alone: a new one added, a grown one drawn again
         plans = [g for g in trace.task_groups(self.fold) if g.parent in changes.plans] \
             if changes.plans and not changes.new_tasks else []

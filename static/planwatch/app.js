@@ -1,49 +1,7 @@
-/* Planwatch, every page: an htmx extension that keeps socket pushes to what the page shows,
-   and the live ticking of a running run's duration. */
+/* Planwatch, every page: the live ticking of a running run's duration, the connection's
+   state, and (below) how socket pushes are swapped in. */
 (function () {
   "use strict";
-
-  // Whether every OOB swap of a message has its target on the page, read from the text
-  // (each swap's tag: its id, or the selector its hx-swap-oob names); false when unsure.
-  var OOB_TAG = /<[a-z][^>]*\shx-swap-oob="([^"]*)"[^>]*>/g;
-  function allKnown(text) {
-    var m, tag, oob, id, selector;
-    OOB_TAG.lastIndex = 0;
-    while ((m = OOB_TAG.exec(text))) {
-      tag = m[0]; oob = m[1];
-      selector = oob.indexOf(":") >= 0 ? oob.slice(oob.indexOf(":") + 1) : null;
-      if (selector) {
-        if (!document.querySelector(selector)) return false;
-        continue;
-      }
-      id = /\sid="([^"]+)"/.exec(tag);
-      if (!id || !document.getElementById(id[1])) return false;
-    }
-    return true;
-  }
-  // A socket tells every watcher the same things; a page may not show them all (a runs list
-  // filtered or paged, a trace without a task panel). Out-of-band parts whose target is not
-  // on this page are dropped here, not handed to htmx, which reports each as an error.
-  htmx.defineExtension("pw-known-targets", {
-    transformResponse: function (text) {
-      if (text.indexOf("hx-swap-oob") < 0) return text;
-      if (allKnown(text)) return text;  // no second parse of a big batch whose targets exist
-      var tpl = document.createElement("template");
-      tpl.innerHTML = text;
-      var kept = false, dropped = false;
-      Array.prototype.slice.call(tpl.content.children).forEach(function (el) {
-        var oob = el.getAttribute("hx-swap-oob");
-        if (oob === null) { kept = true; return; }
-        var selector = oob.indexOf(":") >= 0 ? oob.slice(oob.indexOf(":") + 1) : null;
-        var target = selector ? document.querySelector(selector)
-                              : (el.id && document.getElementById(el.id));
-        if (target) kept = true;
-        else { el.remove(); dropped = true; }
-      });
-      if (!dropped) return text;
-      return kept ? tpl.innerHTML : "";
-    },
-  });
 
   // Seconds for people, as the server writes them (dashboard.web.presentation.waterfall.seconds_text).
   function secondsText(value) {
@@ -161,30 +119,71 @@
   if (nav) new MutationObserver(titleCount).observe(nav, {childList: true, subtree: true, attributes: true});
 })();
 
-/* A socket message's partials swapped each with its own settle record. htmx-ext-ws (2.0.4,
-   the newest) swaps all of a message's out-of-band partials with one shared record, and
-   htmx's oobSwap fires htmx:oobAfterSwap on every element that record holds so far: a
-   message of n partials fired ~n²/2 events, each through every listener of the page (a
-   215-task plan's live trace: 155,633 events for 1,907 partials, seconds of main thread).
-   The same swaps, in the same order, with the same events once each; the extension's own
-   handler stands down for the messages this one took. */
+/* A socket message's partials, swapped in order, each with its own settle record, a slice
+   of the main thread at a time; a partial marked data-swap-first (the run's header and its
+   buttons: the newest copy is the whole truth) is shown at once, ahead of the rows still
+   queued, and replaces its queued older copies.
+   Why not the extension's own swap: htmx-ext-ws (2.0.4, the newest) swaps all of a
+   message's partials with one shared record, and htmx's oobSwap fires htmx:oobAfterSwap on
+   every element that record holds so far: n partials fired ~n²/2 events, each through every
+   listener of the page (a 215-task plan's live trace: 155,633 events for 1,907 partials).
+   And a large batch swapped in one go held the main thread for seconds, the header's final
+   status waiting behind it. The extension's handler stands down for the messages this one
+   takes (htmx:wsBeforeMessage cancelled): those of a socket whose element names this
+   extension (hx-ext="ws,pw-live").
+   A socket tells every watcher the same things, and a page may not show them all (a runs
+   list filtered or paged, a trace without a task panel): a partial whose target is not on
+   the page when its turn comes is dropped, not handed to htmx, which reports each as an
+   error. */
 (function () {
   "use strict";
-  var api = null;
-  htmx.defineExtension("pw-ws-swap", { init: function (internal) { api = internal; } });
+  var SLICE_MS = 40;
+  var api = null, queue = [], pumping = false;
+  htmx.defineExtension("pw-live", { init: function (internal) { api = internal; } });
+  function target(child) {
+    var oob = api.getAttributeValue(child, "hx-swap-oob") || "true", at = oob.indexOf(":");
+    return at >= 0 ? document.querySelector(oob.slice(at + 1))
+                   : child.id && document.getElementById(child.id);
+  }
+  function swap(socketElt, child) {
+    if (!socketElt.isConnected || !target(child)) return;
+    var settle = api.makeSettleInfo(socketElt);
+    api.oobSwap(api.getAttributeValue(child, "hx-swap-oob") || "true", child, settle);
+    api.settleImmediately(settle.tasks);
+  }
+  function pump() {
+    var start = performance.now();
+    while (queue.length) {
+      queue.shift().run();
+      if (queue.length && performance.now() - start > SLICE_MS) {
+        setTimeout(pump, 0);  // let the page breathe (input, paint), then go on
+        return;
+      }
+    }
+    pumping = false;
+  }
+  /* Everything received swapped now (before a reconnect reads the page's last event). */
+  function flush() { while (queue.length) queue.shift().run(); }
+  window.planwatchLive = { flush: flush, pending: function () { return queue.length; } };
   document.addEventListener("htmx:wsBeforeMessage", function (e) {
-    if (!api || e.defaultPrevented) return;
+    if (!api || e.defaultPrevented || !/\bpw-live\b/.test(e.target.getAttribute("hx-ext") || "")) {
+      return;
+    }
     e.preventDefault();
     var socketElt = e.target, message = e.detail.message;
-    var fragment = api.makeFragment(message), tasks = [];
-    Array.from(fragment.children).forEach(function (child) {
-      var settle = api.makeSettleInfo(socketElt);
-      api.oobSwap(api.getAttributeValue(child, "hx-swap-oob") || "true", child, settle);
-      tasks.push.apply(tasks, settle.tasks);
+    Array.from(api.makeFragment(message).children).forEach(function (child) {
+      if (child.id && child.hasAttribute("data-swap-first")) {
+        queue = queue.filter(function (job) { return job.id !== child.id; });
+        swap(socketElt, child);
+        return;
+      }
+      queue.push({ id: child.id, run: function () { swap(socketElt, child); } });
     });
-    api.settleImmediately(tasks);
-    api.triggerEvent(socketElt, "htmx:wsAfterMessage",
-                     { message: message, socketWrapper: e.detail.socketWrapper });
+    queue.push({ id: "", run: function () {
+      api.triggerEvent(socketElt, "htmx:wsAfterMessage",
+                       { message: message, socketWrapper: e.detail.socketWrapper });
+    } });
+    if (!pumping) { pumping = true; pump(); }
   });
 })();
 

@@ -89,8 +89,18 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     if (q) remember(q);
   });
 
+  // Whether a swap into ``target`` can touch questions: it holds them, or is inside a box of
+  // them (a live trace's timeline rows and waterfall bars cannot: not searched each batch).
+  function holdsQuestions(target) {
+    const boxes = document.querySelectorAll(".interrupts");
+    for (let i = 0; i < boxes.length; i++) {
+      if (target === boxes[i] || target.contains(boxes[i]) || boxes[i].contains(target)) return true;
+    }
+    return false;
+  }
+
   function before(target) {
-    if (!target || !target.querySelectorAll) return;
+    if (!target || !target.querySelectorAll || !holdsQuestions(target)) return;
     const active = document.activeElement;
     target.querySelectorAll(".question.pending[data-key]").forEach((q, i) => {
       remember(q);

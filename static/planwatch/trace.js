@@ -5,6 +5,8 @@
   var trace = (window.planwatchTrace = { socket: null, drawn: false });
 
   function lastSeq() {
+    // what the page received is swapped in first: its last event is the one asked after
+    if (window.planwatchLive) window.planwatchLive.flush();
     var cursor = document.getElementById("trace-cursor");
     return cursor ? cursor.dataset.lastSeq : "0";
   }
@@ -36,16 +38,33 @@
     var canvas = box && box.querySelector(".graph-canvas");
     if (!src || !canvas || canvas.dataset.drawn || !window.mermaid) return;
     canvas.dataset.drawn = "1";
+    // Mermaid lays a graph out in one long task (0.5-1.5 s of main thread on this machine's
+    // 215-task page): the picture of a graph's source is kept for the tab's session, so the
+    // next run of the same graph opens without it
+    var key = "planwatch-graph:" + hash(src.textContent), kept = null;
+    try { kept = window.sessionStorage.getItem(key); } catch (e) { /* storage off */ }
+    if (kept) { show(canvas, kept); return; }
     mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral" });
     mermaid.render("trace-graph-svg", src.textContent).then(function (out) {
-      canvas.innerHTML = out.svg;
-      canvas.querySelectorAll("g.node").forEach(function (g) {
-        var m = /(?:^|-)n_(.+)-\d+$/.exec(g.id);
-        if (m) { g.id = "node-" + m[1]; g.classList.add("gnode"); g.dataset.node = m[1]; }
-      });
-      trace.drawn = true;
-      mark();
+      try { window.sessionStorage.setItem(key, out.svg); } catch (e) { /* full or off */ }
+      show(canvas, out.svg);
     });
+  }
+
+  function show(canvas, svg) {
+    canvas.innerHTML = svg;
+    canvas.querySelectorAll("g.node").forEach(function (g) {
+      var m = /(?:^|-)n_(.+)-\d+$/.exec(g.id);
+      if (m) { g.id = "node-" + m[1]; g.classList.add("gnode"); g.dataset.node = m[1]; }
+    });
+    trace.drawn = true;
+    mark();
+  }
+
+  function hash(text) {  // djb2: a key per source, not a secret
+    var h = 5381;
+    for (var i = 0; i < text.length; i++) h = ((h << 5) + h + text.charCodeAt(i)) | 0;
+    return (h >>> 0).toString(36) + "-" + text.length;
   }
 
   // Apply the server's marks (#trace-graph-state) to the drawn picture.

@@ -43,6 +43,9 @@ KEPT = ("error", "interrupt_id", "answered_by", "source", "next", "groups", "dea
 """The small payload keys a row keeps: a node's update, a model call's messages are read
 once, for the summary, not held (a watcher's fold lives as long as its socket)."""
 ASKS = "asks: "
+ROWS_PER_PARTIAL = 20
+"""New rows a live page is sent in one partial (it swaps one partial at a time, yielding
+between them: static/planwatch/app.js)."""
 SUMMARY_CHANNELS = 3
 """How many changed channels a row's summary names before it says “+N more”."""
 SUMMARY_VALUE = 48

@@ -503,9 +503,10 @@ class WaterfallView:
             if container not in on_page:
                 continue  # inside a new row's block, sent with it
             added = ids[len(old.get(container, [])):]
-            if added:
+            for at in range(0, len(added), ROWS_PER_PARTIAL):  # a slice of the page's time each
                 out.append(f'<div hx-swap-oob="beforeend:#{container}">'
-                           + "".join(now.parts[i].block for i in added) + "</div>")
+                           + "".join(now.parts[i].block for i in added[at:at + ROWS_PER_PARTIAL])
+                           + "</div>")
         for key, part in now.parts.items():
             was = before.parts.get(key)
             if was is not None and was.line != part.line:
@@ -513,6 +514,9 @@ class WaterfallView:
         return mark_safe("".join(out))
 
 
+ROWS_PER_PARTIAL = 40
+"""New rows a live page is sent in one partial (it swaps one partial at a time, yielding
+between them: static/planwatch/app.js)."""
 ROWS, TASKS = "wf-rows", "wf-tasks"
 """The containers of the waterfall's rows: node executions and waits; tasks by plan."""
 LADDER = (1.0, 2.0, 5.0)
