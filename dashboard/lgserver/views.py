@@ -624,13 +624,6 @@ def sse_response(events: AsyncIterable[bytes], run: Run, *, modes: list[str],
     return response
 
 
-async def _await_stop(run_id: uuid.UUID) -> None:
-    """Wait until the run stops (ends, waits for an answer, or pauses)."""
-    async for _ in stream.aevents(run_id, modes=(), subgraphs=False, after=0, metadata=False,
-                                  keepalive=0):
-        pass
-
-
 @sync_to_async
 def final_values(run_id: uuid.UUID) -> dict[str, Any]:
     """What ``wait`` and ``join`` return: the thread's values, with its interrupts."""
@@ -649,7 +642,7 @@ async def _json_when_stopped(run_id: uuid.UUID) -> AsyncIterator[bytes]:
     every ``PLANWATCH_STREAM_KEEPALIVE_SECONDS`` keeps the connection alive (JSON ignores
     leading whitespace), as LangGraph's server sends it."""
     every = stream.keepalive_seconds()
-    waiting = asyncio.ensure_future(_await_stop(run_id))
+    waiting = asyncio.ensure_future(stream.astopped(run_id))
     try:
         while not waiting.done():
             done, _ = await asyncio.wait({waiting}, timeout=every if every > 0 else None)

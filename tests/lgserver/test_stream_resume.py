@@ -7,12 +7,21 @@ last id it saw (the SSE rule), so a second ``metadata`` would be a repeat of tha
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+
+import httpx
 import pytest
 from asgiref.sync import async_to_sync
+from django.core.exceptions import RequestAborted
 from django.test import Client
 from langgraph_sdk.sse import SSEDecoder
 
+from dashboard.lgserver.stream import StreamCut
 from dashboard.models import Run, RunEvent
+from dashboard.runs import follow
+from dashboard.runs.follow import stop_following
 from tests.conftest import api_token, wait_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,3 +95,106 @@ def test_a_join_stream_not_resumed_starts_with_its_metadata(api):
     for headers in ({}, {"Last-Event-ID": "0"}):  # joined now, or from the start
         joined = api.get(f"/langgraph{location}", headers=headers)
         assert parts(async_to_sync(_drain)(joined))[0] == ("metadata", None)
+
+
+async def _read_through_a_drain(response, ids_before_drain: int
+                                ) -> tuple[bytes, Exception | None]:
+    """Read the stream; once it sent ``ids_before_drain`` ids, this process drains."""
+    body, cut = b"", None
+    try:
+        async for part in response.streaming_content:
+            body += part
+            if body.count(b"\nid: ") == ids_before_drain:
+                stop_following()
+    except Exception as exc:  # what Django's handler gets from the stream
+        cut = exc
+    return body, cut
+
+
+def test_a_stream_a_draining_process_ends_is_cut_and_resumed_to_its_end(api, monkeypatch,
+                                                                        tmp_path):
+    """Ended cleanly, the stream would make langgraph-sdk ask the run's status, and a run
+    that ended meanwhile was never resumed: its last events were lost."""
+    monkeypatch.setattr(follow, "_leaving", threading.Event())  # this test's drain only
+    hold = tmp_path / "hold"
+    hold.touch()
+    thread = api.post("/langgraph/threads", {}, content_type="application/json").json()
+    response = api.post(f"/langgraph/threads/{thread['thread_id']}/runs/stream",
+                        {"assistant_id": "test.echo", "stream_mode": ["tasks"], "input": {
+                            "steps": 6, "delay": 0.2, "held_by": str(hold)}},
+                        content_type="application/json")
+    body, cut = async_to_sync(_read_through_a_drain)(response, 2)
+    assert isinstance(cut, StreamCut)  # not finished: the client reconnects, whatever
+    assert isinstance(cut, RequestAborted)  # (Django ends the request, the response unfinished)
+    run_id = response["Content-Location"].rsplit("/", 1)[-1]
+    assert Run.objects.get(id=run_id).status == Run.Status.RUNNING
+    follow._leaving.clear()  # the other process, where the client reconnects
+    hold.unlink()
+    assert wait_run(run_id).status == Run.Status.SUCCEEDED  # it ended before the reconnect
+    received = [i for _, i in parts(body) if i]
+    resumed = api.get(f"/langgraph{response['Location']}",
+                      headers={"Last-Event-ID": received[-1]})
+    received += [i for _, i in parts(async_to_sync(_drain)(resumed), received[-1])]
+    assert received == node_seqs(run_id)
+
+
+def test_a_stream_of_a_run_that_stopped_finishes_even_while_draining(api, monkeypatch):
+    monkeypatch.setattr(follow, "_leaving", threading.Event())
+    *_, location = streamed(api, ["tasks"])
+    stop_following()
+    joined = api.get(f"/langgraph{location}", headers={"Last-Event-ID": "1"})
+    assert [e for e, _ in parts(async_to_sync(_drain)(joined), "1")][-1] == "tasks"
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response body: ``chunks``, then the connection breaks (``broken``) or ends."""
+
+    def __init__(self, chunks: list[bytes], *, broken: bool) -> None:
+        self.chunks, self.broken = chunks, broken
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+        if self.broken:
+            raise httpx.RemoteProtocolError("incomplete chunked read")
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_langgraph_sdk_resumes_a_broken_stream_but_not_a_finished_one_of_an_ended_run(broken):
+    """Why a drain cuts a stream (:class:`StreamCut`) rather than finishing it: the
+    SDK resumes a stream that ended cleanly only if the run still runs."""
+    from langgraph_sdk import get_client
+
+    base = "/threads/t/runs/r"
+    requests: list[tuple[str, str | None]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        requests.append((request.url.path, request.headers.get("Last-Event-ID")))
+        sse = {"Content-Type": "text/event-stream", "Location": f"{base}/stream"}
+        if request.url.path == f"/langgraph{base}":  # the run, asked after a clean end
+            return httpx.Response(200, json={"run_id": "r", "status": "success"})
+        if request.method == "POST":  # cut after the event 5; the run ends meanwhile
+            return httpx.Response(200, headers=sse, stream=_Body(
+                [b"event: metadata\ndata: {}\n\n", b"event: tasks\ndata: {}\nid: 5\n\n"],
+                broken=broken))
+        return httpx.Response(200, headers=sse, stream=_Body(
+            [b"event: tasks\ndata: {}\nid: 6\n\n"], broken=False))
+
+    async def ids() -> list[str | None]:
+        http = httpx.AsyncClient(base_url="http://planwatch/langgraph",
+                                 transport=httpx.MockTransport(answer))
+        client = get_client(url="http://planwatch/langgraph", api_key="k")
+        client.http.client = http
+        try:
+            return [p.id async for p in client.runs.stream("t", "a", stream_mode="tasks")
+                    if p.event == "tasks"]
+        finally:
+            await http.aclose()
+
+    received = asyncio.run(ids())
+    if broken:
+        assert received == ["5", "6"]
+        assert (f"/langgraph{base}/stream", "5") in requests  # resumed after the event 5
+    else:  # the event 6 is lost: why a drain must not finish a stream cleanly
+        assert received == ["5"]
+        assert requests[1:] == [(f"/langgraph{base}", None)]  # it asked the run; no more
