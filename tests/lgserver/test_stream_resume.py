@@ -24,7 +24,8 @@ from dashboard.runs import follow
 from dashboard.runs.follow import stop_following
 from tests.conftest import api_token, wait_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# the follower reads the log and hears doorbells differently on PostgreSQL + Redis: both
+pytestmark = [pytest.mark.pg, pytest.mark.both, pytest.mark.django_db(transaction=True)]
 
 Kind = RunEvent.Kind
 NODE_EVENTS = (Kind.NODE_STARTED, Kind.NODE_FINISHED, Kind.NODE_FAILED)
