@@ -63,16 +63,9 @@ def rolled_back(*, run_id: uuid.UUID) -> bool:
     return True
 
 
-async def astopped(run_id: uuid.UUID) -> None:
-    """Wait until the run stops."""
-    async for _ in stream.aevents(run_id, modes=(), subgraphs=False, after=0,
-                                  metadata=False, keepalive=0):
-        pass
-
-
 async def arolled_back_when_stopped(run_id: uuid.UUID) -> None:
     """Wait until the run stops, then delete it."""
-    await astopped(run_id)
+    await stream.astopped(run_id)
     await sync_to_async(rolled_back)(run_id=run_id)
 
 
@@ -110,7 +103,7 @@ async def run_cancel(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     run_id, wait, rollback = getattr(response, "planwatch_wait", (None, False, False))
     if run_id is None or not wait:
         return response  # type: ignore[no-any-return]
-    await astopped(run_id)
+    await stream.astopped(run_id)
     if rollback:
         await sync_to_async(rolled_back)(run_id=run_id)
         return HttpResponse(status=204)
@@ -136,7 +129,7 @@ async def thread(request: HttpRequest, **kwargs: Any) -> HttpResponse:
         return response  # type: ignore[no-any-return]
     doomed, run_ids = pending
     for run_id in run_ids:
-        await astopped(run_id)
+        await stream.astopped(run_id)
     try:
         await sync_to_async(services.thread_delete)(thread=doomed)
     except services.RunStateError as exc:  # a new run started meanwhile

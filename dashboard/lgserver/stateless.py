@@ -67,9 +67,7 @@ def temporary_thread_delete(*, thread_id: uuid.UUID) -> bool:
 
 async def adelete_when_stopped(run_id: uuid.UUID, thread_id: uuid.UUID) -> None:
     """Wait until the run stops, then delete its temporary thread."""
-    async for _ in stream.aevents(run_id, modes=(), subgraphs=False, after=0,
-                                  metadata=False, keepalive=0):
-        pass
+    await stream.astopped(run_id)
     await sync_to_async(temporary_thread_delete)(thread_id=thread_id)
 
 

@@ -7,7 +7,8 @@ Each SSE event carries the seq of the log event it comes from as its id, on the 
 of that event only, so a client resuming after id N has seen all of N and nothing after.
 A database read that fails after the response started is tried again (a dropped pooled
 connection); if it still fails the stream ends with an ``error`` event, as LangGraph's
-server ends one, never silently open.
+server ends one, never silently open. A stream this process stops following before the run
+stopped (it drains) is cut, not finished (:class:`StreamCut`), so its client resumes it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from uuid import UUID
 
 from channels.db import database_sync_to_async
+from django.core.exceptions import RequestAborted
 
 from config.pgpool import transient
 from dashboard.checkpoints import CheckpointView, checkpoint_get
@@ -296,11 +298,24 @@ async def _asaved(maker: PartMaker, event: dict[str, Any]) -> CheckpointView | N
     return view
 
 
+class StreamCut(RequestAborted):
+    """A stream ended before its run stopped: this process drains (``stop_following``).
+
+    Its response is left unfinished (Django ends a request on ``RequestAborted`` without
+    the last, empty body message), so the client sees the connection break when the
+    process closes it, and langgraph-sdk reconnects with ``Last-Event-ID`` whatever the
+    run's status. A stream that finished cleanly instead makes the SDK ask the run: one
+    that stopped meanwhile (its last events written after the cut) was not resumed, and
+    its client never got those events.
+    """
+
+
 def aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
             metadata: bool = True, keepalive: float | None = None) -> AsyncIterator[bytes]:
     """The run's events after seq ``after`` as SSE, until it stops and all were sent (see
     :func:`~dashboard.runs.follow.follow`); a failed run's last event is ``error``; a
-    ``: heartbeat`` comment every ``keepalive`` seconds (default :func:`keepalive_seconds`)."""
+    ``: heartbeat`` comment every ``keepalive`` seconds (default :func:`keepalive_seconds`).
+    Raises :class:`StreamCut` if this process stops following first (it drains)."""
     events = _aevents(run_id, modes=modes, subgraphs=subgraphs, after=after,
                       metadata=metadata)
     every = keepalive_seconds() if keepalive is None else keepalive
@@ -324,6 +339,8 @@ async def _aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after
         async for part, seq in _aparts(run_id, modes=modes, subgraphs=subgraphs, after=after):
             yield part
             sent = seq or sent
+    except StreamCut:
+        raise
     except Exception as exc:  # after the response started: end it with an error, not hang
         logger.warning("stream of run %s failed after seq %s", run_id, sent, exc_info=True)
         yield sse("error", stream_failed(exc, sent))
@@ -334,7 +351,9 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
     """The stream's SSE parts, each with the seq it carries (None: no id)."""
     maker: PartMaker | None = None
     runs = Run.objects.all()
+    stopped = False
     async for step in follow(run_id, after, until=_stopped, runs=runs):
+        stopped = step.last
         if maker is None:  # the first step is read from the log
             if step.run is None:
                 return  # the run was deleted
@@ -349,6 +368,17 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
                        event["seq"] if last else None)
         if step.last and step.run is not None and step.run.status == Run.Status.FAILED:
             yield sse("error", run_error(step.run.error_message)), None
+    if not stopped:  # (the follower gives a last step unless this process drains)
+        raise StreamCut(f"this process drains: the stream of run {run_id} is cut, to be "
+                        "resumed on another process")
+
+
+async def astopped(run_id: UUID) -> None:
+    """Wait until the run stops, or until this process drains (then return at once)."""
+    with contextlib.suppress(StreamCut):
+        async for _ in aevents(run_id, modes=(), subgraphs=False, after=0, metadata=False,
+                               keepalive=0):
+            pass
 
 
 _CANCELLING: set[asyncio.Future[None]] = set()
@@ -360,12 +390,16 @@ async def cancel_on_disconnect(events: AsyncIterator[bytes],
                                cancel: Callable[[], Awaitable[None]]) -> AsyncIterator[bytes]:
     """``events``, and ``cancel()`` scheduled if the stream is closed before its end: its
     client disconnected (Django cancels a streaming response then), ``on_disconnect:
-    "cancel"``. A stream that ends (the run stopped) cancels nothing."""
+    "cancel"``. A stream that ends (the run stopped) or is cut (:class:`StreamCut`)
+    cancels nothing."""
     ended = False
     try:
         async for part in events:
             yield part
         ended = True
+    except StreamCut:  # this process drains: the client will resume the stream elsewhere
+        ended = True
+        raise
     finally:
         if not ended:
             task = asyncio.ensure_future(cancel())

@@ -611,21 +611,17 @@ def sse_response(events: AsyncIterable[bytes], run: Run, *, modes: list[str],
     where a client reconnects (with ``Last-Event-ID``) when the stream is cut, a server
     restart say (LangGraph's clients do): the run's join stream, in the same modes."""
     response = StreamingHttpResponse(events, content_type="text/event-stream")
-    query = urlencode([("stream_mode", mode) for mode in modes]
-                      + ([("stream_subgraphs", "true")] if subgraphs else []))
-    response["Location"] = f"/threads/{run.conversation_id}/runs/{run.id}/stream?{query}"
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"
-    for key, value in location_of(run, "stream").items():
+    query = urlencode([("stream_mode", mode) for mode in modes]
+                      + ([("stream_subgraphs", "true")] if subgraphs else []))
+    headers = location_of(run, "stream")
+    # in this stream's modes (a join stream without them streams values: other parts than
+    # the client asked for)
+    headers["Location"] += f"?{query}"
+    for key, value in headers.items():
         response[key] = value
     return response
-
-
-async def _await_stop(run_id: uuid.UUID) -> None:
-    """Wait until the run stops (ends, waits for an answer, or pauses)."""
-    async for _ in stream.aevents(run_id, modes=(), subgraphs=False, after=0, metadata=False,
-                                  keepalive=0):
-        pass
 
 
 @sync_to_async
@@ -646,7 +642,7 @@ async def _json_when_stopped(run_id: uuid.UUID) -> AsyncIterator[bytes]:
     every ``PLANWATCH_STREAM_KEEPALIVE_SECONDS`` keeps the connection alive (JSON ignores
     leading whitespace), as LangGraph's server sends it."""
     every = stream.keepalive_seconds()
-    waiting = asyncio.ensure_future(_await_stop(run_id))
+    waiting = asyncio.ensure_future(stream.astopped(run_id))
     try:
         while not waiting.done():
             done, _ = await asyncio.wait({waiting}, timeout=every if every > 0 else None)
@@ -697,7 +693,8 @@ class RunJoinView(LangGraphView):
 
 class RunJoinStreamView(LangGraphView):
     """``GET /threads/<id>/runs/<run_id>/stream``: its events from now, or after
-    ``Last-Event-ID``."""
+    ``Last-Event-ID`` (a stream resumed after one of its events goes on without a second
+    ``metadata``: langgraph-sdk would report it with that event's id, a repeat)."""
 
     def get(self, request: Request, thread_id: str, run_id: str) -> StreamingHttpResponse:
         run = run_of(thread_of(thread_id), run_id)
@@ -712,7 +709,8 @@ class RunJoinStreamView(LangGraphView):
         modes = _modes([m for m in request.query_params.getlist("stream_mode") if m]
                        or ["values"])
         subgraphs = request.query_params.get("stream_subgraphs") in ("true", "1")
-        events = stream.aevents(run.id, modes=modes, subgraphs=subgraphs, after=after)
+        events = stream.aevents(run.id, modes=modes, subgraphs=subgraphs, after=after,
+                                metadata=not (last and after > 0))
         slot = stream_slot_take(user=request.user)  # last: nothing after it can fail
         return sse_response(SlottedStream(events, slot), run, modes=modes, subgraphs=subgraphs)
 

@@ -5,10 +5,11 @@
 
 1. it stops listening (the kernel hands new connections to the other processes on the
    socket; a lone process refuses them, and clients retry);
-2. every SSE stream ends cleanly (``follow.stop_following``), so LangGraph's
-   clients reconnect to the stream's ``Location`` with ``Last-Event-ID`` and miss
-   nothing; every websocket is closed with code 1012 (service restart), so the pages
-   reconnect and send the last seq they have;
+2. every SSE stream is cut (``follow.stop_following``; ``stream.StreamCut``: its
+   response is left unfinished, and breaks when the process closes its connections), so
+   LangGraph's clients reconnect to the stream's ``Location`` with ``Last-Event-ID`` and
+   miss nothing, even of a run that ends meanwhile; every websocket is closed with code
+   1012 (service restart), so the pages reconnect and send the last seq they have;
 3. it waits for the requests in flight to answer, then stops.
 
 A second SIGTERM stops it at once. The process's executor is drained after that
