@@ -323,6 +323,7 @@ BROWSER_GATE = (
     "tests/browser/test_connection.py::",
     "tests/browser/test_trace.py::test_an_acquisition_trace_marks_visits_decisions_and_inspects_state",
     "tests/browser/test_waterfall.py::test_a_failed_plan_is_shown_failed_with_its_red_bars",
+    "tests/browser/test_waterfall_times.py::",
     "tests/browser/test_inbox_many.py::",
     "tests/browser/test_notifications.py::",
     "tests/lgserver/test_chat_ui_client.py::",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,6 +32,8 @@ class OpenAIServer:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.delay = 0.0
+        """Seconds each answer waits before it is sent (a model that takes its time)."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -40,6 +43,8 @@ class OpenAIServer:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(body)
+                if server.delay:
+                    time.sleep(server.delay)
                 if not self.path.endswith("/chat/completions"):
                     self.send_error(404, f"no {self.path}; only /v1/chat/completions")
                     return

@@ -58,7 +58,23 @@ class ForkSerializer(serializers.Serializer):
         help_text="The node the edit is applied as (decides what runs next).")
 
 
-class RunFilterSerializer(serializers.Serializer):
+class QueryFilters(serializers.Serializer):
+    """Query parameters. One given empty (``?run=``) is refused, naming it, unless its field
+    takes blank text: DRF reads an empty value of an optional field as left out (its rule
+    for HTML forms), so ``?run=`` listed everything while the schema says a run id."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        blank = [name for name, field in self.fields.items()
+                 if hasattr(data, "get") and data.get(name) == ""
+                 and not getattr(field, "allow_blank", False)
+                 and "" not in getattr(field, "choices", {})]
+        if blank:
+            raise serializers.ValidationError(
+                {name: [f"is empty: give a value, or leave {name} out"] for name in blank})
+        return super().to_internal_value(data)
+
+
+class RunFilterSerializer(QueryFilters):
     """Query filters of the runs list."""
 
     graph = serializers.CharField(required=False, default="", allow_blank=True,
@@ -78,26 +94,21 @@ class RunFilterSerializer(serializers.Serializer):
                                   help_text="Only runs started on this day or earlier.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """A blank ``status`` is refused as the schema says (DRF reads it as absent); so is
-        a date range that ends before it starts (the runs list's rule)."""
-        if self.initial_data.get("status", None) == "":
-            raise serializers.ValidationError({"status": (
-                f"a blank status is not one of {', '.join(Run.Status.values)}; leave "
-                "status out for runs in every status")})
+        """A date range that ends before it starts is refused (the runs list's rule)."""
         problem = selectors.run_dates_problem(since=attrs.get("since"), until=attrs.get("until"))
         if problem:
             raise serializers.ValidationError({"until": problem})
         return attrs
 
 
-class EventFilterSerializer(serializers.Serializer):
+class EventFilterSerializer(QueryFilters):
     """Query filters of a run's events."""
 
     after = serializers.IntegerField(required=False, default=0, min_value=0,
                                      help_text="Only events with a seq above this one.")
 
 
-class InterruptFilterSerializer(serializers.Serializer):
+class InterruptFilterSerializer(QueryFilters):
     """Query filters of the pending interrupts list."""
 
     run = serializers.UUIDField(required=False, help_text="Only this run's interrupts.")
@@ -105,7 +116,7 @@ class InterruptFilterSerializer(serializers.Serializer):
                                   max_length=100, help_text="Only interrupts of this graph.")
 
 
-class HistoryFilterSerializer(serializers.Serializer):
+class HistoryFilterSerializer(QueryFilters):
     """Query filters of the questions history (answered and withdrawn)."""
 
     q = serializers.CharField(required=False, default="", allow_blank=True, max_length=200,
@@ -167,7 +178,7 @@ class InterruptAnswerSerializer(serializers.Serializer):
     answer = serializers.JSONField(help_text="The value asked for, e.g. \"Germany\" or 47.88.")
 
 
-class CheckpointFilterSerializer(serializers.Serializer):
+class CheckpointFilterSerializer(QueryFilters):
     """Which of a run's checkpoints to list."""
 
     ns = serializers.CharField(required=False, default="", allow_blank=True, max_length=500,

@@ -49,6 +49,10 @@ def test_pending_list_filters_by_run_and_graph_and_hides_answered(operator):
     assert ids(graph="decomposition") == [second.pk]
     bad = api.get("/api/interrupts/", {"run": "nope"})
     assert bad.status_code == 400 and bad.json()["detail"] == "run: Must be a valid UUID."
+    # an empty run is not "every run" (DRF's reading of an empty form field): it is named
+    empty = api.get("/api/interrupts/?run=")
+    assert empty.status_code == 400
+    assert empty.json()["detail"] == "run: is empty: give a value, or leave run out"
 
 
 @pytest.mark.django_db
