@@ -22,7 +22,8 @@
       (task.dataset.deps || "").split(" ").forEach(function (dep) {
         var from = byId[dep];
         if (!from) return;  // a dependency outside this plan is named in the task's details
-        arrows.push({ a: box(from), b: box(task), status: from.dataset.status });
+        arrows.push({ a: box(from), b: box(task), status: from.dataset.status,
+                      from: dep, to: tid });
       });
     });
     return { cols: cols, arrows: arrows, width: cols.scrollWidth, height: cols.scrollHeight };
@@ -47,6 +48,8 @@
                         x2 + "," + (y2 - dy) + " " + x2 + "," + (y2 - 3));
       path.setAttribute("class", "edge from-" + arrow.status);
       path.setAttribute("marker-end", "url(#dag-arrow-" + index + ")");
+      path.dataset.from = arrow.from;
+      path.dataset.to = arrow.to;
       svg.appendChild(path);
     });
     var defs = document.createElementNS(SVG, "defs");
@@ -62,7 +65,87 @@
     var which = dirty === "all" ? all : all.filter(function (c) { return dirty.has(c); });
     dirty = null;
     which.map(measure).forEach(function (plan) { render(plan, all.indexOf(plan.cols)); });
+    refresh();
   }
+
+  /* What the reader asked the DAG to show, kept across live redraws: the statuses picked
+     out in the legend (with each status's count of cards), the task chosen (with what it
+     waits for and what waits for it), the plans folded. */
+  var picked = {}, chosen = null, folded = {};
+  function refresh() {
+    var dag = document.getElementById("trace-dag");
+    if (!dag) return;
+    var cards = dag.querySelectorAll(".task[data-tid]"), counts = {};
+    var filtering = Object.keys(picked).some(function (k) { return picked[k]; });
+    cards.forEach(function (card) {
+      var status = card.dataset.status;
+      counts[status] = (counts[status] || 0) + 1;
+      card.classList.toggle("dim-filter", filtering && !picked[status]);
+    });
+    dag.querySelectorAll(".dag-filter").forEach(function (chip) {
+      var n = counts[chip.dataset.status] || 0;
+      chip.querySelector(".dag-n").textContent = n;
+      chip.setAttribute("aria-pressed", picked[chip.dataset.status] ? "true" : "false");
+      chip.classList.toggle("is-zero", n === 0);
+    });
+    dag.querySelectorAll(".dag-group").forEach(function (group) {
+      var fold = !!folded[group.id], button = group.querySelector(".dag-fold");
+      group.classList.toggle("folded", fold);
+      if (button) button.setAttribute("aria-expanded", fold ? "false" : "true");
+      var note = group.querySelector(".dag-folded-n");
+      if (note) note.textContent = fold ? "(" + group.querySelectorAll(".task").length + " tasks folded)" : "";
+    });
+    highlight(dag, cards);
+  }
+
+  // The chosen task, every task it waits for (upstream) and every task waiting for it
+  // (downstream), through the whole plan tree; the rest dimmed.
+  function highlight(dag, cards) {
+    var deps = {}, waiters = {}, byId = {};
+    cards.forEach(function (card) {
+      var tid = card.dataset.tid;
+      byId[tid] = card;
+      deps[tid] = (card.dataset.deps || "").split(" ").filter(Boolean);
+      deps[tid].forEach(function (d) { (waiters[d] = waiters[d] || []).push(tid); });
+    });
+    if (chosen && !byId[chosen]) chosen = null;
+    function reach(start, next) {
+      var seen = {}, todo = [start];
+      while (todo.length) {
+        (next[todo.pop()] || []).forEach(function (t) { if (!seen[t]) { seen[t] = true; todo.push(t); } });
+      }
+      return seen;
+    }
+    var up = chosen ? reach(chosen, deps) : {}, down = chosen ? reach(chosen, waiters) : {};
+    dag.classList.toggle("has-chosen", !!chosen);
+    cards.forEach(function (card) {
+      var tid = card.dataset.tid;
+      card.classList.toggle("is-chosen", tid === chosen);
+      card.classList.toggle("is-up", !!up[tid]);
+      card.classList.toggle("is-down", !!down[tid]);
+    });
+    dag.querySelectorAll(".dag-edges path[data-from]").forEach(function (path) {
+      var a = path.dataset.from, b = path.dataset.to;
+      var on = chosen && ((up[a] || a === chosen) && (up[b] || b === chosen) ||
+                          (down[b] || b === chosen) && (down[a] || a === chosen));
+      path.classList.toggle("on", !!on);
+    });
+  }
+
+  document.addEventListener("click", function (e) {
+    var el = e.target.closest && e.target.closest("#trace-dag .dag-filter, #trace-dag .dag-fold, #trace-dag .task[data-tid]");
+    if (!el) return;
+    if (el.classList.contains("dag-filter")) {
+      picked[el.dataset.status] = !picked[el.dataset.status];
+    } else if (el.classList.contains("dag-fold")) {
+      var group = el.closest(".dag-group");
+      folded[group.id] = !folded[group.id];
+      if (!folded[group.id]) { refresh(); schedule(group.querySelector(".dag-levels")); return; }
+    } else {
+      chosen = chosen === el.dataset.tid ? null : el.dataset.tid;  // again: unchosen
+    }
+    refresh();
+  });
   function schedule(plan) {  // null: every plan
     var first = dirty === null;
     if (!plan || dirty === "all") dirty = "all";

@@ -158,13 +158,15 @@ SERIOUS = ("serious", "critical")
 
 
 def axe_violations(page) -> list[str]:
-    """axe-core's serious and critical violations on the page as it stands, one line each."""
+    """axe-core's serious and critical violations on the page as it stands, one line each
+    (each node by its selector and its HTML: a selector alone may say only :root)."""
     from axe_playwright_python.sync_playwright import Axe
 
     found = Axe().run(page).response["violations"]
     return [f"{page.url} [{v['impact']}] {v['id']}: {v['help']} — "
-            + "; ".join(" ".join(n["target"]) + " " + (n.get("failureSummary") or "")
-                        .replace("\n", " ") for n in v["nodes"][:4])
+            + "; ".join(" ".join(n["target"]) + " " + n.get("html", "")[:200] + " "
+                        + (n.get("failureSummary") or "").replace("\n", " ")
+                        for n in v["nodes"][:4])
             for v in found if v["impact"] in SERIOUS]
 
 

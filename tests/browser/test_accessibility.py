@@ -39,9 +39,10 @@ def visit(page, url: str, name: str, found: list[str]) -> None:
         found.extend(axe_violations(page))
         no_overflow(page)
         screenshot(page, f"a11y-{name}-{size}")
-        waterfall = page.locator("#trace-waterfall")
-        if waterfall.count():  # the trace's waterfall alone, readable at each width
-            waterfall.screenshot(path=str(ARTIFACTS / f"a11y-{name}-{size}-waterfall.png"))
+        for part in ("waterfall", "dag"):  # the trace's waterfall and DAG alone, each width
+            box = page.locator(f"#trace-{part}")
+            if box.count() and box.is_visible():
+                box.screenshot(path=str(ARTIFACTS / f"a11y-{name}-{size}-{part}.png"))
 
 
 # Three tests (not one) so that the browser pass's two workers share the pages: each starts

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -160,6 +162,9 @@ def test_a_215_task_plan_is_a_folded_tree_with_its_detail_beside(live_server_url
     no_overflow(page)
     if wide:
         accessible(page)
+    the_dag_counts_picks_out_lights_up_and_folds(page)
+    if wide:
+        accessible(page)
     waterfall.scroll_into_view_if_needed()
     page.locator("#trace-waterfall .wf-box").evaluate("e => { e.scrollTop = 0; }")
     name = "waterfall-plan-215" + ("" if wide else "-390")
@@ -170,3 +175,32 @@ def test_a_215_task_plan_is_a_folded_tree_with_its_detail_beside(live_server_url
         page.set_viewport_size(viewport)
         page.goto(f"{live_server_url}/runs/{run.id}/")
         a_plan_reads_well(page)
+
+
+def the_dag_counts_picks_out_lights_up_and_folds(page) -> None:
+    """The DAG's legend counts each status's cards and picks them out; a chosen task lights
+    up with what it waits for and what waits for it; a plan folds."""
+    dag = page.locator("#trace-dag")
+    ok = dag.locator('.dag-filter[data-status="ok"]')
+    cards, oks = dag.locator(".task").count(), dag.locator('.task[data-status="ok"]').count()
+    assert oks > 100, oks
+    expect(ok.locator(".dag-n")).to_have_text(str(oks))
+    ok.click()
+    expect(ok).to_have_attribute("aria-pressed", "true")
+    expect(dag.locator(".task.dim-filter")).to_have_count(cards - oks)
+    ok.click()
+    expect(dag.locator(".task.dim-filter")).to_have_count(0)
+    card = dag.locator('.task[data-deps]:not([data-deps=""])').first
+    card.click()
+    expect(card).to_have_class(re.compile(r"\bis-chosen\b"))
+    for dep in card.get_attribute("data-deps").split():
+        expect(dag.locator(f'.task[data-tid="{dep}"]')).to_have_class(re.compile(r"\bis-up\b"))
+    expect(dag.locator(".dag-edges path.on").first).to_be_attached()
+    card.click()  # chosen again: unchosen
+    expect(dag).not_to_have_class(re.compile(r"\bhas-chosen\b"))
+    group = dag.locator(".dag-group").nth(1)
+    group.locator(".dag-fold").click()
+    expect(group.locator(".dag-levels")).to_be_hidden()
+    expect(group.locator(".dag-folded-n")).to_contain_text("tasks folded")
+    group.locator(".dag-fold").click()
+    expect(group.locator(".dag-levels")).to_be_visible()
