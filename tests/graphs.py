@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import operator
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
+from planner import registry
 from planner.registry import GraphSpec, InputError, InputField, register
 
 
@@ -99,3 +104,22 @@ ECHO = register(GraphSpec(
     version=1, build=build, make_input=make_input,
     input_fields=(InputField("steps", "Steps", kind="integer", default=3),),
 ))
+
+
+@contextmanager
+def langgraph_json_graph(folder: Path, *, name: str, module: str, source: str,
+                         attribute: str = "graph") -> Iterator[None]:
+    """The graph ``attribute`` of ``module``.py (holding ``source``), named ``name`` by a
+    ``langgraph.json`` in ``folder``, registered while the block runs; the registry as it
+    was afterwards."""
+    (folder / f"{module}.py").write_text(source)
+    config = folder / "langgraph.json"
+    config.write_text(json.dumps({"dependencies": ["."],
+                                  "graphs": {name: f"./{module}.py:{attribute}"}}))
+    before = dict(registry.GRAPHS)
+    registry.load_langgraph_config(str(config))
+    try:
+        yield
+    finally:
+        registry.GRAPHS.clear()
+        registry.GRAPHS.update(before)

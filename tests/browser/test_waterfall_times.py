@@ -6,17 +6,16 @@ working time is the waterfall's and the API's."""
 
 from __future__ import annotations
 
-import json
 import textwrap
 
 import pytest
 
 from dashboard import services
 from dashboard.models import Run
-from planner import registry
 from tests.browser.conftest import DESKTOP
 from tests.conftest import ARTIFACTS, login, wait_run
 from tests.dashboard.test_modelcalls import openai_server  # noqa: F401
+from tests.graphs import langgraph_json_graph
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -82,15 +81,8 @@ GEOMETRY = """() => {
 def paced_graph(tmp_path, openai_server):  # noqa: F811
     """The graph ``paced`` of ``langgraph.json``, its model answering after ``MODEL`` s."""
     openai_server.delay = MODEL
-    (tmp_path / "paced_graph.py").write_text(PACED_GRAPH)
-    config = tmp_path / "langgraph.json"
-    config.write_text(json.dumps({"dependencies": ["."],
-                                  "graphs": {"paced": "./paced_graph.py:graph"}}))
-    before = dict(registry.GRAPHS)
-    registry.load_langgraph_config(str(config))
-    yield "paced"
-    registry.GRAPHS.clear()
-    registry.GRAPHS.update(before)
+    with langgraph_json_graph(tmp_path, name="paced", module="paced_graph", source=PACED_GRAPH):
+        yield "paced"
 
 
 @pytest.mark.parametrize("page", [DESKTOP], indirect=True, ids=["1400"])

@@ -4,7 +4,6 @@ context, reads the run's user, and stays entered while the run executes."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pytest
@@ -13,6 +12,7 @@ from dashboard import services
 from dashboard.models import Run
 from planner import registry
 from tests.conftest import wait_run
+from tests.graphs import langgraph_json_graph
 
 pytestmark = [pytest.mark.django_db(transaction=True)]  # planner and executor: one pass
 
@@ -65,15 +65,9 @@ async def factory(config, runtime):
 
 @pytest.fixture
 def factory_graph(tmp_path):
-    (tmp_path / "factory_graph.py").write_text(FACTORY_PY)
-    config = tmp_path / "langgraph.json"
-    config.write_text(json.dumps({"dependencies": ["."],
-                                  "graphs": {"factory": "./factory_graph.py:factory"}}))
-    before = dict(registry.GRAPHS)
-    registry.load_langgraph_config(str(config))
-    yield sys.modules["langgraph_json_factory"]
-    registry.GRAPHS.clear()
-    registry.GRAPHS.update(before)
+    with langgraph_json_graph(tmp_path, name="factory", module="factory_graph",
+                              source=FACTORY_PY, attribute="factory"):
+        yield sys.modules["langgraph_json_factory"]
 
 
 def test_an_async_context_manager_factory_is_loaded_and_inspected(factory_graph):

@@ -9,8 +9,8 @@ import pytest
 
 from dashboard import services
 from dashboard.models import Run, RunEvent
-from planner import registry
 from tests.conftest import assert_gapless, wait_run
+from tests.graphs import langgraph_json_graph
 from tests.openai_server import DECISION, MODEL, REPLY, OpenAIServer
 
 pytestmark = pytest.mark.pg
@@ -74,15 +74,8 @@ def on_test_model(executor, openai_server, settings):
 @pytest.fixture
 def chat_graph(tmp_path):
     """A langgraph.json graph ``chat`` that calls ``ChatOpenAI`` itself."""
-    (tmp_path / "chat_graph.py").write_text(CHAT_GRAPH)
-    config = tmp_path / "langgraph.json"
-    config.write_text(json.dumps({"dependencies": ["."],
-                                  "graphs": {"chat": "./chat_graph.py:graph"}}))
-    before = dict(registry.GRAPHS)
-    registry.load_langgraph_config(str(config))
-    yield "chat"
-    registry.GRAPHS.clear()
-    registry.GRAPHS.update(before)
+    with langgraph_json_graph(tmp_path, name="chat", module="chat_graph", source=CHAT_GRAPH):
+        yield "chat"
 
 
 def _calls(run: Run) -> tuple[list[RunEvent], list[RunEvent]]:
