@@ -280,13 +280,14 @@ class Executor:
             if self.draining:  # another process takes it (its reaper, or a worker's job)
                 return
             async with self._sem:
-                requests = self._active[run_id] = Requests()
+                requests = Requests()
                 instruments.RUNS_IN_FLIGHT.inc()
                 executed = False  # a run this executor never held hands nothing on
                 try:
                     runs = await self._aopen_saver()
                     while not self.draining and (
                             claim := await runs.aclaim(run_id, owner=self.owner, mode=mode)):
+                        self._hold(run_id, requests)
                         executed = True
                         run, first = claim.run, claim.next_seq
                         # the run's recorders: its events, on the write-behind every run
@@ -309,13 +310,33 @@ class Executor:
                             break
                         mode = "resume"
                 finally:
-                    self._active.pop(run_id, None)
+                    self._let_go(run_id, requests)
                     instruments.RUNS_IN_FLIGHT.dec()
             # outside the slot: runs enqueued behind this one may start now
             if executed and self.on_stopped is not None:
                 await database_sync_to_async(_stopped)(self.on_stopped, run_id)
         finally:
             self._jobs.discard(task)
+
+    def _hold(self, run_id: uuid.UUID, requests: Requests) -> None:
+        """Make ``requests`` the run's once its claim holds: heartbeats, cancels and
+        breakpoint changes reach the run through them from now on.
+
+        Only a claim that holds may: the reaper may send back a run this executor still
+        executes (its heartbeat late after a stall), that dispatch's claim is refused, and
+        had it put its requests in the live run's place first (then taken them away),
+        the run would go unheard: no heartbeat, no cancel, found stale every round. Such
+        a dispatch is not skipped either: a resume may arrive just as the run pauses, and
+        its claim is then the one that holds."""
+        if self.draining:  # drain() flagged the runs it found; this one came after
+            requests.handover = True
+        self._active[run_id] = requests
+
+    def _let_go(self, run_id: uuid.UUID, requests: Requests) -> None:
+        """The task that held the run with ``requests`` is done with it: forget them,
+        unless a later claim of the same run (another task's resume) holds it now."""
+        if self._active.get(run_id) is requests:
+            del self._active[run_id]
 
     async def _heartbeat_forever(self) -> None:
         interval = planwatch_setting("HEARTBEAT_SECONDS")

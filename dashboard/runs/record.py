@@ -111,7 +111,8 @@ def track(tasks: set[asyncio.Task[Any]], work: Coroutine[Any, Any, Any]) -> asyn
 class WriteBehind:
     """Writes the buffered events of all of an executor's runs together, behind the graphs.
 
-    ``RETRIES`` failed writes of a run in a row are retried, ``RETRY_PAUSE`` seconds apart.
+    ``RETRIES`` failed writes of a run in a row are retried, ``RETRY_PAUSE`` seconds apart;
+    after that the run's rows wait in its buffer for its next write (its final one at last).
 
     The first events after a quiet spell are written at once; events that come while a
     write is in flight, or within ``interval`` of its start, wait for the next write,
@@ -200,14 +201,21 @@ class WriteBehind:
         """A write failed (a dropped connection, say): its rows go back in front of the
         run's buffer, numbered as they were, for the next write (after a pause) or the
         run's final write, so a failed write leaves no gap. After ``RETRIES`` failures in
-        a row the error is raised (the run's final write still carries the rows)."""
+        a row the run is not retried: its rows wait for its next write.
+
+        Nothing is raised: it would end the write of the runs after this one (their rows
+        taken from their buffers already, then in none) and every later write of the
+        runs waiting meanwhile."""
         failures = self._failures.get(writer.run.id, 0) + 1
         self._failures[writer.run.id] = failures
         writer.buffer[:0] = rows
+        if failures > self.RETRIES:
+            logger.error("writing %d events of run %s failed %d times in a row; they wait "
+                         "for its next write", len(rows), writer.run.id, failures,
+                         exc_info=True)
+            return
         logger.warning("writing %d events of run %s failed (%d in a row); retrying",
                        len(rows), writer.run.id, failures, exc_info=True)
-        if failures > self.RETRIES:
-            raise
         self._last_write += self.RETRY_PAUSE  # the next write waits a little longer
         self.note(writer)
 

@@ -225,3 +225,43 @@ async def test_a_write_that_keeps_failing_leaves_its_rows_to_the_final_write(sen
     writer.add({"kind": "run_succeeded"})
     await asyncio.wait_for(writer.afinish(status=Run.State.SUCCEEDED), 5)
     assert sink.writes == [([1, 2], Run.Status.SUCCEEDED)]
+
+
+class BadRunSink(SlowSink):
+    """Fails every write that holds a run in node ``bad`` (its row is bad), alone or not."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.bad_attempts = 0
+
+    async def aprogress(self, batches: list[Any], *, now: Any) -> list[dict[str, Any]]:
+        if any(node == "bad" for _, _, node in batches):
+            self.bad_attempts += 1
+            raise ValueError("a bad row")
+        return await super().aprogress(batches, now=now)
+
+
+async def test_a_run_that_keeps_failing_costs_the_runs_written_with_it_no_events(
+        sent, monkeypatch):
+    """The run-by-run writes after a failed write of several runs: one run failing for
+    the last time must not lose the rows already taken from the runs after it (they
+    were in no buffer any more, and never written)."""
+    monkeypatch.setattr(WriteBehind, "RETRY_PAUSE", 0.05)
+    sink = BadRunSink()
+    behind = WriteBehind(sink, interval=0)  # type: ignore[arg-type]
+    bad = _writer(None, 0, behind=behind)
+    bad.current_node = "bad"
+    bad.add({"kind": "run_started"})
+    bad.flush_behind()
+    # every retry of its own but the last has failed; the last waits out its pause …
+    await until(lambda: sink.bad_attempts == WriteBehind.RETRIES)
+    goods = [_writer(None, 0, behind=behind) for _ in range(2)]
+    for good in goods:  # … and takes these runs along: together, then one by one
+        good.add({"kind": "run_started"})
+        good.flush_behind()
+    await until(lambda: sink.bad_attempts == WriteBehind.RETRIES + 2)
+    await until(lambda: len(sink.writes) == 2)
+    assert sink.writes == [([1], None), ([1], None)]  # each good run's own write
+    assert {m["run_id"] for _, m in sent if m["type"] == "run.events"} == {
+        str(good.run.id) for good in goods}
+    assert [r["seq"] for r in bad.buffer] == [1]  # left to its final write
