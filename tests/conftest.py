@@ -309,6 +309,16 @@ def wait_run(run_id, statuses=("succeeded", "failed", "cancelled", "interrupted"
         time.sleep(0.05)
 
 
+def wait_started(run, timeout: float = 30) -> None:
+    """Poll until the run has started a node (a deadlock guard, not a speed test)."""
+    from dashboard.models import RunEvent
+
+    deadline = time.monotonic() + timeout
+    while not run.events.filter(kind=RunEvent.Kind.NODE_STARTED).exists():
+        assert time.monotonic() < deadline, f"run {run.id} started no node in {timeout} s"
+        time.sleep(0.02)
+
+
 def assert_gapless(run) -> list:
     """The run's events are numbered 1..n without gap or duplicate, n = run.last_seq."""
     seqs = list(run.events.order_by("seq").values_list("seq", flat=True))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
+from itertools import batched
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -456,8 +457,7 @@ class RunConsumer(PlanwatchConsumer):
         new_rows = [t for t in context["touched"] if t[2]]
         # appended in partials of ROWS_PER_PARTIAL: the page swaps them a slice of its main
         # thread at a time (static/planwatch/app.js), never a whole step's rows in one go
-        context["new_row_parts"] = [new_rows[i:i + ROWS_PER_PARTIAL]
-                                    for i in range(0, len(new_rows), ROWS_PER_PARTIAL)]
+        context["new_row_parts"] = list(batched(new_rows, ROWS_PER_PARTIAL))
         # plans that got tasks are drawn alone: a new one added, a grown one drawn again
         plans = [g for g in trace.task_groups(self.fold) if g.parent in changes.plans] \
             if changes.plans and not changes.new_tasks else []

@@ -164,7 +164,7 @@
   }
   /* Everything received swapped now (before a reconnect reads the page's last event). */
   function flush() { while (queue.length) queue.shift().run(); }
-  window.planwatchLive = { flush: flush, pending: function () { return queue.length; } };
+  window.planwatchLive = { flush: flush };
   document.addEventListener("htmx:wsBeforeMessage", function (e) {
     if (!api || e.defaultPrevented || !/\bpw-live\b/.test(e.target.getAttribute("hx-ext") || "")) {
       return;

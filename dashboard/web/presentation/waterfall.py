@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import batched
 from typing import Any
 from urllib.parse import quote
 
@@ -503,10 +504,9 @@ class WaterfallView:
             if container not in on_page:
                 continue  # inside a new row's block, sent with it
             added = ids[len(old.get(container, [])):]
-            for at in range(0, len(added), ROWS_PER_PARTIAL):  # a slice of the page's time each
+            for part in batched(added, ROWS_PER_PARTIAL):  # a slice of the page's time each
                 out.append(f'<div hx-swap-oob="beforeend:#{container}">'
-                           + "".join(now.parts[i].block for i in added[at:at + ROWS_PER_PARTIAL])
-                           + "</div>")
+                           + "".join(now.parts[i].block for i in part) + "</div>")
         for key, part in now.parts.items():
             was = before.parts.get(key)
             if was is not None and was.line != part.line:

@@ -8,7 +8,7 @@ import pytest
 
 from dashboard import services
 from dashboard.models import Run, RunEvent
-from tests.conftest import assert_gapless, wait_run
+from tests.conftest import assert_gapless, wait_run, wait_started
 
 Kind = RunEvent.Kind
 
@@ -36,10 +36,7 @@ def test_a_recovery_dispatched_for_a_run_it_executes_leaves_that_run_its_heartbe
     # long steps: no events are written inside one, only heartbeats touch heartbeat_at
     run = services.run_create(graph="test.echo", input={"steps": 3, "delay": 1.5},
                               user=operator)
-    deadline = time.monotonic() + 30
-    while not run.events.filter(kind=Kind.NODE_STARTED).exists():
-        assert time.monotonic() < deadline, "the run did not start its first step"
-        time.sleep(0.02)
+    wait_started(run)
 
     beating.submit(run.id, "recover").result(10)  # refused: the run is this executor's
 

@@ -9,7 +9,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from dashboard import services
 from dashboard.models import Interrupt, Run, RunEvent
-from tests.conftest import assert_gapless, wait_run
+from tests.conftest import assert_gapless, wait_run, wait_started
 
 pytestmark = pytest.mark.pg
 
@@ -271,10 +271,7 @@ def test_a_live_runs_heartbeat_lands_while_the_orm_thread_is_busy(transactional_
         # one long step: no event is written meanwhile, only heartbeats keep it alive
         run = services.run_create(graph="test.echo", input={"steps": 1, "delay": 4},
                                   user=operator)
-        deadline = time.monotonic() + 30
-        while not run.events.filter(kind=Kind.NODE_STARTED).exists():
-            assert time.monotonic() < deadline, "the run did not start its step"
-            time.sleep(0.05)
+        wait_started(run)
         busy = SyncToAsync.single_thread_executor.submit(time.sleep, 2.5)
         time.sleep(2.0)  # twice STALE_AFTER_SECONDS, the step still running
         # a peer's reaper and claim, as another process would run them
