@@ -504,9 +504,9 @@ class WaterfallView:
             if container not in on_page:
                 continue  # inside a new row's block, sent with it
             added = ids[len(old.get(container, [])):]
-            for part in batched(added, ROWS_PER_PARTIAL):  # a slice of the page's time each
+            for batch in batched(added, ROWS_PER_PARTIAL):  # a slice of the page's time each
                 out.append(f'<div hx-swap-oob="beforeend:#{container}">'
-                           + "".join(now.parts[i].block for i in part) + "</div>")
+                           + "".join(now.parts[i].block for i in batch) + "</div>")
         for key, part in now.parts.items():
             was = before.parts.get(key)
             if was is not None and was.line != part.line:
