@@ -27,8 +27,16 @@ from dashboard.lgserver import bodies, shapes
 from dashboard.lgserver.subgraphs import FALSE, TRUE
 from dashboard.lgserver.views import LangGraphView, body, require, thread_of
 from dashboard.models import Thread
-from dashboard.services import RunStateError
 from dashboard.thread_runs import holder_of, update_state
+
+
+class NoGraph(exceptions.APIException):
+    """A state update on a thread no run has been made on: no graph to write it as (400,
+    as LangGraph's server answers a thread without a graph ID)."""
+
+    status_code = 400
+    default_detail = "the thread has no associated graph; start a run on it first"
+    default_code = "no_graph"
 
 
 def _subgraphs(value: Any) -> bool:
@@ -83,7 +91,9 @@ class ThreadStateView(LangGraphView):
         updates = _updates(None if values in ({}, []) else values)
         latest = thread.latest_run()
         if latest is None:
-            raise RunStateError(f"thread {thread.id} has no run yet; start one first")
+            raise NoGraph(f"thread {thread.id} has no associated graph (no assigned graph "
+                          "ID): no run has been made on it yet; start a run on the thread "
+                          "first, then update its state")
         if checkpoint:  # any checkpoint of the thread: the update branches from it
             holder_of(thread, checkpoint)
         for update in updates:  # all checked before any is written
@@ -93,8 +103,11 @@ class ThreadStateView(LangGraphView):
             new_id = update_state(thread, latest, values=update, as_node=as_node,
                                   user=request.user, checkpoint_id=checkpoint)
             checkpoint = ""  # the next one goes on from the one just written
-        return Response({"checkpoint": {"thread_id": str(thread.id), "checkpoint_ns": "",
-                                        "checkpoint_id": new_id, "checkpoint_map": None}})
+        written = {"thread_id": str(thread.id), "checkpoint_ns": "", "checkpoint_id": new_id,
+                   "checkpoint_map": None}
+        # as LangGraph's server answers it, its deprecated keys included
+        return Response({"checkpoint": written, "configurable": written,
+                         "checkpoint_id": new_id})
 
 
 def _updates(values: Any) -> list[Any]:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END, StateGraph
+from langgraph.graph import END, START, StateGraph
 from pydantic import TypeAdapter, ValidationError
 
 from dashboard.runs.savers import aopen_saver
@@ -36,6 +36,13 @@ class EditError(ValueError):
 def state_channels(builder: StateGraph[Any]) -> dict[str, Any]:
     """The graph's state channels and their declared types."""
     return typing.get_type_hints(builder.state_schema)
+
+
+def update_nodes(builder: StateGraph[Any]) -> set[str]:
+    """The nodes a state update may be written as: the graph's, and ``__start__`` (the
+    graph's input, as LangGraph's compiled graph has it: the update is then taken as the
+    run's input, and the graph goes on to the nodes after the start)."""
+    return set(builder.nodes) | {START}
 
 
 def check_edit(builder: StateGraph[Any], values: Any, *, as_node: str = "",
@@ -65,7 +72,7 @@ def check_edit(builder: StateGraph[Any], values: Any, *, as_node: str = "",
             continue
         for name, reason in field_errors(record, (fields or {}).get(channel, ())).items():
             errors[f"{channel}.{name}"] = reason
-    nodes = set(builder.nodes)
+    nodes = update_nodes(builder)
     if as_node and as_node not in nodes:
         errors["as_node"] = (f"the graph has no node {as_node!r}; its nodes: "
                              f"{', '.join(sorted(nodes))}")
@@ -103,9 +110,9 @@ def typed_edit(values: Mapping[str, Any], fields: Mapping[str, tuple[StateField,
 
 
 def check_as_node(builder: StateGraph[Any], as_node: str) -> None:
-    """Raise :class:`EditError` unless ``as_node`` is one of the graph's nodes, ``__end__``
+    """Raise :class:`EditError` unless ``as_node`` is one of :func:`update_nodes`, ``__end__``
     (the graph ends there: LangGraph's way to close a thread) or empty."""
-    nodes = set(builder.nodes)
+    nodes = update_nodes(builder)
     if as_node and as_node not in nodes | {END}:
         raise EditError({"as_node": f"the graph has no node {as_node!r}; its nodes: "
                                     f"{', '.join(sorted(nodes | {END}))}"})

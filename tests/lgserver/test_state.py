@@ -51,6 +51,30 @@ def test_a_list_of_updates_is_applied_in_order(sdk, napped):
     assert state["checkpoint"]["checkpoint_id"] == made["checkpoint"]["checkpoint_id"]
 
 
+def test_an_update_as_start_is_taken_as_input_and_the_graph_goes_on_from_there(sdk, napped):
+    """``as_node="__start__"`` (LangGraph's compiled graphs have that node): the update is
+    the graph's input, its next node the one after the start."""
+    made = sdk.threads.update_state(napped, {"seconds": 5}, as_node="__start__")
+    state = sdk.threads.get_state(napped)
+    assert state["checkpoint"]["checkpoint_id"] == made["checkpoint"]["checkpoint_id"]
+    assert made["checkpoint_id"] == made["checkpoint"]["checkpoint_id"]
+    assert state["values"]["seconds"] == 5 and state["next"] == ["nap"]
+    made = sdk.threads.update_state(napped, [{"seconds": 1}, {"done": False}],
+                                    as_node="__start__")
+    assert sdk.threads.get_state(napped)["values"] == {"seconds": 1, "done": False}
+
+
+def test_an_update_of_a_thread_with_no_run_is_400_saying_it_has_no_graph(sdk, lg_url,
+                                                                       sdk_user):
+    """As LangGraph's server answers a thread with no graph ID: 400, not a conflict."""
+    thread = sdk.threads.create()
+    answer = post(lg_url, sdk_user, f"/threads/{thread['thread_id']}/state",
+                  {"values": {"seconds": 1}})
+    assert answer.status_code == 400, answer.text
+    assert "no associated graph" in answer.json()["detail"]
+    assert "start a run" in answer.json()["detail"]
+
+
 def test_a_bad_item_of_a_list_is_422_naming_it_and_nothing_is_written(sdk, napped):
     before = sdk.threads.get_state(napped)
     with pytest.raises(UnprocessableEntityError, match="nope"):
