@@ -27,6 +27,7 @@ from dashboard.lgserver import bodies, shapes
 from dashboard.lgserver.subgraphs import FALSE, TRUE
 from dashboard.lgserver.views import LangGraphView, body, require, thread_of
 from dashboard.models import Thread
+from dashboard.services import RunStateError
 from dashboard.thread_runs import holder_of, update_state
 
 
@@ -90,6 +91,10 @@ class ThreadStateView(LangGraphView):
         values = data.get("values")
         updates = _updates(None if values in ({}, []) else values)
         latest = thread.latest_run()
+        if latest is None and thread.graph:  # LangGraph's server writes it; see the README
+            raise RunStateError(f"thread {thread.id} (graph {thread.graph!r}) has no run yet, "
+                                "and a state update is recorded in its run's log; start a "
+                                "run on the thread first, then update its state")
         if latest is None:
             raise NoGraph(f"thread {thread.id} has no associated graph (no assigned graph "
                           "ID): no run has been made on it yet; start a run on the thread "

@@ -73,6 +73,10 @@ def test_an_update_of_a_thread_with_no_run_is_400_saying_it_has_no_graph(sdk, lg
     assert answer.status_code == 400, answer.text
     assert "no associated graph" in answer.json()["detail"]
     assert "start a run" in answer.json()["detail"]
+    named = sdk.threads.create(graph_id="nap")  # a graph, but no run's log to record it in
+    answer = post(lg_url, sdk_user, f"/threads/{named['thread_id']}/state",
+                  {"values": {"seconds": 1}})
+    assert answer.status_code == 409 and "has no run yet" in answer.json()["detail"]
 
 
 def test_a_bad_item_of_a_list_is_422_naming_it_and_nothing_is_written(sdk, napped):
