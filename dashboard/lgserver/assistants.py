@@ -24,8 +24,10 @@ from dashboard.lgserver.views import (
     _limit,
     _offset,
     body,
+    order_of,
     require,
     resolve,
+    sort_of,
 )
 from dashboard.models import Assistant, AssistantVersion
 from planner.registry import GraphSpec, all_graphs
@@ -179,18 +181,11 @@ class AssistantSearchView(LangGraphView):
     def post(self, request: Request) -> Response:
         data = body(request)
         graph_id, name, metadata = _filters(data)
-        sort_by = str(data.get("sort_by") or "created_at")
-        order = str(data.get("sort_order") or "desc")
-        if sort_by not in lgapi.SORTABLE:
-            raise exceptions.ValidationError(
-                {"sort_by": f"{sort_by!r}; use one of {', '.join(lgapi.SORTABLE)}"})
-        if order not in ("asc", "desc"):
-            raise exceptions.ValidationError({"sort_order": f"{order!r}; use asc or desc"})
+        sort_by, order = sort_of(data, lgapi.SORTABLE)
         offset, limit = _offset(data), _limit(data)
-        column = lgapi.SORTABLE[sort_by]
         rows = lgapi.assistant_rows(user=request.user, graph_id=graph_id, name=name,
                                     metadata=metadata).order_by(
-            f"{'-' if order == 'desc' else ''}{column}", "id")
+            *order_of(data, lgapi.SORTABLE))
         # the top offset+limit of the union is among the rows' top ones and the graphs'
         found = [assistant_shape(r) for r in rows[: offset + limit + 1]]
         found += [shapes.assistant(s) for s in all_graphs()

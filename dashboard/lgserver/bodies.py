@@ -103,7 +103,7 @@ class ThreadSearchBody(Page):
     ids = _any(help_text="Thread UUIDs.")
     status = _text(20)
     sort_by = _text(20)
-    sort_order = _text(4)
+    sort_order = _text(20)
 
 
 class HistoryBody(Page):
@@ -179,7 +179,7 @@ class AssistantSearchBody(SearchBody):
     graph_id = _text(GRAPH_ID_MAX)
     name = _text(NAME_MAX)
     sort_by = _text(20)
-    sort_order = _text(4)
+    sort_order = _text(20)
 
 
 class CronSearchBody(SearchBody):
@@ -189,7 +189,7 @@ class CronSearchBody(SearchBody):
     thread_id = _text(100)
     enabled = _any()
     sort_by = _text(20)
-    sort_order = _text(4)
+    sort_order = _text(20)
 
 
 class CronBody(RunBody):

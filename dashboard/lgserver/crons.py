@@ -24,6 +24,7 @@ from dashboard.lgserver.views import (
     _limit,
     _offset,
     body,
+    order_of,
     require,
     run_request,
     thread_of,
@@ -149,16 +150,8 @@ class CronSearchView(LangGraphView):
 
     def post(self, request: Request) -> Response:
         data = body(request)
-        sort_by = str(data.get("sort_by") or "created_at")
-        order = str(data.get("sort_order") or "desc")
-        if sort_by not in SORTABLE:
-            raise exceptions.ValidationError(
-                {"sort_by": f"{sort_by!r}; use one of {', '.join(SORTABLE)}"})
-        if order not in ("asc", "desc"):
-            raise exceptions.ValidationError({"sort_order": f"{order!r}; use asc or desc"})
         offset = _offset(data)
-        found = _filtered(request, data).order_by(
-            f"{'-' if order == 'desc' else ''}{SORTABLE[sort_by]}", "id")
+        found = _filtered(request, data).order_by(*order_of(data, SORTABLE))
         return Response([cron_shape(c) for c in found[offset: offset + _limit(data)]])
 
 

@@ -18,6 +18,10 @@ from dashboard.models import Run, Thread
 from dashboard.runs import states
 
 THREAD_STATUSES = tuple(Thread.Status.values)
+THREAD_SORTABLE = {"thread_id": "id", "status": "status", "created_at": "created_at",
+                   "updated_at": "updated_at"}
+"""LangGraph's thread sort keys and the columns they sort (its ``state_updated_at`` is no
+column here: refused, naming these)."""
 RUN_STATUSES = {  # a LangGraph run status as the run states it covers
     name: Q(state__in=[s for s, m in states.MEANINGS.items() if m.langgraph == name])
     for name in states.LANGGRAPH_STATUSES

@@ -16,7 +16,7 @@ import contextlib
 import functools
 import json
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Mapping
 from importlib.metadata import version
 from typing import Any
 from urllib.parse import urlencode
@@ -201,6 +201,26 @@ def _limit(data: Any, default: int = 10) -> int:
         raise exceptions.ValidationError({"limit": "a whole number from 1 to 1000"}) from None
 
 
+def sort_of(data: Any, sortable: Mapping[str, str]) -> tuple[str, str]:
+    """A search's ``sort_by`` and ``sort_order`` (``created_at``, ``desc`` when not sent);
+    422 naming either when it is not one of ``sortable``'s keys, or asc or desc."""
+    sort_by = str(data.get("sort_by") or "created_at")
+    order = str(data.get("sort_order") or "desc")
+    if sort_by not in sortable:
+        raise exceptions.ValidationError(
+            {"sort_by": f"{sort_by!r}; use one of {', '.join(sortable)}"})
+    if order not in ("asc", "desc"):
+        raise exceptions.ValidationError({"sort_order": f"{order!r}; use asc or desc"})
+    return sort_by, order
+
+
+def order_of(data: Any, sortable: Mapping[str, str]) -> tuple[str, str]:
+    """The ``order_by`` of a search's :func:`sort_of`, its id last (a stable order)."""
+    sort_by, order = sort_of(data, sortable)
+    prefix = "-" if order == "desc" else ""
+    return f"{prefix}{sortable[sort_by]}", f"{prefix}id"
+
+
 def _offset(data: Any) -> int:
     deepest = search.max_offset()
     try:
@@ -299,7 +319,8 @@ class ThreadsView(LangGraphView):
 
 
 class ThreadSearchView(LangGraphView):
-    """``POST /threads/search``: by metadata, status, ids; newest first; paged in SQL."""
+    """``POST /threads/search``: by metadata, status, ids; sorted (newest first unless
+    ``sort_by``/``sort_order`` say otherwise); paged in SQL."""
 
     request_shapes = {"post": bodies.ThreadSearchBody}
 
@@ -319,10 +340,9 @@ class ThreadSearchView(LangGraphView):
                 raise exceptions.ValidationError({"status": (
                     f"{status!r} is not one of {', '.join(search.THREAD_STATUSES)}")})
             threads = threads.filter(status=status)
-        order = "updated_at" if data.get("sort_by") == "updated_at" else "created_at"
-        prefix = "" if str(data.get("sort_order")).lower() == "asc" else "-"
+        ordered = threads.order_by(*order_of(data, search.THREAD_SORTABLE))
         offset, limit = _offset(data), _limit(data)
-        page = threads.order_by(f"{prefix}{order}", f"{prefix}id")[offset: offset + limit]
+        page = ordered[offset: offset + limit]
         return Response(shapes.threads(list(page)))
 
 

@@ -345,3 +345,21 @@ def test_enqueued_runs_wait_their_turn_and_go_on_from_the_state_before_them(sdk)
         assert after.started_at >= before.finished_at  # one after the other
         assert after.parent_id == before.id and after.forked_from_checkpoint
     assert sdk.threads.get(tid)["status"] == "idle"
+
+
+def test_thread_search_sorts_by_langgraphs_keys_and_refuses_others_naming_them(sdk):
+    tag = uuid.uuid4().hex
+    made = [sdk.threads.create(metadata={"tag": tag})["thread_id"] for _ in range(3)]
+
+    def found(**sort):
+        return [t["thread_id"] for t in sdk.threads.search(metadata={"tag": tag}, **sort)]
+
+    assert found() == found(sort_by="created_at", sort_order="desc") == made[::-1]
+    assert found(sort_by="created_at", sort_order="asc") == made
+    assert found(sort_by="thread_id", sort_order="asc") == sorted(made)
+    assert found(sort_by="thread_id", sort_order="desc") == sorted(made, reverse=True)
+    assert sorted(found(sort_by="status")) == sorted(made)
+    with pytest.raises(UnprocessableEntityError, match=r"sort_by.*'colour'.*thread_id"):
+        sdk.threads.search(sort_by="colour")
+    with pytest.raises(UnprocessableEntityError, match=r"sort_order.*'upwards'"):
+        sdk.threads.search(sort_order="upwards")
