@@ -123,6 +123,14 @@ class StateBody(serializers.Serializer):
     subgraphs = _any()
 
 
+class RunsCancelBody(serializers.Serializer):
+    """``POST /runs/cancel``: ``thread_id`` and ``run_ids``, or a ``status``."""
+
+    thread_id = _text(100, help_text="The thread of run_ids.")
+    run_ids = _any(help_text="Run UUIDs of the thread.")
+    status = _text(20, help_text="pending, running or all: every run of yours so.")
+
+
 class RunBody(serializers.Serializer):
     """A run request (``POST /threads/<id>/runs`` and its stream and wait, the stateless
     ones, and what a cron keeps)."""

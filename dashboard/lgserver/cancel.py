@@ -10,27 +10,35 @@
   stopped, so the thread's state is again what it was before the run; ``interrupt``
   (the default) keeps it, cancelled.
 
+``POST /runs/cancel`` (the SDK's ``runs.cancel_many``) cancels several: the runs a thread's
+``run_ids`` name, or every run of the user's (the team's: everyone's) whose status is
+``status`` (``pending``, ``running``, ``all`` of both); each as one cancel above, ``204``;
+``404`` when none of them is pending or running, as LangGraph's server answers.
+
 Waiting happens in an async view on the server's loop, never in a request thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_not_required
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from dashboard import services
-from dashboard.lgserver import shapes, stream
+from dashboard import policy, services
+from dashboard.lgserver import bodies, search, shapes, stream
 from dashboard.lgserver.views import (
     LangGraphView,
     ThreadView,
+    body,
     final_values,
     require,
     run_of,
@@ -42,6 +50,19 @@ from dashboard.runs.dispatch import get_executor
 ACTIONS = ("interrupt", "rollback")
 TRUE = ("1", "true", "True")
 FALSE = ("", "0", "false", "False")
+
+
+BULK_STATUSES = {"pending": ("pending",), "running": ("running",),
+                 "all": ("pending", "running")}
+"""A bulk cancel's ``status`` and the LangGraph run statuses it cancels."""
+
+
+def _action(request: Request) -> str:
+    action = request.query_params.get("action") or "interrupt"
+    if action not in ACTIONS:
+        raise exceptions.ValidationError({"action": (
+            f"{action!r} is not one of {', '.join(ACTIONS)}")})
+    return action
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -75,10 +96,7 @@ class RunCancelView(LangGraphView):
     def post(self, request: Request, thread_id: str, run_id: str) -> Response:
         require(request, "cancel_run", "cancelling a run")
         wait = _flag(request, "wait")
-        action = request.query_params.get("action") or "interrupt"
-        if action not in ACTIONS:
-            raise exceptions.ValidationError({"action": (
-                f"{action!r} is not one of {', '.join(ACTIONS)}")})
+        action = _action(request)
         run = run_of(thread_of(thread_id), run_id)
         if not shapes.busy(run):
             raise exceptions.NotFound(
@@ -90,6 +108,58 @@ class RunCancelView(LangGraphView):
         if action == "rollback" and not wait:
             get_executor().spawn(arolled_back_when_stopped(run.id))
         return response
+
+
+def _named(request: Request, data: dict[str, Any]) -> QuerySet[Run]:
+    """The runs a bulk cancel names that the user may act on: by ``status``, or the
+    thread's ``run_ids``; 422 naming what is missing or bad."""
+    status = str(data.get("status") or "").lower()
+    if status:
+        if status not in BULK_STATUSES:
+            raise exceptions.ValidationError({"status": (
+                f"{status!r} is not one of {', '.join(BULK_STATUSES)}")})
+        if data.get("thread_id") or data.get("run_ids"):
+            raise exceptions.ValidationError({"status": (
+                "a status cancels every run so, whatever its thread: send it without "
+                "thread_id and run_ids")})
+        found = Run.objects.none()
+        for name in BULK_STATUSES[status]:
+            found |= search.runs_with_status(Run.objects.all(), name)
+        return policy.runs_visible(request.user, found)
+    ids = data.get("run_ids")
+    if not data.get("thread_id") or not isinstance(ids, list) or not ids:
+        raise exceptions.ValidationError({"run_ids": (
+            "give thread_id and run_ids (a list of its runs' UUIDs), or a status: "
+            f"{', '.join(BULK_STATUSES)}")})
+    try:
+        thread = uuid.UUID(str(data["thread_id"]))
+        wanted = [uuid.UUID(str(i)) for i in ids]
+    except ValueError:
+        raise exceptions.ValidationError({"run_ids": (
+            "thread_id and each of run_ids must be a UUID")}) from None
+    return policy.runs_visible(request.user, Run.objects.filter(conversation_id=thread,
+                                                                id__in=wanted))
+
+
+class RunsCancelView(LangGraphView):
+    """``POST /runs/cancel``: each run named that is pending or running is cancelled."""
+
+    request_shapes = {"post": bodies.RunsCancelBody}
+
+    def post(self, request: Request) -> Response:
+        require(request, "cancel_run", "cancelling runs")
+        action = _action(request)
+        busy = [run for run in _named(request, body(request)) if shapes.busy(run)]
+        if not busy:
+            raise exceptions.NotFound(
+                "no run to cancel: none of the runs named is pending or running (as on "
+                "LangGraph's server); list a thread's runs with GET /threads/<id>/runs")
+        for run in busy:
+            with contextlib.suppress(services.RunStateError):  # it stopped meanwhile
+                services.run_cancel(run=run, user=request.user)
+            if action == "rollback":
+                get_executor().spawn(arolled_back_when_stopped(run.id))
+        return Response(status=204)
 
 
 _cancel = RunCancelView.as_view()

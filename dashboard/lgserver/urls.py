@@ -57,6 +57,7 @@ urlpatterns = [
     path(f"{R}/join", v.RunJoinView.as_view(), name="run-join"),
     path(f"{R}/stream", v.RunJoinStreamView.as_view(), name="run-join-stream"),
     path(f"{R}/cancel", cancel.run_cancel, name="run-cancel"),
+    path("runs/cancel", cancel.RunsCancelView.as_view(), name="runs-cancel"),
     path("runs/crons", c.CronsView.as_view(), name="crons"),
     path("runs/crons/search", c.CronSearchView.as_view(), name="cron-search"),
     path("runs/crons/count", c.CronCountView.as_view(), name="cron-count"),

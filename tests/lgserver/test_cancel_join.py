@@ -116,3 +116,45 @@ def test_deleting_a_thread_cancels_its_runs_in_flight_then_deletes_it(sdk):
     assert not Run.objects.filter(id__in=[first["run_id"], queued["run_id"]]).exists()
     with pytest.raises(NotFoundError, match=f"thread {tid} not found"):
         sdk.threads.get(tid)
+
+
+def test_cancel_many_cancels_the_named_runs_or_all_of_a_status_of_the_users_own(
+        sdk, lg_url, django_user_model):
+    """``runs.cancel_many``: by thread and run ids, or every run of the caller's so; another
+    user's run is not touched; nothing pending or running is 404; bad input 422."""
+    from django.contrib.auth.models import Permission
+    from langgraph_sdk import get_sync_client
+
+    from tests.conftest import api_token
+    from tests.lgserver.conftest import PERMS
+
+    other = django_user_model.objects.create_user(username="otto", password="pw-otto-12345")
+    other.user_permissions.set(Permission.objects.filter(codename__in=PERMS))
+    others = get_sync_client(url=lg_url, api_key=api_token(other))
+    theirs = running(others, others.threads.create()["thread_id"])
+    one, two = (sdk.threads.create()["thread_id"] for _ in range(2))
+    first, second = running(sdk, one), running(sdk, two)
+    sdk.runs.cancel_many(thread_id=one, run_ids=[first["run_id"]])
+    wait_run(first["run_id"], statuses=("cancelled",))
+    assert Run.objects.get(id=second["run_id"]).status == Run.Status.RUNNING
+    with pytest.raises(NotFoundError, match="none of the runs named"):
+        sdk.runs.cancel_many(thread_id=one, run_ids=[first["run_id"]])
+    with pytest.raises(NotFoundError):  # another's run, named: not theirs to cancel
+        sdk.runs.cancel_many(thread_id=theirs["thread_id"], run_ids=[theirs["run_id"]])
+    sdk.runs.cancel_many(status="all")
+    wait_run(second["run_id"], statuses=("cancelled",))
+    assert Run.objects.get(id=theirs["run_id"]).status == Run.Status.RUNNING
+    for bad, field in (({"status": "sleeping"}, "status"),
+                       ({"status": "all", "thread_id": one}, "status"),
+                       ({"thread_id": one}, "run_ids"),
+                       ({"thread_id": one, "run_ids": ["x"]}, "run_ids")):
+        with pytest.raises(UnprocessableEntityError, match=field):
+            sdk.http.post("/runs/cancel", json=bad)
+    with pytest.raises(UnprocessableEntityError, match="action"):
+        sdk.runs.cancel_many(status="all", action="explode")
+    others.runs.cancel_many(thread_id=theirs["thread_id"], run_ids=[theirs["run_id"]],
+                            action="rollback")
+    end = time.monotonic() + 30
+    while Run.objects.filter(id=theirs["run_id"]).exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not Run.objects.filter(id=theirs["run_id"]).exists()
