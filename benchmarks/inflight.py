@@ -205,10 +205,21 @@ async def astart_latency(served: Served, *, probes: int, load: int, gap: float
     await asyncio.gather(*background, return_exceptions=True)
     await client.http.client.aclose()
     assert served.starter is not None
-    moments = json.loads(await served.starter.aask(
+    return {"probes": probes, "load_in_flight": load, "node_seconds": loop_graph.node_seconds(),
+            **await astart_phases(served.starter, starts, missing_key="missing")}
+
+
+PHASES = ("run_row", "claimed", "first_node_started", "first_node_finished_less_node")
+
+
+async def astart_phases(starter: Starter, starts: list[tuple[str, float]], *,
+                        missing_key: str) -> dict[str, Any]:
+    """p50/p99/max (ms) from each run's request to its run row, its claim, its first node's
+    ``node_started`` row, and its first ``node_finished`` row less the node's own time
+    (Planwatch's own records, stamped on this machine's clock as the request is)."""
+    moments = json.loads(await starter.aask(
         "moments " + ",".join(run_id for run_id, _ in starts)))
-    phases: dict[str, list[float]] = {"run_row": [], "claimed": [], "first_node_started": [],
-                                      "first_node_finished_less_node": []}
+    phases: dict[str, list[float]] = {name: [] for name in PHASES}
     node_ms = loop_graph.node_seconds() * 1000
     for run_id, asked in starts:
         stored, claimed, finished, started = moments.get(run_id, [None] * 4)
@@ -217,8 +228,7 @@ async def astart_latency(served: Served, *, probes: int, load: int, gap: float
                                    ("first_node_finished_less_node", finished, node_ms)):
             if moment is not None:
                 phases[name].append((moment - asked) * 1000 - less)
-    return {"probes": probes, "load_in_flight": load, "node_seconds": loop_graph.node_seconds(),
-            "missing": probes - len(phases["first_node_started"]),
+    return {missing_key: len(starts) - len(phases["first_node_started"]),
             **{f"{name}_{q}_ms": round(percentile(values, n), 1)
                for name, values in phases.items()
                for q, n in (("p50", 50), ("p99", 99), ("max", 100))}}
@@ -322,6 +332,8 @@ async def ameasure(served: Served, *, in_flight: int, runs: int, node_seconds: f
     await asyncio.sleep(2)  # the streams closed: what the server gives back
     after = {name: round(rss(pid), 1) for name, pid in served.pids.items()}
     ok = [r for r in results if not r.error]
+    phases = {} if served.starter is None else {"start_phases": await astart_phases(
+        served.starter, [(r.run_id, r.asked) for r in ok if r.run_id], missing_key="unseen")}
     latencies = [lat for r in ok for lat in r.latencies]
     nodes = len(loop_graph.NODES) * loop_graph.ITERATIONS
     ideal = in_flight / (nodes * node_seconds)
@@ -337,6 +349,7 @@ async def ameasure(served: Served, *, in_flight: int, runs: int, node_seconds: f
         "rss_baseline_mib": baseline, "rss_peak_mib": peaks, "rss_after_mib": after,
         "cpu_ms_per_run": {name: round(seconds / runs * 1000, 1)
                            for name, seconds in used.items()},
+        **phases,
     }
 
 
@@ -448,6 +461,14 @@ def table(result: dict[str, Any]) -> str:
                 f"{_by_process(cell['rss_after_mib'])} (baseline "
                 f"{_by_process(cell['rss_baseline_mib'])}) | "
                 f"{_by_process(cell['cpu_ms_per_run'])} |")
+        ours = cells.get("planwatch", {}).get("start_phases")
+        if ours:
+            lines += ["", "Planwatch's runs from the request (p50 / p99 ms): " + ", ".join(
+                f"{name.replace('_', ' ')} {ours[f'{name}_p50_ms']:.0f} / "
+                f"{ours[f'{name}_p99_ms']:.0f}" for name in PHASES)
+                + f"; first event at the client p50 / p99 "
+                  f"{cells['planwatch']['first_event_p50_ms']:.0f} / "
+                  f"{cells['planwatch']['first_event_p99_ms']:.0f}."]
     return "\n".join(lines)
 
 
