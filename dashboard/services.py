@@ -272,7 +272,7 @@ def _answer_once(interrupt: Interrupt, answer: Any, *, user: AuthUser | None, na
             raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
         run_id = interrupt.run_id
         assert locked is not None
-        store.apply(run_id, store.answer(current=locked.state))
+        store.apply(run_id, store.answer(current=locked.state), before=locked)
         instruments.QUESTION_ANSWER_SECONDS.observe(
             max(0.0, (now - interrupt.created_at).total_seconds()))
         transaction.on_commit(lambda: _after_change(run_id, "resume"))
