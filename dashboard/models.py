@@ -265,6 +265,13 @@ class Run(models.Model):
         """Its LangGraph run now: the one that made it, or the last resume or continue."""
         return self.langgraph_runs.current().get()
 
+    def langgraph_run_ids(self) -> list[str]:
+        """The ids of its LangGraph runs, the current one first: its checkpoints are those
+        whose metadata ``run_id`` names one of them (a run made outside the store, as some
+        tests make one, has none recorded: its own id)."""
+        ids = self.langgraph_runs.order_by("-first_seq").values_list("id", flat=True)
+        return [str(i) for i in ids] or [str(self.id)]
+
     @property
     def creator_name(self) -> str:
         """Who started the run, even after their account was deleted ("" if nobody)."""
@@ -309,7 +316,7 @@ class LangGraphRun(models.Model):
     objects = LangGraphRunQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-created_at"]
+        ordering = ["created_at"]  # a Run's, in the order they were requested
         constraints = [
             models.UniqueConstraint(fields=["run", "first_seq"],
                                     name="langgraphrun_run_first_seq_unique"),

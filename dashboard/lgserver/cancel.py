@@ -79,11 +79,12 @@ class RunCancelView(LangGraphView):
         if action not in ACTIONS:
             raise exceptions.ValidationError({"action": (
                 f"{action!r} is not one of {', '.join(ACTIONS)}")})
-        run = run_of(thread_of(thread_id), run_id)
-        if not shapes.busy(run):
+        langgraph_run = run_of(thread_of(thread_id), run_id)
+        if not langgraph_run.is_busy():  # (one another went on after is interrupted)
             raise exceptions.NotFound(
-                f"run {run.id} is {shapes.run_status(run)}, neither pending nor running: "
-                "there is nothing to cancel (as on LangGraph's server)")
+                f"run {langgraph_run.id} is {langgraph_run.langgraph_status}, neither pending "
+                "nor running: there is nothing to cancel (as on LangGraph's server)")
+        run = langgraph_run.run
         services.run_cancel(run=run, user=request.user)
         response = Response(status=202)
         response.planwatch_wait = (run.id, wait, action == "rollback")  # type: ignore[attr-defined]
@@ -109,7 +110,7 @@ async def run_cancel(request: HttpRequest, **kwargs: Any) -> HttpResponse:
         return HttpResponse(status=204)
     # as LangGraph's server: the run's final values (as join answers them) once it stopped
     answer = JsonResponse(await final_values(run_id), json_dumps_params={"default": str})
-    base = f"/threads/{kwargs['thread_id']}/runs/{run_id}"
+    base = f"/threads/{kwargs['thread_id']}/runs/{kwargs['run_id']}"
     answer["Location"], answer["Content-Location"] = f"{base}/join", base
     return answer
 

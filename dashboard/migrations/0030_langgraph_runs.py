@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
                 ('run', models.ForeignKey(help_text="The operator's run it is a part of.", on_delete=django.db.models.deletion.CASCADE, related_name='langgraph_runs', to='dashboard.run')),
             ],
             options={
-                'ordering': ['-created_at'],
+                'ordering': ['created_at'],
                 'constraints': [models.UniqueConstraint(fields=('run', 'first_seq'), name='langgraphrun_run_first_seq_unique'), models.UniqueConstraint(condition=models.Q(('superseded_at__isnull', True)), fields=('run',), name='langgraphrun_one_latest_per_run')],
             },
         ),

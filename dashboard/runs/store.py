@@ -854,6 +854,15 @@ class Claim:
     next_seq: int
     checkpoint_ids: list[str]
     answers: list[Answer]
+    langgraph_run_ids: list[str]
+    """The run's LangGraph runs, the current one first (:meth:`Run.langgraph_run_ids`):
+    its checkpoints are those naming one of them (``run_id``)."""
+
+    @property
+    def langgraph_run_id(self) -> str:
+        """The run's current LangGraph run, which the checkpoints it writes now name: the
+        run's own id when it starts, the resume's or the continue's when it goes on."""
+        return self.langgraph_run_ids[0]
 
 
 def _driver_integrity_errors() -> tuple[type[Exception], ...]:
@@ -909,11 +918,11 @@ def aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
         apply(run.id, fields)
         apply_to(run, fields)
         if kind in (Kind.RUN_STARTED, Kind.RUN_FORKED):  # a fresh run: no checkpoints yet
-            return Claim(run, kind, next_seq(run), [], answers)
+            return Claim(run, kind, next_seq(run), [], answers, [str(run.id)])
         checkpoints = list(
             run.events.filter(kind=Kind.CHECKPOINT).values_list("checkpoint_id", flat=True)
         )
-    return Claim(run, kind, next_seq(run), checkpoints, answers)
+    return Claim(run, kind, next_seq(run), checkpoints, answers, run.langgraph_run_ids())
 
 
 def _take_turn(run: Run) -> bool:
@@ -1040,7 +1049,7 @@ class RunStore:
             except DRIVER_INTEGRITY_ERRORS:  # another run of its thread was claimed meanwhile
                 return None
             if run is not None:
-                return Claim(run, Kind.RUN_STARTED, next_seq(run), [], [])
+                return Claim(run, Kind.RUN_STARTED, next_seq(run), [], [], [str(run.id)])
         try:
             return await aclaim_orm(run_id, owner, mode)
         except IntegrityError:  # another run of its thread was claimed meanwhile: it waits
