@@ -17,7 +17,6 @@ from langgraph.types import StateSnapshot
 
 from dashboard.checkpoints import config_of, graph_for
 from dashboard.models import LangGraphRun, Run, Thread
-from dashboard.runs import states
 from dashboard.runs.jsonsafe import to_jsonable
 from dashboard.runs.outcome import run_outcome
 from planner.questions import review_request
@@ -45,11 +44,6 @@ def assistant(spec: GraphSpec) -> dict[str, Any]:
 def busy(run: Run | None) -> bool:
     """Whether the run executes, waits to, or is about to resume (:meth:`Run.is_busy`)."""
     return run is not None and run.is_busy()
-
-
-def run_status(run: Run) -> str:
-    """The LangGraph status of a run (an answer or a continue not yet taken up: pending)."""
-    return states.meaning(run.state).langgraph
 
 
 def latest_runs(threads: Sequence[Thread]) -> dict[Any, Run]:

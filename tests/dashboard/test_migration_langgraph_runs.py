@@ -6,21 +6,14 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from dashboard.models import LangGraphRun, Run
+from tests.conftest import Migrated
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 BEFORE = [("dashboard", "0029_merge_one_checkpoint_thread")]
 AFTER = [("dashboard", "0030_langgraph_runs")]
-
-
-def _migrate(executor: MigrationExecutor, targets: list[tuple[str, str]]):
-    """Migrate to ``targets``; the models as they stand there."""
-    executor.loader.build_graph()  # what is applied now
-    return executor.migrate(targets).apps
 
 
 def _old_runs(apps) -> list[uuid.UUID]:
@@ -43,15 +36,12 @@ def _old_runs(apps) -> list[uuid.UUID]:
 
 
 def test_each_old_run_gets_one_langgraph_run_with_its_id():
-    executor = MigrationExecutor(connection)
-    try:
-        made = _old_runs(_migrate(executor, BEFORE))
-        _migrate(executor, AFTER)
+    with Migrated() as schema:
+        made = _old_runs(schema.at(BEFORE))
+        schema.at(AFTER)
         found = list(LangGraphRun.objects.filter(run_id__in=made).values_list(
             "id", "run_id", "first_seq", "superseded_at"))
         assert sorted(found) == sorted((run_id, run_id, 1, None) for run_id in made)
         for run in Run.objects.filter(id__in=made):
             assert run.current_langgraph_run().created_at == run.created_at
             assert run.current_langgraph_run().last_seq() == run.last_seq
-    finally:  # the schema the other tests expect
-        _migrate(executor, executor.loader.graph.leaf_nodes())
