@@ -7,8 +7,9 @@ Django's own connection. The only write through them
 is LangGraph's own ``update_state`` (``services.run_update_state``), which adds a
 checkpoint and never changes one; deletes (a thread's, a run's) are here too.
 
-A thread is one checkpoint thread under the thread's id; a run's checkpoints are those
-whose metadata names it (``run_id``, as LangGraph's server writes it).
+A thread is one checkpoint thread under the thread's id; a LangGraph run's checkpoints
+are those whose metadata names it (``run_id``, as LangGraph's server writes it), and a
+``Run``'s those of its LangGraph runs (:meth:`~dashboard.models.Run.langgraph_run_ids`).
 """
 
 from __future__ import annotations
@@ -126,13 +127,15 @@ def graph_for(name: str) -> Iterator[Any]:
         yield compiled(name).copy(update={"checkpointer": saver})
 
 
-def config_of(run: Run, checkpoint_id: str | None = None) -> RunnableConfig:
+def config_of(run: Run, checkpoint_id: str | None = None, *, naming: str = ""
+              ) -> RunnableConfig:
     """The LangGraph config of ``run``'s thread (its newest checkpoint, or at a
-    checkpoint, if given), a checkpoint written with it naming the run (``run_id``)."""
+    checkpoint, if given); a checkpoint written with it names the LangGraph run
+    ``naming`` (``run_id``; the run's own id by default)."""
     configurable: dict[str, Any] = {"thread_id": run.thread_id, "checkpoint_ns": ""}
     if checkpoint_id:
         configurable["checkpoint_id"] = checkpoint_id
-    return {"configurable": configurable, "metadata": {"run_id": str(run.id)}}
+    return {"configurable": configurable, "metadata": {"run_id": naming or str(run.id)}}
 
 
 def _is_internal(channel: str) -> bool:
@@ -189,20 +192,29 @@ def checkpoint_with_parent(*, thread_id: str, checkpoint_id: str, checkpoint_ns:
 
 
 def checkpoint_list(*, thread_id: str, checkpoint_ns: str = "", limit: int = 100,
-                    run_id: str = "") -> list[CheckpointView]:
-    """A thread's checkpoints in one namespace, newest first (those of run ``run_id``, if
-    given: the ones whose metadata names it)."""
+                    run_ids: Sequence[str] = ()) -> list[CheckpointView]:
+    """A thread's checkpoints in one namespace, newest first (those of the LangGraph runs
+    ``run_ids``, if given: the ones whose metadata names one of them; a ``Run``'s are its
+    :meth:`~dashboard.models.Run.langgraph_run_ids`)."""
     config: RunnableConfig = {"configurable": {"thread_id": thread_id,
                                                "checkpoint_ns": checkpoint_ns}}
     with sync_saver() as saver:
-        return [_view(t) for t in saver.list(config, limit=limit,
-                                             filter={"run_id": run_id} if run_id else None)]
+        if not run_ids:
+            return [_view(t) for t in saver.list(config, limit=limit)]
+        found = [_view(t) for run_id in run_ids
+                 for t in saver.list(config, limit=limit, filter={"run_id": run_id})]
+    # checkpoint ids are time-ordered (uuid6), as the saver orders them
+    return sorted(found, key=lambda view: view.checkpoint_id, reverse=True)[:limit]
 
 
 def run_checkpoint(run: Run) -> CheckpointView | None:
-    """The run's newest root checkpoint, as the saver has it (None before it wrote one)."""
-    found = checkpoint_list(thread_id=run.thread_id, limit=1, run_id=str(run.id))
-    return found[0] if found else None
+    """The run's newest root checkpoint, as the saver has it (None before it wrote one):
+    the newest of the latest of its LangGraph runs that wrote one."""
+    for run_id in run.langgraph_run_ids():
+        found = checkpoint_list(thread_id=run.thread_id, limit=1, run_ids=[run_id])
+        if found:
+            return found[0]
+    return None
 
 
 def values_diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
@@ -279,7 +291,8 @@ def checkpoint_writers(*, keys: list[Key]) -> dict[Key, list[str]]:
 def checkpoints_delete(*, threads: Sequence[str] = (), runs: Sequence[tuple[str, str]] = ()
                        ) -> None:
     """Remove LangGraph's checkpoints (and their writes) of whole checkpoint ``threads``,
-    and of ``runs`` (``(checkpoint thread, run id)``: the checkpoints naming the run; the
+    and of ``runs`` (``(checkpoint thread, LangGraph run id)``: the checkpoints naming it;
+    a ``Run``'s are one pair per LangGraph run of it; the
     PostgreSQL saver's channel blobs stay, as later checkpoints of the thread may share
     them)."""
     with sync_saver() as saver:

@@ -197,7 +197,7 @@ def _start(cron: Cron) -> Run:
         interrupt_after=list(payload.get("interrupt_after") or []),
         multitask_strategy=str(payload.get("multitask_strategy") or "enqueue"),
         **run_assistant_fields(resolved))
-    return start(thread, req, user, thread.latest_run())
+    return start(thread, req, user, thread.latest_run()).run
 
 
 def poll_once() -> list[Run]:

@@ -261,10 +261,100 @@ class Run(models.Model):
         """Whether ``transition`` is declared from the run's state (as last read)."""
         return states.allows(self.state, transition)
 
+    def current_langgraph_run(self) -> LangGraphRun:
+        """Its LangGraph run now: the one that made it, or the last resume or continue."""
+        return self.langgraph_runs.current().get()
+
+    def langgraph_run_ids(self) -> list[str]:
+        """The ids of its LangGraph runs, the current one first: its checkpoints are those
+        whose metadata ``run_id`` names one of them (a run made outside the store, as some
+        tests make one, has none recorded: its own id)."""
+        ids = self.langgraph_runs.order_by("-first_seq").values_list("id", flat=True)
+        return [str(i) for i in ids] or [str(self.id)]
+
     @property
     def creator_name(self) -> str:
         """Who started the run, even after their account was deleted ("" if nobody)."""
         return self.created_by.get_username() if self.created_by else self.created_by_name
+
+
+class LangGraphRunQuerySet(models.QuerySet["LangGraphRun"]):
+    """The questions about LangGraph runs, asked in SQL."""
+
+    def current(self) -> LangGraphRunQuerySet:
+        """The current LangGraph run of each ``Run``: its latest (none went on after it)."""
+        return self.filter(superseded_at__isnull=True)
+
+    def with_langgraph_status(self, status: str) -> LangGraphRunQuerySet:
+        """Those whose LangGraph status is ``status`` (:func:`states.langgraph_status`)."""
+        current = Q(superseded_at__isnull=True, run__state__in=states.langgraph_states(status))
+        if status == states.SUPERSEDED_LANGGRAPH_STATUS:
+            return self.filter(current | Q(superseded_at__isnull=False))
+        return self.filter(current)
+
+
+class LangGraphRun(models.Model):
+    """One run request of LangGraph's API (``/langgraph/``: start, resume, continue past a
+    breakpoint, fork, next input, cron fire): what ``runs.list``, ``join``, ``stream`` and
+    ``cancel`` name. A :class:`Run` (the operator's unit) is one or more of them, one after
+    another: the one that made it (the same id as the ``Run``), then one per resume or
+    continue. Its events are its ``Run``'s from ``first_seq`` to the last before the next
+    one's; its checkpoints are those whose metadata ``run_id`` names it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="langgraph_runs",
+                            help_text="The operator's run it is a part of.")
+    first_seq = models.PositiveIntegerField(
+        help_text="The first seq of its Run's event log that is its (the one after the "
+                  "request).")
+    created_at = models.DateTimeField(default=timezone.now)
+    superseded_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When the next LangGraph run of its Run went on after it (a resume or a "
+                  "continue); null while it is the latest.")
+
+    objects = LangGraphRunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at"]  # a Run's, in the order they were requested
+        constraints = [
+            models.UniqueConstraint(fields=["run", "first_seq"],
+                                    name="langgraphrun_run_first_seq_unique"),
+            # one latest LangGraph run per Run, whatever the race
+            models.UniqueConstraint(fields=["run"], condition=Q(superseded_at__isnull=True),
+                                    name="langgraphrun_one_latest_per_run"),
+        ]
+
+    def __str__(self) -> str:
+        return f"LangGraph run {str(self.id)[:8]} of {self.run_id}"
+
+    @property
+    def is_first(self) -> bool:
+        """Whether it made its ``Run`` (it has the ``Run``'s id)."""
+        return self.id == self.run_id
+
+    @property
+    def is_current(self) -> bool:
+        """Whether it is its ``Run``'s current one, the latest (no other went on after it)."""
+        return self.superseded_at is None
+
+    @property
+    def langgraph_status(self) -> str:
+        """Its status as LangGraph's server names run statuses."""
+        return states.langgraph_status(self.run.state, superseded=not self.is_current)
+
+    def is_busy(self) -> bool:
+        """Whether it executes, waits to, or is about to: its ``Run`` is busy and it is the
+        ``Run``'s current one."""
+        return self.is_current and self.run.is_busy()
+
+    def last_seq(self) -> int:
+        """The last seq of its events so far (the ``Run``'s, while it is the current one)."""
+        if self.is_current:
+            return int(self.run.last_seq)
+        after = (LangGraphRun.objects.filter(run_id=self.run_id, first_seq__gt=self.first_seq)
+                 .order_by("first_seq").values_list("first_seq", flat=True).first())
+        return int(after) - 1 if after is not None else int(self.run.last_seq)
 
 
 class RunEvent(models.Model):

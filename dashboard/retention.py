@@ -29,7 +29,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from dashboard.checkpoints import checkpoints_delete
-from dashboard.models import Cron, Run, RunEvent, Thread
+from dashboard.models import Cron, LangGraphRun, Run, RunEvent, Thread
 from dashboard.runs import states, store
 from dashboard.runs.conf import planwatch_setting
 
@@ -82,7 +82,7 @@ def runs_prune(*, older_than: timedelta, keep_audit: bool = False,
         deleted, checkpoint_threads = _prune_batch(batch, keep_audit=keep_audit)
         runs += len(batch)
         events += deleted
-        held += len(checkpoint_threads)
+        held += len(batch)
         checkpoints_delete(runs=checkpoint_threads)
     threads = _threads_delete(cutoff)
     texts = _model_texts_drop(cutoff)
@@ -95,6 +95,10 @@ def _prune_batch(batch: list[tuple[Any, str, Any]], *, keep_audit: bool
     """Delete one batch of runs (or their detail); the events deleted and the runs whose
     checkpoints go, as ``(checkpoint thread, run id)``."""
     ids = [run_id for run_id, _, _ in batch]
+    named: dict[Any, list[str]] = {}  # each run's LangGraph runs, which its checkpoints name
+    for run_id, langgraph_run_id in LangGraphRun.objects.filter(run_id__in=ids).values_list(
+            "run_id", "id"):
+        named.setdefault(run_id, []).append(str(langgraph_run_id))
     with transaction.atomic():
         if keep_audit:
             deleted, _ = RunEvent.objects.filter(run_id__in=ids).exclude(
@@ -104,7 +108,8 @@ def _prune_batch(batch: list[tuple[Any, str, Any]], *, keep_audit: bool
             Run.objects.filter(id__in=ids).delete()  # events and questions with them
             for thread_id in {conversation for _, _, conversation in batch if conversation}:
                 store.settle_thread(thread_id)
-    return deleted, [(held, str(run_id)) for run_id, held, _ in batch]
+    return deleted, [(held, langgraph_run_id) for run_id, held, _ in batch
+                     for langgraph_run_id in named.get(run_id, [str(run_id)])]
 
 
 def _threads_delete(cutoff: datetime) -> int:

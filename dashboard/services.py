@@ -272,7 +272,7 @@ def _answer_once(interrupt: Interrupt, answer: Any, *, user: AuthUser | None, na
             raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
         run_id = interrupt.run_id
         assert locked is not None
-        store.apply(run_id, store.answer(current=locked.state))
+        store.apply(run_id, store.answer(current=locked.state), before=locked)
         instruments.QUESTION_ANSWER_SECONDS.observe(
             max(0.0, (now - interrupt.created_at).total_seconds()))
         transaction.on_commit(lambda: _after_change(run_id, "resume"))
@@ -492,13 +492,14 @@ def run_delete(*, run: Run) -> None:
         locked = store.lock_run(run.id, must=True)
         if not locked.allows(states.DELETE):
             raise RunStateError(f"run {run.id} is {locked.status}; cancel it before deleting it")
-        held, thread_id = (locked.thread_id, str(locked.id)), locked.conversation_id
+        held = [(locked.thread_id, i) for i in locked.langgraph_run_ids()]
+        thread_id = locked.conversation_id
         locked.delete()
         if thread_id is not None:
             store.settle_thread(thread_id)
-        # its checkpoints in the thread's checkpoint thread (the thread's state is then
-        # where it was before the run)
-        transaction.on_commit(lambda: checkpoints_delete(runs=[held]))
+        # its checkpoints in the thread's checkpoint thread, those of each of its LangGraph
+        # runs (the thread's state is then where it was before the run)
+        transaction.on_commit(lambda: checkpoints_delete(runs=held))
 
 
 def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
@@ -665,7 +666,8 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     # through LangGraph, on a saver of its own (graphs with async routes need the async
     # API), before the event is recorded: a checkpoint without its event is harmless
     config, snap = async_to_sync(debugging.aupdate_state)(
-        compiled(run.graph), config_of(run, checkpoint_id or None), values,
+        compiled(run.graph),
+        config_of(run, checkpoint_id or None, naming=run.langgraph_run_ids()[0]), values,
         as_node=as_node, spec=get_graph(run.graph))
     new_id = str(config["configurable"]["checkpoint_id"])
     parent = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")

@@ -30,7 +30,7 @@ from django.utils import timezone
 from langgraph.constants import END
 
 from dashboard import services
-from dashboard.models import Interrupt, Run, RunEvent, Thread
+from dashboard.models import Interrupt, LangGraphRun, Run, RunEvent, Thread
 from dashboard.runs import states
 from dashboard.services import RunInputError, RunStateError, ServiceError, User
 from planner.questions import review_of
@@ -141,9 +141,17 @@ def holder_of(thread: Thread, checkpoint_id: str) -> Run:
     return run
 
 
-def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> Run:
+def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> LangGraphRun:
     """Start (or resume, or continue) the thread's next run after ``current`` (its
-    :meth:`~dashboard.models.Thread.latest_run`); returns the run that goes on."""
+    :meth:`~dashboard.models.Thread.latest_run`); returns the LangGraph run the request
+    made (its ``run`` is the ``Run`` that goes on): a new ``Run``'s first, or the one a
+    resume or a continue of ``current`` made (``store.apply``, as any answer or continue
+    does), read in the caller's transaction (:func:`locked`)."""
+    return _next_run(thread, req, user, current).current_langgraph_run()
+
+
+def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None) -> Run:
+    """The ``Run`` that goes on for :func:`start`."""
     if req.multitask_strategy not in STRATEGIES:
         raise RunInputError(f"multitask_strategy {req.multitask_strategy!r} is not one of "
                             f"{', '.join(STRATEGIES)}",
@@ -162,8 +170,11 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> R
         raise RunInputError("the command has nothing to do: give it a resume, an update or "
                             "goto '__end__'", errors={"command": "empty command"})
     if "resume" in command:  # its update, if any, was written first (command_update)
-        _scope_breakpoints(current, req, user)
-        return _resume(thread, current, command["resume"], user)
+        # (its breakpoints after the answer: recorded in the LangGraph run it makes; the
+        # executor takes both once this decision commits)
+        resumed = _resume(thread, current, command["resume"], user)
+        _scope_breakpoints(resumed, req, user)
+        return resumed
     if current is None:
         if req.checkpoint_id:
             raise RunInputError(f"thread {thread.id} has no runs, so no checkpoint "
@@ -181,8 +192,9 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> R
     if thread_busy:
         base, checkpoint = _make_room(thread, current, req, user, base, checkpoint)
     elif current.allows(states.CONTINUE) and req.input is None and not checkpoint:
-        _scope_breakpoints(current, req, user)
-        return services.run_continue(run=current, user=user)
+        continued = services.run_continue(run=current, user=user)
+        _scope_breakpoints(continued, req, user)  # (as a resume's, after it)
+        return continued
     elif current.state in states.WAITS:
         services.run_cancel(run=current, user=user)  # the thread moves on without answering
     if base is not None and not checkpoint:

@@ -173,10 +173,12 @@ class CheckpointAdmin(AuditAdmin):
                                       parent_checkpoint_id=row.checkpoint_id)
             .order_by("checkpoint_id").values_list("checkpoint_id", flat=True)[:50]
         )
-        # the run its metadata names (a thread's checkpoints are its runs')
+        # the run whose LangGraph run its metadata names (a thread's checkpoints are its
+        # runs')
         named = (row.view.metadata.get("run_id") if row.view else None) or ""
         try:
-            runs = Run.objects.filter(thread_id=row.thread_id, id=uuid.UUID(str(named)))
+            runs = Run.objects.filter(thread_id=row.thread_id,
+                                      langgraph_runs__id=uuid.UUID(str(named)))
         except ValueError:  # written before runs were named (or by hand): the first run
             runs = Run.objects.filter(thread_id=row.thread_id).order_by("created_at")
         row.run = runs.first()

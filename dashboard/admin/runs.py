@@ -84,9 +84,9 @@ class RunAdmin(AuditAdmin):
     search_help_text = "A run id or thread id (or its beginning), or a graph name."
     list_select_related = ("created_by",)
     date_hierarchy = None
-    readonly_fields = ("id", "related", "created_at", "last_seq", "owner", "heartbeat_at",
-                       "model_calls", "input_tokens", "output_tokens", "total_tokens",
-                       "cost_usd")
+    readonly_fields = ("id", "related", "langgraph_runs", "created_at", "last_seq", "owner",
+                       "heartbeat_at", "model_calls", "input_tokens", "output_tokens",
+                       "total_tokens", "cost_usd")
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
                            ) -> tuple[QuerySet, bool]:
@@ -108,6 +108,16 @@ class RunAdmin(AuditAdmin):
             (trace_url(obj.id), "trace"),
         ]
         return format_html_join(" · ", '<a href="{}">{}</a>', links)
+
+
+    @admin.display(description="LangGraph runs")
+    def langgraph_runs(self, obj: Run) -> str:
+        """The run requests of LangGraph's API it is made of: its start, then each resume or
+        continue, with their LangGraph status and the first seq of their events."""
+        return format_html_join(
+            "<br>", "{} · {} · from seq {} · {}",
+            [(str(r.id)[:8], r.langgraph_status, r.first_seq,
+              f"{r.created_at:%Y-%m-%d %H:%M:%S}") for r in obj.langgraph_runs.all()])
 
 
 @admin.register(RunEvent)

@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from dashboard import selectors
-from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.models import Interrupt, LangGraphRun, Run, RunEvent
 from dashboard.runs.outcome import run_outcome
 from dashboard.runs.record import event_dict
 
@@ -259,16 +259,37 @@ class FiguresSerializer(serializers.Serializer):
     model_calls = serializers.IntegerField()
 
 
+class LangGraphRunSerializer(serializers.ModelSerializer):
+    """One LangGraph run of a run: a run request of LangGraph's API (its start, each
+    resume or continue), as ``/langgraph/`` lists and joins it."""
+
+    status = serializers.CharField(source="langgraph_status", read_only=True,
+                                   help_text="Its status as LangGraph's server names it.")
+    last_seq = serializers.IntegerField(read_only=True, help_text=(
+        "The last seq of the run's event log that is its so far (its events: first_seq "
+        "to last_seq)."))
+
+    class Meta:
+        model = LangGraphRun
+        fields = ["id", "status", "first_seq", "last_seq", "created_at", "superseded_at"]
+        read_only_fields = fields
+
+
 class RunDetailSerializer(RunSerializer):
-    """A run with its model usage per node and its figures."""
+    """A run with its model usage per node, its figures and its LangGraph runs."""
 
     model_usage = NodeUsageSerializer(many=True, read_only=True,
                                       help_text="Model calls, tokens and cost per node.")
     figures = FiguresSerializer(read_only=True, help_text="Working time, waits for people, "
                                 "model time and cost, when things happened.")
 
+    langgraph_runs = LangGraphRunSerializer(
+        many=True, read_only=True,
+        help_text="Its LangGraph runs, oldest first: the run request that made it (the "
+                  "run's own id), then one per resume or continue.")
+
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "model_usage", "figures"]
+        fields = [*RunSerializer.Meta.fields, "model_usage", "figures", "langgraph_runs"]
         read_only_fields = fields
 
 

@@ -193,7 +193,7 @@ class RunViewSet(ApiViewSet):
         filters = validated(s.CheckpointFilterSerializer, request.query_params)
         run = run_or_404(request, pk)
         views = checkpoint_list(thread_id=run.thread_id, checkpoint_ns=filters["ns"],
-                                limit=filters["limit"], run_id=str(run.id))
+                                limit=filters["limit"], run_ids=run.langgraph_run_ids())
         return Response(s.CheckpointSummarySerializer(views, many=True).data)
 
     @extend_schema(

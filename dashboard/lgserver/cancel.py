@@ -34,7 +34,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from dashboard import policy, services
-from dashboard.lgserver import bodies, search, shapes, stream
+from dashboard.lgserver import bodies, shapes, stream
 from dashboard.lgserver.views import (
     LangGraphView,
     ThreadView,
@@ -44,7 +44,7 @@ from dashboard.lgserver.views import (
     run_of,
     thread_of,
 )
-from dashboard.models import Run
+from dashboard.models import LangGraphRun, Run
 from dashboard.runs.dispatch import get_executor
 
 ACTIONS = ("interrupt", "rollback")
@@ -97,11 +97,12 @@ class RunCancelView(LangGraphView):
         require(request, "cancel_run", "cancelling a run")
         wait = _flag(request, "wait")
         action = _action(request)
-        run = run_of(thread_of(thread_id), run_id)
-        if not shapes.busy(run):
+        langgraph_run = run_of(thread_of(thread_id), run_id)
+        if not langgraph_run.is_busy():  # (one another went on after is interrupted)
             raise exceptions.NotFound(
-                f"run {run.id} is {shapes.run_status(run)}, neither pending nor running: "
-                "there is nothing to cancel (as on LangGraph's server)")
+                f"run {langgraph_run.id} is {langgraph_run.langgraph_status}, neither pending "
+                "nor running: there is nothing to cancel (as on LangGraph's server)")
+        run = langgraph_run.run
         services.run_cancel(run=run, user=request.user)
         response = Response(status=202)
         response.planwatch_wait = (run.id, wait, action == "rollback")  # type: ignore[attr-defined]
@@ -110,10 +111,11 @@ class RunCancelView(LangGraphView):
         return response
 
 
-def _named(request: Request, data: dict[str, Any]) -> QuerySet[Run]:
-    """The runs a bulk cancel names that the user may act on: by ``status``, or the
-    thread's ``run_ids``; 422 naming what is missing or bad."""
+def _named(request: Request, data: dict[str, Any]) -> QuerySet[LangGraphRun]:
+    """The LangGraph runs a bulk cancel names, of runs the user may act on: by ``status``,
+    or the thread's ``run_ids``; 422 naming what is missing or bad."""
     status = str(data.get("status") or "").lower()
+    visible = policy.runs_visible(request.user)
     if status:
         if status not in BULK_STATUSES:
             raise exceptions.ValidationError({"status": (
@@ -122,10 +124,10 @@ def _named(request: Request, data: dict[str, Any]) -> QuerySet[Run]:
             raise exceptions.ValidationError({"status": (
                 "a status cancels every run so, whatever its thread: send it without "
                 "thread_id and run_ids")})
-        found = Run.objects.none()
+        found = LangGraphRun.objects.none()
         for name in BULK_STATUSES[status]:
-            found |= search.runs_with_status(Run.objects.all(), name)
-        return policy.runs_visible(request.user, found)
+            found |= LangGraphRun.objects.with_langgraph_status(name)
+        return found.filter(run__in=visible)
     ids = data.get("run_ids")
     if not data.get("thread_id") or not isinstance(ids, list) or not ids:
         raise exceptions.ValidationError({"run_ids": (
@@ -137,8 +139,8 @@ def _named(request: Request, data: dict[str, Any]) -> QuerySet[Run]:
     except ValueError:
         raise exceptions.ValidationError({"run_ids": (
             "thread_id and each of run_ids must be a UUID")}) from None
-    return policy.runs_visible(request.user, Run.objects.filter(conversation_id=thread,
-                                                                id__in=wanted))
+    return LangGraphRun.objects.filter(run__conversation_id=thread, id__in=wanted,
+                                       run__in=visible)
 
 
 class RunsCancelView(LangGraphView):
@@ -149,7 +151,8 @@ class RunsCancelView(LangGraphView):
     def post(self, request: Request) -> Response:
         require(request, "cancel_run", "cancelling runs")
         action = _action(request)
-        busy = [run for run in _named(request, body(request)) if shapes.busy(run)]
+        named = _named(request, body(request)).select_related("run")
+        busy = [langgraph_run.run for langgraph_run in named if langgraph_run.is_busy()]
         if not busy:
             raise exceptions.NotFound(
                 "no run to cancel: none of the runs named is pending or running (as on "
@@ -179,7 +182,7 @@ async def run_cancel(request: HttpRequest, **kwargs: Any) -> HttpResponse:
         return HttpResponse(status=204)
     # as LangGraph's server: the run's final values (as join answers them) once it stopped
     answer = JsonResponse(await final_values(run_id), json_dumps_params={"default": str})
-    base = f"/threads/{kwargs['thread_id']}/runs/{run_id}"
+    base = f"/threads/{kwargs['thread_id']}/runs/{kwargs['run_id']}"
     answer["Location"], answer["Content-Location"] = f"{base}/join", base
     return answer
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from dashboard import lgapi, policy
-from dashboard.models import Run, Thread
+from dashboard.models import Thread
 from dashboard.runs import states
 
 THREAD_STATUSES = tuple(Thread.Status.values)
@@ -22,10 +22,9 @@ THREAD_SORTABLE = {"thread_id": "id", "status": "status", "created_at": "created
                    "updated_at": "updated_at"}
 """LangGraph's thread sort keys and the columns they sort (its ``state_updated_at`` is no
 column here: refused, naming these)."""
-RUN_STATUSES = {  # a LangGraph run status as the run states it covers
-    name: Q(state__in=[s for s, m in states.MEANINGS.items() if m.langgraph == name])
-    for name in states.LANGGRAPH_STATUSES
-}
+RUN_STATUSES = states.LANGGRAPH_STATUSES
+"""The statuses a LangGraph run list filters by (in SQL: ``LangGraphRun.objects``'
+``with_langgraph_status``)."""
 
 
 def max_offset() -> int:
@@ -47,8 +46,3 @@ def metadata_match(threads: QuerySet[Thread], metadata: dict[str, Any]) -> Query
         threads = threads.filter(graph=value if isinstance(value, str) else "\x00")
     return lgapi.metadata_match(
         threads, {k: v for k, v in metadata.items() if k not in graph})
-
-
-def runs_with_status(runs: QuerySet[Run], status: str) -> QuerySet[Run]:
-    """``runs`` whose LangGraph status is ``status`` (a key of :data:`RUN_STATUSES`)."""
-    return runs.filter(RUN_STATUSES[status])

@@ -16,8 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
 from dashboard.checkpoints import config_of, graph_for
-from dashboard.models import Run, Thread
-from dashboard.runs import states
+from dashboard.models import LangGraphRun, Run, Thread
 from dashboard.runs.jsonsafe import to_jsonable
 from dashboard.runs.outcome import run_outcome
 from planner.questions import review_request
@@ -47,11 +46,6 @@ def busy(run: Run | None) -> bool:
     return run is not None and run.is_busy()
 
 
-def run_status(run: Run) -> str:
-    """The LangGraph status of a run (an answer or a continue not yet taken up: pending)."""
-    return states.meaning(run.state).langgraph
-
-
 def latest_runs(threads: Sequence[Thread]) -> dict[Any, Run]:
     """Each thread's ``Thread.latest_run`` (threads with none left out), in two queries."""
     latest = Subquery(Run.objects.filter(conversation=OuterRef("pk")).latest_first()
@@ -62,15 +56,22 @@ def latest_runs(threads: Sequence[Thread]) -> dict[Any, Run]:
     return {run.conversation_id: run for run in runs}
 
 
-def run(run: Run) -> dict[str, Any]:
-    """A run as LangGraph's server shapes it."""
+def run(langgraph_run: LangGraphRun) -> dict[str, Any]:
+    """A LangGraph run as LangGraph's server shapes it: its own id, creation and status
+    (its ``Run``'s while it is the current one), the rest its ``Run``'s."""
+    run = langgraph_run.run
+    updated: datetime | None
+    if langgraph_run.is_current:
+        updated = max(run.finished_at or run.heartbeat_at or run.started_at
+                      or run.created_at, langgraph_run.created_at)
+    else:
+        updated = langgraph_run.superseded_at
     return {
-        "run_id": str(run.id), "thread_id": str(run.conversation_id),
+        "run_id": str(langgraph_run.id), "thread_id": str(run.conversation_id),
         "assistant_id": str(run.assistant_id) if run.assistant_id else run.graph,
-        "status": run_status(run),
-        "created_at": iso(run.created_at),
-        "updated_at": iso(run.finished_at or run.heartbeat_at or run.started_at
-                          or run.created_at),
+        "status": langgraph_run.langgraph_status,
+        "created_at": iso(langgraph_run.created_at),
+        "updated_at": iso(updated),
         # LangGraph's status stays LangGraph's (the graph returned: success); a goal that
         # failed is read beside it, as its graph declares
         "metadata": {**(run.metadata or {}), **({"planwatch_outcome": outcome.as_dict()}
@@ -78,7 +79,9 @@ def run(run: Run) -> dict[str, Any]:
                                                     graph=run.graph, status=run.status,
                                                     output=run.output)) else {})},
         "multitask_strategy": run.multitask_strategy or "reject",
-        "kwargs": {"input": run.input, "interrupt_before": run.interrupt_before,
+        # a resume or a continue had no input of its own
+        "kwargs": {"input": run.input if langgraph_run.is_first else None,
+                   "interrupt_before": run.interrupt_before,
                    "interrupt_after": run.interrupt_after},
     }
 

@@ -121,11 +121,12 @@ class StatelessRunsView(LangGraphView):
 
     def post(self, request: Request) -> Response:
         temporary = deletes_thread(request)
-        run, _, _ = create_run(request, None)
+        langgraph_run, _, _ = create_run(request, None)
+        run = langgraph_run.run  # a new thread's first: the same id
         if temporary:
             assert run.conversation_id is not None
             delete_when_stopped(run.id, run.conversation_id)
-        return Response(shapes.run(run), headers=location_of(run))
+        return Response(shapes.run(langgraph_run), headers=location_of(langgraph_run))
 
 
 class StatelessRunStreamView(RunStreamView):

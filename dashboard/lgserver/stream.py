@@ -33,7 +33,7 @@ from dashboard.lgserver.events import stream_events
 from dashboard.models import Run, RunEvent
 from dashboard.runs import instruments
 from dashboard.runs.conf import planwatch_setting
-from dashboard.runs.follow import follow
+from dashboard.runs.follow import aread, follow
 from dashboard.runs.jsonsafe import to_jsonable
 
 Kind = RunEvent.Kind
@@ -70,11 +70,14 @@ def _interrupts(event: dict[str, Any], graph: str) -> list[dict[str, Any]]:
 class PartMaker:
     """Turns one run's events into ``(event name, data)`` parts for the asked modes."""
 
-    def __init__(self, run: Run, modes: Iterable[str], subgraphs: bool) -> None:
+    def __init__(self, run: Run, modes: Iterable[str], subgraphs: bool,
+                 langgraph_run_id: UUID | None = None) -> None:
         self.run = run
         self.modes = set(modes)
         self.subgraphs = subgraphs
         self.thread_id = str(run.conversation_id)
+        self.langgraph_run_id = str(langgraph_run_id or run.id)
+        """The LangGraph run the parts are of (``run_id`` in their metadata)."""
 
     def reads_saver(self, event: dict[str, Any]) -> bool:
         """Whether the parts of ``event`` need its checkpoint (:meth:`checkpoint_of`)."""
@@ -100,7 +103,7 @@ class PartMaker:
         modes = self.modes
         if "events" in modes:
             out.extend((_name("events", ns, self.subgraphs), item) for item in stream_events(
-                event, run_id=str(self.run.id), thread_id=self.thread_id))
+                event, run_id=self.langgraph_run_id, thread_id=self.thread_id))
         if kind == Kind.CHECKPOINT:
             if modes & {"values", "checkpoints", "debug"}:
                 values = view.values if view else {}
@@ -175,7 +178,7 @@ class PartMaker:
             "ai", "AIMessageChunk", "tool")]
         meta = {"langgraph_node": event["node"], "langgraph_step": event["step"],
                 "langgraph_checkpoint_ns": event["namespace"],
-                "thread_id": self.thread_id, "run_id": str(self.run.id)}
+                "thread_id": self.thread_id, "run_id": self.langgraph_run_id}
         out: list[tuple[str, Any]] = []
         for index, message in enumerate(messages):
             if not message.get("id"):  # recorded before messages were given ids: a stable one
@@ -311,13 +314,19 @@ class StreamCut(RequestAborted):
 
 
 def aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
-            metadata: bool = True, keepalive: float | None = None) -> AsyncIterator[bytes]:
+            metadata: bool = True, keepalive: float | None = None,
+            langgraph_run_id: UUID | None = None, upto: int | None = None
+            ) -> AsyncIterator[bytes]:
     """The run's events after seq ``after`` as SSE, until it stops and all were sent (see
     :func:`~dashboard.runs.follow.follow`); a failed run's last event is ``error``; a
     ``: heartbeat`` comment every ``keepalive`` seconds (default :func:`keepalive_seconds`).
-    Raises :class:`StreamCut` if this process stops following first (it drains)."""
+    ``langgraph_run_id``: the LangGraph run of the run streamed (its id in the parts; the
+    run's own by default); ``upto``: the last seq of one that ended (another went on after
+    it), streamed as it was, not followed. Raises :class:`StreamCut` if this process stops
+    following first (it drains)."""
     events = _aevents(run_id, modes=modes, subgraphs=subgraphs, after=after,
-                      metadata=metadata)
+                      metadata=metadata, langgraph_run_id=langgraph_run_id or run_id,
+                      upto=upto)
     every = keepalive_seconds() if keepalive is None else keepalive
     return with_heartbeats(events, every) if every > 0 else events
 
@@ -331,12 +340,14 @@ def stream_failed(exc: BaseException, last_seq: int) -> dict[str, str]:
 
 
 async def _aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
-                   metadata: bool) -> AsyncIterator[bytes]:
+                   metadata: bool, langgraph_run_id: UUID, upto: int | None
+                   ) -> AsyncIterator[bytes]:
     if metadata:
-        yield sse("metadata", {"run_id": str(run_id), "attempt": 1})
+        yield sse("metadata", {"run_id": str(langgraph_run_id), "attempt": 1})
     sent = after
     try:
-        async for part, seq in _aparts(run_id, modes=modes, subgraphs=subgraphs, after=after):
+        async for part, seq in _aparts(run_id, modes=modes, subgraphs=subgraphs, after=after,
+                                       langgraph_run_id=langgraph_run_id, upto=upto):
             yield part
             sent = seq or sent
     except StreamCut:
@@ -346,31 +357,46 @@ async def _aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after
         yield sse("error", stream_failed(exc, sent))
 
 
-async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int
+async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
+                  langgraph_run_id: UUID, upto: int | None
                   ) -> AsyncIterator[tuple[bytes, int | None]]:
     """The stream's SSE parts, each with the seq it carries (None: no id)."""
     maker: PartMaker | None = None
     runs = Run.objects.all()
+    if upto is not None:  # a LangGraph run that ended: its events, read once
+        run, events = await aread(runs, run_id, after)
+        if run is not None:
+            maker = PartMaker(run, modes, subgraphs, langgraph_run_id)
+            async for item in _aevent_parts(maker, [e for e in events if e["seq"] <= upto]):
+                yield item
+        return
     stopped = False
     async for step in follow(run_id, after, until=_stopped, runs=runs):
         stopped = step.last
         if maker is None:  # the first step is read from the log
             if step.run is None:
                 return  # the run was deleted
-            maker = PartMaker(step.run, modes, subgraphs)
-        for event in step.events:
-            instruments.event_delivered(event["created_at"])
-            view = await _asaved(maker, event) if maker.reads_saver(event) else None
-            parts = maker.parts(event, view)
-            for index, (name, data) in enumerate(parts):
-                last = index == len(parts) - 1
-                yield (sse(name, to_jsonable(data), str(event["seq"]) if last else None),
-                       event["seq"] if last else None)
+            maker = PartMaker(step.run, modes, subgraphs, langgraph_run_id)
+        async for item in _aevent_parts(maker, step.events):
+            yield item
         if step.last and step.run is not None and step.run.status == Run.Status.FAILED:
             yield sse("error", run_error(step.run.error_message)), None
     if not stopped:  # (the follower gives a last step unless this process drains)
         raise StreamCut(f"this process drains: the stream of run {run_id} is cut, to be "
                         "resumed on another process")
+
+
+async def _aevent_parts(maker: PartMaker, events: list[dict[str, Any]]
+                        ) -> AsyncIterator[tuple[bytes, int | None]]:
+    """The SSE parts of ``events``, each with the seq it carries (None: no id)."""
+    for event in events:
+        instruments.event_delivered(event["created_at"])
+        view = await _asaved(maker, event) if maker.reads_saver(event) else None
+        parts = maker.parts(event, view)
+        for index, (name, data) in enumerate(parts):
+            last = index == len(parts) - 1
+            yield (sse(name, to_jsonable(data), str(event["seq"]) if last else None),
+                   event["seq"] if last else None)
 
 
 async def astopped(run_id: UUID) -> None:

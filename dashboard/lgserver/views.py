@@ -38,7 +38,7 @@ from dashboard.lgserver import bodies, refusals, search, shapes, stream
 from dashboard.lgserver.auth import ApiKeyAuthentication
 from dashboard.lgserver.openapi import LangGraphSchema
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
-from dashboard.models import Run, Thread
+from dashboard.models import LangGraphRun, Run, Thread
 from dashboard.services import RunStateError, ServiceError
 from dashboard.thread_runs import RunRequest, command_update, end, ends, locked, start
 from planner.registry import GraphSpec
@@ -158,11 +158,12 @@ def thread_of(thread_id: Any) -> Thread:
                                   "create it with POST /threads") from None
 
 
-def run_of(thread: Thread, run_id: Any) -> Run:
-    """The thread's run, or 404."""
+def run_of(thread: Thread, run_id: Any) -> LangGraphRun:
+    """The thread's LangGraph run (with its ``Run``), or 404."""
     try:
-        return thread.runs.get(id=uuid.UUID(str(run_id)))
-    except (ValueError, Run.DoesNotExist):
+        return LangGraphRun.objects.select_related("run").get(
+            id=uuid.UUID(str(run_id)), run__conversation=thread)
+    except (ValueError, LangGraphRun.DoesNotExist):
         raise exceptions.NotFound(f"run {run_id} not found: thread {thread.id} has no such "
                                   "run") from None
 
@@ -498,13 +499,12 @@ def _thread_for_run(request: Request, thread_id: str | None, data: dict[str, Any
 DECISION_ATTEMPTS = 3
 
 
-def _decide(request: Request, thread: Thread, req: RunRequest) -> tuple[Run, Run | None]:
-    """Start the run on ``thread``; the run and the thread's latest run before it."""
+def _decide(request: Request, thread: Thread, req: RunRequest) -> LangGraphRun:
+    """Start the LangGraph run the request asks for on ``thread``."""
     for attempt in range(DECISION_ATTEMPTS):
         try:
             with locked(thread):  # concurrent requests on one thread decide one at a time
-                before = thread.latest_run()
-                return start(thread, req, request.user, before), before
+                return start(thread, req, request.user, thread.latest_run())
         except OperationalError as exc:
             # PostgreSQL chose this decision as a deadlock's victim and rolled it all back:
             # decide again; past the attempts the handler answers 503 with Retry-After.
@@ -517,35 +517,36 @@ def _decide(request: Request, thread: Thread, req: RunRequest) -> tuple[Run, Run
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def create_run(request: Request, thread_id: str | None) -> tuple[Run, int, dict[str, Any]]:
-    """Start the run a request asks for; the run, the seq its stream starts after, the body."""
+def create_run(request: Request, thread_id: str | None
+               ) -> tuple[LangGraphRun, int, dict[str, Any]]:
+    """Start the LangGraph run a request asks for; it, the seq of its ``Run``'s log its
+    stream starts after, the body."""
     data = body(request)
     req = run_request(request, data)
     thread = _thread_for_run(request, thread_id, data)
     if ends(req.command):  # goto '__end__': no new run, the thread's one ends
         ended = end(thread, req.command or {}, request.user)
-        return ended, ended.last_seq, data
+        return ended.current_langgraph_run(), ended.last_seq, data
     if req.command and req.command.get("update") is not None:
         updated = command_update(thread, req.command, request.user)
         if updated is not None:  # the update alone: nothing more to decide
-            return updated, updated.last_seq, data
+            return updated.current_langgraph_run(), updated.last_seq, data
     try:
-        run, before = _decide(request, thread, req)
+        langgraph_run = _decide(request, thread, req)
     except Exception:
         if thread_id is None:  # a stateless run's thread, made for a run that was refused
             with contextlib.suppress(Exception):  # the refusal is the answer, not this
                 services.thread_delete(thread=thread)
         raise
-    # a resumed or continued run streams what comes after what it had written
-    after = run.last_seq if before is not None and before.id == run.id else 0
-    return run, after, data
+    # its events: a resumed or continued Run's from the first after what it had written
+    return langgraph_run, langgraph_run.first_seq - 1, data
 
 
-def location_of(run: Run, then: str = "") -> dict[str, str]:
+def location_of(langgraph_run: LangGraphRun, then: str = "") -> dict[str, str]:
     """The ``Content-Location`` header of a run's response, and for a stream (``then``
     ``"stream"``) or a wait (``"join"``) its ``Location``: where a client reconnects to
     it, as LangGraph's server sends them."""
-    base = f"/threads/{run.conversation_id}/runs/{run.id}"
+    base = f"/threads/{langgraph_run.run.conversation_id}/runs/{langgraph_run.id}"
     return {"Content-Location": base, **({"Location": f"{base}/{then}"} if then else {})}
 
 
@@ -556,13 +557,14 @@ class RunsView(LangGraphView):
 
     def get(self, request: Request, thread_id: str) -> Response:
         thread = thread_of(thread_id)
-        runs = thread.runs.order_by("-created_at", "-id")
+        runs = LangGraphRun.objects.filter(run__conversation=thread).select_related(
+            "run").order_by("-created_at", "-id")
         status = request.query_params.get("status")
         if status:
             if status not in search.RUN_STATUSES:
                 raise exceptions.ValidationError({"status": (
                     f"{status!r} is not one of {', '.join(search.RUN_STATUSES)}")})
-            runs = search.runs_with_status(runs, status)  # type: ignore[assignment]
+            runs = runs.with_langgraph_status(status)
         offset, limit = _offset(request.query_params), _limit(request.query_params)
         return Response([shapes.run(r) for r in runs[offset: offset + limit]])
 
@@ -579,13 +581,15 @@ class RunStreamView(LangGraphView):
     def post(self, request: Request, thread_id: str | None = None) -> StreamingHttpResponse:
         cancels = _on_disconnect(body(request)) == "cancel"
         with stream_slot(request) as slot:
-            run, after, data = create_run(request, thread_id)
+            langgraph_run, after, data = create_run(request, thread_id)
             modes, subgraphs = _modes(data.get("stream_mode")), bool(data.get("stream_subgraphs"))
-            events = stream.aevents(run.id, modes=modes, subgraphs=subgraphs, after=after)
+            events = stream.aevents(langgraph_run.run_id, modes=modes, subgraphs=subgraphs,
+                                    after=after, langgraph_run_id=langgraph_run.id)
             if cancels:  # the run's own stream: its client going away cancels it
                 events = stream.cancel_on_disconnect(events, functools.partial(
-                    _acancel_busy, run.id, request.user))
-        return sse_response(SlottedStream(events, slot), run, modes=modes, subgraphs=subgraphs)
+                    _acancel_busy, langgraph_run.id, request.user))
+        return sse_response(SlottedStream(events, slot), langgraph_run, modes=modes,
+                            subgraphs=subgraphs)
 
 
 ON_DISCONNECT = ("continue", "cancel")
@@ -600,17 +604,19 @@ def _on_disconnect(data: dict[str, Any]) -> str:
     return str(value)
 
 
-def _cancel_busy(run_id: uuid.UUID, user: Any) -> None:
-    """Cancel the run if it still executes or waits to (a stream's client went away)."""
-    run = Run.objects.filter(id=run_id).first()
-    if run is not None and shapes.busy(run):
+def _cancel_busy(langgraph_run_id: uuid.UUID, user: Any) -> None:
+    """Cancel the LangGraph run if it still executes or waits to (a stream's client went
+    away)."""
+    langgraph_run = LangGraphRun.objects.select_related("run").filter(
+        id=langgraph_run_id).first()
+    if langgraph_run is not None and langgraph_run.is_busy():
         with contextlib.suppress(RunStateError):  # it ended meanwhile
-            services.run_cancel(run=run, user=user, reason=(
+            services.run_cancel(run=langgraph_run.run, user=user, reason=(
                 "the client streaming it disconnected (on_disconnect: cancel)"))
 
 
-async def _acancel_busy(run_id: uuid.UUID, user: Any) -> None:
-    await sync_to_async(_cancel_busy)(run_id, user)
+async def _acancel_busy(langgraph_run_id: uuid.UUID, user: Any) -> None:
+    await sync_to_async(_cancel_busy)(langgraph_run_id, user)
 
 
 @contextlib.contextmanager
@@ -625,7 +631,7 @@ def stream_slot(request: Request) -> Iterator[StreamSlot]:
         raise
 
 
-def sse_response(events: AsyncIterable[bytes], run: Run, *, modes: list[str],
+def sse_response(events: AsyncIterable[bytes], run: LangGraphRun, *, modes: list[str],
                  subgraphs: bool) -> StreamingHttpResponse:
     """A text/event-stream response that is never buffered or cached; its ``Location`` is
     where a client reconnects (with ``Last-Event-ID``) when the stream is cut, a server
@@ -657,12 +663,14 @@ def final_values(run_id: uuid.UUID) -> dict[str, Any]:
     return values
 
 
-async def _json_when_stopped(run_id: uuid.UUID) -> AsyncIterator[bytes]:
-    """The final values as one JSON body, sent when the run stops; meanwhile a newline
-    every ``PLANWATCH_STREAM_KEEPALIVE_SECONDS`` keeps the connection alive (JSON ignores
+async def _json_when_stopped(run_id: uuid.UUID, *, ended: bool = False
+                             ) -> AsyncIterator[bytes]:
+    """The final values as one JSON body, sent when the run stops (at once for a LangGraph
+    run that ``ended``: another went on after it); meanwhile a newline every
+    ``PLANWATCH_STREAM_KEEPALIVE_SECONDS`` keeps the connection alive (JSON ignores
     leading whitespace), as LangGraph's server sends it."""
     every = stream.keepalive_seconds()
-    waiting = asyncio.ensure_future(stream.astopped(run_id))
+    waiting = asyncio.ensure_future(asyncio.sleep(0) if ended else stream.astopped(run_id))
     try:
         while not waiting.done():
             done, _ = await asyncio.wait({waiting}, timeout=every if every > 0 else None)
@@ -681,10 +689,11 @@ class RunWaitView(LangGraphView):
 
     def post(self, request: Request, thread_id: str | None = None) -> StreamingHttpResponse:
         with stream_slot(request) as slot:
-            run, _, _ = create_run(request, thread_id)
-        response = StreamingHttpResponse(SlottedStream(_json_when_stopped(run.id), slot),
-                                         content_type="application/json")
-        for key, value in location_of(run, "join").items():
+            langgraph_run, _, _ = create_run(request, thread_id)
+        response = StreamingHttpResponse(
+            SlottedStream(_json_when_stopped(langgraph_run.run_id), slot),
+            content_type="application/json")
+        for key, value in location_of(langgraph_run, "join").items():
             response[key] = value
         return response
 
@@ -696,8 +705,16 @@ class RunView(LangGraphView):
         return Response(shapes.run(run_of(thread_of(thread_id), run_id)))
 
     def delete(self, request: Request, thread_id: str, run_id: str) -> Response:
+        """The ``Run`` a LangGraph run made is deleted with its resumes and continues (its
+        one log and trace); a resume or continue alone is not (409 naming that run)."""
         require(request, "delete_run", "deleting a run")
-        services.run_delete(run=run_of(thread_of(thread_id), run_id))
+        langgraph_run = run_of(thread_of(thread_id), run_id)
+        if not langgraph_run.is_first:
+            raise RunStateError(
+                f"run {langgraph_run.id} resumed (or continued) run {langgraph_run.run_id}, "
+                "whose event log and checkpoints it shares; delete run "
+                f"{langgraph_run.run_id} to delete both")
+        services.run_delete(run=langgraph_run.run)
         return Response(status=204)
 
 
@@ -706,9 +723,11 @@ class RunJoinView(LangGraphView):
 
     def get(self, request: Request, thread_id: str, run_id: str) -> StreamingHttpResponse:
         with stream_slot(request) as slot:
-            run = run_of(thread_of(thread_id), run_id)
-        return StreamingHttpResponse(SlottedStream(_json_when_stopped(run.id), slot),
-                                     content_type="application/json")
+            langgraph_run = run_of(thread_of(thread_id), run_id)
+        return StreamingHttpResponse(
+            SlottedStream(_json_when_stopped(langgraph_run.run_id,
+                                             ended=not langgraph_run.is_current), slot),
+            content_type="application/json")
 
 
 class RunJoinStreamView(LangGraphView):
@@ -717,10 +736,12 @@ class RunJoinStreamView(LangGraphView):
     ``metadata``: langgraph-sdk would report it with that event's id, a repeat)."""
 
     def get(self, request: Request, thread_id: str, run_id: str) -> StreamingHttpResponse:
-        run = run_of(thread_of(thread_id), run_id)
+        langgraph_run = run_of(thread_of(thread_id), run_id)
+        # a LangGraph run another went on after ended at the last seq before that one's
+        upto = None if langgraph_run.is_current else langgraph_run.last_seq()
         last = request.headers.get("Last-Event-ID", "")
         try:
-            after = int(last) if last else run.last_seq
+            after = int(last) if last else langgraph_run.last_seq()
         except ValueError:
             raise exceptions.ValidationError(
                 {"Last-Event-ID": "the id of the last event received (a whole number)"}
@@ -729,10 +750,13 @@ class RunJoinStreamView(LangGraphView):
         modes = _modes([m for m in request.query_params.getlist("stream_mode") if m]
                        or ["values"])
         subgraphs = request.query_params.get("stream_subgraphs") in ("true", "1")
-        events = stream.aevents(run.id, modes=modes, subgraphs=subgraphs, after=after,
-                                metadata=not (last and after > 0))
+        events = stream.aevents(langgraph_run.run_id, modes=modes, subgraphs=subgraphs,
+                                after=max(after, langgraph_run.first_seq - 1),
+                                metadata=not (last and after > 0),
+                                langgraph_run_id=langgraph_run.id, upto=upto)
         slot = stream_slot_take(user=request.user)  # last: nothing after it can fail
-        return sse_response(SlottedStream(events, slot), run, modes=modes, subgraphs=subgraphs)
+        return sse_response(SlottedStream(events, slot), langgraph_run, modes=modes,
+                            subgraphs=subgraphs)
 
 
 class NotServedView(LangGraphView):

@@ -287,7 +287,7 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
     translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
     config = _config(run.configurable, run.thread_id, calls,
                      run.recursion_limit or planwatch_setting("RECURSION_LIMIT"),
-                     metadata={"run_id": str(run.id), "graph_id": run.graph})
+                     metadata={"run_id": claim.langgraph_run_id, "graph_id": run.graph})
     breaks = Breakpoints.of(run)
     try:
         async with contextlib.AsyncExitStack() as resources:
@@ -379,7 +379,7 @@ async def _abegin(claim: Claim, spec: GraphSpec, graph: Any, config: RunnableCon
         for answer in claim.answers:
             writer.add(answer.event())
         answers: Command[Any] = Command(resume={a.interrupt_id: a.answer for a in claim.answers})
-        return answers, await _aown_latest(graph, config, run.id)
+        return answers, await _aown_latest(graph, config, claim.langgraph_run_ids)
     kind = claim.kind
     if kind == Kind.RUN_RECOVERED and not await _abegun(graph, config, claim):
         # its executor stopped before the graph took its input: begin again, as it began
@@ -392,12 +392,13 @@ async def _abegin(claim: Claim, spec: GraphSpec, graph: Any, config: RunnableCon
         return (run.fork_edit or {}).get("input"), start
     if kind == Kind.RUN_STARTED:
         return run.input, config
-    return None, await _aown_latest(graph, config, run.id)  # recover or continue
+    return None, await _aown_latest(graph, config, claim.langgraph_run_ids)  # recover, continue
 
 
 async def _abegun(graph: Any, config: RunnableConfig, claim: Claim) -> bool:
     """Whether a recovered run's graph took its input already: a checkpoint of its thread
-    names the run (see :func:`_config`). Until then the thread's newest checkpoint is
+    names the run's first LangGraph run, the run's own id (see :func:`_config`; a run that
+    went on had taken it). Until then the thread's newest checkpoint is
     another run's (or a fork's copied one) and going on "from the last checkpoint" would
     end at once, or at that run's end, as if it had succeeded. Checkpoints written before
     they named their run: its log names one of them."""
@@ -451,13 +452,16 @@ async def _afork(spec: GraphSpec, graph: Any, claim: Claim, config: RunnableConf
     return start
 
 
-async def _aown_latest(graph: Any, config: RunnableConfig, run_id: uuid.UUID
+async def _aown_latest(graph: Any, config: RunnableConfig, langgraph_run_ids: list[str]
                        ) -> RunnableConfig:
     """``config`` at the run's own newest root checkpoint, the one it goes on from (a run
-    enqueued behind it may have written on the thread since it stopped); ``config`` (the
-    thread's newest) if it wrote none."""
-    own = await _anewest(graph, config, run_id=str(run_id))
-    return await _aaddressed(graph, config, own) if own else config
+    enqueued behind it may have written on the thread since it stopped): the newest
+    naming the latest of its LangGraph runs (``langgraph_run_ids``, the current first)
+    that wrote one; ``config`` (the thread's newest) if it wrote none."""
+    for langgraph_run_id in langgraph_run_ids:
+        if own := await _anewest(graph, config, run_id=langgraph_run_id):
+            return await _aaddressed(graph, config, own)
+    return config
 
 
 async def _aaddressed(graph: Any, config: RunnableConfig, checkpoint_id: str

@@ -131,6 +131,31 @@ UNFINISHED = states(finished=False)
 LANGGRAPH_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
 """LangGraph's run statuses, in its order ("timeout": never, here)."""
 
+SUPERSEDED_LANGGRAPH_STATUS = "interrupted"
+"""The LangGraph status of a LangGraph run after which another of its ``Run`` went on (a
+resume, a continue): it stopped at a question or a breakpoint, and LangGraph's servers
+leave such a run ``interrupted`` when the next run request resumes the thread (Aegra's
+``run_executor``: ``"interrupted" if final_output.has_interrupt``)."""
+
+
+def langgraph_status(state: str, *, superseded: bool) -> str:
+    """The LangGraph status of a LangGraph run of a ``Run`` in ``state``: the ``Run``'s
+    while it is the latest, :data:`SUPERSEDED_LANGGRAPH_STATUS` once another went on after it."""
+    return SUPERSEDED_LANGGRAPH_STATUS if superseded else meaning(state).langgraph
+
+
+def langgraph_states(status: str) -> tuple[State, ...]:
+    """The states of a ``Run`` whose latest LangGraph run has LangGraph status ``status``."""
+    return tuple(s for s, m in MEANINGS.items() if m.langgraph == status)
+
+
+def goes_on(before: str, after: str) -> bool:
+    """Whether a ``Run`` moving from ``before`` to ``after`` goes on after it had stopped
+    for an operator (answered, or continued past a breakpoint): one more LangGraph run of
+    it, as LangGraph's server makes a run of each resume."""
+    was, becomes = meaning(before), meaning(after)
+    return was.waits and not was.busy and becomes.busy
+
 
 # -- transitions ----------------------------------------------------------------------------
 

@@ -61,7 +61,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from dashboard.models import Interrupt, InterruptGroup, Run, RunEvent, Thread
+from dashboard.models import Interrupt, InterruptGroup, LangGraphRun, Run, RunEvent, Thread
 from dashboard.runs import instruments, states
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.doorbells import SUMMARY_FIELDS
@@ -619,16 +619,20 @@ def orm_fields(fields: Fields) -> dict[str, Any]:
 
 
 def create_run(**columns: Any) -> Run:
-    """A new run, queued (started, forked or enqueued), and its thread busy with it."""
+    """A new run, queued (started, forked or enqueued), its first LangGraph run (with the
+    run's id), and its thread busy with it."""
     run = Run.objects.create(**columns)
+    LangGraphRun.objects.create(id=run.id, run=run, first_seq=1, created_at=run.created_at)
     set_thread_status(run.id, QUEUED_THREAD)
     return run
 
 
-def apply(run_id: Any, fields: Fields) -> None:
+def apply(run_id: Any, fields: Fields, *, before: Run | None = None) -> None:
     """Write a transition's ``fields`` to one run, and its new status to its thread: a
     claim or a stop by its statement (as the fast path writes it), an operator's request
-    by the ORM."""
+    by the ORM. ``before``: the run as this transaction locked it, before the transition;
+    a run that had stopped for an operator and goes on gets its next LangGraph run
+    (:func:`states.goes_on`)."""
     written = statements_of(_django_statements(), run_id, fields)
     if written is not None:
         _written(written)
@@ -636,7 +640,20 @@ def apply(run_id: Any, fields: Fields) -> None:
         Run.objects.filter(id=run_id).update(**orm_fields(fields))
         if (status := thread_status(fields)) is not None:
             set_thread_status(run_id, status)
+    if before is not None and "state" in fields and states.goes_on(before.state,
+                                                                   fields["state"]):
+        langgraph_run_next(before)
     log_transition(run_id, fields)
+
+
+def langgraph_run_next(before: Run) -> LangGraphRun:
+    """The next LangGraph run of a run going on (a resume, a continue), its events from the
+    first seq after ``before`` (the run as locked before the request wrote anything); the
+    one before it is superseded."""
+    now = timezone.now()
+    LangGraphRun.objects.filter(run_id=before.id).current().update(superseded_at=now)
+    return LangGraphRun.objects.create(run_id=before.id, first_seq=before.last_seq + 1,
+                                       created_at=now)
 
 
 def append_event(locked: Run, kind: str, *, then: Callable[[int], Fields] | None = None,
@@ -648,7 +665,7 @@ def append_event(locked: Run, kind: str, *, then: Callable[[int], Fields] | None
     RunEvent.objects.create(run=locked, seq=seq, kind=kind, **event)
     if then is not None:
         fields = then(seq)
-        apply(locked.id, fields)
+        apply(locked.id, fields, before=locked)
     else:  # it moves on, as an execution's write moves a run on
         now = timezone.now()
         fields = progress(now=now, last_seq=seq)
@@ -837,6 +854,15 @@ class Claim:
     next_seq: int
     checkpoint_ids: list[str]
     answers: list[Answer]
+    langgraph_run_ids: list[str]
+    """The run's LangGraph runs, the current one first (:meth:`Run.langgraph_run_ids`):
+    its checkpoints are those naming one of them (``run_id``)."""
+
+    @property
+    def langgraph_run_id(self) -> str:
+        """The run's current LangGraph run, which the checkpoints it writes now name: the
+        run's own id when it starts, the resume's or the continue's when it goes on."""
+        return self.langgraph_run_ids[0]
 
 
 def _driver_integrity_errors() -> tuple[type[Exception], ...]:
@@ -892,11 +918,11 @@ def aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
         apply(run.id, fields)
         apply_to(run, fields)
         if kind in (Kind.RUN_STARTED, Kind.RUN_FORKED):  # a fresh run: no checkpoints yet
-            return Claim(run, kind, next_seq(run), [], answers)
+            return Claim(run, kind, next_seq(run), [], answers, [str(run.id)])
         checkpoints = list(
             run.events.filter(kind=Kind.CHECKPOINT).values_list("checkpoint_id", flat=True)
         )
-    return Claim(run, kind, next_seq(run), checkpoints, answers)
+    return Claim(run, kind, next_seq(run), checkpoints, answers, run.langgraph_run_ids())
 
 
 def _take_turn(run: Run) -> bool:
@@ -1023,7 +1049,7 @@ class RunStore:
             except DRIVER_INTEGRITY_ERRORS:  # another run of its thread was claimed meanwhile
                 return None
             if run is not None:
-                return Claim(run, Kind.RUN_STARTED, next_seq(run), [], [])
+                return Claim(run, Kind.RUN_STARTED, next_seq(run), [], [], [str(run.id)])
         try:
             return await aclaim_orm(run_id, owner, mode)
         except IntegrityError:  # another run of its thread was claimed meanwhile: it waits

@@ -118,6 +118,15 @@ def test_the_interrupt_audit_trail_links_the_checkpoint_resumed_from(
     assert reverse("admin:dashboard_run_change", args=[run.id]) in text
     text = page(client, checkpoint_url(asked.checkpoint_id))
     assert reverse("admin:dashboard_interrupt_change", args=[asked.pk]) in text
+    # the answer made a LangGraph run of its own: listed with the run, and a checkpoint it
+    # wrote (naming it) links the run
+    started, resumed = run.langgraph_runs.order_by("first_seq")
+    text = page(client, reverse("admin:dashboard_run_change", args=[run.id]))
+    assert f"{str(started.id)[:8]} · interrupted · from seq 1" in text
+    assert f"{str(resumed.id)[:8]} · success · from seq {resumed.first_seq}" in text
+    newest = Checkpoint.objects.filter(thread_id=run.thread_id).order_by("-checkpoint_id")[0]
+    assert reverse("admin:dashboard_run_change", args=[run.id]) in page(
+        client, checkpoint_url(newest.checkpoint_id))
 
 
 def test_runs_events_and_interrupts_link_to_each_other(executor, operator, auditor, client):

@@ -96,7 +96,7 @@ def test_runs_checkpoints_move_into_their_threads_one_checkpoint_thread():
     assert [w["value"] for w in listed[two].pending_writes] == [3]
     assert listed[one].pending_writes == []  # the copy's writes went with it
     assert [view.values for view in checkpoint_list(thread_id=str(chat.id),
-                                                    run_id=str(fork))] == [{"n": 5}]
+                                                    run_ids=[str(fork)])] == [{"n": 5}]
     (kept,) = checkpoint_list(thread_id=str(other.id))
     assert (kept.checkpoint_id, kept.parent_id, kept.metadata["run_id"]) == (
         root, None, str(page_fork))

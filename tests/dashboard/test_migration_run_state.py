@@ -7,23 +7,15 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from dashboard.models import Run
+from tests.conftest import Migrated
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 BEFORE = [("dashboard", "0026_merge_event_at")]
 AFTER = [("dashboard", "0027_run_state")]
-
-
-def _migrate(executor: MigrationExecutor, targets: list[tuple[str, str]]):
-    """Migrate to ``targets``; the models as they stand there."""
-    executor.loader.build_graph()  # what is applied now
-    state = executor.migrate(targets)
-    return state.apps
 
 
 def _old_rows(apps) -> dict[str, uuid.UUID]:
@@ -57,10 +49,9 @@ def _old_rows(apps) -> dict[str, uuid.UUID]:
 
 
 def test_old_runs_take_one_state_and_keep_the_status_they_showed():
-    executor = MigrationExecutor(connection)
-    try:
-        made = _old_rows(_migrate(executor, BEFORE))
-        _migrate(executor, AFTER)
+    with Migrated() as schema:
+        made = _old_rows(schema.at(BEFORE))
+        schema.at(AFTER)
         found = {name: Run.objects.values_list("state", "status").get(id=run_id)
                  for name, run_id in made.items()}
         assert found == {
@@ -74,5 +65,3 @@ def test_old_runs_take_one_state_and_keep_the_status_they_showed():
             "cancelled": ("cancelled", "cancelled")}
         assert set(Run.objects.busy().filter(id__in=made.values()).values_list(
             "state", flat=True)) == {"queued", "running", "resuming", "continuing"}
-    finally:  # the schema the other tests expect (0027 is applied unless a step failed)
-        _migrate(executor, executor.loader.graph.leaf_nodes())

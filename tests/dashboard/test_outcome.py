@@ -76,6 +76,6 @@ def test_langgraph_s_api_keeps_its_status_with_the_outcome_beside(failed_plan, o
                                                                   client):
     from dashboard.lgserver import shapes
 
-    shaped = shapes.run(failed_plan)
+    shaped = shapes.run(failed_plan.current_langgraph_run())
     assert shaped["status"] == "success"
     assert shaped["metadata"]["planwatch_outcome"]["label"] == "plan failed"

@@ -302,10 +302,12 @@ def test_command_update_beside_a_resume_is_applied_before_the_node_goes_on(sdk):
     assert final == {"item": "lamp", "quantity": 5, "approved": "yes"}
     assert sdk.threads.get(tid)["status"] == "idle"
     [run] = Run.objects.filter(conversation_id=tid)  # the same run went on
-    # each checkpoint names its run and graph in its metadata, as on LangGraph's server
+    # each checkpoint names its LangGraph run (the start, then the resume) and graph in its
+    # metadata, as on LangGraph's server
     history = sdk.threads.get_history(tid)
+    started, resumed = sorted(run.langgraph_run_ids(), key=lambda i: i != str(run.id))
     assert {(h["metadata"]["run_id"], h["metadata"]["graph_id"]) for h in history} == {
-        (str(run.id), "orders")}
+        (started, "orders"), (resumed, "orders")}
 
 
 def test_command_update_alone_updates_a_waiting_thread_which_keeps_waiting(sdk):

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 def checkpoints_of(thread_id: str, run_id: str) -> int:
     """How many root checkpoints of the thread's checkpoint thread name the run."""
-    return len(checkpoint_list(thread_id=thread_id, run_id=run_id, limit=1000))
+    return len(checkpoint_list(thread_id=thread_id, run_ids=[run_id], limit=1000))
 
 
 def test_deleting_a_run_removes_its_checkpoints_and_its_status(sdk):

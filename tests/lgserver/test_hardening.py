@@ -19,7 +19,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from dashboard import services
-from dashboard.models import Run, Thread
+from dashboard.models import LangGraphRun, Run, Thread
 from dashboard.runs import store
 from tests.conftest import api_token
 
@@ -54,8 +54,9 @@ def thread_with_run(user, status: str, metadata=None) -> Thread:
     """A thread of ``user`` whose latest run has ``status`` (stored directly: no executor)."""
     thread = services.thread_create(user=user, metadata=metadata or {}, graph="acquisition")
     run_id = uuid.uuid4()
-    Run.objects.create(id=run_id, graph="acquisition", thread_id=f"{run_id}:planner",
-                       state=status, conversation=thread, created_by=user)
+    run = Run.objects.create(id=run_id, graph="acquisition", thread_id=f"{run_id}:planner",
+                             state=status, conversation=thread, created_by=user)
+    LangGraphRun.objects.create(id=run_id, run=run, first_seq=1)  # the request that made it
     # what the run's transitions would have written to its thread
     store.set_thread_status(run_id, store.THREAD_STATUS[Run.State(status)])
     return thread
@@ -135,8 +136,9 @@ def test_run_list_filters_status_in_sql(alice):
     thread = thread_with_run(alice, "failed")
     for status in ("succeeded", "succeeded"):
         run_id = uuid.uuid4()
-        Run.objects.create(id=run_id, graph="acquisition", thread_id=f"{run_id}:planner",
-                           state=status, conversation=thread)
+        run = Run.objects.create(id=run_id, graph="acquisition", thread_id=f"{run_id}:planner",
+                                 state=status, conversation=thread)
+        LangGraphRun.objects.create(id=run_id, run=run, first_seq=1)
     listed = client.get(f"/langgraph/threads/{thread.id}/runs?status=success&limit=1").json()
     assert [r["status"] for r in listed] == ["success"]  # filtered before the page was cut
     listed = client.get(f"/langgraph/threads/{thread.id}/runs?status=error").json()

@@ -21,7 +21,7 @@ from langgraph_sdk.errors import (
 )
 
 from dashboard import services
-from dashboard.models import Interrupt, Run, RunEvent, Thread
+from dashboard.models import Interrupt, LangGraphRun, Run, RunEvent, Thread
 from tests.conftest import api_token, assert_gapless, wait_run
 
 # Not in the PostgreSQL pass: the API's shapes and the clients' protocol take the same
@@ -33,7 +33,8 @@ GOAL = {"goal": "Estimate the TAM of a budgeting app"}
 
 
 def planwatch_run(run_id: str) -> Run:
-    return Run.objects.get(id=run_id)
+    """The Planwatch run a LangGraph run (its start, a resume or a continue) is a part of."""
+    return LangGraphRun.objects.get(id=run_id).run
 
 
 def trace_page(run: Run, user) -> str:
@@ -96,22 +97,25 @@ def test_acquisition_streamed_to_its_question_resumed_twice_and_joined(sdk, sdk_
     assert shown["status"] == "interrupted" and shown["metadata"]["team"] == "pricing"
 
     # a plain resume value, then a map by interrupt id, then the price
+    # a resume is a LangGraph run of its own that goes on in the same Planwatch run
     resumed = sdk.runs.create(thread["thread_id"], "acquisition",
                               command={"resume": "Germany"})
-    assert resumed["run_id"] == run_id  # a resume continues the same Planwatch run
-    values = sdk.runs.join(thread["thread_id"], run_id)
+    assert resumed["run_id"] != run_id
+    assert planwatch_run(resumed["run_id"]) == planwatch_run(run_id)
+    values = sdk.runs.join(thread["thread_id"], resumed["run_id"])
     question = values["__interrupt__"][0]
     assert question["value"]["field"] == "core.currency"
-    sdk.runs.create(thread["thread_id"], "acquisition",
-                    command={"resume": {question["id"]: "EUR"}})
-    values = sdk.runs.join(thread["thread_id"], run_id)
+    resumed = sdk.runs.create(thread["thread_id"], "acquisition",
+                              command={"resume": {question["id"]: "EUR"}})
+    values = sdk.runs.join(thread["thread_id"], resumed["run_id"])
     assert values["__interrupt__"][0]["value"]["field"] == "market.price"
-    sdk.runs.create(thread["thread_id"], "acquisition", command={"resume": "47.88"})
-    final = sdk.runs.join(thread["thread_id"], run_id)
+    resumed = sdk.runs.create(thread["thread_id"], "acquisition", command={"resume": "47.88"})
+    final = sdk.runs.join(thread["thread_id"], resumed["run_id"])
     assert "__interrupt__" not in final
     assert final["values"]["core.region"] == "Germany"
     assert final["values"]["market.tam"] == pytest.approx(84_500_000 * 0.18 * 47.88)
-    assert sdk.runs.get(thread["thread_id"], run_id)["status"] == "success"
+    assert sdk.runs.get(thread["thread_id"], resumed["run_id"])["status"] == "success"
+    assert sdk.runs.get(thread["thread_id"], run_id)["status"] == "interrupted"
     assert sdk.threads.get(thread["thread_id"])["status"] == "idle"
 
     run = planwatch_run(run_id)

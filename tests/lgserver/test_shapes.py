@@ -21,6 +21,7 @@ from langgraph_sdk import schema as sdk_schema
 from dashboard import services
 from dashboard.lgserver import shapes
 from dashboard.models import Run
+from dashboard.runs import states
 from tests.conftest import api_token, wait_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -170,7 +171,9 @@ def test_a_run_about_to_resume_or_go_on_is_busy_and_pending(operator):
                   Run.State.CONTINUING, Run.State.PAUSED):
         Run.objects.filter(id=run.id).update(state=state)
         read = Run.objects.get(id=run.id)
-        seen[str(state)] = (shapes.busy(read), shapes.run_status(read), read.status)
+        seen[str(state)] = (shapes.busy(read), states.langgraph_status(read.state,
+                                                                       superseded=False),
+                            read.status)
     assert seen == {"resuming": (True, "pending", "interrupted"),
                     "running": (True, "running", "running"),
                     "interrupted": (False, "interrupted", "interrupted"),
