@@ -97,9 +97,18 @@ def dispatch(run_id: UUID, mode: str) -> None:
 
 
 def request_cancel(run_id: UUID) -> None:
-    """Tell this process's executor to stop a run it holds (workers learn it by heartbeat)."""
+    """Have the executor that holds a run cancel it at once: this process's, or a worker's
+    (its job aborted: procrastinate's NOTIFY reaches it at once; its heartbeat, which
+    reads the run's cancel request, is the fallback)."""
     if in_process():
         get_executor().request_cancel(run_id)
+        return
+    from dashboard.runs.jobs import abort_run_job
+
+    try:
+        abort_run_job(run_id)
+    except Exception:  # the heartbeat still brings the cancel to the worker
+        logger.warning("aborting run %s's job failed", run_id, exc_info=True)
 
 
 def request_breakpoints(run_id: UUID) -> None:
