@@ -99,3 +99,36 @@ def test_a_cancel_reaches_a_procrastinate_worker_at_once(executor, settings, ope
         assert worker.poll() is None  # the abort stopped the run, not the worker
     finally:
         kill(worker)
+
+
+@pytest.mark.parametrize("path", ["orm", "sql"])
+def test_a_cancelled_run_is_not_overwritten_by_a_late_final_write(executor, operator, path):
+    """The race of a cancel and a run finishing, in its losing order: the run was left by
+    its executor (a drain released it), the operator's cancel ended it at once, then the
+    executor's final write arrives. The cancelled state is set once: the write (either
+    path's STOP) leaves it."""
+    import asyncio
+
+    from django.utils import timezone
+
+    from dashboard.models import Thread
+    from dashboard.runs import store
+
+    now = timezone.now()
+    run = Run.objects.create(graph="test.echo", thread_id=f"race-{path}", input={"steps": 1},
+                             state="running", owner="", heartbeat_at=now, started_at=now,
+                             conversation=Thread.objects.create(status="busy"))
+    late = Run.objects.get(id=run.id)  # as its executor last knew it: running
+    services.run_cancel(run=run, user=operator)
+    final = {"status": "succeeded", "output": {"n": 1}, "cancel_interrupts": False}
+    if path == "orm":
+        write = store.awrite_orm(late, [], "step", final)
+    else:
+        sink = asyncio.run_coroutine_threadsafe(executor._aopen_saver(), executor._loop
+                                                ).result(30)
+        write = sink.astop(late, [], current_node="step", now=timezone.now(), final=final)
+    asyncio.run_coroutine_threadsafe(write, executor._loop).result(30)
+    run.refresh_from_db()
+    assert (run.status, run.output) == (Run.Status.CANCELLED, None)
+    assert run.conversation.status == "idle"
+    assert [e.kind for e in assert_gapless(run)][-1] == Kind.RUN_CANCELLED
