@@ -103,12 +103,21 @@ def request_cancel(run_id: UUID) -> None:
     if in_process():
         get_executor().request_cancel(run_id)
         return
-    from dashboard.runs.jobs import abort_run_job
-
     try:
         abort_run_job(run_id)
     except Exception:  # the heartbeat still brings the cancel to the worker
         logger.warning("aborting run %s's job failed", run_id, exc_info=True)
+
+
+def abort_run_job(run_id: UUID) -> bool:
+    """Abort the job executing ``run_id`` in a worker (an operator cancelled the run);
+    whether one was executing it. The worker hears it by LISTEN/NOTIFY, within
+    milliseconds; its heartbeat would learn of the cancel only at its next beat."""
+    from procrastinate.contrib.django import app
+
+    doing = app.job_manager.list_jobs(task=EXECUTE_RUN, status="doing", lock=f"run:{run_id}")
+    return any([app.job_manager.cancel_job_by_id(job.id, abort=True)
+                for job in doing if job.id is not None])
 
 
 def request_breakpoints(run_id: UUID) -> None:

@@ -38,7 +38,7 @@ logger = logging.getLogger("planwatch.runs")
 async def execute_run(context: JobContext, *, run_id: str, mode: str) -> None:
     """Execute one run until it finishes, interrupts or fails.
 
-    An operator's cancel in another process aborts this job (:func:`abort_run_job`):
+    An operator's cancel in another process aborts this job (``dispatch.abort_run_job``):
     procrastinate's NOTIFY reaches this worker at once and it cancels the job's task; the
     run is then cancelled on the executor (the node in flight stopped, the cancel
     recorded) and the job ends once the run stopped. A worker that shuts down cancels the
@@ -57,15 +57,6 @@ async def execute_run(context: JobContext, *, run_id: str, mode: str) -> None:
             if task is not None:
                 task.uncancel()  # the abort is taken: the run stops, then the job ends
             executor.request_cancel(UUID(run_id))
-
-
-def abort_run_job(run_id: UUID) -> bool:
-    """Abort the job executing ``run_id`` in a worker (an operator cancelled the run);
-    whether one was executing it. The worker hears it by LISTEN/NOTIFY, within
-    milliseconds; its heartbeat would learn of the cancel only at its next beat."""
-    doing = app.job_manager.list_jobs(task=EXECUTE_RUN, status="doing", lock=f"run:{run_id}")
-    return any([app.job_manager.cancel_job_by_id(job.id, abort=True)
-                for job in doing if job.id is not None])
 
 
 # croniter reads a sixth field as seconds: every 2 s (a dead worker's runs wait for the
