@@ -350,8 +350,9 @@ def interrupts_answer_each(*, answers: list[tuple[Interrupt, Any]], user: User,
 
 
 def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:
-    """Cancel a run: at once if nobody executes it, else at its next node boundary
-    (``reason``, if given, is recorded with who cancelled it)."""
+    """Cancel a run: at once if nobody executes it, else its executor is asked to stop it,
+    which it does at once, the nodes in flight cut (``reason``, if given, is recorded with
+    who cancelled it)."""
     with transaction.atomic():
         locked = store.lock_run(run.id, must=True)
         if not locked.allows(states.CANCEL):

@@ -1,8 +1,11 @@
 """``POST /threads/<id>/runs/<run_id>/cancel`` as LangGraph's server answers it.
 
 - A run that is pending or running (Planwatch: queued, running, or answered and about to
-  resume) is cancelled: ``202``, or with ``wait=1`` ``200`` once it stopped, with its final
-  values as ``join`` answers them (``204`` with ``action=rollback``: the run is gone).
+  resume) is cancelled: the node in flight stops at once. ``200`` with the run as it
+  stands once the cancel is recorded (LangGraph's server answers ``202`` with no body; its
+  SDK returns whatever body comes, and Aegra's clients read this one), or with ``wait=1``
+  ``200`` once it stopped, with its final values as ``join`` answers them (``204`` with
+  ``action=rollback``: the run is gone).
 - Any other run (ended, or waiting for an answer: LangGraph's run has then ended with
   status ``interrupted``) is not cancelled: ``404``, as LangGraph's server answers
   ("Run not found") for a run that is neither pending nor running.
@@ -102,9 +105,8 @@ class RunCancelView(LangGraphView):
             raise exceptions.NotFound(
                 f"run {langgraph_run.id} is {langgraph_run.langgraph_status}, neither pending "
                 "nor running: there is nothing to cancel (as on LangGraph's server)")
-        run = langgraph_run.run
-        services.run_cancel(run=run, user=request.user)
-        response = Response(status=202)
+        run = langgraph_run.run = services.run_cancel(run=langgraph_run.run, user=request.user)
+        response = Response(shapes.run(langgraph_run))
         response.planwatch_wait = (run.id, wait, action == "rollback")  # type: ignore[attr-defined]
         if action == "rollback" and not wait:
             get_executor().spawn(arolled_back_when_stopped(run.id))

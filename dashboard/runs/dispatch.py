@@ -97,9 +97,27 @@ def dispatch(run_id: UUID, mode: str) -> None:
 
 
 def request_cancel(run_id: UUID) -> None:
-    """Tell this process's executor to stop a run it holds (workers learn it by heartbeat)."""
+    """Have the executor that holds a run cancel it at once: this process's, or a worker's
+    (its job aborted: procrastinate's NOTIFY reaches it at once; its heartbeat, which
+    reads the run's cancel request, is the fallback)."""
     if in_process():
         get_executor().request_cancel(run_id)
+        return
+    try:
+        abort_run_job(run_id)
+    except Exception:  # the heartbeat still brings the cancel to the worker
+        logger.warning("aborting run %s's job failed", run_id, exc_info=True)
+
+
+def abort_run_job(run_id: UUID) -> bool:
+    """Abort the job executing ``run_id`` in a worker (an operator cancelled the run);
+    whether one was executing it. The worker hears it by LISTEN/NOTIFY, within
+    milliseconds; its heartbeat would learn of the cancel only at its next beat."""
+    from procrastinate.contrib.django import app
+
+    doing = app.job_manager.list_jobs(task=EXECUTE_RUN, status="doing", lock=f"run:{run_id}")
+    return any([app.job_manager.cancel_job_by_id(job.id, abort=True)
+                for job in doing if job.id is not None])
 
 
 def request_breakpoints(run_id: UUID) -> None:

@@ -208,10 +208,13 @@ class Executor:
         return requests is not None
 
     def request_cancel(self, run_id: uuid.UUID) -> bool:
-        """Flag a run this process executes; it stops at the next node boundary."""
+        """Cancel a run this process executes: its stream in flight stops at once, the
+        nodes in flight with it (from any thread); whether this process executes it."""
         requests = self._active.get(run_id)
         if requests is not None:
-            requests.cancel = True
+            requests.cancel = True  # seen at once by a stream about to begin
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(requests.cancel_now)
         return requests is not None
 
     def health(self) -> ExecutorHealth:
@@ -352,7 +355,8 @@ class Executor:
                 cancelled, rebreak = await self._runs.aheartbeat(list(self._active),
                                                                  owner=self.owner)
                 for run_id, requests in self._active.items():
-                    requests.cancel |= run_id in cancelled
+                    if run_id in cancelled and not requests.cancel:  # asked in another process
+                        requests.cancel_now()
                     requests.breakpoints |= run_id in rebreak
             except Exception:
                 logger.warning("heartbeat failed", exc_info=True)

@@ -7,8 +7,9 @@ numbered and buffered, written behind by the executor's
 what the graph is fed and where it starts (the input, the answers, the past checkpoint a
 fork branches from, or nothing to go on from the run's newest checkpoint); *stream*
 runs LangGraph's stream, translating each part (:mod:`~dashboard.runs.translate`) into
-events, until the stream ends or an operator's
-request stops it at a node boundary, and says which as a :class:`Stop` value; *outcome*
+events, until the stream ends, an operator's
+cancel cuts it at once, or a request stops it at a node boundary (new breakpoints, a
+handover), and says which as a :class:`Stop` value; *outcome*
 records where the run stands (paused with its questions, halted at a breakpoint,
 succeeded with the output its ``GraphSpec.output_of`` picks, failed, cancelled), each
 with its last events in one write, returned as an :class:`Outcome`.
@@ -60,7 +61,8 @@ Kind = RunEvent.Kind
 
 @dataclass
 class Requests:
-    """What operators asked of a run while it executes; read at node boundaries."""
+    """What operators asked of a run while it executes: a cancel stops the graph's stream
+    at once (the nodes in flight with it); the others are read at node boundaries."""
 
     cancel: bool = False
     """Stop the run (it is cancelled)."""
@@ -68,13 +70,23 @@ class Requests:
     """Take the run's new breakpoints and go on."""
     handover: bool = False
     """This process stops: leave the run at the next node boundary for another to take."""
+    stream: asyncio.Task[Stop] | None = None
+    """The task streaming the graph now (:func:`_astream_once`), which a cancel cancels."""
+
+    def cancel_now(self) -> None:
+        """Cancel the run: its stream in flight stops at once, as LangGraph's server cancels
+        a run's task (call on the executor's loop); before or between streams, the next
+        node boundary stops it."""
+        self.cancel = True
+        if self.stream is not None and not self.stream.done():
+            self.stream.cancel("the run was cancelled")
 
 
 class Stop(enum.Enum):
     """Why one stream of the graph stopped."""
 
     END = "end"  # the stream ran out: the graph ended, waits for answers, or hit a breakpoint
-    CANCEL = "cancel"  # an operator cancelled the run
+    CANCEL = "cancel"  # an operator cancelled the run (its stream cut where it was)
     BREAKPOINTS = "breakpoints"  # an operator changed the run's breakpoints
     HANDOVER = "handover"  # this process stops: another takes the run over
 
@@ -167,9 +179,17 @@ class EventWriter:
         self.clock = TaskClock()
         """When the run's tasks began and ended, as its model-call recorder heard."""
         self._holding: tuple[str, float] | None = None  # (checkpoint id, since)
+        self.closed = False
+        """The run's last event was written (:meth:`afinish`): nothing is added after it."""
 
     def add(self, fields: dict[str, Any]) -> None:
-        """Number one event, stamp it with when it happened (unless it says), buffer it."""
+        """Number one event, stamp it with when it happened (unless it says), buffer it;
+        dropped once the writer is closed (a sync node's thread, which a cancel cannot
+        stop, may still report a model call after the run's closing event)."""
+        if self.closed:
+            logger.debug("run %s: %s after its closing event, dropped", self.run.id,
+                         fields.get("kind"))
+            return
         row = {**EVENT_DEFAULTS, **fields, "seq": self.next_seq}
         if not row.get("at"):
             self.clock.stamp(row, timezone.now())
@@ -254,6 +274,7 @@ class EventWriter:
         if pending is not None:
             final["pending"] = pending
         final["cancel_interrupts"] = cancel_interrupts
+        self.closed = True
         await self.aflush(**final)
         if pending or cancel_interrupts:
             await doorbells.abroadcast_inbox()
@@ -319,7 +340,10 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
         await afail(writer, exc)
         return Outcome.FAILED
     if stop is Stop.CANCEL:
-        await acancel(writer)
+        # the tasks and model calls it stopped in: their bars end at the cancel
+        writer.current_node = translator.current_node or writer.current_node
+        calls.cancel_in_flight()
+        await acancel(writer, running=translator.in_flight())
         return Outcome.CANCELLED
     if stop is Stop.HANDOVER:
         await writer.aflush()
@@ -519,9 +543,36 @@ async def _astream_once(graph: Any, payload: Any, config: RunnableConfig,
                         translator: StreamTranslator, requests: Requests,
                         watch: WriteWatch) -> Stop:
     """Stream the graph once, recording every part, until it ends or a request stops it
-    (or a checkpoint write fails: the run cannot go on unsaved)."""
-    run = writer.run
+    (or a checkpoint write fails: the run cannot go on unsaved).
+
+    The stream runs as a task of its own, :attr:`Requests.stream`: a cancel cancels that
+    task, and with it the nodes in flight (LangGraph cancels its tasks when its stream is
+    closed), while this execution goes on to record the cancel. The run's checkpoints stay
+    those of its last completed step."""
     requests.breakpoints = False
+    if requests.cancel:  # cancelled while it began, or between two streams
+        return Stop.CANCEL
+    streaming = asyncio.ensure_future(_aconsume(graph, payload, config, breaks, writer,
+                                                translator, requests, watch))
+    requests.stream = streaming
+    try:
+        return await streaming
+    except asyncio.CancelledError:
+        this = asyncio.current_task()
+        if not streaming.cancelled() or not requests.cancel or (
+                this is not None and this.cancelling()):
+            raise  # the execution itself is cancelled (the executor stops)
+        return Stop.CANCEL
+    finally:
+        requests.stream = None
+
+
+async def _aconsume(graph: Any, payload: Any, config: RunnableConfig, breaks: Breakpoints,
+                    writer: EventWriter, translator: StreamTranslator, requests: Requests,
+                    watch: WriteWatch) -> Stop:
+    """Record every part of one stream of the graph until it ends or a request stops it
+    at a node boundary."""
+    run = writer.run
     # (namespace, mode, data) triples: subgraphs=True with a list of modes; closed on the
     # way out, so LangGraph finishes its checkpoint writes before a restart
     parts: AsyncIterator[Any] = graph.astream(
@@ -609,8 +660,14 @@ async def afail(writer: EventWriter, exc: BaseException) -> None:
                          cancel_interrupts=True)
 
 
-async def acancel(writer: EventWriter) -> None:
-    """An operator cancelled the run: it stops at this node boundary (the event says who)."""
+async def acancel(writer: EventWriter, *, running: list[dict[str, str]] | None = None
+                  ) -> None:
+    """An operator cancelled the run: it stops where it stands; the event says who, and
+    which tasks were ``running`` (cut short, never finished: none at a node boundary)."""
     by = await acancelled_by(writer.run.id)
-    writer.add({"kind": Kind.RUN_CANCELLED, "payload": {"reason": "cancelled", "by": by}})
+    payload: dict[str, Any] = {"reason": "cancelled", "by": by}
+    if running:
+        payload["running"] = running
+    node = next((t["node"] for t in running or () if not t["namespace"]), "")
+    writer.add({"kind": Kind.RUN_CANCELLED, "node": node, "payload": payload})
     await writer.afinish(status=Run.State.CANCELLED, cancel_interrupts=True)

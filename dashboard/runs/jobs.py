@@ -25,6 +25,7 @@ from uuid import UUID
 from asgiref.sync import sync_to_async
 from procrastinate.contrib.django import app
 from procrastinate.exceptions import ConnectorException
+from procrastinate.job_context import AbortReason, JobContext
 from procrastinate.worker import Worker
 
 from dashboard.runs.conf import planwatch_setting
@@ -33,10 +34,29 @@ from dashboard.runs.dispatch import EXECUTE_RUN, QUEUE, get_executor, recover_st
 logger = logging.getLogger("planwatch.runs")
 
 
-@app.task(name=EXECUTE_RUN, queue=QUEUE)
-async def execute_run(*, run_id: str, mode: str) -> None:
-    """Execute one run until it finishes, interrupts or fails."""
-    await asyncio.wrap_future(get_executor().submit(UUID(run_id), mode))
+@app.task(name=EXECUTE_RUN, queue=QUEUE, pass_context=True)
+async def execute_run(context: JobContext, *, run_id: str, mode: str) -> None:
+    """Execute one run until it finishes, interrupts or fails.
+
+    An operator's cancel in another process aborts this job (``dispatch.abort_run_job``):
+    procrastinate's NOTIFY reaches this worker at once and it cancels the job's task; the
+    run is then cancelled on the executor (the node in flight stopped, the cancel
+    recorded) and the job ends once the run stopped. A worker that shuts down cancels the
+    execution itself, as before."""
+    executor = get_executor()
+    execution = asyncio.wrap_future(executor.submit(UUID(run_id), mode))
+    while True:
+        try:
+            await asyncio.shield(execution)
+            return
+        except asyncio.CancelledError:
+            if context.abort_reason() is not AbortReason.USER_REQUEST:
+                execution.cancel()
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # the abort is taken: the run stops, then the job ends
+            executor.request_cancel(UUID(run_id))
 
 
 # croniter reads a sixth field as seconds: every 2 s (a dead worker's runs wait for the

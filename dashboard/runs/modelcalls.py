@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 Kind = RunEvent.Kind
 
 
+CANCELLED = "CancelledError: the run was cancelled"
+"""A model call's error when its run was cancelled while it waited for the answer."""
+
 ROLES = {"system": "system", "human": "human", "ai": "ai", "tool": "tool",
          "AIMessageChunk": "ai", "function": "tool", "developer": "system"}
 
@@ -240,6 +243,10 @@ class ModelCallRecorder(AsyncCallbackHandler):
         call = self.calls.pop(run_id, None)
         if call is None:
             return
+        if isinstance(error, asyncio.CancelledError):  # its run was cancelled
+            self._finish(run_id, call, call.head, output=None, usage=None, cost=None,
+                         error=CANCELLED)
+            return
         message, _ = self.policy.cut(str(error))
         self._finish(run_id, call, call.head, output=None, usage=None, cost=None,
                      error=f"{type(error).__name__}: {message}" if message
@@ -262,6 +269,14 @@ class ModelCallRecorder(AsyncCallbackHandler):
                              parent_run_id: uuid.UUID | None = None, **kwargs: Any) -> None:
         """A runnable raised (an interrupt too): if it was a task, when the task ended."""
         self.writer.clock.end(run_id, timezone.now())
+
+    def cancel_in_flight(self) -> None:
+        """The run was cancelled: each call still in flight ends cancelled (its answer
+        never came; what it cost is unknown)."""
+        for run_id, call in list(self.calls.items()):
+            del self.calls[run_id]
+            self._finish(run_id, call, call.head, output=None, usage=None, cost=None,
+                         error=CANCELLED)
 
     # -- events -----------------------------------------------------------------------
 

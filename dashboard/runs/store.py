@@ -421,9 +421,12 @@ STOP = """
         output = COALESCE({mark}, output), error_message = COALESCE({mark}, error_message),
         error_traceback = COALESCE({mark}, error_traceback)
     WHERE id = {mark}
+      -- a final state is set once: a stop that comes after it (an operator's cancel of a
+      -- run its executor had let go, say) leaves it
+      AND state IN (""" + ", ".join(f"'{s.value}'" for s in states.UNFINISHED) + """)
 """
 """Where an execution leaves a run (:func:`stop`: waiting, paused or finished), on both
-paths (parameters: :data:`STOP_FIELDS`, run id)."""
+paths, unless it ended already (parameters: :data:`STOP_FIELDS`, run id)."""
 
 RETURNED = ("graph", "thread_id", "input", "current_node", "last_seq", "started_at",
             "interrupt_before", "interrupt_after", "step_once", "configurable", "context",

@@ -58,7 +58,8 @@ class StreamTranslator:
     """Keeps what a run's stream needs across parts: task start times, the step, …"""
 
     seen_checkpoints: set[str] = field(default_factory=set)
-    started: dict[str, tuple[float, str]] = field(default_factory=dict)
+    started: dict[str, tuple[float, str, str]] = field(default_factory=dict)
+    """The tasks in flight: by task id, when they started, their node and namespace."""
     steps: dict[str, int] = field(default_factory=dict)
     last_checkpoint: dict[str, str] = field(default_factory=dict)
     interrupts: list[InterruptSeen] = field(default_factory=list)
@@ -77,6 +78,11 @@ class StreamTranslator:
             return [self._event(Kind.CUSTOM, path, payload={"data": to_jsonable(data)})]
         return []  # no other mode is asked for (see STREAM_MODES)
 
+    def in_flight(self) -> list[dict[str, str]]:
+        """The tasks that started and never ended, in the order they started."""
+        return [{"node": name, "namespace": path, "task_id": task_id}
+                for task_id, (_, name, path) in self.started.items()]
+
     def _event(self, kind: str, path: str, **fields: Any) -> dict[str, Any]:
         return {
             "kind": kind,
@@ -93,7 +99,7 @@ class StreamTranslator:
     def _task(self, path: str, data: Mapping[str, Any]) -> list[dict[str, Any]]:
         name, task_id = data["name"], data["id"]
         if "input" in data:  # a task started
-            self.started[task_id] = (time.perf_counter(), name)
+            self.started[task_id] = (time.perf_counter(), name, path)
             if not path:
                 self.current_node = name
             triggers = [str(t) for t in data.get("triggers") or ()]

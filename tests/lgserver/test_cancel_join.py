@@ -27,6 +27,11 @@ def running(sdk, thread_id: str, **input_) -> dict:
 def test_cancel_with_wait_answers_once_the_run_stopped(sdk):
     thread = sdk.threads.create()
     run = running(sdk, thread["thread_id"])
+    deadline = time.monotonic() + 30
+    while not RunEvent.objects.filter(run_id=run["run_id"],
+                                      kind=RunEvent.Kind.NODE_FINISHED).exists():
+        assert time.monotonic() < deadline, "no step completed"
+        time.sleep(0.02)  # a step completed: its values are the run's last
     # as LangGraph's server: once stopped, the run's final values (as join answers them)
     answer = sdk.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
     assert Run.objects.get(id=run["run_id"]).status == Run.Status.CANCELLED  # already
@@ -158,3 +163,32 @@ def test_cancel_many_cancels_the_named_runs_or_all_of_a_status_of_the_users_own(
     while Run.objects.filter(id=theirs["run_id"]).exists() and time.monotonic() < end:
         time.sleep(0.05)
     assert not Run.objects.filter(id=theirs["run_id"]).exists()
+
+
+def test_a_cancel_stops_the_node_in_flight_and_nothing_follows_it(sdk):
+    """As LangGraph's server cancels a run's task: the run reads ``interrupted`` at once
+    (polled, bounded), its node in flight never finishes, the thread keeps the checkpoint
+    of its last completed step, and nothing is written after the cancel, not even once
+    the node would have ended."""
+    thread_id = sdk.threads.create()["thread_id"]
+    run_id = sdk.runs.create(thread_id, "nap", input={"seconds": 3})["run_id"]
+    wait_run(run_id, statuses=("running",))
+    began = time.monotonic()
+    while not RunEvent.objects.filter(run_id=run_id, kind=RunEvent.Kind.NODE_STARTED).exists():
+        assert time.monotonic() - began < 10, "the nap never started"
+        time.sleep(0.02)
+    answer = sdk.runs.cancel(thread_id, run_id)
+    assert answer["run_id"] == run_id  # the run, as runs.get answers it (a superset of 202)
+    deadline = time.monotonic() + 10
+    while sdk.runs.get(thread_id, run_id)["status"] != "interrupted":
+        assert time.monotonic() < deadline, "the cancelled run never read interrupted"
+        time.sleep(0.05)
+    events = list(RunEvent.objects.filter(run_id=run_id).order_by("seq"))
+    assert events[-1].kind == RunEvent.Kind.RUN_CANCELLED and events[-1].node == "nap"
+    assert RunEvent.Kind.NODE_FINISHED not in [e.kind for e in events]
+    state = sdk.threads.get_state(thread_id)  # the step before the nap: it is still next
+    assert state["next"] == ["nap"] and "done" not in state["values"]
+    time.sleep(max(0.0, began + 3.5 - time.monotonic()))  # past the nap's own end
+    assert sdk.runs.get(thread_id, run_id)["status"] == "interrupted"
+    assert RunEvent.objects.filter(run_id=run_id).count() == len(events)
+    assert list(sdk.runs.join_stream(thread_id, run_id)) is not None  # the stream ends

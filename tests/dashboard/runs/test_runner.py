@@ -102,7 +102,7 @@ def test_twenty_concurrent_runs_all_finish_with_gapless_events(executor, operato
         assert [e.node for e in events if e.kind == Kind.NODE_FINISHED] == ["step"] * 6 + ["done"]
 
 
-def test_cancel_stops_a_running_run_at_a_node_boundary(executor, operator):
+def test_cancel_stops_a_running_run_in_the_node_in_flight(executor, operator):
     run = services.run_create(graph="test.echo", input={"steps": 500, "delay": 0.02},
                               user=operator)
     wait_run(run.id, statuses=("running",))
@@ -113,7 +113,15 @@ def test_cancel_stops_a_running_run_at_a_node_boundary(executor, operator):
     assert run.status == Run.Status.CANCELLED
     events = assert_gapless(run)
     assert events[-1].kind == Kind.RUN_CANCELLED
-    assert events[-1].payload == {"reason": "cancelled", "by": "olga"}  # who, for the card
+    # who (for the card), and the node it stopped in: started, never finished
+    closing = events[-1]
+    assert closing.payload["by"] == "olga" and closing.payload["reason"] == "cancelled"
+    assert closing.node == "step"
+    [cut] = closing.payload["running"]
+    assert cut["node"] == "step" and cut["namespace"] == ""
+    assert not any(e.kind == Kind.NODE_FINISHED and e.task_id == cut["task_id"]
+                   for e in events)
+    assert any(e.kind == Kind.NODE_STARTED and e.task_id == cut["task_id"] for e in events)
     assert run.output is None
     steps = [e for e in events if e.kind == Kind.NODE_FINISHED]
     assert 3 <= len(steps) < 500
