@@ -78,9 +78,9 @@ lint: install-dev
 typecheck: install-dev
 	$(BIN)/mypy planner dashboard config
 
-## test-fast: lint and the tests that start no process (SQLite, in-memory layer), in minutes
+## test-fast: lint and the tests that start no process (SQLite, in-memory layer), on both cores
 test-fast: install-dev lint
-	$(PY) -m pytest -q $(FAST) $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(FAST) $(PYTEST_ARGS)
 
 ## test: lint, types, then each test once where its code path differs: on SQLite + the
 ## in-memory layer (FIRST_PASS), the browser tests, then on PostgreSQL + Redis (SECOND_PASS);
