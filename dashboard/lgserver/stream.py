@@ -399,12 +399,17 @@ async def _aevent_parts(maker: PartMaker, events: list[dict[str, Any]]
                    event["seq"] if last else None)
 
 
-async def astopped(run_id: UUID) -> None:
-    """Wait until the run stops, or until this process drains (then return at once)."""
-    with contextlib.suppress(StreamCut):
+async def astopped(run_id: UUID, *, cut: bool = False) -> None:
+    """Wait until the run stops, or until this process drains: then return at once, or
+    with ``cut`` raise :class:`StreamCut` (a response that waits for the run's end is cut,
+    so its client asks again elsewhere rather than take the run for stopped)."""
+    try:
         async for _ in aevents(run_id, modes=(), subgraphs=False, after=0, metadata=False,
                                keepalive=0):
             pass
+    except StreamCut:
+        if cut:
+            raise
 
 
 _CANCELLING: set[asyncio.Future[None]] = set()

@@ -668,9 +668,13 @@ async def _json_when_stopped(run_id: uuid.UUID, *, ended: bool = False
     """The final values as one JSON body, sent when the run stops (at once for a LangGraph
     run that ``ended``: another went on after it); meanwhile a newline every
     ``PLANWATCH_STREAM_KEEPALIVE_SECONDS`` keeps the connection alive (JSON ignores
-    leading whitespace), as LangGraph's server sends it."""
+    leading whitespace), as LangGraph's server sends it. A drain of this process cuts the
+    answer unfinished (:class:`~dashboard.lgserver.stream.StreamCut`): langgraph-sdk's
+    ``wait`` and ``join`` then ask again at its ``Location`` (the run's join), where another
+    process answers once the run has stopped, rather than take its values so far as the end."""
     every = stream.keepalive_seconds()
-    waiting = asyncio.ensure_future(asyncio.sleep(0) if ended else stream.astopped(run_id))
+    waiting = asyncio.ensure_future(
+        asyncio.sleep(0) if ended else stream.astopped(run_id, cut=True))
     try:
         while not waiting.done():
             done, _ = await asyncio.wait({waiting}, timeout=every if every > 0 else None)
@@ -724,10 +728,13 @@ class RunJoinView(LangGraphView):
     def get(self, request: Request, thread_id: str, run_id: str) -> StreamingHttpResponse:
         with stream_slot(request) as slot:
             langgraph_run = run_of(thread_of(thread_id), run_id)
-        return StreamingHttpResponse(
+        response = StreamingHttpResponse(
             SlottedStream(_json_when_stopped(langgraph_run.run_id,
                                              ended=not langgraph_run.is_current), slot),
             content_type="application/json")
+        for key, value in location_of(langgraph_run, "join").items():  # where to ask again
+            response[key] = value
+        return response
 
 
 class RunJoinStreamView(LangGraphView):

@@ -139,6 +139,49 @@ def test_a_stream_a_draining_process_ends_is_cut_and_resumed_to_its_end(api, mon
     assert received == node_seqs(run_id)
 
 
+async def _answer_through_a_drain(response) -> tuple[bytes, Exception | None]:
+    """Read a wait or join answer; once its first keep-alive came, this process drains."""
+    body, cut = b"", None
+    try:
+        async for part in response.streaming_content:
+            body += part
+            stop_following()
+    except Exception as exc:  # what Django's handler gets from the answer
+        cut = exc
+    return body, cut
+
+
+@pytest.mark.parametrize("how", ["wait", "join"])
+def test_a_wait_or_join_a_draining_process_answers_is_cut_not_answered(api, monkeypatch,
+                                                                      tmp_path, settings,
+                                                                      how):
+    """Answered with the values so far, langgraph-sdk's ``wait``/``join`` would take a run
+    still running for ended; cut, the SDK asks again at the answer's ``Location``."""
+    monkeypatch.setattr(follow, "_leaving", threading.Event())  # this test's drain only
+    settings.PLANWATCH = {**settings.PLANWATCH, "STREAM_KEEPALIVE_SECONDS": 0.2}
+    hold = tmp_path / "hold"
+    hold.touch()
+    thread = api.post("/langgraph/threads", {}, content_type="application/json").json()["thread_id"]
+    body = {"assistant_id": "test.echo",
+            "input": {"steps": 6, "delay": 0.5, "held_by": str(hold)}}
+    if how == "wait":
+        response = api.post(f"/langgraph/threads/{thread}/runs/wait", body,
+                            content_type="application/json")
+    else:
+        run = api.post(f"/langgraph/threads/{thread}/runs", body,
+                       content_type="application/json").json()
+        response = api.get(f"/langgraph/threads/{thread}/runs/{run['run_id']}/join")
+    assert response.status_code == 200
+    answered, cut = async_to_sync(_answer_through_a_drain)(response)
+    assert isinstance(cut, StreamCut), answered  # unfinished: the client asks again
+    assert not answered.strip()  # no values sent as if the run had ended
+    assert response["Location"].endswith("/join")  # where langgraph-sdk asks again
+    run_id = response["Content-Location"].rsplit("/", 1)[-1]
+    assert Run.objects.get(id=run_id).status == Run.Status.RUNNING
+    hold.unlink()
+    assert wait_run(run_id).status == Run.Status.SUCCEEDED
+
+
 def test_a_stream_of_a_run_that_stopped_finishes_even_while_draining(api, monkeypatch):
     monkeypatch.setattr(follow, "_leaving", threading.Event())
     *_, location = streamed(api, ["tasks"])
