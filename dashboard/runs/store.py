@@ -400,6 +400,9 @@ TAKE = """
 claim's :data:`CLAIM_FIELDS`, run id). The ORM path decides under the run's lock;
 :data:`CLAIM` adds its conditions to decide in the statement."""
 
+UNFINISHED_SQL = ", ".join(f"'{s.value}'" for s in states.UNFINISHED)
+"""The unfinished states as a SQL list: those a stop may still move a run from."""
+
 STOP_FIELDS = ("state", "heartbeat_at", "last_seq", "current_node", *ROLLUPS, "finished_at",
                "cancel_requested", "step_once", "breakpoints_changed", "output",
                "error_message", "error_traceback")
@@ -423,7 +426,7 @@ STOP = """
     WHERE id = {mark}
       -- a final state is set once: a stop that comes after it (an operator's cancel of a
       -- run its executor had let go, say) leaves it
-      AND state IN (""" + ", ".join(f"'{s.value}'" for s in states.UNFINISHED) + """)
+      AND state IN (""" + UNFINISHED_SQL + """)
 """
 """Where an execution leaves a run (:func:`stop`: waiting, paused or finished), on both
 paths, unless it ended already (parameters: :data:`STOP_FIELDS`, run id)."""
@@ -476,6 +479,21 @@ SET_THREAD_STATUS = """
 status, run id, run id): the thread takes it only from its latest run (runs enqueued
 behind it aside), and stays busy while runs are enqueued on it."""
 
+STOP_THREAD_STATUS = SET_THREAD_STATUS + """
+      -- only from a stop that moved the run (STOP leaves a run that ended already): as
+      -- this statement reads the run, it is still unfinished (PostgreSQL's fast path, one
+      -- statement whose parts read the run as it was before) or in the state the stop
+      -- wrote (one statement after the other in a transaction: the STOP's effect is seen);
+      -- a stop refused leaves it in another final state
+      AND EXISTS (SELECT 1 FROM dashboard_run AS stopped
+                  WHERE stopped.id = {mark}
+                    AND (stopped.state IN (""" + UNFINISHED_SQL + """) OR stopped.state = {mark}))
+"""
+"""How a stop's new status reaches its thread, on both paths (parameters: those of
+:data:`SET_THREAD_STATUS`, run id, the state the stop writes): as
+:data:`SET_THREAD_STATUS`, and only if the stop took effect, so a late final write that
+left a cancelled run cancelled leaves its thread as the cancel set it."""
+
 
 LOCK_THREAD = """
       -- its thread's row first (checked last, so only for a run it takes), then the run's
@@ -506,10 +524,12 @@ class Statements:
         vendor = "postgresql" if postgres else "sqlite"
         self.postgres = postgres
         self.insert_sql, self.progress_sql, self.heartbeat_sql, self.claim_sql, \
-            self.take_sql, self.stop_sql, self.withdraw_sql, self.thread_sql = (
+            self.take_sql, self.stop_sql, self.withdraw_sql, self.thread_sql, \
+            self.stop_thread_sql = (
                 _sql(text, postgres, django_cursor=django_cursor)
                 for text in (INSERT_EVENTS[vendor], PROGRESS[vendor], HEARTBEAT[vendor],
-                             CLAIM, TAKE, STOP, WITHDRAW_QUESTIONS, SET_THREAD_STATUS))
+                             CLAIM, TAKE, STOP, WITHDRAW_QUESTIONS, SET_THREAD_STATUS,
+                             STOP_THREAD_STATUS))
         self._connection = connections["default"]  # its fields' conversions, never a query
 
     def insert(self, batches: list[Batch], now: datetime) -> Statement:
@@ -548,6 +568,12 @@ class Statements:
         state gives its thread."""
         status = thread_status(fields)
         return [] if status is None else [self.thread_status(run_id, status)]
+
+    def stop_thread(self, run_id: Any, fields: Fields) -> Statement:
+        """:data:`STOP_THREAD_STATUS`: the status :func:`stop`'s ``fields`` give the run's
+        thread, if the stop took effect (and the run is the thread's latest)."""
+        run, state = self.prep("id", run_id), self.prep("state", fields["state"])
+        return self.stop_thread_sql, [run, str(thread_status(fields)), run, run, run, state]
 
     def thread_status(self, run_id: Any, status: str) -> Statement:
         """:data:`SET_THREAD_STATUS`: the run's thread takes ``status`` if it is its latest."""
@@ -608,7 +634,8 @@ def statements_of(sql: Statements, run_id: Any, fields: Fields) -> list[Statemen
     if isinstance(fields.get("started_at"), FirstSet):
         return [sql.take(run_id, fields), *sql.thread(run_id, fields)]
     if "state" in fields and fields.get("owner") == "":
-        return [sql.stop(run_id, fields), *sql.thread(run_id, fields)]
+        # the thread follows only a stop that took effect (one after a final state is not)
+        return [sql.stop(run_id, fields), sql.stop_thread(run_id, fields)]
     return None
 
 
@@ -815,8 +842,9 @@ def awrite_orm(run: Run, rows: list[dict[str, Any]], current_node: str,
         statements, fields = execution_write(_django_statements(), run, rows, current_node,
                                              final, now)
         _written(statements)
-        values: dict[str, Any] = Run.objects.values(*SUMMARY_FIELDS).get(id=run.id)
-    apply_to(run, fields)
+        values: dict[str, Any] = Run.objects.values(*SUMMARY_FIELDS, "state").get(id=run.id)
+    if values.pop("state") == fields.get("state") or "state" not in fields:
+        apply_to(run, fields)  # a stop refused (the run had ended) is not mirrored
     return values
 
 

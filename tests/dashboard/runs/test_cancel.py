@@ -10,6 +10,7 @@ import pytest
 
 from dashboard import checkpoints, services
 from dashboard.models import Run, RunEvent
+from dashboard.runs import states
 from tests.conftest import assert_gapless, wait_run, wait_started
 from tests.dashboard.test_modelcalls import chat_graph, openai_server  # noqa: F401
 
@@ -101,12 +102,15 @@ def test_a_cancel_reaches_a_procrastinate_worker_at_once(executor, settings, ope
         kill(worker)
 
 
+@pytest.mark.parametrize("final", ["succeeded", "failed"])
 @pytest.mark.parametrize("path", ["orm", "sql"])
-def test_a_cancelled_run_is_not_overwritten_by_a_late_final_write(executor, operator, path):
+def test_a_cancelled_run_is_not_overwritten_by_a_late_final_write(executor, operator, path,
+                                                                  final):
     """The race of a cancel and a run finishing, in its losing order: the run was left by
     its executor (a drain released it), the operator's cancel ended it at once, then the
     executor's final write arrives. The cancelled state is set once: the write (either
-    path's STOP) leaves it."""
+    path's STOP) leaves it, and its thread's status with it (the one a cancelled run gives
+    its thread, not the late write's)."""
     import asyncio
 
     from django.utils import timezone
@@ -120,15 +124,19 @@ def test_a_cancelled_run_is_not_overwritten_by_a_late_final_write(executor, oper
                              conversation=Thread.objects.create(status="busy"))
     late = Run.objects.get(id=run.id)  # as its executor last knew it: running
     services.run_cancel(run=run, user=operator)
-    final = {"status": "succeeded", "output": {"n": 1}, "cancel_interrupts": False}
+    written = ({"status": final, "output": {"n": 1}} if final == "succeeded" else
+               {"status": final, "error": ("boom", "Traceback: boom")})
+    written["cancel_interrupts"] = final == "failed"
     if path == "orm":
-        write = store.awrite_orm(late, [], "step", final)
+        write = store.awrite_orm(late, [], "step", written)
     else:
         sink = asyncio.run_coroutine_threadsafe(executor._aopen_saver(), executor._loop
                                                 ).result(30)
-        write = sink.astop(late, [], current_node="step", now=timezone.now(), final=final)
+        write = sink.astop(late, [], current_node="step", now=timezone.now(), final=written)
     asyncio.run_coroutine_threadsafe(write, executor._loop).result(30)
     run.refresh_from_db()
-    assert (run.status, run.output) == (Run.Status.CANCELLED, None)
-    assert run.conversation.status == "idle"
+    assert (run.status, run.output, run.error_message) == (Run.Status.CANCELLED, None, "")
+    assert run.conversation.status == states.meaning(Run.State.CANCELLED).thread
     assert [e.kind for e in assert_gapless(run)][-1] == Kind.RUN_CANCELLED
+    if path == "orm":  # the executor's copy does not take the status the write was refused
+        assert late.state == Run.State.RUNNING

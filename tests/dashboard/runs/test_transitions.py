@@ -155,6 +155,27 @@ def test_where_an_execution_leaves_the_run(executor, sink, name):
     assert len(set(withdrawn.values())) == 1
 
 
+@pytest.mark.parametrize("name", list(FINALS))
+def test_a_stop_after_a_final_state_leaves_the_run_and_its_thread(executor, sink, name):
+    """A late stop (its executor's last write after an operator's cancel ended the run)
+    changes neither the run nor its thread, on either path (the thread's status is one no
+    stop gives, so a path that writes it is seen); a late cancel gives the thread what
+    the cancelled run gives it (the statement reads the run as the stop leaves it)."""
+    now = timezone.now()
+    orm, fast = _pair(state="cancelled", owner="", heartbeat_at=now, started_at=now,
+                      finished_at=now, last_seq=2)
+    Thread.objects.filter(id__in=[orm.conversation_id, fast.conversation_id]).update(
+        status="busy")
+    for run in (orm, fast):  # as their executors last knew them
+        run.state, run.owner = Run.State.RUNNING, "exec-6"
+    _on_loop(executor, store.awrite_orm(orm, [], "ask", dict(FINALS[name])))
+    _on_loop(executor, sink.astop(fast, [], current_node="ask", now=now,
+                                   final=dict(FINALS[name])))
+    row = _same(orm, fast)
+    thread = states.meaning(Run.State.CANCELLED).thread if name == "cancel" else "busy"
+    assert (row["state"], row["last_seq"], row["thread status"]) == ("cancelled", 2, thread)
+
+
 def test_cancelling_an_idle_run_uses_the_final_transition(operator):
     from dashboard import services
 
