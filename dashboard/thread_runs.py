@@ -1,7 +1,8 @@
 """What a run request does to a thread, through the run service: the LangGraph API's
 run requests (``lgserver``) and the crons' runs (``crons``) both decide here.
 
-A thread's next run is decided here, and only here:
+A thread's next run is decided here, and only here (:func:`_decide`, writing nothing, then
+:func:`_next_run` applies the decision):
 
 - no run yet: a new run with the input (``services.run_create``);
 - ``command={"update": …}`` (:func:`command_update`) is applied before the rest;
@@ -130,7 +131,14 @@ class Next:
     cancel: tuple[Run, ...] = ()  # the busy run and its queue, or a run left waiting
     run: Run | None = None  # resumed or continued; waited for (enqueue); forked from
     checkpoint: str = ""  # a fork's
-    answer: Any = None  # a resume's
+    # a resume's: its answers (by interrupt id) to its pending questions, whether the
+    # client named them by id, where they came from; or the question it declined and why
+    answers: dict[str, Any] = field(default_factory=dict)
+    questions: dict[str, Interrupt] = field(default_factory=dict)
+    by_id: bool = False
+    via: str = ""
+    declined: Interrupt | None = None
+    why: str = ""
 
 
 @contextmanager
@@ -173,7 +181,8 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> L
 
 
 def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None) -> Run:
-    """The ``Run`` that goes on for :func:`start`: decided (:func:`_decide`), then done."""
+    """The ``Run`` that goes on for :func:`start`: decided (:func:`_decide`), then done,
+    here and only here."""
     nxt = _decide(thread, req, current)
     for run in nxt.cancel:
         services.run_cancel(run=run, user=user)
@@ -181,23 +190,39 @@ def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None) 
     if nxt.way == Way.CREATE:
         return services.run_create(graph=req.assistant_id, input=req.input or {}, user=user,
                                    thread=thread, options=options)
+    assert nxt.run is not None
     if nxt.way == Way.ENQUEUE:
-        assert nxt.run is not None
         return services.run_enqueue(after=nxt.run, input=req.input, user=user,
                                     thread=thread, options=options)
     if nxt.way == Way.FORK:
-        assert nxt.run is not None
         return services.run_fork(
             run=nxt.run, checkpoint_id=nxt.checkpoint, user=user, thread=thread,
             input=req.input if req.input is not None else services.NO_INPUT, options=options)
-    if nxt.way == Way.RESUME:  # its update, if any, was written first (command_update)
-        goes = _resume(thread, nxt.run, nxt.answer, user)
+    goes = nxt.run
+    if nxt.declined is not None:
+        # declining ends the run: only one who may answer the question may decline it
+        if reason := services.interrupt_may_answer(interrupt=nxt.declined, user=user):
+            raise services.AnswerForbidden(reason)
+        services.run_cancel(run=goes, user=user, reason=nxt.why)
+    elif nxt.way == Way.RESUME and nxt.by_id:
+        services.run_resume(run=goes, answers=nxt.answers, user=user, via=nxt.via)
+        goes.refresh_from_db()
+    elif nxt.way == Way.RESUME:
+        (interrupt_id, answer), = nxt.answers.items()
+        services.interrupt_answer(interrupt=nxt.questions[interrupt_id], answer=answer,
+                                  user=user, via=nxt.via)
+        goes.refresh_from_db()
     else:
-        assert nxt.run is not None
-        goes = services.run_continue(run=nxt.run, user=user)
-    # the request's breakpoints, after the answer or the continue: recorded in the
-    # LangGraph run it makes; the executor takes both once this decision commits
-    _scope_breakpoints(goes, options, user)
+        services.run_continue(run=goes, user=user)
+    # then the request's breakpoints, recorded in the LangGraph run the resume or the
+    # continue makes (the executor takes both once this decision commits): on LangGraph's
+    # server that is a run of its own, and breakpoints belong to the run that asked for
+    # them (so one asked before does not stop it again, unless asked again)
+    if goes.state in states.WAITS and (
+            list(goes.interrupt_before or ()), list(goes.interrupt_after or ())) != (
+            options.interrupt_before, options.interrupt_after):
+        services.run_breakpoints_set(run=goes, interrupt_before=options.interrupt_before,
+                                     interrupt_after=options.interrupt_after, user=user)
     return goes
 
 
@@ -221,8 +246,8 @@ def _decide(thread: Thread, req: RunRequest, current: Run | None) -> Next:
     if command and "resume" not in command:
         raise RunInputError("the command has nothing to do: give it a resume, an update or "
                             "goto '__end__'", errors={"command": "empty command"})
-    if "resume" in command:
-        return Next(Way.RESUME, run=current, answer=command["resume"])
+    if "resume" in command:  # its update, if any, was written first (command_update)
+        return _resume(thread, current, command["resume"])
     if current is None:
         if req.checkpoint_id:
             raise RunInputError(f"thread {thread.id} has no runs, so no checkpoint "
@@ -313,8 +338,9 @@ def command_update(thread: Thread, command: dict[str, Any], user: User) -> Run |
     return current
 
 
-def _resume(thread: Thread, current: Run | None, value: Any, user: User) -> Run:
-    """Answer the thread's interrupted run with ``value`` (or a map by interrupt id)."""
+def _resume(thread: Thread, current: Run | None, value: Any) -> Next:
+    """How the thread's interrupted run is answered with ``value`` (or a map by interrupt
+    id): the answers as its questions take them, or the question a review declines."""
     # a LangGraph resume answers a run that waits on its questions (not one running on)
     if current is None or current.state not in states.WAITS or not current.allows(
             states.ANSWER):
@@ -338,23 +364,12 @@ def _resume(thread: Thread, current: Run | None, value: Any, user: User) -> Run:
             if review is not None:
                 via = Interrupt.Channel.AGENT_INBOX
             if review is not None and review.declined:
-                # declining ends the run: only one who may answer the question may decline it
-                reason = services.interrupt_may_answer(interrupt=pending[interrupt_id],
-                                                       user=user)
-                if reason:
-                    raise services.AnswerForbidden(reason)
-                return services.run_cancel(run=current, user=user, reason=_declined(
-                    pending[interrupt_id], review.note))
+                return Next(Way.RESUME, run=current, declined=pending[interrupt_id],
+                            why=_declined(pending[interrupt_id], review.note))
             if review is not None:
                 answers[interrupt_id] = review.answer
-    if by_id:
-        services.run_resume(run=current, answers=answers, user=user, via=via)
-    else:
-        (interrupt_id, answer), = answers.items()
-        services.interrupt_answer(interrupt=pending[interrupt_id], answer=answer, user=user,
-                                  via=via)
-    current.refresh_from_db()
-    return current
+    return Next(Way.RESUME, run=current, answers=answers, questions=pending, by_id=by_id,
+                via=via)
 
 
 def ends(command: dict[str, Any] | None) -> bool:
@@ -396,19 +411,6 @@ def _declined(question: Interrupt, note: str) -> str:
     said = f": {note}" if note else ""
     return (f"question {field or question.interrupt_id!r} was declined from a LangGraph "
             f"client (ignore / reject){said}; the run stopped unanswered")
-
-
-def _scope_breakpoints(current: Run | None, options: RunOptions, user: User) -> None:
-    """Give the run that goes on the request's breakpoints: on LangGraph's server a resume
-    or a continue is a run of its own, and breakpoints belong to the run that asked for them
-    (so one asked before does not stop it again, unless asked again)."""
-    if current is None or current.state not in states.WAITS:
-        return
-    if (list(current.interrupt_before or ()), list(current.interrupt_after or ())) == (
-            options.interrupt_before, options.interrupt_after):
-        return
-    services.run_breakpoints_set(run=current, interrupt_before=options.interrupt_before,
-                                 interrupt_after=options.interrupt_after, user=user)
 
 
 def update_state(thread: Thread, latest: Run, *, values: Any, as_node: str, user: User,
