@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -156,26 +156,52 @@ def interrupt_assign(*, interrupt: Interrupt, to: AuthUser | None, by: User) -> 
     return interrupt
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """What a client asks of a new run beside its graph and input, as one value: built once
+    where the request is parsed (a LangGraph run request, a cron's fire, a page's form,
+    /api/) and stored as the run's columns by :func:`run_create`, :func:`run_enqueue` and
+    :func:`run_fork`."""
+
+    interrupt_before: list[str] = field(default_factory=list)  # nodes to pause before
+    interrupt_after: list[str] = field(default_factory=list)  # nodes to pause after
+    metadata: dict[str, Any] = field(default_factory=dict)
+    multitask_strategy: str = ""  # LangGraph's, as its run request asked ("": none)
+    configurable: dict[str, Any] = field(default_factory=dict)
+    context: Any = None
+    assistant: Any = None  # the Assistant row that started it (None: the graph's own)
+    assistant_version: int | None = None
+    recursion_limit: int | None = None  # None: PLANWATCH_RECURSION_LIMIT
+
+    def columns(self) -> dict[str, Any]:
+        """The options as the run's columns."""
+        return {"interrupt_before": list(self.interrupt_before or ()),
+                "interrupt_after": list(self.interrupt_after or ()),
+                "metadata": dict(self.metadata or {}),
+                "multitask_strategy": self.multitask_strategy,
+                "configurable": dict(self.configurable or {}), "context": self.context,
+                "assistant": self.assistant, "assistant_version": self.assistant_version,
+                "recursion_limit": self.recursion_limit}
+
+
+DEFAULT_OPTIONS = RunOptions()
+"""A run's options when its caller asks for none (a page's or a command's plain start)."""
+
+
 def run_create(*, graph: str, input: dict[str, Any], user: User | None,
-               interrupt_before: list[str] | None = None,
-               interrupt_after: list[str] | None = None, thread: Thread | None = None,
-               metadata: dict[str, Any] | None = None, multitask_strategy: str = "",
-               configurable: dict[str, Any] | None = None, context: Any = None,
-             assistant: Any = None, assistant_version: int | None = None,
-             recursion_limit: int | None = None) -> Run:
+               thread: Thread | None = None, options: RunOptions = DEFAULT_OPTIONS) -> Run:
     """Validate ``input`` with the graph's registry entry, store a queued run, start it.
 
-    ``interrupt_before`` / ``interrupt_after`` name nodes to pause before or after. The run
-    is the first of ``thread`` (LangGraph's server API), or of a new thread with its id.
+    ``options`` carry its breakpoints (nodes to pause before or after) and a client's
+    other choices. The run is the first of ``thread`` (LangGraph's server API), or of a new
+    thread with its id.
     """
     try:
         spec = get_graph(graph)
     except KeyError as exc:
         raise RunInputError(str(exc.args[0]), errors={"graph": str(exc.args[0])}) from None
     return _queue(spec, user, thread, graph_version=spec.version,
-                  input=_input(spec, input), before=interrupt_before, after=interrupt_after,
-                  options=_options(metadata, multitask_strategy, configurable, context, assistant,
-                                   assistant_version, recursion_limit))
+                  input=_input(spec, input), options=options)
 
 
 def _input(spec: GraphSpec, input: Any) -> Any:
@@ -187,24 +213,15 @@ def _input(spec: GraphSpec, input: Any) -> Any:
                             errors=exc.errors) from None
 
 
-def _options(metadata: dict[str, Any] | None, multitask_strategy: str,
-             configurable: dict[str, Any] | None, context: Any, assistant: Any,
-             assistant_version: int | None, recursion_limit: int | None) -> dict[str, Any]:
-    """A client's options of a new run, as its columns."""
-    return {"metadata": metadata or {}, "multitask_strategy": multitask_strategy,
-            "configurable": configurable or {}, "context": context, "assistant": assistant,
-            "assistant_version": assistant_version, "recursion_limit": recursion_limit}
-
-
 def _queue(spec: GraphSpec, user: User | None, thread: Thread | None, *, graph_version: int,
-           input: Any, before: list[str] | None, after: list[str] | None,
-           options: dict[str, Any], **columns: Any) -> Run:
+           input: Any, options: RunOptions, **columns: Any) -> Run:
     """Store a new queued run of ``spec`` (started, forked or enqueued) and dispatch it once
     the transaction commits: its breakpoints checked against the graph, the user's queued
     runs within ``PLANWATCH_MAX_QUEUED_RUNS_PER_USER``, its thread ``thread`` or a new one
-    with the run's id. ``options`` are a client's (metadata, strategy, configurable values,
-    context, assistant, recursion limit); ``columns`` the kind's own (parent, fork...)."""
-    before, after = list(before or ()), list(after or ())
+    with the run's id. ``options`` are a client's; ``columns`` the kind's own (parent,
+    fork...)."""
+    fields = options.columns()
+    before, after = fields["interrupt_before"], fields["interrupt_after"]
     if before or after:
         _check(debugging.check_breakpoints, spec, before=before, after=after)
     _check_queued(user)
@@ -219,8 +236,7 @@ def _queue(spec: GraphSpec, user: User | None, thread: Thread | None, *, graph_v
             id=run_uuid, graph=spec.name, graph_version=graph_version,
             thread_id=str(owner.id), input=input,
             created_by=_user_or_none(user), created_by_name=_name(user),
-            interrupt_before=before, interrupt_after=after,
-            conversation=owner, **options, **columns)
+            conversation=owner, **fields, **columns)
         transaction.on_commit(lambda: _after_create(run))
     return run
 
@@ -423,12 +439,7 @@ NO_INPUT = object()
 
 def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
              as_node: str = "", input: Any = NO_INPUT, thread: Thread | None = None,
-             metadata: dict[str, Any] | None = None, multitask_strategy: str = "",
-             interrupt_before: list[str] | None = None,
-             interrupt_after: list[str] | None = None,
-             configurable: dict[str, Any] | None = None, context: Any = None,
-             assistant: Any = None, assistant_version: int | None = None,
-             recursion_limit: int | None = None) -> Run:
+             options: RunOptions = DEFAULT_OPTIONS) -> Run:
     """Start a new run from one of ``run``'s checkpoints, with ``values`` edited in first.
 
     The edit is checked against the graph's state schema before anything is written; the
@@ -452,10 +463,7 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
     if input is not NO_INPUT and input is not None:
         edit = {**(edit or {}), "input": _input(spec, input)}
     return _queue(spec, user, thread, graph_version=run.graph_version, input=run.input,
-                  before=interrupt_before, after=interrupt_after,
-                  options=_options(metadata, multitask_strategy, configurable, context, assistant,
-                                   assistant_version, recursion_limit),
-                  parent=run, forked_from_checkpoint=checkpoint_id, fork_edit=edit)
+                  options=options, parent=run, forked_from_checkpoint=checkpoint_id, fork_edit=edit)
 
 
 def thread_create(*, user: User | None, thread_id: UUID | None = None, graph: str = "",
@@ -504,21 +512,13 @@ def run_delete(*, run: Run) -> None:
 
 
 def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
-                metadata: dict[str, Any] | None = None, multitask_strategy: str = "enqueue",
-                interrupt_before: list[str] | None = None,
-                interrupt_after: list[str] | None = None,
-                configurable: dict[str, Any] | None = None, context: Any = None,
-             assistant: Any = None, assistant_version: int | None = None,
-             recursion_limit: int | None = None) -> Run:
+                options: RunOptions) -> Run:
     """Queue a run behind ``after`` on its thread (LangGraph's multitask "enqueue"): it
     starts once ``after`` stops, from its last checkpoint then, with ``input``."""
     spec = get_graph(after.graph)
     edit = {"input": _input(spec, input)} if input is not None else None
     return _queue(spec, user, thread, graph_version=after.graph_version,
-                  input=(edit or {}).get("input", after.input),
-                  before=interrupt_before, after=interrupt_after,
-                  options=_options(metadata, multitask_strategy, configurable, context, assistant,
-                                   assistant_version, recursion_limit),
+                  input=(edit or {}).get("input", after.input), options=options,
                   parent=after, waits_for=after, fork_edit=edit)
 
 

@@ -1,7 +1,8 @@
 """What a run request does to a thread, through the run service: the LangGraph API's
 run requests (``lgserver``) and the crons' runs (``crons``) both decide here.
 
-A thread's next run is decided here, and only here:
+A thread's next run is decided here, and only here (:func:`_decide`, writing nothing, then
+:func:`_next_run` applies the decision):
 
 - no run yet: a new run with the input (``services.run_create``);
 - ``command={"update": …}`` (:func:`command_update`) is applied before the rest;
@@ -23,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from django.db import connection, transaction
@@ -32,7 +34,7 @@ from langgraph.constants import END
 from dashboard import services
 from dashboard.models import Interrupt, LangGraphRun, Run, RunEvent, Thread
 from dashboard.runs import states
-from dashboard.services import RunInputError, RunStateError, ServiceError, User
+from dashboard.services import RunInputError, RunOptions, RunStateError, ServiceError, User
 from planner.questions import review_of
 from planner.registry import get_graph
 
@@ -101,14 +103,42 @@ class RunRequest:
     assistant_version: int | None = None
     recursion_limit: int | None = None  # None: PLANWATCH_RECURSION_LIMIT
 
-    def run_options(self) -> dict[str, Any]:
+    def run_options(self) -> RunOptions:
         """What every new run of the request is created with."""
-        return {"interrupt_before": self.interrupt_before,
-                "interrupt_after": self.interrupt_after, "metadata": self.metadata,
-                "multitask_strategy": self.multitask_strategy,
-                "configurable": self.configurable, "context": self.context,
-                "assistant": self.assistant, "assistant_version": self.assistant_version,
-                "recursion_limit": self.recursion_limit}
+        return RunOptions(
+            interrupt_before=self.interrupt_before, interrupt_after=self.interrupt_after,
+            metadata=self.metadata, multitask_strategy=self.multitask_strategy,
+            configurable=self.configurable, context=self.context, assistant=self.assistant,
+            assistant_version=self.assistant_version, recursion_limit=self.recursion_limit)
+
+
+class Way(StrEnum):
+    """How a thread goes on after a run request (:class:`Next`)."""
+
+    RESUME = "resume"  # its interrupted run is answered and goes on
+    CONTINUE = "continue"  # its run paused at a breakpoint goes on
+    CREATE = "create"  # a new run from nothing (no run yet, or nothing to go on from)
+    ENQUEUE = "enqueue"  # a new run waits behind the busy one
+    FORK = "fork"  # a new run from a checkpoint of one of its runs
+
+
+@dataclass(frozen=True)
+class Next:
+    """What a run request does to its thread, decided before anything is written: the runs
+    it cancels first, then the way the thread goes on."""
+
+    way: Way
+    cancel: tuple[Run, ...] = ()  # the busy run and its queue, or a run left waiting
+    run: Run | None = None  # resumed or continued; waited for (enqueue); forked from
+    checkpoint: str = ""  # a fork's
+    # a resume's: its answers (by interrupt id) to its pending questions, whether the
+    # client named them by id, where they came from; or the question it declined and why
+    answers: dict[str, Any] = field(default_factory=dict)
+    questions: dict[str, Interrupt] = field(default_factory=dict)
+    by_id: bool = False
+    via: str = ""
+    declined: Interrupt | None = None
+    why: str = ""
 
 
 @contextmanager
@@ -151,7 +181,54 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> L
 
 
 def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None) -> Run:
-    """The ``Run`` that goes on for :func:`start`."""
+    """The ``Run`` that goes on for :func:`start`: decided (:func:`_decide`), then done,
+    here and only here."""
+    nxt = _decide(thread, req, current)
+    for run in nxt.cancel:
+        services.run_cancel(run=run, user=user)
+    options = req.run_options()
+    if nxt.way == Way.CREATE:
+        return services.run_create(graph=req.assistant_id, input=req.input or {}, user=user,
+                                   thread=thread, options=options)
+    assert nxt.run is not None
+    if nxt.way == Way.ENQUEUE:
+        return services.run_enqueue(after=nxt.run, input=req.input, user=user,
+                                    thread=thread, options=options)
+    if nxt.way == Way.FORK:
+        return services.run_fork(
+            run=nxt.run, checkpoint_id=nxt.checkpoint, user=user, thread=thread,
+            input=req.input if req.input is not None else services.NO_INPUT, options=options)
+    goes = nxt.run
+    if nxt.declined is not None:
+        # declining ends the run: only one who may answer the question may decline it
+        if reason := services.interrupt_may_answer(interrupt=nxt.declined, user=user):
+            raise services.AnswerForbidden(reason)
+        services.run_cancel(run=goes, user=user, reason=nxt.why)
+    elif nxt.way == Way.RESUME and nxt.by_id:
+        services.run_resume(run=goes, answers=nxt.answers, user=user, via=nxt.via)
+        goes.refresh_from_db()
+    elif nxt.way == Way.RESUME:
+        (interrupt_id, answer), = nxt.answers.items()
+        services.interrupt_answer(interrupt=nxt.questions[interrupt_id], answer=answer,
+                                  user=user, via=nxt.via)
+        goes.refresh_from_db()
+    else:
+        services.run_continue(run=goes, user=user)
+    # then the request's breakpoints, recorded in the LangGraph run the resume or the
+    # continue makes (the executor takes both once this decision commits): on LangGraph's
+    # server that is a run of its own, and breakpoints belong to the run that asked for
+    # them (so one asked before does not stop it again, unless asked again)
+    if goes.state in states.WAITS and (
+            list(goes.interrupt_before or ()), list(goes.interrupt_after or ())) != (
+            options.interrupt_before, options.interrupt_after):
+        services.run_breakpoints_set(run=goes, interrupt_before=options.interrupt_before,
+                                     interrupt_after=options.interrupt_after, user=user)
+    return goes
+
+
+def _decide(thread: Thread, req: RunRequest, current: Run | None) -> Next:
+    """What ``req`` does to ``thread``, whose latest run is ``current`` (nothing written:
+    a refused request raises here)."""
     if req.multitask_strategy not in STRATEGIES:
         raise RunInputError(f"multitask_strategy {req.multitask_strategy!r} is not one of "
                             f"{', '.join(STRATEGIES)}",
@@ -170,41 +247,31 @@ def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None) 
         raise RunInputError("the command has nothing to do: give it a resume, an update or "
                             "goto '__end__'", errors={"command": "empty command"})
     if "resume" in command:  # its update, if any, was written first (command_update)
-        # (its breakpoints after the answer: recorded in the LangGraph run it makes; the
-        # executor takes both once this decision commits)
-        resumed = _resume(thread, current, command["resume"], user)
-        _scope_breakpoints(resumed, req, user)
-        return resumed
+        return _resume(thread, current, command["resume"])
     if current is None:
         if req.checkpoint_id:
             raise RunInputError(f"thread {thread.id} has no runs, so no checkpoint "
                                 f"{req.checkpoint_id!r}", errors={"checkpoint_id": "no runs"})
-        return services.run_create(graph=req.assistant_id, input=req.input or {}, user=user,
-                                   thread=thread, **req.run_options())
+        return Next(Way.CREATE)
     base: Run | None = current
     checkpoint = ""
     if req.checkpoint_id:
         base, checkpoint = holder_of(thread, req.checkpoint_id), req.checkpoint_id
-    thread_busy = current.is_busy() or thread.has_queue()
-    if thread_busy and req.multitask_strategy == "enqueue" and not req.checkpoint_id:
-        return services.run_enqueue(after=_last_queued(current), input=req.input, user=user,
-                                    thread=thread, **req.run_options())
-    if thread_busy:
-        base, checkpoint = _make_room(thread, current, req, user, base, checkpoint)
+    cancel: tuple[Run, ...] = ()
+    if current.is_busy() or thread.has_queue():
+        if req.multitask_strategy == "enqueue" and not req.checkpoint_id:
+            return Next(Way.ENQUEUE, run=_last_queued(current))
+        cancel, base, checkpoint = _make_room(thread, current, req.multitask_strategy, base,
+                                              checkpoint)
     elif current.allows(states.CONTINUE) and req.input is None and not checkpoint:
-        continued = services.run_continue(run=current, user=user)
-        _scope_breakpoints(continued, req, user)  # (as a resume's, after it)
-        return continued
+        return Next(Way.CONTINUE, run=current)
     elif current.state in states.WAITS:
-        services.run_cancel(run=current, user=user)  # the thread moves on without answering
+        cancel = (current,)  # the thread moves on without answering
     if base is not None and not checkpoint:
         checkpoint = base.last_root_checkpoint()
     if base is None or not checkpoint:  # nothing to go on from: a fresh run
-        return services.run_create(graph=req.assistant_id, input=req.input or {}, user=user,
-                                   thread=thread, **req.run_options())
-    return services.run_fork(
-        run=base, checkpoint_id=checkpoint, user=user, thread=thread,
-        input=req.input if req.input is not None else services.NO_INPUT, **req.run_options())
+        return Next(Way.CREATE, cancel=cancel)
+    return Next(Way.FORK, cancel=cancel, run=base, checkpoint=checkpoint)
 
 
 def _last_queued(current: Run) -> Run:
@@ -217,22 +284,21 @@ def _last_queued(current: Run) -> Run:
     return run
 
 
-def _make_room(thread: Thread, current: Run, req: RunRequest, user: User,
-               base: Run | None, checkpoint: str) -> tuple[Run | None, str]:
-    """Apply the strategy to a busy thread; the run and checkpoint the new run starts from
+def _make_room(thread: Thread, current: Run, strategy: str, base: Run | None,
+               checkpoint: str) -> tuple[tuple[Run, ...], Run | None, str]:
+    """The strategy on a busy thread: the runs to cancel (the busy one and every one in
+    flight, as LangGraph's server), and the run and checkpoint the new run starts from
     (no run: start afresh)."""
-    if req.multitask_strategy == "reject":
+    if strategy == "reject":
         raise ThreadBusy(
             f"thread {thread.id} is busy with run {current.id} ({current.status}); wait for "
             "it (runs.join), cancel it, or send multitask_strategy 'interrupt' or 'rollback'")
-    services.run_cancel(run=current, user=user)
-    for queued in thread.runs.waiting_turn():  # as LangGraph's server: every run in flight
-        services.run_cancel(run=queued, user=user)
+    cancel = (current, *thread.runs.waiting_turn())
     if checkpoint:
-        return base, checkpoint
-    if req.multitask_strategy == "rollback":  # from where the busy run started
-        return current.parent, current.forked_from_checkpoint
-    return current, ""  # interrupt: from the busy run's last checkpoint
+        return cancel, base, checkpoint
+    if strategy == "rollback":  # from where the busy run started
+        return cancel, current.parent, current.forked_from_checkpoint
+    return cancel, current, ""  # interrupt: from the busy run's last checkpoint
 
 
 def command_update(thread: Thread, command: dict[str, Any], user: User) -> Run | None:
@@ -272,8 +338,9 @@ def command_update(thread: Thread, command: dict[str, Any], user: User) -> Run |
     return current
 
 
-def _resume(thread: Thread, current: Run | None, value: Any, user: User) -> Run:
-    """Answer the thread's interrupted run with ``value`` (or a map by interrupt id)."""
+def _resume(thread: Thread, current: Run | None, value: Any) -> Next:
+    """How the thread's interrupted run is answered with ``value`` (or a map by interrupt
+    id): the answers as its questions take them, or the question a review declines."""
     # a LangGraph resume answers a run that waits on its questions (not one running on)
     if current is None or current.state not in states.WAITS or not current.allows(
             states.ANSWER):
@@ -297,23 +364,12 @@ def _resume(thread: Thread, current: Run | None, value: Any, user: User) -> Run:
             if review is not None:
                 via = Interrupt.Channel.AGENT_INBOX
             if review is not None and review.declined:
-                # declining ends the run: only one who may answer the question may decline it
-                reason = services.interrupt_may_answer(interrupt=pending[interrupt_id],
-                                                       user=user)
-                if reason:
-                    raise services.AnswerForbidden(reason)
-                return services.run_cancel(run=current, user=user, reason=_declined(
-                    pending[interrupt_id], review.note))
+                return Next(Way.RESUME, run=current, declined=pending[interrupt_id],
+                            why=_declined(pending[interrupt_id], review.note))
             if review is not None:
                 answers[interrupt_id] = review.answer
-    if by_id:
-        services.run_resume(run=current, answers=answers, user=user, via=via)
-    else:
-        (interrupt_id, answer), = answers.items()
-        services.interrupt_answer(interrupt=pending[interrupt_id], answer=answer, user=user,
-                                  via=via)
-    current.refresh_from_db()
-    return current
+    return Next(Way.RESUME, run=current, answers=answers, questions=pending, by_id=by_id,
+                via=via)
 
 
 def ends(command: dict[str, Any] | None) -> bool:
@@ -355,19 +411,6 @@ def _declined(question: Interrupt, note: str) -> str:
     said = f": {note}" if note else ""
     return (f"question {field or question.interrupt_id!r} was declined from a LangGraph "
             f"client (ignore / reject){said}; the run stopped unanswered")
-
-
-def _scope_breakpoints(current: Run | None, req: RunRequest, user: User) -> None:
-    """Give the run that goes on the request's breakpoints: on LangGraph's server a resume
-    or a continue is a run of its own, and breakpoints belong to the run that asked for them
-    (so one asked before does not stop it again, unless asked again)."""
-    if current is None or current.state not in states.WAITS:
-        return
-    if (list(current.interrupt_before or ()), list(current.interrupt_after or ())) == (
-            req.interrupt_before, req.interrupt_after):
-        return
-    services.run_breakpoints_set(run=current, interrupt_before=req.interrupt_before,
-                                 interrupt_after=req.interrupt_after, user=user)
 
 
 def update_state(thread: Thread, latest: Run, *, values: Any, as_node: str, user: User,

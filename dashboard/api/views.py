@@ -117,8 +117,9 @@ class RunViewSet(ApiViewSet):
         """Start a run of a registered graph (the input is checked by the graph)."""
         data = validated(s.RunCreateSerializer, request.data)
         run = services.run_create(graph=data["graph"], input=data["input"], user=request.user,
-                                  interrupt_before=data["interrupt_before"],
-                                  interrupt_after=data["interrupt_after"])
+                                  options=services.RunOptions(
+                                      interrupt_before=data["interrupt_before"],
+                                      interrupt_after=data["interrupt_after"]))
         return Response(s.RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[RUN_ID], responses={200: s.RunDetailSerializer})

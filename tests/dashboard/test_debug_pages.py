@@ -27,7 +27,7 @@ def debugger(operator):
 def test_a_paused_run_says_where_and_offers_continue_and_step(executor, debugger, client):
     client.force_login(debugger)
     run = services.run_create(graph="test.echo", input={"steps": 2}, user=debugger,
-                              interrupt_before=["done"])
+                              options=services.RunOptions(interrupt_before=["done"]))
     run = wait_run(run.id, statuses=("paused", *DONE))
     page = client.get(f"/runs/{run.id}/").content.decode()
     assert "Paused before" in page and ">done<" in page
@@ -41,7 +41,7 @@ def test_breakpoints_are_saved_from_the_page_and_bad_names_are_refused(executor,
                                                                         client):
     client.force_login(debugger)
     run = services.run_create(graph="test.echo", input={"steps": 2}, user=debugger,
-                              interrupt_before=["step"])
+                              options=services.RunOptions(interrupt_before=["step"]))
     run = wait_run(run.id, statuses=("paused", *DONE))
     client.post(f"/runs/{run.id}/breakpoints/", {"interrupt_after": ["step"]})
     run.refresh_from_db()

@@ -25,7 +25,7 @@ def finished_nodes(run: Run) -> list[str]:
 def test_a_run_pauses_before_a_node_and_continues_without_running_anything_twice(
         executor, operator):
     run = services.run_create(graph="test.echo", input={"steps": 3}, user=operator,
-                              interrupt_before=["done"])
+                              options=services.RunOptions(interrupt_before=["done"]))
     run = wait_run(run.id, statuses=PAUSED)
     assert run.status == Run.Status.PAUSED and run.current_node == "done"
     paused = run.events.get(kind=Kind.RUN_PAUSED)
@@ -44,7 +44,7 @@ def test_a_run_pauses_before_a_node_and_continues_without_running_anything_twice
 
 def test_stepping_runs_one_super_step_then_pauses_again(executor, operator):
     run = services.run_create(graph="test.echo", input={"steps": 4}, user=operator,
-                              interrupt_before=["step"])
+                              options=services.RunOptions(interrupt_before=["step"]))
     run = wait_run(run.id, statuses=PAUSED)
     assert run.status == Run.Status.PAUSED and finished_nodes(run) == []
     # no breakpoint left: only the step itself may pause the run again
@@ -143,7 +143,7 @@ def test_a_bad_edit_is_refused_naming_the_field_and_nothing_is_written(
 def test_unknown_breakpoints_and_checkpoints_are_refused(executor, operator):
     with pytest.raises(services.DebugInputError, match="no node 'decide'"):
         services.run_create(graph="test.echo", input={}, user=operator,
-                            interrupt_before=["decide"])
+                            options=services.RunOptions(interrupt_before=["decide"]))
     assert Run.objects.count() == 0
     run = wait_run(services.run_create(graph="test.echo", input={"steps": 1},
                                        user=operator).id)

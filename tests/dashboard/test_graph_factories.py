@@ -81,7 +81,7 @@ def test_each_run_gets_the_graph_its_context_and_user_make(factory_graph, execut
                                                            operator):
     narrow = wait_run(services.run_create(graph="factory", input={}, user=operator).id)
     wide = wait_run(services.run_create(graph="factory", input={}, user=operator,
-                                        context={"wide": True}).id)
+                                        options=services.RunOptions(context={"wide": True})).id)
     assert narrow.status == wide.status == Run.Status.SUCCEEDED, wide.error_message
     assert narrow.output["path"] == ["first"]
     assert wide.output["path"] == ["first", "second"]  # the shape this run's context chose

@@ -282,7 +282,7 @@ def test_tasks_show_waiting_while_the_run_waits_and_cancelled_once_it_is_cancell
 
 def test_a_paused_run_marks_the_node_it_waits_to_run_as_the_header_does(executor, operator):
     run = services.run_create(graph="test.echo", input={"steps": 2}, user=operator,
-                              interrupt_before=["done"])
+                              options=services.RunOptions(interrupt_before=["done"]))
     run = wait_run(run.id, statuses=("paused", "succeeded", "failed"))
     assert run.status == Run.Status.PAUSED and run.current_node == "done"
     fold, _ = trace.trace_fold(run=run)

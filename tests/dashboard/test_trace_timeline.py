@@ -103,7 +103,7 @@ def test_a_paused_run_shows_its_state_in_the_debug_panel_with_a_way_to_edit_it(
     operator.user_permissions.add(*Permission.objects.filter(
         codename__in=["debug_run", "fork_run"]))
     run = services.run_create(graph="test.echo", input={"steps": 2}, user=operator,
-                              interrupt_before=["done"])
+                              options=services.RunOptions(interrupt_before=["done"]))
     run = wait_run(run.id, statuses=("paused",))
     client.force_login(operator)
     html = client.get(f"/runs/{run.id}/").content.decode()
@@ -116,7 +116,7 @@ def test_a_paused_run_shows_its_state_in_the_debug_panel_with_a_way_to_edit_it(
 
 def paused_echo(operator):
     run = services.run_create(graph="test.echo", input={"steps": 2}, user=operator,
-                              interrupt_before=["done"])
+                              options=services.RunOptions(interrupt_before=["done"]))
     return wait_run(run.id, statuses=("paused",))
 
 

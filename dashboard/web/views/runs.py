@@ -69,9 +69,9 @@ def run_new(request: HtmxHttpRequest) -> TemplateResponse | HttpResponseRedirect
             chosen = breakpoints.cleaned_data if breakpoints is not None else {}
             try:
                 run = services.run_create(graph=spec.name, input=form.input_values(),
-                                          user=request.user,
-                                          interrupt_before=chosen.get("interrupt_before"),
-                                          interrupt_after=chosen.get("interrupt_after"))
+                                          user=request.user, options=services.RunOptions(
+                                              interrupt_before=chosen.get("interrupt_before") or [],
+                                              interrupt_after=chosen.get("interrupt_after") or []))
             except services.RunInputError as exc:
                 form.add_service_errors(exc.errors, exc.message)
             else:
