@@ -203,7 +203,7 @@ def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None) 
         # declining ends the run: only one who may answer the question may decline it
         if reason := services.interrupt_may_answer(interrupt=nxt.declined, user=user):
             raise services.AnswerForbidden(reason)
-        services.run_cancel(run=goes, user=user, reason=nxt.why)
+        goes = services.run_cancel(run=goes, user=user, reason=nxt.why)
     elif nxt.way == Way.RESUME and nxt.by_id:
         services.run_resume(run=goes, answers=nxt.answers, user=user, via=nxt.via)
         goes.refresh_from_db()
