@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from dashboard.runs import states
 from dashboard.runs.states import State, Status, ThreadStatus
+from planner.registry import GraphSpec, get_graph
 
 
 class Thread(models.Model):
@@ -260,6 +261,12 @@ class Run(models.Model):
     def allows(self, transition: states.Transition) -> bool:
         """Whether ``transition`` is declared from the run's state (as last read)."""
         return states.allows(self.state, transition)
+
+    @property
+    def spec(self) -> GraphSpec:
+        """Its graph's declaration in the registry (``KeyError`` naming the registered ones
+        when the graph is no longer served)."""
+        return get_graph(self.graph)
 
     def current_langgraph_run(self) -> LangGraphRun:
         """Its LangGraph run now: the one that made it, or the last resume or continue."""

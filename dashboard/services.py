@@ -396,7 +396,7 @@ def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:
 def run_breakpoints_set(*, run: Run, interrupt_before: list[str],
                         interrupt_after: list[str], user: User) -> Run:
     """Change where a run pauses; a running run takes them at its next node boundary."""
-    _check(debugging.check_breakpoints, get_graph(run.graph), before=interrupt_before,
+    _check(debugging.check_breakpoints, run.spec, before=interrupt_before,
            after=interrupt_after)
     with transaction.atomic():
         locked = store.lock_run(run.id, must=True)
@@ -447,7 +447,7 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
     like any run. With ``input`` it continues from there with that input (a thread's next
     run, in LangGraph's terms); it belongs to ``thread``, or to a new thread of its own.
     """
-    spec = get_graph(run.graph)
+    spec = run.spec
     if not run.events.filter(kind=RunEvent.Kind.CHECKPOINT, namespace="",
                              checkpoint_id=checkpoint_id).exists():
         raise DebugInputError(
@@ -515,7 +515,7 @@ def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
                 options: RunOptions) -> Run:
     """Queue a run behind ``after`` on its thread (LangGraph's multitask "enqueue"): it
     starts once ``after`` stops, from its last checkpoint then, with ``input``."""
-    spec = get_graph(after.graph)
+    spec = after.spec
     edit = {"input": _input(spec, input)} if input is not None else None
     return _queue(spec, user, thread, graph_version=after.graph_version,
                   input=(edit or {}).get("input", after.input), options=options,
@@ -623,7 +623,7 @@ def _announce(run_id: UUID, *, summary: dict[str, Any] | None = None) -> None:
 def run_state_edit_check(*, run: Run, values: Any, as_node: str) -> None:
     """Check an edit of ``run``'s state as :func:`run_update_state` does, writing nothing
     (``DebugInputError`` naming each bad channel, or ``as_node``)."""
-    spec = get_graph(run.graph)
+    spec = run.spec
     if values is None:  # no values: the node ran and wrote nothing (``__end__``: it ended)
         _check(debugging.check_as_node, spec, as_node)
     else:
@@ -656,7 +656,7 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     """
     run_state_edit_check(run=run, values=values, as_node=as_node)
     if values is not None:  # each declared field kept as its check makes it
-        values = debugging.typed_edit(values, get_graph(run.graph).state_fields(values))
+        values = debugging.typed_edit(values, run.spec.state_fields(values))
 
     def refuse_if_held(current: Run) -> None:
         if current.owner or not current.allows(states.EDIT_STATE):
@@ -669,7 +669,7 @@ def run_update_state(*, run: Run, values: Any, as_node: str, user: User,
     config, snap = async_to_sync(debugging.aupdate_state)(
         compiled(run.graph),
         config_of(run, checkpoint_id or None, naming=run.langgraph_run_ids()[0]), values,
-        as_node=as_node, spec=get_graph(run.graph))
+        as_node=as_node, spec=run.spec)
     new_id = str(config["configurable"]["checkpoint_id"])
     parent = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     with transaction.atomic():

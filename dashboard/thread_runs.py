@@ -36,7 +36,6 @@ from dashboard.models import Interrupt, LangGraphRun, Run, RunEvent, Thread
 from dashboard.runs import states
 from dashboard.services import RunInputError, RunOptions, RunStateError, ServiceError, User
 from planner.questions import review_of
-from planner.registry import get_graph
 
 STRATEGIES = ("reject", "interrupt", "rollback", "enqueue")
 
@@ -357,7 +356,7 @@ def _resume(thread: Thread, current: Run | None, value: Any) -> Next:
             errors={"command": "ambiguous resume"})
     answers = dict(value) if by_id else {next(iter(pending)): value}
     via = Interrupt.Channel.LANGGRAPH
-    if get_graph(current.graph).review_questions:
+    if current.spec.review_questions:
         for interrupt_id, raw in answers.items():
             question = pending[interrupt_id].payload
             review = review_of(raw, question if isinstance(question, dict) else None)

@@ -49,7 +49,7 @@ from dashboard.runs.store import (
 )
 from dashboard.runs.translate import STREAM_MODES, StreamTranslator
 from planner.langgraph_config import RunUser
-from planner.registry import GraphSpec, get_graph
+from planner.registry import GraphSpec
 
 if TYPE_CHECKING:
     from dashboard.runs.modelcalls import ModelCallRecorder
@@ -365,7 +365,7 @@ async def _aper_run_builder(run: Run, config: RunnableConfig, host: Host,
                             resources: contextlib.AsyncExitStack) -> Any:
     """The graph a ``langgraph.json`` factory makes for this run (entered on
     ``resources`` until the run's execution ends), or None: the graph's one serves."""
-    per_run = get_graph(run.graph).per_run
+    per_run = run.spec.per_run
     if per_run is None:
         return None
     # (a claim's run holds the columns the executor needs, not who created it)

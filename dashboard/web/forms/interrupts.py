@@ -11,13 +11,12 @@ from django import forms
 from dashboard.models import Interrupt
 from dashboard.services import MAX_ANSWER_BYTES
 from planner.questions import QuestionKind, question_kind
-from planner.registry import get_graph
 
 
 def question_of(interrupt: Interrupt) -> tuple[dict[str, Any], QuestionKind] | None:
     """The payload and its kind, if the run's graph (or the generic kinds) knows it."""
     try:
-        declared = get_graph(interrupt.run.graph).questions
+        declared = interrupt.run.spec.questions
     except KeyError:  # the graph is no longer registered: generic kinds only
         declared = {}
     kind = question_kind(declared, interrupt.payload)
