@@ -20,10 +20,10 @@ from dashboard import lgapi
 from dashboard.lgserver import bodies, refusals, shapes
 from dashboard.lgserver.views import (
     LangGraphView,
-    _dict,
-    _limit,
-    _offset,
     body,
+    limit_of,
+    object_of,
+    offset_of,
     order_of,
     require,
     resolve,
@@ -56,7 +56,7 @@ def _text(data: dict[str, Any], key: str) -> str | None:
 
 
 def _optional_dict(data: dict[str, Any], key: str) -> dict[str, Any] | None:
-    return _dict(data, key) if data.get(key) is not None else None
+    return object_of(data, key) if data.get(key) is not None else None
 
 
 def _config(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -92,7 +92,7 @@ class AssistantsView(LangGraphView):
             graph_id=str(data["graph_id"]), user=request.user,
             assistant_id=data.get("assistant_id"), name=_text(data, "name") or "",
             description=_text(data, "description") or "", config=_config(data) or {},
-            context=_dict(data, "context"), metadata=_dict(data, "metadata"),
+            context=object_of(data, "context"), metadata=object_of(data, "metadata"),
             if_exists=str(data.get("if_exists") or "raise"))
         return Response(assistant_shape(row))
 
@@ -139,11 +139,11 @@ class AssistantVersionsView(LangGraphView):
             return Response([{k: v for k, v in shapes.assistant(resolved.spec).items()
                               if k != "updated_at"}])
         versions = lgapi.assistant_versions(assistant=resolved.assistant,
-                                            metadata=_dict(data, "metadata"))
-        offset = _offset(data)
+                                            metadata=object_of(data, "metadata"))
+        offset = offset_of(data)
         return Response([assistant_shape(v, versioned=True)
                          for v in versions.select_related("assistant")[
-                             offset: offset + _limit(data)]])
+                             offset: offset + limit_of(data)]])
 
 
 class AssistantLatestView(LangGraphView):
@@ -161,7 +161,7 @@ class AssistantLatestView(LangGraphView):
 
 def _filters(data: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     graph_id, name = _text(data, "graph_id") or "", _text(data, "name") or ""
-    return graph_id, name, _dict(data, "metadata")
+    return graph_id, name, object_of(data, "metadata")
 
 
 def _own(spec: GraphSpec, graph_id: str, name: str, metadata: dict[str, Any]) -> bool:
@@ -182,7 +182,7 @@ class AssistantSearchView(LangGraphView):
         data = body(request)
         graph_id, name, metadata = _filters(data)
         sort_by, order = sort_of(data, lgapi.SORTABLE)
-        offset, limit = _offset(data), _limit(data)
+        offset, limit = offset_of(data), limit_of(data)
         rows = lgapi.assistant_rows(user=request.user, graph_id=graph_id, name=name,
                                     metadata=metadata).order_by(
             *order_of(data, lgapi.SORTABLE))

@@ -20,10 +20,10 @@ from dashboard import crons, lgapi, policy
 from dashboard.lgserver import bodies, shapes
 from dashboard.lgserver.views import (
     LangGraphView,
-    _dict,
-    _limit,
-    _offset,
     body,
+    limit_of,
+    object_of,
+    offset_of,
     order_of,
     require,
     run_request,
@@ -75,7 +75,7 @@ def _create(request: Request, thread_id: str | None) -> Response:
     enabled = _enabled(data)
     cron = crons.cron_create(
         assistant_id=str(data["assistant_id"]), schedule=data["schedule"], user=request.user,
-        thread=thread, payload=payload, metadata=_dict(data, "metadata"),
+        thread=thread, payload=payload, metadata=object_of(data, "metadata"),
         end_time=data.get("end_time"), enabled=True if enabled is None else enabled)
     return Response(cron_shape(cron))
 
@@ -121,7 +121,7 @@ class CronView(LangGraphView):
             run_request(request, {"assistant_id": cron.assistant_id, **payload})
         updated = crons.cron_update(
             cron=cron, schedule=data.get("schedule"), payload=payload,
-            metadata=_dict(data, "metadata") if data.get("metadata") is not None else None,
+            metadata=object_of(data, "metadata") if data.get("metadata") is not None else None,
             end_time=data.get("end_time"), enabled=_enabled(data))
         return Response(cron_shape(updated))
 
@@ -140,7 +140,7 @@ def _filtered(request: Request, data: dict[str, Any]) -> Any:
     enabled = _enabled(data)
     if enabled is not None:
         found = found.filter(enabled=enabled)
-    return lgapi.metadata_match(found, _dict(data, "metadata"))
+    return lgapi.metadata_match(found, object_of(data, "metadata"))
 
 
 class CronSearchView(LangGraphView):
@@ -150,9 +150,9 @@ class CronSearchView(LangGraphView):
 
     def post(self, request: Request) -> Response:
         data = body(request)
-        offset = _offset(data)
+        offset = offset_of(data)
         found = _filtered(request, data).order_by(*order_of(data, SORTABLE))
-        return Response([cron_shape(c) for c in found[offset: offset + _limit(data)]])
+        return Response([cron_shape(c) for c in found[offset: offset + limit_of(data)]])
 
 
 class CronCountView(LangGraphView):

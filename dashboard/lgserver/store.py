@@ -20,7 +20,7 @@ from rest_framework.response import Response
 
 from dashboard import lgapi
 from dashboard.lgserver import bodies
-from dashboard.lgserver.views import LangGraphView, _limit, _offset, body, require
+from dashboard.lgserver.views import LangGraphView, body, limit_of, offset_of, require
 
 
 def namespace_of(value: Any, field: str = "namespace", *, empty: bool = False,
@@ -98,7 +98,7 @@ class StoreSearchView(LangGraphView):
         items = lgapi.store_search(user=request.user,
             namespace_prefix=namespace_of(data.get("namespace_prefix"), "namespace_prefix",
                                           empty=True),
-            filter=found, limit=_limit(data), offset=_offset(data), query=query,
+            filter=found, limit=limit_of(data), offset=offset_of(data), query=query,
             refresh_ttl=_flag(data.get("refresh_ttl")))
         return Response({"items": items})
 
@@ -119,5 +119,5 @@ class StoreNamespacesView(LangGraphView):
         found = lgapi.store_namespaces(user=request.user,
             prefix=namespace_of(prefix, "prefix") if prefix else None,
             suffix=namespace_of(suffix, "suffix") if suffix else None,
-            max_depth=depth, limit=_limit(data, 100), offset=_offset(data))
+            max_depth=depth, limit=limit_of(data, 100), offset=offset_of(data))
         return Response({"namespaces": found})

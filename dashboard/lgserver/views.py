@@ -188,14 +188,16 @@ def _modes(value: Any) -> list[str]:
     return modes
 
 
-def _dict(data: dict[str, Any], key: str) -> dict[str, Any]:
+def object_of(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """``data[key]``, a JSON object (``{}`` when absent), or a 422 naming the key."""
     value = data.get(key) or {}
     if not isinstance(value, dict):
         raise exceptions.ValidationError({key: "a JSON object"})
     return value
 
 
-def _limit(data: Any, default: int = 10) -> int:
+def limit_of(data: Any, default: int = 10) -> int:
+    """A search's ``limit``: 1 to 1000 (``default`` when not sent), or a 422 naming it."""
     try:
         return max(1, min(int(data.get("limit") or default), 1000))
     except (TypeError, ValueError, OverflowError):
@@ -222,7 +224,8 @@ def order_of(data: Any, sortable: Mapping[str, str]) -> tuple[str, str]:
     return f"{prefix}{sortable[sort_by]}", f"{prefix}id"
 
 
-def _offset(data: Any) -> int:
+def offset_of(data: Any) -> int:
+    """A search's ``offset``: 0 up to ``PLANWATCH_MAX_SEARCH_OFFSET``, or a 422 naming it."""
     deepest = search.max_offset()
     try:
         offset = max(0, int(data.get("offset") or 0))
@@ -297,7 +300,7 @@ class ThreadsView(LangGraphView):
     def post(self, request: Request) -> Response:
         require(request, "start_run", "creating a thread")
         data = body(request)
-        metadata = _dict(data, "metadata")
+        metadata = object_of(data, "metadata")
         wanted = data.get("thread_id")
         if wanted:
             try:
@@ -328,7 +331,7 @@ class ThreadSearchView(LangGraphView):
     def post(self, request: Request) -> Response:
         data = body(request)
         threads = search.metadata_match(search.visible_threads(request.user),
-                                        _dict(data, "metadata"))
+                                        object_of(data, "metadata"))
         if data.get("ids"):
             ids = data["ids"] if isinstance(data["ids"], list) else []
             try:
@@ -342,7 +345,7 @@ class ThreadSearchView(LangGraphView):
                     f"{status!r} is not one of {', '.join(search.THREAD_STATUSES)}")})
             threads = threads.filter(status=status)
         ordered = threads.order_by(*order_of(data, search.THREAD_SORTABLE))
-        offset, limit = _offset(data), _limit(data)
+        offset, limit = offset_of(data), limit_of(data)
         page = ordered[offset: offset + limit]
         return Response(shapes.threads(list(page)))
 
@@ -358,7 +361,7 @@ class ThreadView(LangGraphView):
     def patch(self, request: Request, thread_id: str) -> Response:
         require(request, "start_run", "changing a thread's metadata")
         thread = services.thread_update(thread=thread_of(thread_id),
-                                        metadata=_dict(body(request),
+                                        metadata=object_of(body(request),
                                                        "metadata"))
         return Response(shapes.thread(thread))
 
@@ -399,7 +402,7 @@ class ThreadHistoryView(LangGraphView):
         checkpoint = data.get("checkpoint")
         checkpoint_id = checkpoint.get("checkpoint_id") if isinstance(checkpoint, dict) \
             else None
-        return Response(shapes.history(thread, limit=_limit(data), before=before_id,
+        return Response(shapes.history(thread, limit=limit_of(data), before=before_id,
                                        checkpoint_id=checkpoint_id))
 
 
@@ -421,7 +424,7 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     checkpoint = data.get("checkpoint")
     checkpoint_id = data.get("checkpoint_id") or (
         checkpoint.get("checkpoint_id") if isinstance(checkpoint, dict) else None) or ""
-    config = _dict(data, "config")
+    config = object_of(data, "config")
     configurable = config.get("configurable") or {}
     if not isinstance(configurable, dict):
         raise exceptions.ValidationError({"config.configurable": "a JSON object"})
@@ -445,7 +448,7 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
         assistant_id=spec.name, configurable=configurable, context=context,
         **lgapi.run_assistant_fields(resolved),
         input=run_input, command=command,
-        checkpoint_id=str(checkpoint_id), metadata=_dict(data, "metadata"),
+        checkpoint_id=str(checkpoint_id), metadata=object_of(data, "metadata"),
         interrupt_before=_str_list(data, "interrupt_before"),
         interrupt_after=_str_list(data, "interrupt_after"),
         # enqueue unless asked otherwise, as LangGraph's server (models/run.py)
@@ -565,7 +568,7 @@ class RunsView(LangGraphView):
                 raise exceptions.ValidationError({"status": (
                     f"{status!r} is not one of {', '.join(search.RUN_STATUSES)}")})
             runs = runs.with_langgraph_status(status)
-        offset, limit = _offset(request.query_params), _limit(request.query_params)
+        offset, limit = offset_of(request.query_params), limit_of(request.query_params)
         return Response([shapes.run(r) for r in runs[offset: offset + limit]])
 
     def post(self, request: Request, thread_id: str) -> Response:
