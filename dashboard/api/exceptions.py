@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.db import OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+from config.dberrors import database_busy
 from dashboard.services import (
     AnswerForbidden,
     InterruptClosed,
@@ -37,34 +35,6 @@ class RequestTooLarge(exceptions.APIException):
 
 RETRY_AFTER_SECONDS = 5
 """What a 503 for a busy database tells the client to wait before it retries."""
-
-# SQLite's busy timeout ran out; PostgreSQL's lock_timeout, or the connection pool's wait
-BUSY_MESSAGES = ("database is locked", "database table is locked", "database is busy")
-BUSY_CAUSES = ("PoolTimeout", "LockNotAvailable", "DeadlockDetected")
-
-
-def _operational_errors() -> tuple[type[Exception], ...]:
-    """Django's and the drivers' own (the store's and the savers' connections are not
-    Django's)."""
-    errors: list[type[Exception]] = [OperationalError, sqlite3.OperationalError]
-    with contextlib.suppress(ImportError):
-        import psycopg
-
-        errors.append(psycopg.OperationalError)
-    return tuple(errors)
-
-
-DRIVER_OPERATIONAL_ERRORS = _operational_errors()
-
-
-def database_busy(exc: BaseException) -> bool:
-    """Whether ``exc`` says the database was busy past its timeout (not that it is broken)."""
-    if not isinstance(exc, DRIVER_OPERATIONAL_ERRORS):
-        return False
-    causes = [exc, exc.__cause__, exc.__context__]
-    return (any(type(c).__name__ in BUSY_CAUSES for c in causes if c is not None)
-            or any(m in str(exc).lower() for m in BUSY_MESSAGES))
-
 
 def busy_response() -> Response:
     """503 with ``Retry-After``: the database, not the request, is at fault; send it again."""

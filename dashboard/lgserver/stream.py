@@ -26,7 +26,7 @@ from uuid import UUID
 from channels.db import database_sync_to_async
 from django.core.exceptions import RequestAborted
 
-from config.pgpool import transient
+from config.dberrors import transient
 from dashboard.checkpoints import CheckpointView, checkpoint_get
 from dashboard.lgserver import shapes
 from dashboard.lgserver.events import stream_events

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, OperationalError, transaction
+from django.db import IntegrityError, transaction
 from django.http import StreamingHttpResponse
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
@@ -31,6 +31,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
+from config.dberrors import retried
 from dashboard import lgapi, policy, services
 from dashboard.api.exceptions import exception_handler as api_exception_handler
 from dashboard.checkpoints import compiled
@@ -503,21 +504,16 @@ DECISION_ATTEMPTS = 3
 
 
 def _decide(request: Request, thread: Thread, req: RunRequest) -> LangGraphRun:
-    """Start the LangGraph run the request asks for on ``thread``."""
-    for attempt in range(DECISION_ATTEMPTS):
-        try:
-            with locked(thread):  # concurrent requests on one thread decide one at a time
-                return start(thread, req, request.user, thread.latest_run())
-        except OperationalError as exc:
-            # PostgreSQL chose this decision as a deadlock's victim and rolled it all back:
-            # decide again; past the attempts the handler answers 503 with Retry-After.
-            # Every writer of a run and its thread takes the thread's row first
-            # (store.lock_run, the claim's SQL), so this is a guard, not an expected path
-            # (before that order, an executor's claim took them the other way round)
-            if attempt + 1 == DECISION_ATTEMPTS or type(exc.__cause__).__name__ != (
-                    "DeadlockDetected"):
-                raise
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    """Start the LangGraph run the request asks for on ``thread``: decided again should
+    PostgreSQL roll the decision back as a deadlock's victim (past the attempts, the
+    handler answers 503 with Retry-After). Every writer of a run and its thread takes the
+    thread's row first (store.lock_run, the claim's SQL), so that is a guard, not an
+    expected path (before that order, an executor's claim took them the other way round)."""
+    def decide() -> LangGraphRun:
+        with locked(thread):  # concurrent requests on one thread decide one at a time
+            return start(thread, req, request.user, thread.latest_run())
+
+    return retried(decide, attempts=DECISION_ATTEMPTS)
 
 
 def create_run(request: Request, thread_id: str | None

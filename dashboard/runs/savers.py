@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver
 from langgraph.checkpoint.serde.types import ERROR
 from langgraph.pregel import Pregel
 
-from config.pgpool import transient
+from config.dberrors import transient
 from dashboard.runs.conf import planwatch_setting
 
 logger = logging.getLogger("planwatch.runs")

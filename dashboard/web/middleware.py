@@ -31,7 +31,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.request import split_domain_port, validate_host
 from django.utils.html import escape
 
-from config.pgpool import connection_lost
+from config.dberrors import connection_lost
 from dashboard.api.exceptions import RETRY_AFTER_SECONDS
 from dashboard.checkpoints import check_read_pools
 
