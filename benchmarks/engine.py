@@ -43,7 +43,7 @@ def main() -> None:
     from django.db import connection
 
     from dashboard.runs.dispatch import dispatch_queued_after
-    from dashboard.runs.execute import Executor
+    from dashboard.runs.executor import Executor
 
     executor = Executor(max_concurrent=args.concurrency, think_time=0,
                         on_stopped=dispatch_queued_after)

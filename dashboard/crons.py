@@ -31,7 +31,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from dashboard import policy, retention, services
-from dashboard.lgapi import assistant_resolve, run_assistant_fields
+from dashboard.assistants import assistant_resolve, run_assistant_fields
 from dashboard.models import Cron, Run, Thread
 from dashboard.runs.conf import planwatch_setting
 from dashboard.services import LimitReached, RunInputError, ServiceError, User

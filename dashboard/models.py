@@ -549,7 +549,7 @@ class InterruptGroup(models.Model):
 
 
 from dashboard.models_checkpoints import Checkpoint  # noqa: E402, F401  (unmanaged, read-only)
-from dashboard.models_lgapi import (  # noqa: E402, F401
+from dashboard.models_langgraph import (  # noqa: E402, F401
     Assistant,
     AssistantVersion,
     Cron,

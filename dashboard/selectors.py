@@ -21,6 +21,7 @@ from django.db.models import (
     F,
     Max,
     Min,
+    Model,
     OuterRef,
     Q,
     QuerySet,
@@ -28,7 +29,7 @@ from django.db.models import (
     TextField,
     Window,
 )
-from django.db.models.fields.json import KT
+from django.db.models.fields.json import KT, KeyTransform
 from django.db.models.functions import Cast, Coalesce, Now, TruncDate
 from django.utils import timezone
 
@@ -501,3 +502,14 @@ def model_usage_by_day(*, graph: str = "") -> list[dict[str, Any]]:
     return [{"day": r["day"], "runs": r["runs"], "model_calls": r["calls"] or 0,
              "input_tokens": r["input"], "output_tokens": r["output"],
              "total_tokens": r["total"], "cost_usd": r["cost"]} for r in rows]
+
+
+def metadata_match[M: Model](rows: QuerySet[M], metadata: Mapping[str, Any] | None
+                             ) -> QuerySet[M]:
+    """``rows`` whose ``metadata`` holds each key with exactly that JSON value: a key is a
+    key, never an ORM lookup (``x__in`` is the key "x__in", ``x__regex`` no regex)."""
+    for i, (key, value) in enumerate((metadata or {}).items()):
+        name = f"_meta_{i}"
+        rows = rows.annotate(**{name: KeyTransform(str(key), "metadata")}).filter(
+            **{name: value})
+    return rows

@@ -25,7 +25,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from dashboard import crons, lgapi, services
+from dashboard import assistants, crons, services
 from dashboard.models import Interrupt, Run, RunEvent
 from tests.conftest import api_token
 
@@ -128,7 +128,7 @@ def langgraph_schema(transactional_db, executor, django_user_model):
     thread = services.thread_create(user=user, graph="acquisition")
     run = Run.objects.create(graph="acquisition", thread_id=f"{uuid.uuid4()}:planner",
                              state=Run.State.SUCCEEDED, created_by=user, conversation=thread)
-    assistant = lgapi.assistant_create(graph_id="acquisition", user=user)
+    assistant = assistants.assistant_create(graph_id="acquisition", user=user)
     cron = crons.cron_create(assistant_id="acquisition", schedule="0 3 * * *", user=user,
                              thread=None, payload={})
     known = {"thread_id": str(thread.id), "run_id": str(run.id),

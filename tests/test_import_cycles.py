@@ -98,10 +98,10 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_checker_sees_a_cycle_through_a_function_level_import():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycles(graph) == [["a", "b", "c", "a"]]
-    tree = ast.parse("def f():\n    from dashboard.runs import execute\n"
+    tree = ast.parse("def f():\n    from dashboard.runs import executor\n"
                      "if TYPE_CHECKING:\n    import dashboard.web.views\n")
-    assert _imports(tree, "x", False, {"dashboard.runs.execute", "dashboard.web.views"}) == {
-        "dashboard.runs.execute"}
+    assert _imports(tree, "x", False, {"dashboard.runs.executor", "dashboard.web.views"}) == {
+        "dashboard.runs.executor"}
 
 
 def test_planner_and_dashboard_have_no_import_cycle():
@@ -128,7 +128,7 @@ def test_nothing_below_the_web_layer_imports_it():
     graph = import_graph()
     below = [n for n in graph
              if n.startswith("dashboard") and not any(_within(n, p) for p in ENTRY_POINTS)]
-    assert "dashboard.services" in below and "dashboard.runs.execute" in below
+    assert "dashboard.services" in below and "dashboard.runs.executor" in below
     assert "dashboard.crons" in below and "dashboard.thread_runs" in below
     # nor any other entry point (the crons start their runs through thread_runs, a service,
     # not through the LangGraph API's package)

@@ -1,7 +1,7 @@
 """The Django admin: a read-only audit of runs, events, interrupts and LangGraph checkpoints."""
 
 from dashboard.admin.checkpoints import CheckpointAdmin
-from dashboard.admin.lgapi import (
+from dashboard.admin.langgraph import (
     AssistantAdmin,
     AssistantVersionAdmin,
     CronAdmin,

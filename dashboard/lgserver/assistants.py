@@ -3,7 +3,7 @@
 A registered graph's own assistant (id = the graph's name) is listed beside the created
 ones and cannot be changed; a created assistant is an
 :class:`~dashboard.models.Assistant` with its versions. Writes go through
-:mod:`dashboard.lgapi`; creating and updating need ``start_run``, deleting ``delete_run``.
+:mod:`dashboard.assistants`; creating and updating need ``start_run``, deleting ``delete_run``.
 A created assistant is its creator's (:mod:`dashboard.policy`): another user (not of the
 team) gets the 404 of an unknown one, and search and count find only theirs.
 """
@@ -16,7 +16,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from dashboard import lgapi
+from dashboard import assistants
 from dashboard.lgserver import bodies, refusals, shapes
 from dashboard.lgserver.views import (
     LangGraphView,
@@ -72,7 +72,7 @@ def _row(assistant_id: str, doing: str) -> Assistant:
     """The created assistant ``assistant_id``; 409 for a graph's own, 404 for none."""
     resolved = resolve(assistant_id)
     if resolved.assistant is None:
-        raise lgapi.AssistantExists(
+        raise assistants.AssistantExists(
             f"{assistant_id!r} is the own assistant of graph {resolved.spec.name!r} and cannot be "
             f"{doing}; create one of your own with POST /assistants")
     return resolved.assistant
@@ -88,7 +88,7 @@ class AssistantsView(LangGraphView):
         data = body(request)
         if not data.get("graph_id"):
             raise exceptions.ValidationError({"graph_id": "required: the graph it runs"})
-        row = lgapi.assistant_create(
+        row = assistants.assistant_create(
             graph_id=str(data["graph_id"]), user=request.user,
             assistant_id=data.get("assistant_id"), name=_text(data, "name") or "",
             description=_text(data, "description") or "", config=_config(data) or {},
@@ -111,7 +111,7 @@ class AssistantView(LangGraphView):
     def patch(self, request: Request, assistant_id: str) -> Response:
         require(request, "start_run", "updating an assistant")
         data = body(request)
-        row = lgapi.assistant_update(
+        row = assistants.assistant_update(
             assistant=_row(assistant_id, "updated"), graph_id=_text(data, "graph_id"),
             name=_text(data, "name"), description=_text(data, "description"),
             config=_config(data), context=_optional_dict(data, "context"),
@@ -121,7 +121,7 @@ class AssistantView(LangGraphView):
     def delete(self, request: Request, assistant_id: str) -> Response:
         require(request, "delete_run", "deleting an assistant")
         row = _row(assistant_id, "deleted")
-        lgapi.assistant_delete(assistant=row, user=request.user,
+        assistants.assistant_delete(assistant=row, user=request.user,
                                delete_threads=request.query_params.get(
                                    "delete_threads") in ("true", "True", "1"))
         return Response(status=204)
@@ -138,7 +138,7 @@ class AssistantVersionsView(LangGraphView):
         if resolved.assistant is None:  # a graph's own: its one version
             return Response([{k: v for k, v in shapes.assistant(resolved.spec).items()
                               if k != "updated_at"}])
-        versions = lgapi.assistant_versions(assistant=resolved.assistant,
+        versions = assistants.assistant_versions(assistant=resolved.assistant,
                                             metadata=object_of(data, "metadata"))
         offset = offset_of(data)
         return Response([assistant_shape(v, versioned=True)
@@ -154,7 +154,7 @@ class AssistantLatestView(LangGraphView):
     def post(self, request: Request, assistant_id: str) -> Response:
         require(request, "start_run", "changing an assistant's version")
         data = body(request)
-        row = lgapi.assistant_set_latest(assistant=_row(assistant_id, "versioned"),
+        row = assistants.assistant_set_latest(assistant=_row(assistant_id, "versioned"),
                                          version=data["version"])
         return Response(assistant_shape(row))
 
@@ -181,11 +181,11 @@ class AssistantSearchView(LangGraphView):
     def post(self, request: Request) -> Response:
         data = body(request)
         graph_id, name, metadata = _filters(data)
-        sort_by, order = sort_of(data, lgapi.SORTABLE)
+        sort_by, order = sort_of(data, assistants.SORTABLE)
         offset, limit = offset_of(data), limit_of(data)
-        rows = lgapi.assistant_rows(user=request.user, graph_id=graph_id, name=name,
+        rows = assistants.assistant_rows(user=request.user, graph_id=graph_id, name=name,
                                     metadata=metadata).order_by(
-            *order_of(data, lgapi.SORTABLE))
+            *order_of(data, assistants.SORTABLE))
         # the top offset+limit of the union is among the rows' top ones and the graphs'
         found = [assistant_shape(r) for r in rows[: offset + limit + 1]]
         found += [shapes.assistant(s) for s in all_graphs()
@@ -204,6 +204,6 @@ class AssistantCountView(LangGraphView):
 
     def post(self, request: Request) -> Response:
         graph_id, name, metadata = _filters(body(request))
-        rows = lgapi.assistant_rows(user=request.user, graph_id=graph_id, name=name,
+        rows = assistants.assistant_rows(user=request.user, graph_id=graph_id, name=name,
                                     metadata=metadata).count()
         return Response(rows + sum(_own(s, graph_id, name, metadata) for s in all_graphs()))

@@ -16,7 +16,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from dashboard import crons, lgapi, policy
+from dashboard import crons, policy, selectors
 from dashboard.lgserver import bodies, shapes
 from dashboard.lgserver.views import (
     LangGraphView,
@@ -140,7 +140,7 @@ def _filtered(request: Request, data: dict[str, Any]) -> Any:
     enabled = _enabled(data)
     if enabled is not None:
         found = found.filter(enabled=enabled)
-    return lgapi.metadata_match(found, object_of(data, "metadata"))
+    return selectors.metadata_match(found, object_of(data, "metadata"))
 
 
 class CronSearchView(LangGraphView):

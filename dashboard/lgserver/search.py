@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import QuerySet
 
-from dashboard import lgapi, policy
+from dashboard import policy, selectors
 from dashboard.models import Thread
 from dashboard.runs import states
 
@@ -39,10 +39,10 @@ def visible_threads(user: Any) -> QuerySet[Thread]:
 
 def metadata_match(threads: QuerySet[Thread], metadata: dict[str, Any]) -> QuerySet[Thread]:
     """Threads whose metadata has each key with exactly that JSON value
-    (:func:`dashboard.lgapi.metadata_match`); ``graph_id`` and ``assistant_id`` are the
+    (:func:`dashboard.selectors.metadata_match`); ``graph_id`` and ``assistant_id`` are the
     thread's graph."""
     graph = {k: v for k, v in metadata.items() if k in ("graph_id", "assistant_id")}
     for value in graph.values():
         threads = threads.filter(graph=value if isinstance(value, str) else "\x00")
-    return lgapi.metadata_match(
+    return selectors.metadata_match(
         threads, {k: v for k, v in metadata.items() if k not in graph})

@@ -18,7 +18,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from dashboard import lgapi
+from dashboard import store_items
 from dashboard.lgserver import bodies
 from dashboard.lgserver.views import LangGraphView, body, limit_of, offset_of, require
 
@@ -62,7 +62,7 @@ class StoreItemsView(LangGraphView):
         value = data.get("value")
         if not isinstance(value, dict):
             raise exceptions.ValidationError({"value": "a JSON object"})
-        lgapi.store_put(user=request.user, namespace=namespace_of(data.get("namespace")),
+        store_items.store_put(user=request.user, namespace=namespace_of(data.get("namespace")),
                         key=_key(data), value=value, ttl=data.get("ttl"))
         return Response(status=204)
 
@@ -70,7 +70,7 @@ class StoreItemsView(LangGraphView):
         params = request.query_params
         namespace = namespace_of(params.get("namespace"), dotted=True)
         key = _key(params)
-        item = lgapi.store_get(user=request.user, namespace=namespace, key=key,
+        item = store_items.store_get(user=request.user, namespace=namespace, key=key,
                                refresh_ttl=_flag(params.get("refresh_ttl")))
         if item is None:
             raise exceptions.NotFound(f"no item {key!r} in namespace {list(namespace)}")
@@ -79,7 +79,7 @@ class StoreItemsView(LangGraphView):
     def delete(self, request: Request) -> Response:
         require(request, "delete_run", "deleting from the store")
         data = body(request)
-        lgapi.store_delete(user=request.user, namespace=namespace_of(data.get("namespace")),
+        store_items.store_delete(user=request.user, namespace=namespace_of(data.get("namespace")),
                            key=_key(data))
         return Response(status=204)
 
@@ -95,7 +95,7 @@ class StoreSearchView(LangGraphView):
         query = data.get("query")
         if query is not None and not isinstance(query, str):
             raise exceptions.ValidationError({"query": "a string"})
-        items = lgapi.store_search(user=request.user,
+        items = store_items.store_search(user=request.user,
             namespace_prefix=namespace_of(data.get("namespace_prefix"), "namespace_prefix",
                                           empty=True),
             filter=found, limit=limit_of(data), offset=offset_of(data), query=query,
@@ -116,7 +116,7 @@ class StoreNamespacesView(LangGraphView):
             raise exceptions.ValidationError({"max_depth": "a whole number from 1"})
         prefix = data.get("prefix")
         suffix = data.get("suffix")
-        found = lgapi.store_namespaces(user=request.user,
+        found = store_items.store_namespaces(user=request.user,
             prefix=namespace_of(prefix, "prefix") if prefix else None,
             suffix=namespace_of(suffix, "suffix") if suffix else None,
             max_depth=depth, limit=limit_of(data, 100), offset=offset_of(data))

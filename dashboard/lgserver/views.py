@@ -32,7 +32,7 @@ from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from config.dberrors import retried
-from dashboard import lgapi, policy, services
+from dashboard import assistants, policy, services
 from dashboard.api.exceptions import exception_handler as api_exception_handler
 from dashboard.checkpoints import compiled
 from dashboard.lgserver import bodies, refusals, search, shapes, stream
@@ -132,7 +132,8 @@ def spec_of(assistant_id: Any) -> GraphSpec:
     return resolve(assistant_id).spec
 
 
-def visible(request: Request, resolved: lgapi.Resolved, assistant_id: Any) -> lgapi.Resolved:
+def visible(request: Request, resolved: assistants.Resolved, assistant_id: Any
+            ) -> assistants.Resolved:
     """``resolved``, or the 404 of an unknown assistant for a created one the user may not
     read (a graph's own assistant is everyone's)."""
     row = resolved.assistant
@@ -142,11 +143,11 @@ def visible(request: Request, resolved: lgapi.Resolved, assistant_id: Any) -> lg
     return resolved
 
 
-def resolve(assistant_id: Any) -> lgapi.Resolved:
+def resolve(assistant_id: Any) -> assistants.Resolved:
     """The graph and assistant an id names; 404 listing the known graphs."""
     try:
-        return lgapi.assistant_resolve(assistant_id=assistant_id)
-    except lgapi.AssistantNotFound as exc:
+        return assistants.assistant_resolve(assistant_id=assistant_id)
+    except assistants.AssistantNotFound as exc:
         raise exceptions.NotFound(str(exc)) from None
 
 
@@ -447,7 +448,7 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
             raise exceptions.ValidationError(exc.errors) from None
     req = RunRequest(
         assistant_id=spec.name, configurable=configurable, context=context,
-        **lgapi.run_assistant_fields(resolved),
+        **assistants.run_assistant_fields(resolved),
         input=run_input, command=command,
         checkpoint_id=str(checkpoint_id), metadata=object_of(data, "metadata"),
         interrupt_before=_str_list(data, "interrupt_before"),

@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 def create_store_tables(apps, schema_editor):
     """Run LangGraph's store setup against the database being migrated."""
-    from dashboard.runs.stores import setup_store_tables
+    from dashboard.runs.langgraph_store import setup_store_tables
 
     setup_store_tables(schema_editor.connection.settings_dict)
 

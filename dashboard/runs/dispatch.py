@@ -24,7 +24,7 @@ from django.utils import timezone
 from dashboard.models import Run
 from dashboard.runs import states, store
 from dashboard.runs.conf import planwatch_setting
-from dashboard.runs.execute import Executor, ExecutorHealth
+from dashboard.runs.executor import Executor, ExecutorHealth
 from planner.registry import all_graphs
 
 logger = logging.getLogger("planwatch.runs")

@@ -1,7 +1,7 @@
 """Executing one claimed run, in three steps: begin, stream, outcome.
 
 :func:`aexecute` takes a :class:`~dashboard.runs.store.Claim` that the loop host
-(:mod:`~dashboard.runs.execute`) holds, and the run's :class:`EventWriter` (its events,
+(:mod:`~dashboard.runs.executor`) holds, and the run's :class:`EventWriter` (its events,
 numbered and buffered, written behind by the executor's
 :class:`~dashboard.runs.record.WriteBehind`): *begin* records the claim's event and picks
 what the graph is fed and where it starts (the input, the answers, the past checkpoint a

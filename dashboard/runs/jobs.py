@@ -1,6 +1,6 @@
 """procrastinate jobs for the scale-out executor (imported only on PostgreSQL).
 
-A run is executed by the worker process's own :class:`~dashboard.runs.execute.Executor`,
+A run is executed by the worker process's own :class:`~dashboard.runs.executor.Executor`,
 so a worker runs many runs at once on one event loop. Every job for one run carries the
 lock ``run:<id>``: procrastinate never runs two of them at once, and the executor's claim
 in the database makes sure of it again. Settings list this module in

@@ -10,7 +10,7 @@ from django.db.utils import ConnectionHandler
 
 from dashboard import health
 from dashboard.runs import dispatch
-from dashboard.runs.execute import ExecutorHealth
+from dashboard.runs.executor import ExecutorHealth
 
 A_BALANCER = {"HTTP_HOST": "10.1.2.3:8000"}  # an address, not a name in ALLOWED_HOSTS
 

@@ -19,7 +19,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from dashboard import crons, lgapi, services
+from dashboard import assistants, crons, services
 from dashboard.models import Assistant, Cron, Interrupt, Run, RunEvent, Thread
 from tests.conftest import api_token, wait_run
 
@@ -61,7 +61,7 @@ def world(executor, django_user_model) -> tuple[dict, World]:
     a = users["A"]
     run = wait_run(services.run_create(graph="test.echo", input={"steps": 2, "ask": True},
                                        user=a).id)
-    assistant = lgapi.assistant_create(graph_id="test.echo", user=a, name="A's",
+    assistant = assistants.assistant_create(graph_id="test.echo", user=a, name="A's",
                                        config={"configurable": {"shop": "a"}})
     thread = run.conversation
     thread.metadata = {"assistant_id": str(assistant.id)}  # delete_threads would take it

@@ -1,4 +1,4 @@
-"""The loop host (dashboard/runs/execute.py): which runs it holds, and what reaches them."""
+"""The loop host (dashboard/runs/executor.py): which runs it holds, and what reaches them."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from dashboard import services
 from dashboard.models import Run, RunEvent
-from dashboard.runs.execute import Executor
+from dashboard.runs.executor import Executor
 from tests.conftest import assert_gapless, wait_run
 
 Kind = RunEvent.Kind

@@ -33,12 +33,12 @@ from config.connections import run_pool_sizes
 from dashboard.runs import doorbells, instruments, otel
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.execution import EventWriter, Outcome, Requests, aexecute
+from dashboard.runs.langgraph_store import aopen_store
 from dashboard.runs.modelcalls import ContentPolicy, ModelCallRecorder
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import WriteBehind
 from dashboard.runs.savers import SaverHandle, WriteWatch, aopen_saver, is_postgres
 from dashboard.runs.store import RunStore, release_runs
-from dashboard.runs.stores import aopen_store
 from planner.llm import make_llm
 from planner.registry import GraphSpec, get_graph
 from planner.search import default_search
