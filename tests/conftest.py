@@ -26,6 +26,9 @@ CHROMIUM = os.environ.get("PLANWATCH_CHROMIUM", "/usr/bin/chromium")
 REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
 IN_CI = bool(os.environ.get("CI"))
 
+# fixtures that tests of several folders share (their helpers: import tests.support.*)
+pytest_plugins = ["tests.support.models"]
+
 
 def need(what: str, available: bool, how: str) -> None:
     """Fail under CI, skip elsewhere, when a real component is missing."""
