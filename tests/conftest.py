@@ -26,6 +26,9 @@ CHROMIUM = os.environ.get("PLANWATCH_CHROMIUM", "/usr/bin/chromium")
 REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
 IN_CI = bool(os.environ.get("CI"))
 
+# fixtures that tests of several folders share (their helpers: import tests.support.*)
+pytest_plugins = ["tests.support.models"]
+
 
 def need(what: str, available: bool, how: str) -> None:
     """Fail under CI, skip elsewhere, when a real component is missing."""
@@ -373,17 +376,7 @@ def pytest_collection_modifyitems(config, items):
     # the slow modules first: pytest-xdist hands modules out in this order, and a slow one
     # handed out last is the tail of its pass, one core idle
     items.sort(key=lambda item: (item.get_closest_marker("browser") is not None,
-                                 item.get_closest_marker("slow") is None,
-                                 _file_order(item)))
-
-
-def _file_order(item) -> str:
-    """The engine's tests (tests/dashboard/runs/) keep the place they had among the web
-    layer's before they moved there: run first, the PostgreSQL pass's test process ran
-    short of pooled connections later on (PoolTimeout in test_interrupts_concurrency, a
-    leak not yet found)."""
-    path = str(item.path.relative_to(ROOT))
-    return path.replace("tests/dashboard/runs/", "tests/dashboard/")
+                                 item.get_closest_marker("slow") is None))
 
 
 def api_token(user) -> str:

@@ -18,8 +18,8 @@ from playwright.sync_api import expect
 from dashboard.models import Run, RunEvent
 from planner.acquisition.presentation import format_amount
 from tests.browser.conftest import at_both_widths, start_paused_before_decide
-from tests.browser.test_operator import header_says
 from tests.conftest import login, wait_run
+from tests.support.browser import header_says
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -18,39 +18,17 @@ from dashboard.web.presentation import header, trace
 from tests.browser.conftest import (
     DESKTOP,
     PHONE,
-    fill_start_form,
     no_overflow,
-    submit_start_form,
 )
-from tests.conftest import login, screenshot, wait_run
+from tests.conftest import login, wait_run
+from tests.support.browser import TYPED, header_says, shot, size_name, start_from_form
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SIZES = [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")]
-# What the keyboard types into a question, by its field (selects take the next option).
-TYPED = {"core.region": "Germany", "core.currency": "EUR", "market.price": "47.88"}
 FOCUSED_QUESTION = ("() => { const a = document.activeElement;"
                     " return !!(a && a.closest && a.closest('.question')"
                     " && a.matches('input, textarea, select')); }")
-
-
-def size_name(page) -> str:
-    return "phone" if page.viewport_size["width"] < 600 else "desktop"
-
-
-def shot(page, name: str) -> None:
-    """The whole page, and what the operator sees first (the screen without scrolling)."""
-    path = screenshot(page, f"operator-{name}-{size_name(page)}")
-    page.screenshot(path=str(path).replace(".png", "-screen.png"))
-
-
-def start_from_form(page, base: str, graph: str, fields: dict[str, str]) -> Run:
-    """Start ``graph`` through the new-run form and land on its trace page."""
-    page.goto(f"{base}/runs/new/?graph={graph}")
-    no_overflow(page)
-    shot(page, f"new-{graph}")
-    fill_start_form(page, fields)
-    return submit_start_form(page)
 
 
 SCROLL_AWAY = ("() => { const b = document.getElementById('trace-timeline'); b.scrollTop = 0;"
@@ -74,10 +52,6 @@ def answer_by_keyboard(page, before_send: str = "") -> int:
 
 FINISHED_JS = ("['Succeeded', 'Failed', 'Cancelled'].includes("
                "document.getElementById('trace-status').textContent.trim())")
-
-
-def header_says(page, status: str) -> None:
-    expect(page.locator("#trace-status")).to_have_text(status, timeout=30_000)
 
 
 @pytest.mark.parametrize("page", SIZES, indirect=True)

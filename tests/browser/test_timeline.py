@@ -21,9 +21,8 @@ from dashboard.models import Interrupt, Run, RunEvent
 from dashboard.web.presentation import trace
 from dashboard.web.presentation.timeline import replay_stops, timeline_rows
 from tests.browser.conftest import DESKTOP, no_overflow, start_paused_before_decide
-from tests.browser.test_operator import TYPED, header_says, start_from_form
-from tests.browser.test_trace import rows_match_the_log
 from tests.conftest import login, screenshot, wait_run
+from tests.support.browser import TYPED, header_says, rows_match_the_log, start_from_form
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -8,7 +8,8 @@ from playwright.sync_api import expect
 from dashboard.models import Run, RunEvent
 from dashboard.web.presentation import trace
 from tests.browser.conftest import start_run
-from tests.conftest import login, screenshot, wait_run
+from tests.conftest import login, screenshot
+from tests.support.browser import rows_match_the_log
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -55,21 +56,6 @@ def start(page, base: str, graph: str, fields: dict[str, str]) -> Run:
     page.wait_for_function("() => window.planwatchTrace && planwatchTrace.drawn")
     page.evaluate(WATCH)
     return run
-
-
-def rows_match_the_log(page, run: Run, until: tuple[str, ...] = Run.FINISHED) -> list[int]:
-    """Wait until the page rendered the run's last event; return its rows' seqs (DOM order)."""
-    run = wait_run(run.id, statuses=until)
-    page.wait_for_function(
-        f"() => document.getElementById('trace-cursor').dataset.lastSeq === '{run.last_seq}'",
-        timeout=30_000,
-    )
-    shown = [int(s) for s in page.locator("#trace-timeline [data-seq]").evaluate_all(
-        "rows => rows.map(r => r.dataset.seq)")]
-    # every event once; in row order (a node run holds its events), not seq order
-    assert sorted(shown) == list(run.events.order_by("seq").values_list("seq", flat=True))
-    assert len(shown) == len(set(shown))
-    return shown
 
 
 def is_subsequence(short: list[str], long: list[str]) -> bool:

@@ -14,7 +14,6 @@ from dashboard import services
 from dashboard.models import Run
 from tests.browser.conftest import DESKTOP
 from tests.conftest import ARTIFACTS, login, wait_run
-from tests.dashboard.test_modelcalls import openai_server  # noqa: F401
 from tests.graphs import langgraph_json_graph
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -78,7 +77,7 @@ GEOMETRY = """() => {
 
 
 @pytest.fixture
-def paced_graph(tmp_path, openai_server):  # noqa: F811
+def paced_graph(tmp_path, openai_server):
     """The graph ``paced`` of ``langgraph.json``, its model answering after ``MODEL`` s."""
     openai_server.delay = MODEL
     with langgraph_json_graph(tmp_path, name="paced", module="paced_graph", source=PACED_GRAPH):

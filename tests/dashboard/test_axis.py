@@ -7,7 +7,7 @@ import uuid
 
 from dashboard.web.presentation.waterfall import Axis, seconds_text, waterfall_view
 from dashboard.web.templatetags.planwatch import usd
-from tests.dashboard.test_waterfall import Log, acquisition_log, fold_of
+from tests.support.waterfall import Log, acquisition_log, fold_of
 
 
 def test_sub_millisecond_durations_read_less_than_one_ms_not_zero():

@@ -11,7 +11,7 @@ import pytest
 
 from dashboard.models import Run
 from dashboard.runs import otel
-from tests.dashboard.test_waterfall import T0, Log, acquisition_log, stored_run
+from tests.support.waterfall import T0, Log, acquisition_log, stored_run
 
 
 def _as_run_really_is(run: Run) -> Run:

@@ -33,8 +33,7 @@ from tests.conftest import (
     free_port,
     wait_run,
 )
-from tests.lgserver.test_many_streams import client
-from tests.security.test_faults import expected_ids
+from tests.support.lgserver import async_sdk_client, expected_ids
 
 pytestmark = [pytest.mark.long, pytest.mark.pg, pytest.mark.postgres, pytest.mark.reliability,
               pytest.mark.server, pytest.mark.django_db(transaction=True)]
@@ -71,7 +70,7 @@ async def stream_through_a_restart(url: str, key: str, supervisor: subprocess.Po
                                    log: Path) -> list[tuple[str, list[int]]]:
     """Stream ``RUNS`` runs; once each has sent an event, SIGHUP the supervisor; each
     run's id with the event ids its stream received."""
-    sdk = client(f"{url}/langgraph", key)
+    sdk = async_sdk_client(f"{url}/langgraph", key)
     started: list[asyncio.Future[None]] = [asyncio.get_running_loop().create_future()
                                            for _ in range(RUNS)]
 

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from dashboard import services
 from dashboard.models import Run
 from tests.conftest import wait_run
-from tests.dashboard.test_modelcalls import MODEL, on_test_model, openai_server  # noqa: F401
+from tests.openai_server import MODEL
 
 pytestmark = pytest.mark.pg
 
@@ -25,7 +25,7 @@ def scrape(client, **extra) -> dict[tuple[str, tuple], float]:
 
 
 def test_a_scrape_during_a_run_shows_the_run_its_events_and_its_model_tokens(
-        on_test_model, operator, client):  # noqa: F811
+        on_test_model, operator, client):
     before = scrape(client)
     run = wait_run(services.run_create(graph="acquisition", input={
         "region": "Germany", "currency": "EUR"}, user=operator).id)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +18,10 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Permission
 
-from tests.conftest import SMALL_POOLS, api_token, free_port, served
+from tests.conftest import SMALL_POOLS, api_token, free_port, need, served
+
+JS = Path(__file__).resolve().parent / "js"
+"""LangGraph's official JS client from npm (its lock file; make install-js installs it)."""
 
 GRAPHS_PY = '''
 """Graphs a user of LangGraph's server would write: compiled, a factory, a chat."""
@@ -246,6 +251,18 @@ def ui_origin(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", folder
     server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def js_client(ui_origin) -> Path:
+    """The official JS client bundled into the UI origin's folder, as a page imports it."""
+    esbuild = JS / "node_modules" / ".bin" / "esbuild"
+    need("node and the JS client", bool(shutil.which("node")) and esbuild.exists(),
+         "install Node.js and npm, then: npm ci --prefix tests/lgserver/js (make test does)")
+    target = ui_origin[1] / "langgraph-sdk.js"
+    subprocess.run([str(esbuild), "entry.js", "--bundle", "--format=esm", "--platform=browser",
+                    "--log-level=error", f"--outfile={target}"], cwd=JS, check=True)
+    return target
 
 
 @pytest.fixture(scope="session")

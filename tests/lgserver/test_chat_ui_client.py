@@ -18,7 +18,6 @@ from playwright.sync_api import expect
 from dashboard.models import Interrupt, Run
 from tests.conftest import api_token, screenshot
 from tests.lgserver.conftest import watch_problems
-from tests.lgserver.test_js_client import js_client  # noqa: F401  (the bundled client)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -92,7 +91,7 @@ try {
 
 
 def test_agent_chat_uis_requests_chat_approve_edit_and_a_planner_question(
-        browser, lg_url, ui_origin, js_client, sdk_user):  # noqa: F811
+        browser, lg_url, ui_origin, js_client, sdk_user):
     origin, folder = ui_origin
     (folder / "chat-ui.html").write_text(PAGE)
     context = browser.new_context(viewport={"width": 900, "height": 700})

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from langgraph_sdk.errors import NotFoundError, PermissionDeniedError, UnprocessableEntityError
 
 from dashboard.models import Cron, Run
 from tests.conftest import api_token
+from tests.support.lgserver import EVERY_SECOND, wait_for
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
-
-EVERY_SECOND = "* * * * * *"  # croniter's sixth field: seconds (the test's fast tick)
-
-
-def wait_for(check, timeout: float = 60):
-    """Poll until ``check()`` is truthy (a deadlock guard, not a speed test)."""
-    deadline = time.monotonic() + timeout
-    while not (found := check()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
-    return found
-
 
 def test_a_thread_cron_fires_on_its_thread_with_its_assistants_context(sdk):
     aid = sdk.assistants.create("agent", context={"model": "m-cron", "user": "dee"}

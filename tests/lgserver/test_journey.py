@@ -7,7 +7,7 @@ import pytest
 from langgraph_sdk.errors import NotFoundError
 
 from dashboard.models import Assistant, Cron, Run, Thread
-from tests.lgserver.test_crons import EVERY_SECOND, wait_for
+from tests.support.lgserver import EVERY_SECOND, wait_for
 
 # Not in the PostgreSQL pass: the API's shapes and the clients' protocol take the same
 # path on both databases (what differs there: test_state, test_store, test_crons,

@@ -11,20 +11,14 @@ test`` installs it with ``npm ci``) by the esbuild installed beside it.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import expect
 
 from dashboard.models import Interrupt, Run, RunEvent
-from tests.conftest import api_token, assert_gapless, login, need, screenshot
+from tests.conftest import api_token, assert_gapless, login, screenshot
 from tests.lgserver.conftest import watch_problems
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-JS = Path(__file__).resolve().parent / "js"
 
 PAGE = """<!doctype html>
 <meta charset="utf-8"><title>chat (langgraph-sdk)</title><link rel="icon" href="data:,">
@@ -77,18 +71,6 @@ document.getElementById("approve").addEventListener("click", async () => {
 });
 </script>
 """
-
-
-@pytest.fixture(scope="session")
-def js_client(ui_origin) -> Path:
-    """The official JS client bundled into the UI origin's folder, as a page imports it."""
-    esbuild = JS / "node_modules" / ".bin" / "esbuild"
-    need("node and the JS client", bool(shutil.which("node")) and esbuild.exists(),
-         "install Node.js and npm, then: npm ci --prefix tests/lgserver/js (make test does)")
-    target = ui_origin[1] / "langgraph-sdk.js"
-    subprocess.run([str(esbuild), "entry.js", "--bundle", "--format=esm", "--platform=browser",
-                    "--log-level=error", f"--outfile={target}"], cwd=JS, check=True)
-    return target
 
 
 def test_the_official_js_client_streams_a_reply_shows_the_question_and_resumes(

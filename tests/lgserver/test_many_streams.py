@@ -6,29 +6,18 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import httpx
 import pytest
 from django.contrib.auth.models import Permission
 from django.db import connection
 
 from tests.conftest import ARTIFACTS, SERVED, api_token, served
 from tests.lgserver.conftest import PERMS
+from tests.support.lgserver import async_sdk_client
 
 # Beside the suite's other live daphnes (whose pools tests.conftest.SMALL_POOLS caps: with
 # the defaults their pools together passed PostgreSQL's max_connections, 100).
 pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.pg, pytest.mark.server,
               pytest.mark.django_db(transaction=True)]
-
-
-def client(url: str, key: str):
-    """The official async client on a transport that allows more than httpx's 100."""
-    from langgraph_sdk.client import LangGraphClient
-
-    http = httpx.AsyncClient(
-        base_url=url, headers={"x-api-key": key},
-        limits=httpx.Limits(max_connections=1000, max_keepalive_connections=1000),
-        timeout=httpx.Timeout(connect=30, read=300, write=60, pool=60))
-    return LangGraphClient(http)
 
 
 @pytest.fixture
@@ -55,7 +44,7 @@ def rss_mb(url: str) -> float:
 
 async def stream_all(url: str, key: str, count: int, limit: int) -> list[list]:
     """``count`` runs of the ``slow`` graph streamed at once; each stream's parts."""
-    sdk = client(f"{url}/langgraph", key)
+    sdk = async_sdk_client(f"{url}/langgraph", key)
 
     async def one() -> list:
         thread = await sdk.threads.create()

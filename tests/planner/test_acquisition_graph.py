@@ -13,7 +13,7 @@ from planner.acquisition.state import AcquisitionState
 from planner.llm import ScriptedLLM
 from planner.registry import get_graph
 from planner.search import LocalCorpusSearch
-from tests.planner.test_acquisition_harness import compile_graph, drive, start
+from tests.support.acquisition import compile_graph, drive, start
 
 PLAN = ["tick", "bootstrap_gate", "prepare", "select"]
 ASK = ["ask_user", "observe_user"]

@@ -13,47 +13,21 @@ from planner.acquisition import actions, nodes, routers
 from planner.acquisition.policy import apply_policy, select_decision
 from planner.acquisition.profile import MARKET_SIZING, Profile
 from planner.acquisition.state import decision
-from tests.planner.test_acquisition_harness import start
-
-POP, RATE, PRICE, TAM = ("market.population", "market.adoption_rate", "market.price",
-                         "market.tam")
-INPUTS = {POP: 84_500_000, RATE: 0.18, PRICE: 47.88}
-
-
-def ready(**extra: Any) -> dict[str, Any]:
-    """A state past bootstrap (Germany, EUR) with ``extra`` keys replaced."""
-    state: dict[str, Any] = dict(start(region="Germany", currency="EUR"))
-    state["iterations"] = 3
-    values = {**state["values"], **extra.pop("values", {})}
-    return {**state, "values": values, **extra}
-
-
-def blocked(missing: list[str], runs: int = 1, **extra: Any) -> dict[str, Any]:
-    """A state whose last calculation was blocked on ``missing``."""
-    present = {k: v for k, v in INPUTS.items() if k not in missing}
-    calc = {"status": "blocked", "target": TAM, "inputs": present, "missing": missing,
-            "value": None}
-    return ready(values=present, calculation=calc, calc_runs=runs, **extra)
-
-
-def succeeded(**extra: Any) -> dict[str, Any]:
-    """A state whose calculator succeeded on the inputs it holds."""
-    calc = {"status": "success", "target": TAM, "inputs": dict(INPUTS), "missing": [],
-            "value": 1.0}
-    return ready(values={**INPUTS, TAM: 1.0}, calculation=calc, **{"calc_runs": 1, **extra})
-
-
-def searched(field: str, *queries: str) -> list[dict[str, Any]]:
-    return [{"iteration": 1, "field": field, "query": q, "hits": 0, "error": None}
-            for q in queries]
-
-
-def answered(field: str, n: int, valid: bool = False) -> list[dict[str, Any]]:
-    return [{"iteration": 1, "field": field, "answer": "x", "valid": valid,
-             "reason": None if valid else "bad"} for _ in range(n)]
-
+from tests.support.acquisition import (
+    INPUTS,
+    POP,
+    PRICE,
+    RATE,
+    TAM,
+    answered,
+    blocked,
+    ready,
+    searched,
+    succeeded,
+)
 
 # -- select: first match wins ------------------------------------------------------------
+
 
 def test_select_calculator_cap_comes_first() -> None:
     for state in (succeeded(calc_runs=3), blocked([PRICE], runs=3)):

@@ -10,7 +10,7 @@ import pytest
 from planner.acquisition import nodes
 from planner.llm import ScriptedLLM
 from planner.search import LocalCorpusSearch
-from tests.planner.test_acquisition_harness import (
+from tests.support.acquisition import (
     compile_graph,
     drive,
     scripted_with,

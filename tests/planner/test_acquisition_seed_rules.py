@@ -9,7 +9,7 @@ from planner.acquisition.policy import apply_policy
 from planner.acquisition.profile import MARKET_SIZING
 from planner.acquisition.state import decision
 from planner.search import SearchHit
-from tests.planner.test_acquisition_policy import (
+from tests.support.acquisition import (
     INPUTS,
     POP,
     PRICE,

@@ -11,8 +11,8 @@ from planner.acquisition import make_input as acquisition_input
 from planner.chat import add_message_json, opening_messages
 from planner.registry import get_graph
 from planner.spec import InputError
-from tests.planner.test_acquisition_harness import compile_graph
-from tests.planner.test_decomposition_graph import Run
+from tests.support.acquisition import compile_graph
+from tests.support.decomposition import Run
 
 
 def said(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -8,7 +8,7 @@ from planner.decomposition.f02 import aaccept_decision, adone_decision, tone_of
 from planner.decomposition.workers import Worker, default_workers
 from planner.llm import ScriptedLLM
 from planner.search import SearchHit
-from tests.planner.test_decomposition_graph import Run, _pack, plans_by_task, statuses, xml_plan
+from tests.support.decomposition import Run, pack, plans_by_task, statuses, xml_plan
 
 
 def _decisions(state: Any, action: str) -> list[dict[str, Any]]:
@@ -141,7 +141,7 @@ async def test_a_task_with_an_unmet_precondition_is_never_dispatched() -> None:
     base = default_workers()["llm_enum_route"]
     workers = {**default_workers(),
                "llm_enum_route": Worker(base.name, base.description, route, base.preconditions)}
-    llm = ScriptedLLM(overrides={"decomposition.plan": plans_by_task({"root": _pack({
+    llm = ScriptedLLM(overrides={"decomposition.plan": plans_by_task({"root": pack({
         "good": {"task_id": "llm_enum_route", "input": {"labels": ["left", "right"]}},
         "bad": {"task_id": "llm_enum_route", "input": {"goal": "route with no labels"}},
     })})})

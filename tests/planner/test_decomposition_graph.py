@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
@@ -20,58 +19,17 @@ from planner.decomposition.workers import Worker, WorkerError, default_workers
 from planner.llm import ScriptedLLM
 from planner.registry import get_graph
 from planner.search import SearchHit
+from tests.support.decomposition import (
+    FakeSearch,
+    Run,
+    pack,
+    plans_by_task,
+    statuses,
+    xml_plan,
+)
 
 TASK_KEYS = {"id", "goal", "task_type", "deps", "atomic", "status", "result", "error", "parent",
              "depth", "worker", "round"}
-STREAM_MODES = ["tasks", "updates", "checkpoints", "custom"]
-
-
-class FakeSearch:
-    """A search port with one hit for every query."""
-
-    async def asearch(self, query: str, *, field: str | None = None) -> list[SearchHit]:
-        return [SearchHit(title="Solar", snippet=f"about {query[:20]}", source="doc-1")]
-
-
-class Run:
-    """A compiled graph on one thread, driven the way the dashboard drives it."""
-
-    def __init__(self, *, llm: Any = None, workers: Mapping[str, Worker] | None = None,
-                 search: Any = None) -> None:
-        builder = build_graph(llm=llm or ScriptedLLM(), search=search or FakeSearch(),
-                              workers=workers)
-        self.graph = builder.compile(checkpointer=InMemorySaver())
-        self.config = {"configurable": {"thread_id": "test:planner"}}
-        self.parts: list[Any] = []
-
-    async def go(self, payload: Any) -> Any:
-        """Stream until the graph finishes or interrupts; return the state snapshot."""
-        async for part in self.graph.astream(payload, self.config, stream_mode=STREAM_MODES,
-                                             subgraphs=True, durability="sync"):
-            self.parts.append(part)
-        return await self.graph.aget_state(self.config)
-
-    async def start(self, **values: Any) -> Any:
-        return await self.go(make_input(values))
-
-
-def statuses(state: Any) -> dict[str, str]:
-    return {tid: t["status"] for tid, t in state.values["tasks"].items()}
-
-
-def xml_plan(*tasks: tuple[str, str, str, str, bool]) -> str:
-    """``(id, goal, task_type, deps, atomic)`` rows as a WriteHERE XML plan."""
-    rows = "".join(
-        f"<task><id>{i}</id><goal>{g}</goal><task_type>{t}</task_type>"
-        f"<dependency>{d}</dependency><atom>{str(a).lower()}</atom></task>"
-        for i, g, t, d, a in tasks
-    )
-    return f"<plan>{rows}</plan>"
-
-
-def plans_by_task(mapping: Mapping[str, str]) -> Callable[[Mapping[str, Any]], str]:
-    """A ``decomposition.plan`` override answering per planned task id."""
-    return lambda ctx: mapping.get(ctx["task_id"], "<plan></plan>")
 
 
 # --- scripted runs per plan form -----------------------------------------------------------
@@ -209,12 +167,8 @@ async def test_model_failure_in_a_worker_fails_its_task_not_the_run() -> None:
 # --- forge-lcdl workers, preconditions and slot references ---------------------------------
 
 
-def _pack(nodes: dict[str, Any]) -> str:
-    return json.dumps({"schema_version": 2, "start": next(iter(nodes)), "nodes": nodes})
-
-
 async def test_unmet_precondition_fails_the_task_and_a_met_one_runs() -> None:
-    llm = ScriptedLLM(overrides={"decomposition.plan": plans_by_task({"root": _pack({
+    llm = ScriptedLLM(overrides={"decomposition.plan": plans_by_task({"root": pack({
         "gate": {"task_id": "llm_boolean_gate", "input": {"question": "Feasible?"}},
         "route": {"task_id": "llm_enum_route", "input": {"labels": ["left", "right"]}},
         "bad": {"task_id": "llm_enum_route", "input": {"goal": "route with no labels"}},
@@ -237,7 +191,7 @@ async def test_inputs_reference_another_tasks_output_slot() -> None:
         return {"text": "echo"}
 
     workers = {**default_workers(), "echo": Worker("echo", "returns its inputs", echo)}
-    llm = ScriptedLLM(overrides={"decomposition.plan": plans_by_task({"root": _pack({
+    llm = ScriptedLLM(overrides={"decomposition.plan": plans_by_task({"root": pack({
         "a": {"task_id": "think", "input": {"goal": "think first"}},
         "b": {"task_id": "echo", "input": {"facts": {"from_sub_goal": "a", "slot": "text"}}},
         "c": {"task_id": "echo", "input": {"x": {"from_sub_goal": "a", "slot": "nope"}}},

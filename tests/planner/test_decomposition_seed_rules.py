@@ -8,7 +8,7 @@ from planner.decomposition.parsing import read_plan
 from planner.decomposition.planning import aretry_decision
 from planner.decomposition.tasks import new_task, ready_ids, settle, stop_all
 from planner.llm import ScriptedLLM
-from tests.planner.test_decomposition_graph import Run, _pack, plans_by_task, statuses, xml_plan
+from tests.support.decomposition import Run, pack, plans_by_task, statuses, xml_plan
 
 
 def _tasks(*rows: tuple[str, str, list[str]], parent: str | None = "root") -> dict[str, Any]:
@@ -62,7 +62,7 @@ async def test_a_retry_without_a_new_goal_is_refused() -> None:
 async def test_precondition_input_and_unknown_worker_failures_are_never_retried() -> None:
     llm = ScriptedLLM(overrides={
         "decomposition.retry": {"retry": True, "goal": "again"},
-        "decomposition.plan": plans_by_task({"root": _pack({
+        "decomposition.plan": plans_by_task({"root": pack({
             "pre": {"task_id": "llm_enum_route", "input": {"goal": "no labels"}},
             "inp": {"task_id": "think", "input": {"x": {"from_sub_goal": "pre", "slot": "s"}}},
             "unk": {"task_id": "translate", "input": {"goal": "translate"}},
@@ -95,6 +95,6 @@ async def test_ready_tasks_are_dispatched_in_plan_order() -> None:
 
 
 def test_static_payload_wins_over_input() -> None:
-    plan = read_plan(_pack({"t": {"type": "terminal", "input": {"k": "input", "only": 1},
+    plan = read_plan(pack({"t": {"type": "terminal", "input": {"k": "input", "only": 1},
                                   "static_payload": {"k": "static"}}}))
     assert dict(plan.tasks[0].input) == {"k": "static", "only": 1}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from planner.acquisition.validation import check_region
 from planner.decomposition import make_input as decomposition_input
 from planner.decomposition.scripted import abstract_plan
-from tests.planner.test_acquisition_harness import compile_graph, drive, start
-from tests.planner.test_decomposition_graph import Run
+from tests.support.acquisition import compile_graph, drive, start
+from tests.support.decomposition import Run
 
 
 async def test_a_porto_goal_offers_portugal_preselected_and_searches_its_subject() -> None:

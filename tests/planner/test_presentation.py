@@ -6,8 +6,8 @@ from planner.acquisition import SPEC as ACQUISITION
 from planner.acquisition.presentation import format_amount
 from planner.decomposition import SPEC as DECOMPOSITION
 from planner.presentation import ResultCard, default_output, generic_result_card
-from tests.planner.test_acquisition_harness import compile_graph, drive, start
-from tests.planner.test_decomposition_graph import Run
+from tests.support.acquisition import compile_graph, drive, start
+from tests.support.decomposition import Run
 
 
 async def test_the_acquisition_card_shows_the_tam_with_its_currency_and_its_inputs() -> None:

@@ -14,7 +14,7 @@ from django.db import connection
 
 from dashboard.models import Cron, Run
 from tests.conftest import api_token, assert_gapless, database_url
-from tests.security.test_faults import daphne
+from tests.support.processes import daphne
 
 pytestmark = [pytest.mark.long, pytest.mark.slow,
               pytest.mark.postgres, pytest.mark.pg, pytest.mark.reliability,

@@ -10,11 +10,8 @@ cursor the trace page's websocket resumes from (``?after=``).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,17 +22,14 @@ from django.db import connection
 
 from dashboard.models import Run, RunEvent
 from tests.conftest import (
-    ARTIFACTS,
-    ROOT,
     api_token,
-    assert_gapless,
-    database_url,
     free_port,
     need,
     port_open,
     wait_run,
-    wait_serving,
 )
+from tests.support.lgserver import expected_ids
+from tests.support.processes import Daphne, daphne
 
 pytestmark = [pytest.mark.long, pytest.mark.slow,
               pytest.mark.pg, pytest.mark.reliability, pytest.mark.server,
@@ -43,64 +37,6 @@ pytestmark = [pytest.mark.long, pytest.mark.slow,
 
 Kind = RunEvent.Kind
 LONG = {"steps": 120, "delay": 0.03}
-STREAMED = (Kind.NODE_STARTED, Kind.NODE_FINISHED, Kind.NODE_FAILED)
-"""The log events the ``tasks`` stream mode turns into parts (each carrying its seq)."""
-
-
-class Daphne:
-    """``manage.py serve`` on a fixed port, killable and restartable."""
-
-    def __init__(self, port: int, **env: str) -> None:
-        self.port = port
-        self.env = {
-            **os.environ, "DATABASE_URL": database_url(connection.settings_dict),
-            "PLANWATCH_GRAPH_MODULES": "tests.graphs", "PLANWATCH_THINK_TIME": "0",
-            "PLANWATCH_HEARTBEAT_SECONDS": "0.3", "PLANWATCH_STALE_AFTER_SECONDS": "1.5",
-            "PYTHONUNBUFFERED": "1", **env,
-        }
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        self.starts += 1
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        log = (ARTIFACTS / f"faults-daphne-{self.port}-{self.starts}.log").open("w")
-        # one web process (PostgreSQL's default is the cores): the socket is open before
-        # a web process answers on it: started when /healthz answers (wait_serving)
-        self.proc = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port",
-             str(self.port), "--processes", "1"], cwd=ROOT, env=self.env, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True)
-        assert wait_serving(self.proc, self.port), f"daphne did not start; see {log.name}"
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-@contextmanager
-def daphne(**env: str) -> Iterator[Daphne]:
-    server = Daphne(free_port(), **env)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @contextmanager
 def private_redis(port: int) -> Iterator[subprocess.Popen]:
     """A redis-server of the test's own on ``port`` (nothing kept on disk)."""
@@ -168,13 +104,6 @@ def resume_to_end(server: Daphne, key: str, thread: str, run_id: str,
     while not read_ids(server, key, thread, run_id, after=str(received[-1]),
                        received=received):
         assert time.monotonic() < deadline, "the stream never ended"
-
-
-def expected_ids(run_id: str) -> list[int]:
-    run = Run.objects.get(id=run_id)
-    assert_gapless(run)
-    return list(run.events.filter(kind__in=STREAMED).order_by("seq")
-                .values_list("seq", flat=True))
 
 
 def test_daphne_killed_under_a_stream_the_run_recovers_and_the_client_resumes_exactly(

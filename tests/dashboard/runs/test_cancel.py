@@ -12,7 +12,7 @@ from dashboard import checkpoints, services
 from dashboard.models import Run, RunEvent
 from dashboard.runs import states
 from tests.conftest import assert_gapless, wait_run, wait_started
-from tests.dashboard.test_modelcalls import chat_graph, openai_server  # noqa: F401
+from tests.support.processes import kill, spawn
 
 Kind = RunEvent.Kind
 
@@ -43,7 +43,7 @@ def test_a_cancel_stops_the_node_in_flight_and_the_thread_keeps_its_last_step(
 
 
 def test_a_model_call_in_flight_ends_cancelled_and_nothing_follows_the_cancel(
-        executor, operator, openai_server, chat_graph):  # noqa: F811
+        executor, operator, openai_server, chat_graph):
     openai_server.delay = 2.0  # the model takes its time; the run is cancelled meanwhile
     run = services.run_create(graph=chat_graph, input={"messages": [
         {"role": "user", "content": "hello"}]}, user=operator)
@@ -77,8 +77,6 @@ def test_a_cancel_reaches_a_procrastinate_worker_at_once(executor, settings, ope
     NOTIFY reaches the worker, which cancels the node in flight. Its heartbeat (every
     30 s here) would bring the cancel only long after the bounded wait below."""
     from django.db import connection
-
-    from tests.dashboard.runs.test_recovery import kill, spawn
 
     if connection.vendor != "postgresql":
         pytest.skip("procrastinate needs PostgreSQL: this runs in make test's PostgreSQL pass")

@@ -16,7 +16,6 @@ from dashboard.models import Run, RunEvent
 from dashboard.runs.record import event_dict
 from dashboard.web.presentation.waterfall import WaterfallFold
 from tests.conftest import assert_gapless, wait_run
-from tests.dashboard.test_modelcalls import chat_graph, openai_server  # noqa: F401
 
 pytestmark = pytest.mark.pg
 
@@ -131,7 +130,7 @@ def test_decomposition_events_carry_when_they_happened(batched, operator):
 
 
 def test_a_langgraph_json_graph_s_events_carry_when_they_happened(
-        batched, operator, openai_server, chat_graph):  # noqa: F811
+        batched, operator, openai_server, chat_graph):
     run = wait_run(services.run_create(graph=chat_graph, input={"messages": [
         {"role": "user", "content": "hello"}]}, user=operator).id)
     assert run.status == Run.Status.SUCCEEDED and run.model_calls == 2

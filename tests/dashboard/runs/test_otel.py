@@ -21,7 +21,6 @@ import requests
 from dashboard import services
 from dashboard.runs import otel
 from tests.conftest import ROOT, free_port, need, wait_run
-from tests.dashboard.test_modelcalls import chat_graph, on_test_model, openai_server  # noqa: F401
 
 VENV = ROOT / ".venv-phoenix"
 PHOENIX = VENV / "bin" / "phoenix"
@@ -91,7 +90,7 @@ def _spans_of(url: str, trace_id: str, *, at_least: int) -> list[dict]:
 
 @pytest.mark.long  # Phoenix's own server: make test-all
 def test_phoenix_holds_an_acquisition_run_as_one_trace_of_nested_spans_with_tokens(
-        phoenix, on_test_model, operator, settings):  # noqa: F811
+        phoenix, on_test_model, operator, settings):
     settings.PLANWATCH = {**settings.PLANWATCH, "OTLP_ENDPOINT": phoenix}
     run = wait_run(services.run_create(graph="acquisition", input={
         "region": "Germany", "currency": "EUR"}, user=operator).id)

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -14,27 +11,14 @@ from django.db import connection
 
 from dashboard import services
 from dashboard.models import Run, RunEvent
-from tests.conftest import ARTIFACTS, ROOT, assert_gapless, database_url, wait_run
+from tests.conftest import assert_gapless, database_url, wait_run
+from tests.support.processes import kill, spawn
 
 Kind = RunEvent.Kind
 SLOW = {"steps": 150, "delay": 0.02}
 
 pytestmark = [pytest.mark.long, pytest.mark.slow,
               pytest.mark.pg, pytest.mark.reliability, pytest.mark.server]
-
-
-def spawn(args: list[str], name: str, **env: str) -> subprocess.Popen:
-    """A manage.py subprocess on the test database that knows the test graphs."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    full_env = {
-        **os.environ, "DATABASE_URL": database_url(connection.settings_dict),
-        "PLANWATCH_GRAPH_MODULES": "tests.graphs", "PLANWATCH_THINK_TIME": "0",
-        "PLANWATCH_HEARTBEAT_SECONDS": "0.3", "PLANWATCH_STALE_AFTER_SECONDS": "1.5",
-        "PYTHONUNBUFFERED": "1", **env,
-    }
-    log = (ARTIFACTS / f"{name}.log").open("w")
-    return subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env=full_env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def wait_for_steps(run_id, count: int, proc: subprocess.Popen, timeout: float = 60) -> None:
@@ -44,11 +28,6 @@ def wait_for_steps(run_id, count: int, proc: subprocess.Popen, timeout: float = 
         assert proc.poll() is None, f"executor exited early with {proc.returncode}"
         assert time.monotonic() < deadline, "the run did not progress"
         time.sleep(0.05)
-
-
-def kill(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(10)
 
 
 def assert_recovered(run: Run) -> None:

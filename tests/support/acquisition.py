@@ -1,8 +1,5 @@
-"""Shared helpers for the acquisition tests: compile with InMemorySaver, drive, resume.
-
-Holds no tests; it lives under a ``test_acquisition*`` name so it stays in the planner
-tests' own files.
-"""
+"""The acquisition graph under test: compiled with InMemorySaver, driven and resumed;
+states past bootstrap for its rules (``ready``, ``blocked``, ``succeeded``)."""
 
 from __future__ import annotations
 
@@ -94,3 +91,45 @@ def sequence(*answers: Mapping[str, Any]) -> Any:
         return items.pop(0) if len(items) > 1 else items[0]
 
     return respond
+
+
+# -- states for the rules: past bootstrap (Germany, EUR) ------------------------------
+
+POP, RATE, PRICE, TAM = ("market.population", "market.adoption_rate", "market.price",
+                         "market.tam")
+INPUTS = {POP: 84_500_000, RATE: 0.18, PRICE: 47.88}
+
+
+def ready(**extra: Any) -> dict[str, Any]:
+    """A state past bootstrap (Germany, EUR) with ``extra`` keys replaced."""
+    state: dict[str, Any] = dict(start(region="Germany", currency="EUR"))
+    state["iterations"] = 3
+    values = {**state["values"], **extra.pop("values", {})}
+    return {**state, "values": values, **extra}
+
+
+def blocked(missing: list[str], runs: int = 1, **extra: Any) -> dict[str, Any]:
+    """A state whose last calculation was blocked on ``missing``."""
+    present = {k: v for k, v in INPUTS.items() if k not in missing}
+    calc = {"status": "blocked", "target": TAM, "inputs": present, "missing": missing,
+            "value": None}
+    return ready(values=present, calculation=calc, calc_runs=runs, **extra)
+
+
+def succeeded(**extra: Any) -> dict[str, Any]:
+    """A state whose calculator succeeded on the inputs it holds."""
+    calc = {"status": "success", "target": TAM, "inputs": dict(INPUTS), "missing": [],
+            "value": 1.0}
+    return ready(values={**INPUTS, TAM: 1.0}, calculation=calc, **{"calc_runs": 1, **extra})
+
+
+def searched(field: str, *queries: str) -> list[dict[str, Any]]:
+    """The search log entries of ``queries`` for ``field`` (no hits)."""
+    return [{"iteration": 1, "field": field, "query": q, "hits": 0, "error": None}
+            for q in queries]
+
+
+def answered(field: str, n: int, valid: bool = False) -> list[dict[str, Any]]:
+    """``n`` answers to ``field``'s question in the answer log (invalid unless ``valid``)."""
+    return [{"iteration": 1, "field": field, "answer": "x", "valid": valid,
+             "reason": None if valid else "bad"} for _ in range(n)]
