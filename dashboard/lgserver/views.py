@@ -324,7 +324,7 @@ class ThreadsView(LangGraphView):
 
 class ThreadSearchView(LangGraphView):
     """``POST /threads/search``: by metadata, status, ids; sorted (newest first unless
-    ``sort_by``/``sort_order`` say otherwise); paged in SQL."""
+    ``sort_by``/``sort_order``, or Aegra's ``order_by``, say otherwise); paged in SQL."""
 
     request_shapes = {"post": bodies.ThreadSearchBody}
 
@@ -344,7 +344,8 @@ class ThreadSearchView(LangGraphView):
                 raise exceptions.ValidationError({"status": (
                     f"{status!r} is not one of {', '.join(search.THREAD_STATUSES)}")})
             threads = threads.filter(status=status)
-        ordered = threads.order_by(*order_of(data, search.THREAD_SORTABLE))
+        ordered = threads.order_by(*order_of(search.with_order_by(data),
+                                             search.THREAD_SORTABLE))
         offset, limit = offset_of(data), limit_of(data)
         page = ordered[offset: offset + limit]
         return Response(shapes.threads(list(page)))
@@ -653,7 +654,6 @@ def sse_response(events: AsyncIterable[bytes], run: LangGraphRun, *, modes: list
     return response
 
 
-@sync_to_async
 def final_values(run_id: uuid.UUID) -> dict[str, Any]:
     """What ``wait`` and ``join`` return: the thread's values, with its interrupts."""
     run = Run.objects.get(id=run_id)
@@ -664,6 +664,10 @@ def final_values(run_id: uuid.UUID) -> dict[str, Any]:
     if run.status == Run.Status.FAILED:
         values = {**values, "__error__": stream.run_error(run.error_message)}
     return values
+
+
+afinal_values = sync_to_async(final_values)
+""":func:`final_values`, off the event loop."""
 
 
 async def _json_when_stopped(run_id: uuid.UUID, *, ended: bool = False
@@ -684,7 +688,7 @@ async def _json_when_stopped(run_id: uuid.UUID, *, ended: bool = False
             if not done:
                 yield b"\n"
         waiting.result()
-        yield json.dumps(await final_values(run_id), default=str).encode()
+        yield json.dumps(await afinal_values(run_id), default=str).encode()
     finally:
         waiting.cancel()
 
@@ -709,7 +713,11 @@ class RunView(LangGraphView):
     """``GET`` and ``DELETE /threads/<id>/runs/<run_id>``."""
 
     def get(self, request: Request, thread_id: str, run_id: str) -> Response:
-        return Response(shapes.run(run_of(thread_of(thread_id), run_id)))
+        """The run, with Aegra's ``output``: what ``join`` answers once it stopped (its
+        final values), null while it runs."""
+        langgraph_run = run_of(thread_of(thread_id), run_id)
+        output = None if langgraph_run.is_busy() else final_values(langgraph_run.run_id)
+        return Response({**shapes.run(langgraph_run), "output": output})
 
     def delete(self, request: Request, thread_id: str, run_id: str) -> Response:
         """The ``Run`` a LangGraph run made is deleted with its resumes and continues (its

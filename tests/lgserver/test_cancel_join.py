@@ -95,7 +95,9 @@ def test_join_of_a_finished_run_answers_its_final_values_at_once(sdk):
     assert sdk.runs.join(thread["thread_id"], run["run_id"]) == {"count": 2, "limit": 2}
     assert sdk.runs.join(thread["thread_id"], run["run_id"]) == {"count": 2, "limit": 2}
     parts = list(sdk.runs.join_stream(thread["thread_id"], run["run_id"]))
-    assert [p.event for p in parts] == ["metadata"]  # nothing after it: it ended
+    # nothing of the run after it (it ended): the end that says so, and how it ended
+    assert [p.event for p in parts] == ["metadata", "end"]
+    assert parts[-1].data == {"run_id": run["run_id"], "status": "success"}
     cancelled = running(sdk, thread["thread_id"], count=0)
     # cancelled once it made progress (a cancel before its first step would leave the
     # thread's values as the run before it left them, as LangGraph's server does)

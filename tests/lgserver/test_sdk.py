@@ -155,7 +155,7 @@ def test_decomposition_streams_with_subgraphs_and_a_subgraph_names_its_namespace
     assert any(p.event.startswith("updates|child:") for p in parts)
     assert {"child": {"count": 11}} in [p.data for p in parts if p.event == "updates"]
     flat = list(sdk.runs.stream(None, "nested", input={"count": 1}, stream_mode="updates"))
-    assert [p.event for p in flat] == ["metadata", "updates"]  # without: the root only
+    assert [p.event for p in flat] == ["metadata", "updates", "end"]  # without: the root only
 
 
 def test_a_langgraph_json_graph_streams_custom_events_and_takes_its_answer(sdk, sdk_user):
@@ -193,7 +193,8 @@ def test_a_chat_graph_streams_whole_messages_as_messages_tuple(sdk):
         stream_mode=["messages-tuple", "values"]))
     said = [p.data[0]["content"] for p in parts if p.event == "messages"]
     assert said == ["You said: hi"]
-    assert parts[-1].event == "values" and "__interrupt__" in parts[-1].data
+    assert parts[-2].event == "values" and "__interrupt__" in parts[-2].data
+    assert parts[-1].event == "end" and parts[-1].data["status"] == "interrupted"
     # the next message on the same thread goes on from its state
     sdk.runs.wait(thread["thread_id"], "chat", command={"resume": True})
     state = sdk.threads.get_state(thread["thread_id"])

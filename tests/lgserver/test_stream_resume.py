@@ -43,10 +43,19 @@ async def _drain(response) -> bytes:
 
 def parts(body: bytes, last_event_id: str | None = None) -> list[tuple[str, str | None]]:
     """Each (event, id) as langgraph-sdk's decoder reports it, seeded as the SDK seeds it
-    on a reconnect (with the last id it received)."""
+    on a reconnect (with the last id it received), up to the ``end`` that closes a stream
+    whose run stopped (it has no id of its own: the decoder repeats the last one)."""
     decoder = SSEDecoder(last_event_id=last_event_id)
     found = [decoder.decode(line) for line in body.split(b"\n")]
-    return [(part.event, part.id) for part in found if part is not None and part.event]
+    events = [(part.event, part.id) for part in found if part is not None and part.event]
+    if events and events[-1][0] == "end":
+        return events[:-1]
+    return events
+
+
+def ends(body: bytes) -> bool:
+    """Whether the stream closed with ``end`` (its run stopped), after every other part."""
+    return body.endswith(b"\n\n") and body.rsplit(b"event: ", 1)[-1].startswith(b"end\n")
 
 
 def streamed(api, modes: list[str]) -> tuple[str, str, bytes, str]:
@@ -74,9 +83,11 @@ def test_a_streams_location_is_its_join_stream_in_its_own_modes(api):
     thread, run_id, _, location = streamed(api, ["tasks", "updates"])
     assert location == (f"/threads/{thread}/runs/{run_id}/stream"
                         "?stream_mode=tasks&stream_mode=updates&stream_subgraphs=true")
-    resumed = api.get(f"/langgraph{location}", headers={"Last-Event-ID": "1"})
-    events = {event for event, _ in parts(async_to_sync(_drain)(resumed), "1")}
+    resumed = async_to_sync(_drain)(
+        api.get(f"/langgraph{location}", headers={"Last-Event-ID": "1"}))
+    events = {event for event, _ in parts(resumed, "1")}
     assert events == {"tasks", "updates"}  # (not the join stream's default: values)
+    assert ends(resumed)
 
 
 def test_a_stream_resumed_after_an_id_sends_each_later_event_once(api):
@@ -186,8 +197,10 @@ def test_a_stream_of_a_run_that_stopped_finishes_even_while_draining(api, monkey
     monkeypatch.setattr(follow, "_leaving", threading.Event())
     *_, location = streamed(api, ["tasks"])
     stop_following()
-    joined = api.get(f"/langgraph{location}", headers={"Last-Event-ID": "1"})
-    assert [e for e, _ in parts(async_to_sync(_drain)(joined), "1")][-1] == "tasks"
+    joined = async_to_sync(_drain)(
+        api.get(f"/langgraph{location}", headers={"Last-Event-ID": "1"}))
+    assert [e for e, _ in parts(joined, "1")][-1] == "tasks"
+    assert ends(joined)
 
 
 class _Body(httpx.AsyncByteStream):
