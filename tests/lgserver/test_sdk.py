@@ -366,5 +366,26 @@ def test_thread_search_sorts_by_langgraphs_keys_and_refuses_others_naming_them(s
     assert sorted(found(sort_by="status")) == sorted(made)
     with pytest.raises(UnprocessableEntityError, match=r"sort_by.*'colour'.*thread_id"):
         sdk.threads.search(sort_by="colour")
+
     with pytest.raises(UnprocessableEntityError, match=r"sort_order.*'upwards'"):
         sdk.threads.search(sort_order="upwards")
+
+
+def test_thread_search_reads_aegras_order_by_unless_sort_by_is_sent(sdk):
+    tag = uuid.uuid4().hex
+    made = [sdk.threads.create(metadata={"tag": tag})["thread_id"] for _ in range(3)]
+
+    def ordered(order_by: object, **sort) -> list[str]:  # the SDK has no order_by: its http
+        found = sdk.http.post("/threads/search", json={
+            "metadata": {"tag": tag}, "order_by": order_by, **sort})
+        return [t["thread_id"] for t in found]
+
+    assert ordered("created_at ASC") == ordered("created_at asc") == made
+    assert ordered("created_at DESC") == ordered("created_at") == made[::-1]
+    assert ordered("thread_id ASC") == sorted(made)
+    assert ordered("created_at ASC", sort_by="created_at") == made[::-1]  # sort_by wins
+    # one naming no sort key is ignored, as LangGraph's server ignores the field
+    for ignored in ("colour ASC", "password; DROP TABLE threads", "", None):
+        assert ordered(ignored) == made[::-1]
+    with pytest.raises(UnprocessableEntityError, match="order_by"):
+        ordered({"created_at": "asc"})  # not text at all: its shape refuses it
