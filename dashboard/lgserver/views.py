@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import re
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Mapping
 from importlib.metadata import version
@@ -751,19 +752,19 @@ class RunJoinView(LangGraphView):
 class RunJoinStreamView(LangGraphView):
     """``GET /threads/<id>/runs/<run_id>/stream``: its events from now, or after
     ``Last-Event-ID`` (a stream resumed after one of its events goes on without a second
-    ``metadata``: langgraph-sdk would report it with that event's id, a repeat)."""
+    ``metadata``: langgraph-sdk would report it with that event's id, a repeat); an id
+    that is not one of its events' (a whole number) is taken as none."""
 
     def get(self, request: Request, thread_id: str, run_id: str) -> StreamingHttpResponse:
         langgraph_run = run_of(thread_of(thread_id), run_id)
         # a LangGraph run another went on after ended at the last seq before that one's
         upto = None if langgraph_run.is_current else langgraph_run.last_seq()
-        last = request.headers.get("Last-Event-ID", "")
-        try:
-            after = int(last) if last else langgraph_run.last_seq()
-        except ValueError:
-            raise exceptions.ValidationError(
-                {"Last-Event-ID": "the id of the last event received (a whole number)"}
-            ) from None
+        # an id this server never sent (its ids are whole numbers) resumes nothing: the
+        # stream goes on from now, as LangGraph's server replays only after ids it sent
+        last = request.headers.get("Last-Event-ID", "").strip()
+        if not re.fullmatch(r"[0-9]{1,18}", last):  # (a seq fits a 64-bit column)
+            last = ""
+        after = int(last) if last else langgraph_run.last_seq()
         # the SDK sends an empty stream_mode when none is given
         modes = _modes([m for m in request.query_params.getlist("stream_mode") if m]
                        or ["values"])

@@ -109,6 +109,17 @@ def test_a_join_stream_not_resumed_starts_with_its_metadata(api):
         assert parts(async_to_sync(_drain)(joined))[0] == ("metadata", None)
 
 
+def test_an_id_this_server_never_sent_resumes_nothing_the_stream_goes_on_from_now(api):
+    """As LangGraph's server, which replays only after an id it sent (Aegra's suite sends
+    ``mock_event_5``): not a 422, and nothing of the run replayed."""
+    *_, location = streamed(api, ["tasks"])
+    for foreign in ("mock_event_5", "1719876543210-0", "9" * 40, "-3"):
+        joined = api.get(f"/langgraph{location}", headers={"Last-Event-ID": foreign})
+        assert joined.status_code == 200
+        body = async_to_sync(_drain)(joined)
+        assert parts(body) == [("metadata", None)] and ends(body)  # the run had ended
+
+
 async def _read_through_a_drain(response, ids_before_drain: int
                                 ) -> tuple[bytes, Exception | None]:
     """Read the stream; once it sent ``ids_before_drain`` ids, this process drains."""
