@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels (auth + origin checked)."""
+"""ASGI entry point: HTTP through Django (beside it, under /langgraph/, a langgraph.json's
+custom routes), websockets through Channels (auth + origin checked)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs apps loaded)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from dashboard.lgserver.custom_routes import with_custom_routes  # noqa: E402
 from dashboard.web.middleware import WebsocketGate  # noqa: E402
 from dashboard.web.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": with_custom_routes(django_asgi_app),
         # the origin must be the page's own scheme, host and port; unknown paths close 4404
         "websocket": WebsocketGate(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }

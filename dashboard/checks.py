@@ -1,4 +1,5 @@
-"""System checks: ``manage.py check`` names every langgraph.json graph that failed to load."""
+"""System checks: ``manage.py check`` names every langgraph.json graph that failed to load,
+and its custom routes' app (``http.app``) if that failed."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Warning, register
 
+from dashboard.http_app import custom_app_error
 from planner.registry import failed_graphs
 
 
@@ -18,3 +20,15 @@ def langgraph_graphs(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 id="planwatch.W001")
         for name, error in failed_graphs().items()
     ]
+
+
+@register()
+def langgraph_http_app(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A warning if ``PLANWATCH_LANGGRAPH_CONFIG``'s ``http.app`` could not be loaded."""
+    error = custom_app_error()
+    if not error:
+        return []
+    return [Warning(f"the custom routes (http.app) of the langgraph.json could not be "
+                    f"loaded: {error}",
+                    hint="Fix the app or its path; the API and the graphs are served "
+                         "meanwhile, without the custom routes.", id="planwatch.W002")]

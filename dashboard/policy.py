@@ -29,6 +29,10 @@ The rule, the same on the pages, ``/api/`` and ``/langgraph/``:
    exist for them (as LangGraph's server answers for another user's thread). A resource
    one may read but lacks the permission to act on answers 403, naming the permission.
 
+A langgraph.json's custom routes (``http.app``) are the app's, not Planwatch's resources:
+they never shadow a Planwatch route, and with ``enable_custom_route_auth`` a caller needs
+a token (:func:`may_call_custom_routes`); the app decides the rest.
+
 Policies are tiny, as DRF's permission classes: :func:`is_team`, the querysets of what
 a user may reach (``*_visible``) and :func:`may_act`.
 """
@@ -65,6 +69,14 @@ def may_act(user: Any, owner_id: int | None, perm: str) -> bool:
     """Whether ``user`` may do what ``perm`` (``"cancel_run"``, …) allows on a resource
     owned by ``owner_id``: they may read it and hold the permission."""
     return may_read(user, owner_id) and bool(user.has_perm(f"dashboard.{perm}"))
+
+
+def may_call_custom_routes(user: Any) -> bool:
+    """Whether ``user`` may call a langgraph.json's custom routes (``http.app``) that ask for
+    sign-in (``enable_custom_route_auth``): any active user with a token. What the app
+    serves is the app's own, so which of it they may read or change is the app's rule; it
+    finds them in ``request.user``."""
+    return bool(user is not None and user.is_authenticated and user.is_active)
 
 
 def _owned(user: Any, *fields: str) -> Q:

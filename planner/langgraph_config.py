@@ -71,12 +71,7 @@ def read_config(path: str | Path) -> tuple[Path, dict[str, Any]]:
 def load_config(path: str | Path) -> tuple[list[GraphSpec], dict[str, str]]:
     """Every graph of the file as a spec, and the error of each one that failed to load."""
     root, data = read_config(path)
-    for dep in data.get("dependencies") or ():
-        if isinstance(dep, str) and not dep.startswith(("git+", "http")) and (
-                dep.startswith(".") or dep.startswith("/")):
-            folder = str((root / dep).resolve())
-            if folder not in sys.path:
-                sys.path.insert(0, folder)
+    add_dependencies(root, data)
     specs: list[GraphSpec] = []
     failed: dict[str, str] = {}
     for name, entry in data["graphs"].items():
@@ -85,6 +80,16 @@ def load_config(path: str | Path) -> tuple[list[GraphSpec], dict[str, str]]:
         except Exception as exc:  # any error in the user's module: keep it, go on
             failed[name] = f"{type(exc).__name__}: {exc}"
     return specs, failed
+
+
+def add_dependencies(root: Path, data: Mapping[str, Any]) -> None:
+    """Put the file's local ``"dependencies"`` (``"."``, ``"./src"``) on the import path."""
+    for dep in data.get("dependencies") or ():
+        if isinstance(dep, str) and not dep.startswith(("git+", "http")) and (
+                dep.startswith(".") or dep.startswith("/")):
+            folder = str((root / dep).resolve())
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
 
 
 def graph_spec(name: str, entry: Any, *, root: Path) -> GraphSpec:
@@ -96,7 +101,8 @@ def graph_spec(name: str, entry: Any, *, root: Path) -> GraphSpec:
     if not isinstance(where, str) or ":" not in where:
         raise ConfigError(f"graph {name!r}: {where!r} is not 'path/to/file.py:attr' or "
                           "'package.module:attr'")
-    target = _resolve(where, root=root, name=name)
+    target = import_attribute(where, root=root, what=f"graph {name!r}",
+                              module_name=f"langgraph_json_{name}")
     builder = _builder(target)
     schema = _input_schema(builder)
     factory = target if callable(target) and not isinstance(target, (StateGraph, Pregel)) \
@@ -120,15 +126,18 @@ def pass_through(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-def _resolve(where: str, *, root: Path, name: str) -> Any:
+def import_attribute(where: str, *, root: Path, what: str, module_name: str) -> Any:
+    """The attribute a langgraph.json entry names: ``./file.py:attr`` (relative to the
+    file's folder ``root``, imported as ``module_name``) or ``package.module:attr``;
+    ``ConfigError`` names ``what`` (``graph 'agent'``, ``http.app``) and what is missing."""
     module_ref, _, attr = where.rpartition(":")
     if module_ref.endswith(".py") or "/" in module_ref:
         file = (root / module_ref).resolve()
         if not file.is_file():
-            raise ConfigError(f"graph {name!r}: no file {file}")
-        spec = importlib.util.spec_from_file_location(f"langgraph_json_{name}", file)
+            raise ConfigError(f"{what}: no file {file}")
+        spec = importlib.util.spec_from_file_location(module_name, file)
         if spec is None or spec.loader is None:
-            raise ConfigError(f"graph {name!r}: cannot import {file}")
+            raise ConfigError(f"{what}: cannot import {file}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
@@ -137,7 +146,7 @@ def _resolve(where: str, *, root: Path, name: str) -> Any:
     try:
         return getattr(module, attr)
     except AttributeError:
-        raise ConfigError(f"graph {name!r}: {module_ref} has no attribute {attr!r}") from None
+        raise ConfigError(f"{what}: {module_ref} has no attribute {attr!r}") from None
 
 
 def _builder(target: Any) -> StateGraph[Any]:

@@ -9,6 +9,7 @@
 # PG_URL (a database it drops and creates), REDIS_TEST_URL, ports AEGRA_E2E_PORT (18470)
 # and +1; the suite runs in its own venv (var/aegra-e2e/venv: pytest, pytest-asyncio,
 # langgraph-sdk, httpx). Prints pytest's summary line; the log is var/aegra-e2e/.
+# Needs Planwatch's dev install (make install-dev: FastAPI, for aegra.json's custom routes).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/benchmarks/aegra_e2e
@@ -29,6 +30,10 @@ psql "${DB%/*}/postgres" -qc "DROP DATABASE IF EXISTS ${DB##*/} WITH (FORCE)" \
   -c "CREATE DATABASE ${DB##*/}"
 export DATABASE_URL=$DB REDIS_URL=${REDIS_TEST_URL:?REDIS_TEST_URL}
 export PLANWATCH_LANGGRAPH_CONFIG=$AEGRA/aegra.json
+# aegra.json's custom routes (http.app: examples/custom_routes_example.py, a FastAPI app)
+# import Aegra's auth helpers; server_shim/ is a shim of them (aegra_api.core.auth_deps,
+# aegra_api.models.auth) on the server's path. FastAPI is Planwatch's dev dependency.
+export PYTHONPATH=$HERE/server_shim${PYTHONPATH:+:$PYTHONPATH}
 export OPENAI_API_KEY=stub OPENAI_BASE_URL=http://127.0.0.1:$MP/v1
 export LANGSMITH_TRACING=false LANGCHAIN_TRACING_V2=false
 cd "$ROOT"

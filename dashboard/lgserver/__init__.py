@@ -8,7 +8,9 @@ run service through it; nothing here runs a graph or writes a run's fields itsel
 - ``threads``: which run of a thread a request acts on, and how a thread's next run
   starts (a new run, a resume, a continue, a fork);
 - ``stream``: a run's event log as server-sent events in LangGraph's stream modes;
-- ``views`` and ``urls``: the endpoints.
+- ``views`` and ``urls``: the endpoints;
+- ``custom_routes``: a langgraph.json's own app (``http.app``) beside them, never in
+  place of one.
 
 A thread is a :class:`~dashboard.models.Thread`; a LangGraph run is a Planwatch run, and a
 resume continues the same run (its id is the run's), so a run's trace, inbox and audit

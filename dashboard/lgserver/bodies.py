@@ -104,6 +104,8 @@ class ThreadSearchBody(Page):
     status = _text(20)
     sort_by = _text(20)
     sort_order = _text(20)
+    order_by = _text(100, help_text=(
+        "Aegra's sort, 'created_at ASC' (a sort key, then ASC or DESC); sort_by wins."))
 
 
 class HistoryBody(Page):

@@ -41,8 +41,8 @@ from dashboard.lgserver import bodies, shapes, stream
 from dashboard.lgserver.views import (
     LangGraphView,
     ThreadView,
+    afinal_values,
     body,
-    final_values,
     require,
     run_of,
     thread_of,
@@ -183,7 +183,7 @@ async def run_cancel(request: HttpRequest, **kwargs: Any) -> HttpResponse:
         await sync_to_async(rolled_back)(run_id=run_id)
         return HttpResponse(status=204)
     # as LangGraph's server: the run's final values (as join answers them) once it stopped
-    answer = JsonResponse(await final_values(run_id), json_dumps_params={"default": str})
+    answer = JsonResponse(await afinal_values(run_id), json_dumps_params={"default": str})
     base = f"/threads/{kwargs['thread_id']}/runs/{kwargs['run_id']}"
     answer["Location"], answer["Content-Location"] = f"{base}/join", base
     return answer

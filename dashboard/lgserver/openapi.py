@@ -3,6 +3,9 @@
 drf-spectacular builds it from the endpoints themselves: their paths and methods, and the
 body shape each one declares (``request_shapes``, :mod:`dashboard.lgserver.bodies`), the
 same shape its body is parsed with. Answers are LangGraph's shapes, described as any JSON.
+Its paths are relative to the API's root (``/threads/search``; ``servers``:
+``/langgraph``), as LangGraph's server writes them; a langgraph.json's custom routes join
+them (:mod:`~dashboard.lgserver.custom_routes`).
 Planwatch's own ``/api/schema/`` leaves these endpoints out.
 """
 
@@ -21,8 +24,14 @@ SETTINGS = {
     "DESCRIPTION": "LangGraph's server API (assistants, threads, runs, store, crons) as "
                    "Planwatch serves it; send an API token as `x-api-key`.",
     "PREPROCESSING_HOOKS": ["dashboard.lgserver.openapi.only_langgraph"],
-    "POSTPROCESSING_HOOKS": [],
+    # a langgraph.json's custom routes (http.app) join the document, as on LangGraph's server
+    "POSTPROCESSING_HOOKS": ["dashboard.lgserver.custom_routes.with_app_paths"],
     "COMPONENT_SPLIT_REQUEST": True,
+    # paths relative to the API's root, which the server names (as LangGraph's server
+    # writes its document when mounted under a prefix): /threads/search at /langgraph
+    "SCHEMA_PATH_PREFIX": PREFIX.rstrip("/"),
+    "SCHEMA_PATH_PREFIX_TRIM": True,
+    "SERVERS": [{"url": PREFIX.rstrip("/")}],
 }
 """drf-spectacular's settings for this document (the rest are Planwatch's)."""
 
@@ -40,13 +49,14 @@ class LangGraphSchema(AutoSchema):
 
     def get_operation_id(self) -> str:
         """The method and the path: ``post_threads_thread_id_runs``."""
-        path = self.path.removeprefix(PREFIX).replace("{", "").replace("}", "")
+        path = self.path.removeprefix(PREFIX).strip("/").replace("{", "").replace("}", "")
         return f"{self.method.lower()}_{path.replace('/', '_')}"
 
     def get_tags(self) -> list[str]:
         """The resource: assistants, threads, runs, store."""
-        parts = [p for p in self.path.split("/") if p and not p.startswith("{")]
-        return parts[1:2] or ["langgraph"]
+        parts = [p for p in self.path.removeprefix(PREFIX).split("/")
+                 if p and not p.startswith("{")]
+        return parts[:1] or ["langgraph"]
 
 
 def only_langgraph(endpoints: list[Any], **kwargs: Any) -> list[Any]:

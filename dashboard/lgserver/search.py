@@ -8,6 +8,7 @@ thread for the team (``dashboard.view_all_threads``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -22,6 +23,20 @@ THREAD_SORTABLE = {"thread_id": "id", "status": "status", "created_at": "created
                    "updated_at": "updated_at"}
 """LangGraph's thread sort keys and the columns they sort (its ``state_updated_at`` is no
 column here: refused, naming these)."""
+
+
+def with_order_by(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A thread search's body, Aegra's ``order_by`` (``"updated_at ASC"``: a sort key, then
+    ``ASC`` or, by default, descending) read as ``sort_by`` and ``sort_order`` when no
+    ``sort_by`` is sent. One that names no sort key is ignored, as LangGraph's server
+    ignores the field (Aegra falls back to its default order too)."""
+    words = str(data.get("order_by") or "").split()
+    if data.get("sort_by") or not words or words[0].lower() not in THREAD_SORTABLE:
+        return data
+    ascending = len(words) > 1 and words[1].lower() == "asc"
+    return {**data, "sort_by": words[0].lower(), "sort_order": "asc" if ascending else "desc"}
+
+
 RUN_STATUSES = states.LANGGRAPH_STATUSES
 """The statuses a LangGraph run list filters by (in SQL: ``LangGraphRun.objects``'
 ``with_langgraph_status``)."""

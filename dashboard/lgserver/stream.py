@@ -2,7 +2,9 @@
 
 The log is the truth: a stream reads events after a cursor (the ``Last-Event-ID`` it
 resumes from), waits on the run's doorbell for more, and ends when the run stops (ends,
-or waits for an answer or at a breakpoint) and every event up to its last seq was sent.
+or waits for an answer or at a breakpoint) and every event up to its last seq was sent:
+its last event is ``end`` (the run and its status, langgraph-sdk's ``EndStreamEvent``), a
+failed run's ``error``.
 Each SSE event carries the seq of the log event it comes from as its id, on the last part
 of that event only, so a client resuming after id N has seen all of N and nothing after.
 A database read that fails after the response started is tried again (a dropped pooled
@@ -31,7 +33,7 @@ from dashboard.checkpoints import CheckpointView, checkpoint_get
 from dashboard.lgserver import shapes
 from dashboard.lgserver.events import stream_events
 from dashboard.models import Run, RunEvent
-from dashboard.runs import instruments
+from dashboard.runs import instruments, states
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.follow import aread, follow
 from dashboard.runs.jsonsafe import to_jsonable
@@ -204,6 +206,13 @@ def run_error(message: str) -> dict[str, str]:
     return {"error": "RunFailed", "message": message or "the run failed"}
 
 
+def run_end(run: Run, langgraph_run_id: UUID, *, superseded: bool) -> dict[str, str]:
+    """The data of the ``end`` event that closes the stream of a run that stopped: the run
+    and its final status, as langgraph-sdk's ``EndStreamEvent`` declares it."""
+    return {"run_id": str(langgraph_run_id),
+            "status": states.langgraph_status(run.state, superseded=superseded)}
+
+
 def keepalive_seconds() -> float:
     """``PLANWATCH_STREAM_KEEPALIVE_SECONDS`` (0 or less: no heartbeats; 5 by default, as
     LangGraph's server)."""
@@ -318,7 +327,8 @@ def aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
             langgraph_run_id: UUID | None = None, upto: int | None = None
             ) -> AsyncIterator[bytes]:
     """The run's events after seq ``after`` as SSE, until it stops and all were sent (see
-    :func:`~dashboard.runs.follow.follow`); a failed run's last event is ``error``; a
+    :func:`~dashboard.runs.follow.follow`); a failed run's last event is ``error``, another's
+    ``end`` (:func:`run_end`); a
     ``: heartbeat`` comment every ``keepalive`` seconds (default :func:`keepalive_seconds`).
     ``langgraph_run_id``: the LangGraph run of the run streamed (its id in the parts; the
     run's own by default); ``upto``: the last seq of one that ended (another went on after
@@ -369,6 +379,7 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
             maker = PartMaker(run, modes, subgraphs, langgraph_run_id)
             async for item in _aevent_parts(maker, [e for e in events if e["seq"] <= upto]):
                 yield item
+            yield sse("end", run_end(run, langgraph_run_id, superseded=True)), None
         return
     stopped = False
     async for step in follow(run_id, after, until=_stopped, runs=runs):
@@ -379,8 +390,12 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
             maker = PartMaker(step.run, modes, subgraphs, langgraph_run_id)
         async for item in _aevent_parts(maker, step.events):
             yield item
-        if step.last and step.run is not None and step.run.status == Run.Status.FAILED:
-            yield sse("error", run_error(step.run.error_message)), None
+        if step.last and step.run is not None:
+            # a failed run's stream ends with its error (as LangGraph's server ends it);
+            # another's with ``end``, so a client knows the run stopped without asking it
+            yield (sse("error", run_error(step.run.error_message))
+                   if step.run.status == Run.Status.FAILED
+                   else sse("end", run_end(step.run, langgraph_run_id, superseded=False))), None
     if not stopped:  # (the follower gives a last step unless this process drains)
         raise StreamCut(f"this process drains: the stream of run {run_id} is cut, to be "
                         "resumed on another process")

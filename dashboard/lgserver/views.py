@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import re
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Mapping
 from importlib.metadata import version
@@ -326,7 +327,7 @@ class ThreadsView(LangGraphView):
 
 class ThreadSearchView(LangGraphView):
     """``POST /threads/search``: by metadata, status, ids; sorted (newest first unless
-    ``sort_by``/``sort_order`` say otherwise); paged in SQL."""
+    ``sort_by``/``sort_order``, or Aegra's ``order_by``, say otherwise); paged in SQL."""
 
     request_shapes = {"post": bodies.ThreadSearchBody}
 
@@ -346,7 +347,8 @@ class ThreadSearchView(LangGraphView):
                 raise exceptions.ValidationError({"status": (
                     f"{status!r} is not one of {', '.join(search.THREAD_STATUSES)}")})
             threads = threads.filter(status=status)
-        ordered = threads.order_by(*order_of(data, search.THREAD_SORTABLE))
+        ordered = threads.order_by(*order_of(search.with_order_by(data),
+                                             search.THREAD_SORTABLE))
         offset, limit = offset_of(data), limit_of(data)
         page = ordered[offset: offset + limit]
         return Response(shapes.threads(list(page)))
@@ -650,7 +652,6 @@ def sse_response(events: AsyncIterable[bytes], run: LangGraphRun, *, modes: list
     return response
 
 
-@sync_to_async
 def final_values(run_id: uuid.UUID) -> dict[str, Any]:
     """What ``wait`` and ``join`` return: the thread's values, with its interrupts."""
     run = Run.objects.get(id=run_id)
@@ -661,6 +662,10 @@ def final_values(run_id: uuid.UUID) -> dict[str, Any]:
     if run.status == Run.Status.FAILED:
         values = {**values, "__error__": stream.run_error(run.error_message)}
     return values
+
+
+afinal_values = sync_to_async(final_values)
+""":func:`final_values`, off the event loop."""
 
 
 async def _json_when_stopped(run_id: uuid.UUID, *, ended: bool = False
@@ -681,7 +686,7 @@ async def _json_when_stopped(run_id: uuid.UUID, *, ended: bool = False
             if not done:
                 yield b"\n"
         waiting.result()
-        yield json.dumps(await final_values(run_id), default=str).encode()
+        yield json.dumps(await afinal_values(run_id), default=str).encode()
     finally:
         waiting.cancel()
 
@@ -706,7 +711,11 @@ class RunView(LangGraphView):
     """``GET`` and ``DELETE /threads/<id>/runs/<run_id>``."""
 
     def get(self, request: Request, thread_id: str, run_id: str) -> Response:
-        return Response(shapes.run(run_of(thread_of(thread_id), run_id)))
+        """The run, with Aegra's ``output``: what ``join`` answers once it stopped (its
+        final values), null while it runs."""
+        langgraph_run = run_of(thread_of(thread_id), run_id)
+        output = None if langgraph_run.is_busy() else final_values(langgraph_run.run_id)
+        return Response({**shapes.run(langgraph_run), "output": output})
 
     def delete(self, request: Request, thread_id: str, run_id: str) -> Response:
         """The ``Run`` a LangGraph run made is deleted with its resumes and continues (its
@@ -740,19 +749,19 @@ class RunJoinView(LangGraphView):
 class RunJoinStreamView(LangGraphView):
     """``GET /threads/<id>/runs/<run_id>/stream``: its events from now, or after
     ``Last-Event-ID`` (a stream resumed after one of its events goes on without a second
-    ``metadata``: langgraph-sdk would report it with that event's id, a repeat)."""
+    ``metadata``: langgraph-sdk would report it with that event's id, a repeat); an id
+    that is not one of its events' (a whole number) is taken as none."""
 
     def get(self, request: Request, thread_id: str, run_id: str) -> StreamingHttpResponse:
         langgraph_run = run_of(thread_of(thread_id), run_id)
         # a LangGraph run another went on after ended at the last seq before that one's
         upto = None if langgraph_run.is_current else langgraph_run.last_seq()
-        last = request.headers.get("Last-Event-ID", "")
-        try:
-            after = int(last) if last else langgraph_run.last_seq()
-        except ValueError:
-            raise exceptions.ValidationError(
-                {"Last-Event-ID": "the id of the last event received (a whole number)"}
-            ) from None
+        # an id this server never sent (its ids are whole numbers) resumes nothing: the
+        # stream goes on from now, as LangGraph's server replays only after ids it sent
+        last = request.headers.get("Last-Event-ID", "").strip()
+        if not re.fullmatch(r"[0-9]{1,18}", last):  # (a seq fits a 64-bit column)
+            last = ""
+        after = int(last) if last else langgraph_run.last_seq()
         # the SDK sends an empty stream_mode when none is given
         modes = _modes([m for m in request.query_params.getlist("stream_mode") if m]
                        or ["values"])

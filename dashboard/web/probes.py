@@ -1,5 +1,6 @@
 """Probes for balancers, orchestrators and Prometheus: ``/healthz``, ``/readyz`` and
-``/metrics``, answered first.
+``/metrics`` (and, for LangGraph's clients, ``/langgraph/ok`` and ``/langgraph/health``),
+answered first.
 
 :func:`probe_middleware` stands first in ``MIDDLEWARE`` and answers these paths itself,
 before host validation (a balancer asks by address, not by a name in ``ALLOWED_HOSTS``),
@@ -33,6 +34,17 @@ def readyz(request: HttpRequest) -> HttpResponse:
     return JsonResponse(readiness.as_json(), status=200 if readiness.ready else 503)
 
 
+def langgraph_ok(request: HttpRequest) -> HttpResponse:
+    """LangGraph's health, ``/langgraph/ok``: ``{"ok": true}`` while the process answers;
+    with ``check_db=1`` the readiness checks too, each healthy or not (503 when one is down)."""
+    if request.GET.get("check_db", "0") != "1":
+        return JsonResponse({"ok": True})
+    readiness = health.readiness()
+    return JsonResponse({"ok": readiness.ready, "services": {
+        check.name: "healthy" if check.ok else "unhealthy" for check in readiness.checks}},
+        status=200 if readiness.ready else 503)
+
+
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """Prometheus's exposition, to a scraper the settings let in (403 otherwise)."""
     if not metrics.scrape_allowed(authorization=request.headers.get("Authorization", ""),
@@ -45,7 +57,9 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
 
 
 VIEWS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
-    "/healthz": healthz, "/readyz": readyz, "/metrics": metrics_view}
+    "/healthz": healthz, "/readyz": readyz, "/metrics": metrics_view,
+    # beside LangGraph's server API: its health (LangGraph's /ok) and Aegra's (/health)
+    "/langgraph/ok": langgraph_ok, "/langgraph/health": readyz}
 
 
 def _answer(request: HttpRequest, view: Callable[[HttpRequest], HttpResponse]) -> HttpResponse:

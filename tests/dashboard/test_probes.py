@@ -78,3 +78,33 @@ def test_readyz_is_503_naming_the_executor_when_its_loop_is_stuck(client, monkey
     assert response.status_code == 503
     assert response.json()["down"] == ["executor"]
     assert "stuck" in response.json()["checks"]["executor"]["error"]
+
+
+def test_langgraphs_ok_answers_anyone_without_asking_the_database(client):
+    response = client.get("/langgraph/ok", **A_BALANCER)  # no token: a health route
+    assert response.status_code == 200
+    assert response.json() == {"ok": True}
+
+
+@pytest.mark.django_db
+def test_langgraphs_ok_with_check_db_and_aegras_health_are_the_readiness_checks(client):
+    ok = client.get("/langgraph/ok", {"check_db": "1"}, **A_BALANCER)
+    assert ok.status_code == 200
+    assert ok.json() == {"ok": True, "services": {
+        "database": "healthy", "channel_layer": "healthy", "executor": "healthy"}}
+    aegras = client.get("/langgraph/health", **A_BALANCER)
+    assert aegras.status_code == 200
+    assert aegras.json()["status"] == "ready"  # /readyz's answer
+
+
+@pytest.mark.django_db
+def test_langgraphs_ok_with_check_db_is_503_naming_the_check_that_is_down(client, monkeypatch,
+                                                                         settings):
+    settings.PLANWATCH = {**settings.PLANWATCH, "EXECUTOR": "inprocess"}
+    stuck = ExecutorHealth(alive=True, slots=200, busy=3, beat_age=60.0)
+    monkeypatch.setattr(dispatch, "executor_health", lambda: stuck)
+    ok = client.get("/langgraph/ok", {"check_db": "1"}, **A_BALANCER)
+    assert ok.status_code == 503
+    assert ok.json() == {"ok": False, "services": {
+        "database": "healthy", "channel_layer": "healthy", "executor": "unhealthy"}}
+    assert client.get("/langgraph/health", **A_BALANCER).status_code == 503

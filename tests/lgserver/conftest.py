@@ -219,14 +219,48 @@ async def make_bare(runtime):  # an async factory taking the runtime only
     return make_agent({}, runtime)
 '''
 
+ROUTES_PY = '''
+"""A user's custom routes (langgraph.json's http.app), as LangGraph's server mounts them."""
+from fastapi import FastAPI, Request
+
+app = FastAPI(title="Shop routes")
+
+
+@app.get("/shop/hours")
+async def hours() -> dict:
+    """When the shop is open: public, the app checks no caller."""
+    return {"open": "9-17"}
+
+
+@app.get("/shop/whoami")
+async def whoami(request: Request) -> dict:
+    """Who calls, as Planwatch passes the caller (only with enable_custom_route_auth)."""
+    user = request.scope.get("user")
+    return {"identity": getattr(user, "identity", None)}
+
+
+@app.get("/info")
+async def info() -> dict:
+    """A route on a path Planwatch serves: never reached."""
+    return {"shadowed": True}
+
+
+@app.post("/threads/search")
+async def search() -> list:
+    """Another: Planwatch's thread search stays Planwatch's."""
+    return [{"shadowed": True}]
+'''
+
 PERMS = ["start_run", "cancel_run", "answer_interrupt", "debug_run", "fork_run", "delete_run"]
 
 
 @pytest.fixture(scope="session")
 def langgraph_json(tmp_path_factory) -> Path:
-    """A user's project: graphs.py and the langgraph.json naming them (and one broken)."""
+    """A user's project: graphs.py and the langgraph.json naming them (and one broken), and
+    routes.py, its custom routes."""
     root = tmp_path_factory.mktemp("user-project")
     (root / "graphs.py").write_text(GRAPHS_PY)
+    (root / "routes.py").write_text(ROUTES_PY)
     config = root / "langgraph.json"
     config.write_text(json.dumps({
         "dependencies": ["."],
@@ -236,6 +270,7 @@ def langgraph_json(tmp_path_factory) -> Path:
                    "huge": "./graphs.py:huge",
                    "agent": "./graphs.py:make_agent", "bare": "./graphs.py:make_bare",
                    "broken": "./missing.py:graph"},
+        "http": {"app": "./routes.py:app"},  # custom routes, public as on LangGraph's server
     }))
     return config
 

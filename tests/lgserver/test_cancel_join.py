@@ -1,7 +1,8 @@
 """Cancel and join as LangGraph's server answers them, through the official SDK: a run
 neither pending nor running is not cancelled (404), ``wait`` answers once the run stopped,
 ``action=rollback`` deletes the run (the thread's state is what it was before),
-joining a finished run answers its final values at once, and deleting a thread cancels
+joining a finished run answers its final values at once (and ``runs.get`` carries them
+as Aegra's ``output``), its join stream ends with ``end``, and deleting a thread cancels
 its runs in flight first."""
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ def test_join_of_a_finished_run_answers_its_final_values_at_once(sdk):
     assert sdk.runs.join(thread["thread_id"], run["run_id"]) == {"count": 2, "limit": 2}
     assert sdk.runs.join(thread["thread_id"], run["run_id"]) == {"count": 2, "limit": 2}
     parts = list(sdk.runs.join_stream(thread["thread_id"], run["run_id"]))
-    assert [p.event for p in parts] == ["metadata"]  # nothing after it: it ended
+    # nothing of the run after it (it ended): the end that says so, and how it ended
+    assert [p.event for p in parts] == ["metadata", "end"]
+    assert parts[-1].data == {"run_id": run["run_id"], "status": "success"}
     cancelled = running(sdk, thread["thread_id"], count=0)
     # cancelled once it made progress (a cancel before its first step would leave the
     # thread's values as the run before it left them, as LangGraph's server does)
@@ -107,6 +110,23 @@ def test_join_of_a_finished_run_answers_its_final_values_at_once(sdk):
     sdk.runs.cancel(thread["thread_id"], cancelled["run_id"], wait=True)
     values = sdk.runs.join(thread["thread_id"], cancelled["run_id"])
     assert values["limit"] == 400 and values["count"] >= 1
+
+
+def test_a_run_carries_its_output_once_it_stopped_what_join_answers(sdk):
+    """Aegra's ``output`` on ``runs.get``: null while the run goes on, then its final
+    values, the same as ``join`` answers (a waiting run's with its interrupt)."""
+    thread = sdk.threads.create()
+    run = running(sdk, thread["thread_id"], limit=30)
+    assert sdk.runs.get(thread["thread_id"], run["run_id"])["output"] is None
+    joined = sdk.runs.join(thread["thread_id"], run["run_id"])
+    assert joined == {"count": 30, "limit": 30}
+    assert sdk.runs.get(thread["thread_id"], run["run_id"])["output"] == joined
+    asked = sdk.threads.create()
+    waiting = sdk.runs.create(asked["thread_id"], "orders", input={"item": "pen"})
+    joined = sdk.runs.join(asked["thread_id"], waiting["run_id"])
+    output = sdk.runs.get(asked["thread_id"], waiting["run_id"])["output"]
+    assert output == joined and output["__interrupt__"][0]["value"] == {
+        "question": "Approve 1 x pen?"}
 
 
 def test_deleting_a_thread_cancels_its_runs_in_flight_then_deletes_it(sdk):

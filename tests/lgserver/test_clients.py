@@ -32,7 +32,8 @@ def test_input_beside_a_command_is_taken_and_the_command_wins(sdk):
     tid = asked(sdk)  # Agent Chat UI's Approve: runs/stream with input {} and the resume
     parts = list(sdk.runs.stream(tid, "orders", input={}, command={"resume": "yes"},
                                  stream_mode="values"))
-    assert parts[-1].data == {"item": "lamp", "quantity": 1, "approved": "yes"}
+    assert [p.data for p in parts if p.event == "values"][-1] == {
+        "item": "lamp", "quantity": 1, "approved": "yes"}
     tid = asked(sdk)
     final = sdk.runs.wait(tid, "orders", input={"item": "ignored"},
                           command={"resume": "edited"})

@@ -155,7 +155,7 @@ def test_decomposition_streams_with_subgraphs_and_a_subgraph_names_its_namespace
     assert any(p.event.startswith("updates|child:") for p in parts)
     assert {"child": {"count": 11}} in [p.data for p in parts if p.event == "updates"]
     flat = list(sdk.runs.stream(None, "nested", input={"count": 1}, stream_mode="updates"))
-    assert [p.event for p in flat] == ["metadata", "updates"]  # without: the root only
+    assert [p.event for p in flat] == ["metadata", "updates", "end"]  # without: the root only
 
 
 def test_a_langgraph_json_graph_streams_custom_events_and_takes_its_answer(sdk, sdk_user):
@@ -193,7 +193,8 @@ def test_a_chat_graph_streams_whole_messages_as_messages_tuple(sdk):
         stream_mode=["messages-tuple", "values"]))
     said = [p.data[0]["content"] for p in parts if p.event == "messages"]
     assert said == ["You said: hi"]
-    assert parts[-1].event == "values" and "__interrupt__" in parts[-1].data
+    assert parts[-2].event == "values" and "__interrupt__" in parts[-2].data
+    assert parts[-1].event == "end" and parts[-1].data["status"] == "interrupted"
     # the next message on the same thread goes on from its state
     sdk.runs.wait(thread["thread_id"], "chat", command={"resume": True})
     state = sdk.threads.get_state(thread["thread_id"])
@@ -365,5 +366,26 @@ def test_thread_search_sorts_by_langgraphs_keys_and_refuses_others_naming_them(s
     assert sorted(found(sort_by="status")) == sorted(made)
     with pytest.raises(UnprocessableEntityError, match=r"sort_by.*'colour'.*thread_id"):
         sdk.threads.search(sort_by="colour")
+
     with pytest.raises(UnprocessableEntityError, match=r"sort_order.*'upwards'"):
         sdk.threads.search(sort_order="upwards")
+
+
+def test_thread_search_reads_aegras_order_by_unless_sort_by_is_sent(sdk):
+    tag = uuid.uuid4().hex
+    made = [sdk.threads.create(metadata={"tag": tag})["thread_id"] for _ in range(3)]
+
+    def ordered(order_by: object, **sort) -> list[str]:  # the SDK has no order_by: its http
+        found = sdk.http.post("/threads/search", json={
+            "metadata": {"tag": tag}, "order_by": order_by, **sort})
+        return [t["thread_id"] for t in found]
+
+    assert ordered("created_at ASC") == ordered("created_at asc") == made
+    assert ordered("created_at DESC") == ordered("created_at") == made[::-1]
+    assert ordered("thread_id ASC") == sorted(made)
+    assert ordered("created_at ASC", sort_by="created_at") == made[::-1]  # sort_by wins
+    # one naming no sort key is ignored, as LangGraph's server ignores the field
+    for ignored in ("colour ASC", "password; DROP TABLE threads", "", None):
+        assert ordered(ignored) == made[::-1]
+    with pytest.raises(UnprocessableEntityError, match="order_by"):
+        ordered({"created_at": "asc"})  # not text at all: its shape refuses it

@@ -41,7 +41,8 @@ def test_a_stateless_wait_answers_and_leaves_no_thread(sdk, lg_url, sdk_user):
 def test_a_stateless_stream_leaves_no_thread(sdk):
     before = Thread.objects.count()
     parts = list(sdk.runs.stream(None, "nap", input={"seconds": 0}))
-    assert parts[-1].data == {"seconds": 0, "done": True}
+    assert parts[-2].data == {"seconds": 0, "done": True}
+    assert parts[-1].data == {"run_id": parts[0].data["run_id"], "status": "success"}
     assert not Run.objects.filter(id=parts[0].data["run_id"]).exists()
     assert Thread.objects.count() == before
 

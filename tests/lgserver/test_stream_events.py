@@ -1,8 +1,8 @@
-"""LangGraph's stream semantics through the official SDK: a failed run's ``error`` event
-ends its stream (and its join stream), and a stream sends ``: heartbeat`` comments (a
-waiting ``wait`` or ``join`` a newline) every ``PLANWATCH_STREAM_KEEPALIVE_SECONDS``, as
-LangGraph's server does; the
-``events`` mode in astream_events v2's shape; ``on_disconnect: "cancel"``."""
+"""LangGraph's stream semantics through the official SDK: a stream ends with ``end`` (its
+run and status), a failed run's ``error`` event ends its stream (and its join stream),
+and a stream sends ``: heartbeat`` comments (a waiting ``wait`` or ``join`` a newline)
+every ``PLANWATCH_STREAM_KEEPALIVE_SECONDS``, as LangGraph's server does; the ``events``
+mode in astream_events v2's shape; ``on_disconnect: "cancel"``."""
 
 from __future__ import annotations
 
@@ -28,6 +28,21 @@ def test_a_failed_run_streams_an_error_event_last(sdk):
     assert parts[0].event == "metadata"
     assert parts[-1].event == "error" and parts[-1].data == FAILED
     assert [p.event for p in parts].count("error") == 1
+    assert "end" not in [p.event for p in parts]  # its error is its end
+
+
+def test_a_stream_ends_with_end_naming_its_run_and_how_it_stopped(sdk):
+    """langgraph-sdk's ``EndStreamEvent``: a client knows the run stopped without asking."""
+    parts = list(sdk.runs.stream(None, "nap", input={}, stream_mode=["values"]))
+    run_id = parts[0].data["run_id"]
+    assert parts[0].event == "metadata" and "values" in [p.event for p in parts]
+    assert parts[-1].event == "end" and [p.event for p in parts].count("end") == 1
+    assert parts[-1].data == {"run_id": run_id, "status": "success"}
+    thread = sdk.threads.create()
+    asked = list(sdk.runs.stream(thread["thread_id"], "orders", input={"item": "pen"},
+                                 stream_mode="updates"))
+    assert asked[-1].event == "end" and asked[-1].data["status"] == "interrupted"
+    assert [p.event for p in asked].count("end") == 1
 
 
 def test_the_join_stream_of_a_failed_run_ends_with_its_error(sdk):
@@ -70,7 +85,8 @@ def test_a_silent_stream_sends_heartbeat_comments(quick_keepalive, sdk_user):
     assert "event: values" in lines  # and the run's events around them
     client = get_sync_client(url=quick_keepalive, api_key=api_token(sdk_user))
     parts = list(client.runs.stream(None, "nap", input={"seconds": 0.6}))
-    assert parts[-1].event == "values" and parts[-1].data == {"seconds": 0.6, "done": True}
+    assert parts[-2].event == "values" and parts[-2].data == {"seconds": 0.6, "done": True}
+    assert parts[-1].event == "end"
 
 
 def test_wait_and_join_send_a_newline_while_the_run_goes_on(quick_keepalive, sdk_user):
@@ -113,7 +129,7 @@ def test_events_mode_streams_langchains_astream_events_of_nodes_and_model_calls(
              "currency": "EUR"}  # no bootstrap questions: the model decides first
     parts = list(sdk.runs.stream(None, "acquisition", input=given, stream_mode="events"))
     events = [p.data for p in parts if p.event == "events"]
-    assert {p.event for p in parts} == {"metadata", "events"}
+    assert {p.event for p in parts} == {"metadata", "events", "end"}
     names = [(e["event"], e["name"]) for e in events]
     assert names[:3] == [("on_chain_start", "tick"), ("on_chain_stream", "tick"),
                          ("on_chain_end", "tick")]

@@ -43,10 +43,19 @@ async def _drain(response) -> bytes:
 
 def parts(body: bytes, last_event_id: str | None = None) -> list[tuple[str, str | None]]:
     """Each (event, id) as langgraph-sdk's decoder reports it, seeded as the SDK seeds it
-    on a reconnect (with the last id it received)."""
+    on a reconnect (with the last id it received), up to the ``end`` that closes a stream
+    whose run stopped (it has no id of its own: the decoder repeats the last one)."""
     decoder = SSEDecoder(last_event_id=last_event_id)
     found = [decoder.decode(line) for line in body.split(b"\n")]
-    return [(part.event, part.id) for part in found if part is not None and part.event]
+    events = [(part.event, part.id) for part in found if part is not None and part.event]
+    if events and events[-1][0] == "end":
+        return events[:-1]
+    return events
+
+
+def ends(body: bytes) -> bool:
+    """Whether the stream closed with ``end`` (its run stopped), after every other part."""
+    return body.endswith(b"\n\n") and body.rsplit(b"event: ", 1)[-1].startswith(b"end\n")
 
 
 def streamed(api, modes: list[str]) -> tuple[str, str, bytes, str]:
@@ -74,9 +83,11 @@ def test_a_streams_location_is_its_join_stream_in_its_own_modes(api):
     thread, run_id, _, location = streamed(api, ["tasks", "updates"])
     assert location == (f"/threads/{thread}/runs/{run_id}/stream"
                         "?stream_mode=tasks&stream_mode=updates&stream_subgraphs=true")
-    resumed = api.get(f"/langgraph{location}", headers={"Last-Event-ID": "1"})
-    events = {event for event, _ in parts(async_to_sync(_drain)(resumed), "1")}
+    resumed = async_to_sync(_drain)(
+        api.get(f"/langgraph{location}", headers={"Last-Event-ID": "1"}))
+    events = {event for event, _ in parts(resumed, "1")}
     assert events == {"tasks", "updates"}  # (not the join stream's default: values)
+    assert ends(resumed)
 
 
 def test_a_stream_resumed_after_an_id_sends_each_later_event_once(api):
@@ -96,6 +107,17 @@ def test_a_join_stream_not_resumed_starts_with_its_metadata(api):
     for headers in ({}, {"Last-Event-ID": "0"}):  # joined now, or from the start
         joined = api.get(f"/langgraph{location}", headers=headers)
         assert parts(async_to_sync(_drain)(joined))[0] == ("metadata", None)
+
+
+def test_an_id_this_server_never_sent_resumes_nothing_the_stream_goes_on_from_now(api):
+    """As LangGraph's server, which replays only after an id it sent (Aegra's suite sends
+    ``mock_event_5``): not a 422, and nothing of the run replayed."""
+    *_, location = streamed(api, ["tasks"])
+    for foreign in ("mock_event_5", "1719876543210-0", "9" * 40, "-3"):
+        joined = api.get(f"/langgraph{location}", headers={"Last-Event-ID": foreign})
+        assert joined.status_code == 200
+        body = async_to_sync(_drain)(joined)
+        assert parts(body) == [("metadata", None)] and ends(body)  # the run had ended
 
 
 async def _read_through_a_drain(response, ids_before_drain: int
@@ -186,8 +208,10 @@ def test_a_stream_of_a_run_that_stopped_finishes_even_while_draining(api, monkey
     monkeypatch.setattr(follow, "_leaving", threading.Event())
     *_, location = streamed(api, ["tasks"])
     stop_following()
-    joined = api.get(f"/langgraph{location}", headers={"Last-Event-ID": "1"})
-    assert [e for e, _ in parts(async_to_sync(_drain)(joined), "1")][-1] == "tasks"
+    joined = async_to_sync(_drain)(
+        api.get(f"/langgraph{location}", headers={"Last-Event-ID": "1"}))
+    assert [e for e, _ in parts(joined, "1")][-1] == "tasks"
+    assert ends(joined)
 
 
 class _Body(httpx.AsyncByteStream):
