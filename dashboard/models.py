@@ -202,6 +202,12 @@ class Run(models.Model):
         null=True, blank=True,
         help_text="The super-steps its graph may take, as the client asked (none: "
                   "PLANWATCH_MAX_RECURSION_LIMIT); every execution of the run uses it.")
+    stream_tokens = models.BooleanField(
+        default=False,
+        help_text="Its model calls stream their tokens to its watchers as they come: the "
+                  "LangGraph run request that started or went on with it asked for the "
+                  "messages or messages-tuple stream mode (LangGraph's server streams a "
+                  "run's chat models only then).")
 
     objects = RunQuerySet.as_manager()
 

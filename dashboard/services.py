@@ -172,6 +172,7 @@ class RunOptions:
     assistant: Any = None  # the Assistant row that started it (None: the graph's own)
     assistant_version: int | None = None
     recursion_limit: int | None = None  # None: PLANWATCH_RECURSION_LIMIT
+    stream_tokens: bool = False  # a LangGraph client streams its messages: tokens as they come
 
     def columns(self) -> dict[str, Any]:
         """The options as the run's columns."""
@@ -181,7 +182,7 @@ class RunOptions:
                 "multitask_strategy": self.multitask_strategy,
                 "configurable": dict(self.configurable or {}), "context": self.context,
                 "assistant": self.assistant, "assistant_version": self.assistant_version,
-                "recursion_limit": self.recursion_limit}
+                "recursion_limit": self.recursion_limit, "stream_tokens": self.stream_tokens}
 
 
 DEFAULT_OPTIONS = RunOptions()
@@ -414,6 +415,15 @@ def run_breakpoints_set(*, run: Run, interrupt_before: list[str],
                     before=interrupt_before, after=interrupt_after)
     run.refresh_from_db()
     return run
+
+
+def run_stream_tokens_set(*, run: Run, stream_tokens: bool) -> None:
+    """Have a run's model calls stream their tokens to its watchers from its next execution
+    on, or not: the LangGraph run request that goes on with it asked for the messages or
+    messages-tuple stream mode, or did not."""
+    if run.stream_tokens != stream_tokens:
+        store.set_stream_tokens(run.id, stream_tokens)
+        run.stream_tokens = stream_tokens
 
 
 def run_continue(*, run: Run, user: User, step: bool = False) -> Run:

@@ -101,6 +101,7 @@ class RunRequest:
     assistant: Any = None  # the Assistant row that started it (None: the graph's own)
     assistant_version: int | None = None
     recursion_limit: int | None = None  # None: PLANWATCH_RECURSION_LIMIT
+    stream_tokens: bool = False  # it streams the messages or messages-tuple mode
 
     def run_options(self) -> RunOptions:
         """What every new run of the request is created with."""
@@ -108,7 +109,8 @@ class RunRequest:
             interrupt_before=self.interrupt_before, interrupt_after=self.interrupt_after,
             metadata=self.metadata, multitask_strategy=self.multitask_strategy,
             configurable=self.configurable, context=self.context, assistant=self.assistant,
-            assistant_version=self.assistant_version, recursion_limit=self.recursion_limit)
+            assistant_version=self.assistant_version, recursion_limit=self.recursion_limit,
+            stream_tokens=self.stream_tokens)
 
 
 class Way(StrEnum):
@@ -213,6 +215,8 @@ def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None) 
         goes.refresh_from_db()
     else:
         services.run_continue(run=goes, user=user)
+    if nxt.declined is None:  # its tokens stream if this request streams its messages
+        services.run_stream_tokens_set(run=goes, stream_tokens=options.stream_tokens)
     # then the request's breakpoints, recorded in the LangGraph run the resume or the
     # continue makes (the executor takes both once this decision commits): on LangGraph's
     # server that is a run of its own, and breakpoints belong to the run that asked for

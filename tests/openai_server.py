@@ -34,6 +34,10 @@ class OpenAIServer:
         self.requests: list[dict[str, Any]] = []
         self.delay = 0.0
         """Seconds each answer waits before it is sent (a model that takes its time)."""
+        self.chunk_delay = 0.0
+        """Seconds between two chunks of a streamed answer (a model that writes as it goes)."""
+        self.reply = REPLY
+        """The text of a plain answer (streamed 8 characters a chunk)."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,7 +55,7 @@ class OpenAIServer:
                 if body.get("stream"):
                     self._stream(body)
                 else:
-                    self._json(completion(body))
+                    self._json(completion(body, reply=server.reply))
 
             def _json(self, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
@@ -65,9 +69,11 @@ class OpenAIServer:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
-                text = answer(body)["content"] or ""
+                text = answer(body, reply=server.reply)["content"] or ""
                 pieces = [text[i:i + 8] for i in range(0, len(text), 8)]
                 for i, piece in enumerate(pieces):
+                    if i and server.chunk_delay:
+                        time.sleep(server.chunk_delay)
                     delta = {"content": piece, **({"role": "assistant"} if i == 0 else {})}
                     self._chunk(chunk([{"index": 0, "delta": delta, "finish_reason": None}]))
                 self._chunk(chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
@@ -95,8 +101,9 @@ class OpenAIServer:
         self.httpd.server_close()
 
 
-def answer(body: dict[str, Any]) -> dict[str, Any]:
-    """The assistant message for a request: the decision if structure is asked for."""
+def answer(body: dict[str, Any], reply: str = REPLY) -> dict[str, Any]:
+    """The assistant message for a request: the decision if structure is asked for, else
+    ``reply``."""
     if body.get("tools"):
         name = body["tools"][0]["function"]["name"]
         return {"role": "assistant", "content": None, "tool_calls": [{
@@ -104,12 +111,12 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
             "function": {"name": name, "arguments": json.dumps(DECISION)}}]}
     if body.get("response_format"):
         return {"role": "assistant", "content": json.dumps(DECISION)}
-    return {"role": "assistant", "content": REPLY}
+    return {"role": "assistant", "content": reply}
 
 
-def completion(body: dict[str, Any]) -> dict[str, Any]:
+def completion(body: dict[str, Any], reply: str = REPLY) -> dict[str, Any]:
     """A whole (not streamed) chat completion with usage."""
-    message = answer(body)
+    message = answer(body, reply)
     return {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": MODEL,
             "choices": [{"index": 0, "message": message,
                          "finish_reason": "tool_calls" if message.get("tool_calls")

@@ -7,6 +7,11 @@ its last event is ``end`` (the run and its status, langgraph-sdk's ``EndStreamEv
 failed run's ``error``.
 Each SSE event carries the seq of the log event it comes from as its id, on the last part
 of that event only, so a client resuming after id N has seen all of N and nothing after.
+The ``messages`` and ``messages-tuple`` modes of a live stream also carry the chunks of
+the run's model answers as they come (:mod:`dashboard.runs.tokens`), shaped as LangGraph's
+server sends them; they carry no id (no event of the log). A message a stream got chunks of
+is not sent again whole when its node ends, as LangGraph's server does not; one it got none
+of (joined later, resumed, replayed) comes whole then.
 A database read that fails after the response started is tried again (a dropped pooled
 connection); if it still fails the stream ends with an ``error`` event, as LangGraph's
 server ends one, never silently open. A stream this process stops following before the run
@@ -27,6 +32,7 @@ from uuid import UUID
 
 from channels.db import database_sync_to_async
 from django.core.exceptions import RequestAborted
+from langchain_core.messages import AIMessageChunk
 
 from config.dberrors import transient
 from dashboard.checkpoints import CheckpointView, checkpoint_get
@@ -44,6 +50,18 @@ logger = logging.getLogger("planwatch.lgserver")
 MODES = ("values", "updates", "custom", "messages", "messages-tuple", "debug", "tasks",
          "checkpoints", "events")
 """The stream modes a request may name (``events``: :mod:`dashboard.lgserver.events`)."""
+
+TOKEN_MODES = frozenset(("messages", "messages-tuple"))
+"""The modes that stream model answers chunk by chunk."""
+
+
+def streams_tokens(stream_mode: Any) -> bool:
+    """Whether a run request's ``stream_mode`` (a mode or a list, as clients send it) asks
+    for the chunks of its model answers, so that its model calls stream them (as LangGraph's
+    server streams a run's chat models only for those modes)."""
+    modes = [stream_mode] if isinstance(stream_mode, str) else stream_mode
+    return isinstance(modes, list | tuple) and bool(TOKEN_MODES.intersection(
+        m for m in modes if isinstance(m, str)))
 
 
 
@@ -69,8 +87,18 @@ def _interrupts(event: dict[str, Any], graph: str) -> list[dict[str, Any]]:
              "id": payload.get("interrupt_id", "")}]
 
 
+class _Streamed:
+    """A message whose chunks a stream sent: their metadata, and (``messages`` mode) the
+    message so far."""
+
+    def __init__(self, meta: dict[str, Any]) -> None:
+        self.meta = meta
+        self.so_far: AIMessageChunk | None = None
+
+
 class PartMaker:
-    """Turns one run's events into ``(event name, data)`` parts for the asked modes."""
+    """Turns one run's events (and chunks of its model answers) into ``(event name, data)``
+    parts for the asked modes."""
 
     def __init__(self, run: Run, modes: Iterable[str], subgraphs: bool,
                  langgraph_run_id: UUID | None = None) -> None:
@@ -80,6 +108,15 @@ class PartMaker:
         self.thread_id = str(run.conversation_id)
         self.langgraph_run_id = str(langgraph_run_id or run.id)
         """The LangGraph run the parts are of (``run_id`` in their metadata)."""
+        self.streamed: dict[str, _Streamed] = {}
+        """The messages this stream sent chunks of, from their first, by id."""
+        self.whole: set[str] = set()
+        """The ids of the messages it sent whole (their late chunks are not sent)."""
+
+    @property
+    def wants_tokens(self) -> bool:
+        """Whether the stream's modes carry chunks of model answers."""
+        return bool(self.modes & TOKEN_MODES)
 
     def reads_saver(self, event: dict[str, Any]) -> bool:
         """Whether the parts of ``event`` need its checkpoint (:meth:`checkpoint_of`)."""
@@ -170,9 +207,10 @@ class PartMaker:
                 "timestamp": event.get("created_at") or datetime.now(UTC).isoformat()}
 
     def _messages(self, event: dict[str, Any], update: Any) -> list[tuple[str, Any]]:
-        """Messages a node added, as ``messages-tuple`` and ``messages`` parts (whole
-        messages: Planwatch records a node's update, not its tokens)."""
-        if not (self.modes & {"messages", "messages-tuple"}) or not isinstance(update, dict):
+        """Messages a node added, whole, as ``messages-tuple`` and ``messages`` parts: those
+        this stream got no chunks of (LangGraph's server leaves out a message it streamed:
+        a client joins whatever carries its id into the one message)."""
+        if not self.wants_tokens or not isinstance(update, dict):
             return []
         found = update.get("messages")
         items = found if isinstance(found, list) else [found] if isinstance(found, dict) else []
@@ -181,14 +219,54 @@ class PartMaker:
         meta = {"langgraph_node": event["node"], "langgraph_step": event["step"],
                 "langgraph_checkpoint_ns": event["namespace"],
                 "thread_id": self.thread_id, "run_id": self.langgraph_run_id}
+        ns = event["namespace"]
         out: list[tuple[str, Any]] = []
         for index, message in enumerate(messages):
             if not message.get("id"):  # recorded before messages were given ids: a stable one
                 message = {**message, "id": f"run-{self.run.id}-{event['seq']}-{index}"}
+            if message["id"] in self.streamed:
+                continue
+            self.whole.add(message["id"])
             if "messages-tuple" in self.modes:
-                out.append(("messages", [message, meta]))
+                out.append((_name("messages", ns, self.subgraphs), [message, meta]))
             if "messages" in self.modes:
+                out.append(("messages/metadata", {message["id"]: {"metadata": meta}}))
                 out.append(("messages/complete", [message]))
+        return out
+
+    def token_parts(self, items: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+        """The parts of chunks of model answers (items of :mod:`dashboard.runs.tokens`), as
+        LangGraph's server streams them: ``messages-tuple`` sends each chunk beside its
+        call's metadata; ``messages`` sends the metadata once, then the message so far with
+        each chunk (``messages/partial``). A message is streamed from its first chunk only:
+        one this stream joined midway comes whole when its node ends."""
+        out: list[tuple[str, Any]] = []
+        for item in items:
+            ns = item["ns"]
+            if ns and not self.subgraphs:
+                continue
+            message_id = item["id"]
+            if "final" in item:  # the message its node returns has another id: that one
+                if message_id in self.streamed:
+                    self.streamed[item["final"]] = self.streamed[message_id]
+                continue
+            streamed = self.streamed.get(message_id)
+            if streamed is None:
+                if item["i"] or message_id in self.whole:
+                    continue
+                streamed = self.streamed[message_id] = _Streamed(
+                    {**item["meta"], "thread_id": self.thread_id,
+                     "run_id": self.langgraph_run_id})
+                if "messages" in self.modes:
+                    out.append(("messages/metadata",
+                                {message_id: {"metadata": streamed.meta}}))
+            chunk = item["chunk"]
+            if "messages-tuple" in self.modes:
+                out.append((_name("messages", ns, self.subgraphs), [chunk, streamed.meta]))
+            if "messages" in self.modes:
+                piece = AIMessageChunk(**{k: v for k, v in chunk.items() if k != "type"})
+                streamed.so_far = piece if streamed.so_far is None else streamed.so_far + piece
+                out.append(("messages/partial", [to_jsonable(streamed.so_far)]))
         return out
 
 
@@ -371,6 +449,7 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
                   langgraph_run_id: UUID, upto: int | None
                   ) -> AsyncIterator[tuple[bytes, int | None]]:
     """The stream's SSE parts, each with the seq it carries (None: no id)."""
+    modes = set(modes)
     maker: PartMaker | None = None
     runs = Run.objects.all()
     if upto is not None:  # a LangGraph run that ended: its events, read once
@@ -382,12 +461,17 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
             yield sse("end", run_end(run, langgraph_run_id, superseded=True)), None
         return
     stopped = False
-    async for step in follow(run_id, after, until=_stopped, runs=runs):
+    async for step in follow(run_id, after, until=_stopped, runs=runs,
+                             tokens=bool(TOKEN_MODES.intersection(modes))):
         stopped = step.last
         if maker is None:  # the first step is read from the log
             if step.run is None:
                 return  # the run was deleted
             maker = PartMaker(step.run, modes, subgraphs, langgraph_run_id)
+        if step.tokens:
+            for name, data in maker.token_parts(step.tokens):
+                yield sse(name, data), None
+            continue
         async for item in _aevent_parts(maker, step.events):
             yield item
         if step.last and step.run is not None:

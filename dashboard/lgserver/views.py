@@ -458,6 +458,7 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
         # enqueue unless asked otherwise, as LangGraph's server (models/run.py)
         multitask_strategy=str(data.get("multitask_strategy") or "enqueue"),
         recursion_limit=limit,
+        stream_tokens=stream.streams_tokens(data.get("stream_mode")),
     )
     if req.input is not None and not isinstance(req.input, dict):
         raise exceptions.ValidationError({"input": "a JSON object (the graph's input)"})

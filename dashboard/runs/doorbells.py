@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -136,10 +137,15 @@ class RunBell:
     write of the run, :meth:`aring` tells them what is new."""
 
     def __init__(self, run_id: UUID, *, status: str, node: str,
-                 digest: RunsDigest | None = None) -> None:
+                 digest: RunsDigest | None = None, rung: int = 0) -> None:
         self.run_id = run_id
         self.digest = digest
         self._told: tuple[str, str] = (status, node)
+        self.rung = rung
+        """The last seq its watchers were told of (those before ``rung`` were committed)."""
+        self.on_rung: Callable[[], None] | None = None
+        """Called once they were told of more (the chunks of model answers that waited
+        for those events go then: :class:`~dashboard.runs.tokens.TokenBell`)."""
 
     async def aring(self, events: list[dict[str, Any]], values: dict[str, Any],
                     committed_at: float) -> None:
@@ -152,6 +158,9 @@ class RunBell:
         if events:  # one message to the run's watchers: the events and, if it moved, the run
             await abroadcast_events(self.run_id, events, run=summary if moved else None,
                                     committed_at=committed_at)
+            self.rung = max(self.rung, events[-1]["seq"])
+            if self.on_rung is not None:
+                self.on_rung()
         if moved and events and not new_status and self.digest is not None:
             self.digest.note(summary)  # the runs list hears of node moves together
         elif moved:

@@ -171,7 +171,7 @@ class EventWriter:
         self.run = run
         self.behind = behind or WriteBehind(store, interval=interval, tasks=tasks)
         self.bell = doorbells.RunBell(run.id, status=run.status, node=run.current_node,
-                                      digest=digest)
+                                      digest=digest, rung=next_seq - 1)
         self.next_seq = next_seq
         self.buffer: list[dict[str, Any]] = []
         self.current_node = run.current_node

@@ -34,11 +34,12 @@ from dashboard.runs import doorbells, instruments, otel
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.execution import EventWriter, Outcome, Requests, aexecute
 from dashboard.runs.langgraph_store import aopen_store
-from dashboard.runs.modelcalls import ContentPolicy, ModelCallRecorder
+from dashboard.runs.modelcalls import ContentPolicy, model_call_recorder
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import WriteBehind
 from dashboard.runs.savers import SaverHandle, WriteWatch, aopen_saver, is_postgres
 from dashboard.runs.store import RunStore, release_runs
+from dashboard.runs.tokens import TokenBell
 from planner.llm import make_llm
 from planner.registry import GraphSpec, get_graph
 from planner.search import default_search
@@ -297,11 +298,13 @@ class Executor:
                         # shares, and every model call of its graph, whoever makes it
                         writer = EventWriter(run, next_seq=first, behind=self._behind,
                                              digest=self._digest)
-                        calls = ModelCallRecorder(
+                        calls = model_call_recorder(
                             writer, prices=planwatch_setting("MODEL_PRICES"),
                             policy=ContentPolicy(
                                 keep=planwatch_setting("TRACE_CONTENT"),
-                                limit=planwatch_setting("TRACE_CONTENT_LIMIT")))
+                                limit=planwatch_setting("TRACE_CONTENT_LIMIT")),
+                            # its LangGraph client streams messages: tokens as they come
+                            tokens=TokenBell(run.id, writer.bell) if run.stream_tokens else None)
                         outcome = await aexecute(claim, host=self, writer=writer, calls=calls,
                                                  requests=requests)
                         # the execution's spans, built and sent on threads of their own

@@ -8,7 +8,10 @@ connection after it (with Django's psycopg pool and ``CONN_MAX_AGE=0`` that hand
 to the pool): 200 open streams share a few connections instead of pinning 200.
 
 A doorbell carries its events; they are used as they are when they follow the cursor with
-no gap. A gap, a status that may have stopped the run, or a quiet spell of
+no gap. The chunks of a run's model answers (:mod:`~dashboard.runs.tokens`) come on the
+same doorbell, in order with its events, to the followers that ask for them.
+
+A gap, a status that may have stopped the run, or a quiet spell of
 :data:`WAKE_EVERY` seconds (a lost doorbell) makes the follower read the log instead; a
 quiet spell first asks only the run's last seq and status, in one query with every other
 follower's that asked meanwhile (:class:`_Looks`).
@@ -33,6 +36,7 @@ from django.db.models import QuerySet
 from dashboard.models import Run, RunEvent
 from dashboard.runs.doorbells import doorbell_events, run_group
 from dashboard.runs.record import event_dict
+from dashboard.runs.tokens import TOKENS, doorbell_tokens
 
 logger = logging.getLogger("planwatch.runs")
 
@@ -66,6 +70,8 @@ class Step:
     """What the doorbell said of the run (``doorbells.run_summary``), if it said anything."""
     last: bool = False
     """The run has stopped and every event up to its last seq was given."""
+    tokens: list[dict[str, Any]] = field(default_factory=list)
+    """Chunks of model answers, as they came (``tokens``: a step of them only)."""
 
 
 def finished(run: Run) -> bool:
@@ -215,17 +221,21 @@ class Doorbell:
 async def follow(run_id: UUID | str, after: int = 0, *,
                  until: Callable[[Run], bool] = settled,
                  runs: QuerySet[Run] | None = None,
-                 wake_every: float | None = None) -> AsyncIterator[Step]:
+                 wake_every: float | None = None,
+                 tokens: bool = False) -> AsyncIterator[Step]:
     """The run's events after seq ``after``, step by step, until ``until(run)`` holds for
     the run as read from the log and every event up to its last seq was given.
 
     ``runs`` is the queryset the run is read through (annotated, say, for ``until``).
-    A deleted run ends the following (a last step with no run).
+    A deleted run ends the following (a last step with no run). With ``tokens``, the
+    chunks of its model answers come too, as steps of their own, as they are heard.
     """
     runs = Run.objects.all() if runs is None else runs
     doorbell = Doorbell(run_id)
     await doorbell.aopen()  # before the first read: nothing committed after it is missed
     cursor, status = after, ""
+    wake = wake_every or WAKE_EVERY
+    loop = asyncio.get_running_loop()
     try:
         run, events = await aread(runs, run_id, cursor)
         summary: dict[str, Any] | None = None
@@ -240,15 +250,23 @@ async def follow(run_id: UUID | str, after: int = 0, *,
             yield Step(events, run=run, summary=summary, last=last)
             if last:
                 return
+            quiet_until = loop.time() + wake  # chunks do not count: only doorbells do
             while True:  # doorbells, until the log must be read
                 if _leaving.is_set():
                     return
-                message = await doorbell.await_ring(wake_every or WAKE_EVERY)
+                message = await doorbell.await_ring(max(0.0, quiet_until - loop.time()))
+                if message is not None and message.get("type") == TOKENS:
+                    if tokens:
+                        yield Step(tokens=doorbell_tokens(message))
+                    if loop.time() < quiet_until:
+                        continue
+                    message = None
                 if message is None:
                     known = await acursor(run_id)
                     if known is None or known[0] > cursor or known[1] != status:
                         summary = None
                         break
+                    quiet_until = loop.time() + wake
                     continue
                 pushed = _pushed(message, cursor)
                 if pushed is None:
@@ -258,6 +276,7 @@ async def follow(run_id: UUID | str, after: int = 0, *,
                     cursor = pushed.events[-1]["seq"]
                 if pushed.events or pushed.summary:
                     yield pushed
+                quiet_until = loop.time() + wake
             run, events = await aread(runs, run_id, cursor)
     finally:
         await doorbell.aclose()

@@ -10,6 +10,12 @@ cost from ``PLANWATCH_MODEL_PRICES``, latency, time to first token, error). The 
 task and namespace come from the metadata LangGraph gives each task's config; a graph
 names a call's purpose with the ``planwatch_purpose`` metadata key.
 
+A run whose LangGraph client streams its messages (``Run.stream_tokens``) gets a recorder
+that also hands each chunk of a chat model's answer to the run's
+:class:`~dashboard.runs.tokens.TokenBell` (never to the log): :func:`model_call_recorder`
+then makes one that LangChain's chat models stream to, as they stream to LangGraph's own
+``messages`` handler (a call tagged ``nostream`` is not streamed).
+
 The payload is a contract (docs/architecture.md, "Model calls"): the trace, the export
 and the OpenTelemetry exporter read it.
 """
@@ -35,6 +41,8 @@ from langchain_core.outputs import (
     GenerationChunk,
     LLMResult,
 )
+from langchain_core.tracers._streaming import _StreamingCallbackHandler
+from langchain_core.utils.utils import LC_ID_PREFIX
 
 from dashboard.models import RunEvent
 from dashboard.runs import instruments
@@ -42,7 +50,10 @@ from dashboard.runs.jsonsafe import to_jsonable
 from planner.llm import PURPOSE_METADATA
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+
     from dashboard.runs.execution import EventWriter
+    from dashboard.runs.tokens import TokenBell
 
 Kind = RunEvent.Kind
 
@@ -149,6 +160,31 @@ def where_from(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
             "step": step if isinstance(step, int) else None}
 
 
+NOSTREAM = "nostream"
+"""The tag that keeps a call's chunks from LangGraph's ``messages`` stream (its TAG_NOSTREAM)."""
+
+
+def token_meta(metadata: Mapping[str, Any], tags: Sequence[str] | None) -> dict[str, Any]:
+    """A streamed call's metadata as LangGraph's ``messages`` mode sends it beside each
+    chunk: the call's own (LangGraph's task keys, the model's ``ls_*``, the run's), and its
+    tags but LangGraph's ``seq:step`` bookkeeping."""
+    meta = to_jsonable({k: v for k, v in metadata.items() if not k.startswith("__")})
+    user_tags = [t for t in tags or () if not t.startswith("seq:step")]
+    if user_tags:
+        meta["tags"] = user_tags
+    return dict(meta)
+
+
+@dataclass
+class _Streamed:
+    """A call whose chunks are told: the id they carry, how many were told, the metadata
+    the first carries."""
+
+    meta: dict[str, Any]
+    message_id: str = ""
+    told: int = 0
+
+
 @dataclass
 class _Call:
     """A call in flight: what its finished event repeats, and when it began."""
@@ -159,6 +195,8 @@ class _Call:
     began_at: datetime
     """The same moment on the wall clock (its events' ``at``: start, start + latency)."""
     first_token: float | None = None
+    streamed: _Streamed | None = None
+    """Its chunks are told to the run's watchers (a run whose client streams messages)."""
 
 
 class ModelCallRecorder(AsyncCallbackHandler):
@@ -172,11 +210,14 @@ class ModelCallRecorder(AsyncCallbackHandler):
     raise_error = False  # recording never fails the model call
 
     def __init__(self, writer: EventWriter, *, prices: Mapping[str, Mapping[str, float]],
-                 policy: ContentPolicy, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Record into ``writer`` (on ``loop``, the executor's, by default the running one)."""
+                 policy: ContentPolicy, loop: asyncio.AbstractEventLoop | None = None,
+                 tokens: TokenBell | None = None) -> None:
+        """Record into ``writer`` (on ``loop``, the executor's, by default the running one);
+        tell each chunk of a streamed chat model's answer to ``tokens``, if given."""
         self.writer = writer
         self.prices = prices
         self.policy = policy
+        self.tokens = tokens
         self.loop = loop or asyncio.get_running_loop()
         self.loop_thread = threading.get_ident()
         self.calls: dict[uuid.UUID, _Call] = {}
@@ -190,7 +231,9 @@ class ModelCallRecorder(AsyncCallbackHandler):
                                   metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """A chat model was called: record its messages."""
         shown = [self._message(m) for m in (messages[0] if messages else [])]
-        self._start(run_id, "chat", metadata, kwargs, shown)
+        call = self._start(run_id, "chat", metadata, kwargs, shown)
+        if self.tokens is not None and metadata and NOSTREAM not in (tags or ()):
+            call.streamed = _Streamed(token_meta(metadata, tags))
 
     async def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], *,
                            run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
@@ -204,10 +247,27 @@ class ModelCallRecorder(AsyncCallbackHandler):
                                chunk: GenerationChunk | ChatGenerationChunk | None = None,
                                run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
                                tags: list[str] | None = None, **kwargs: Any) -> None:
-        """A streamed call's token arrived: the first one sets the time to first token."""
+        """A streamed call's token arrived: the first one sets the time to first token; a
+        chat model's chunk is told to the run's watchers, if they stream its messages."""
         call = self.calls.get(run_id)
-        if call is not None and call.first_token is None:
+        if call is None:
+            return
+        if call.first_token is None:
             call.first_token = time.perf_counter()
+        streamed = call.streamed
+        if streamed is None or not isinstance(chunk, ChatGenerationChunk):
+            return
+        # every chunk carries the first's id (LangChain's own run id, unless the provider
+        # named the message): a client joins the chunks of one id into one message
+        if not streamed.message_id:
+            streamed.message_id = chunk.message.id or f"{LC_ID_PREFIX}-{run_id}"
+        item: dict[str, Any] = {
+            "id": streamed.message_id, "i": streamed.told, "ns": call.where["namespace"],
+            "chunk": {**to_jsonable(chunk.message), "id": streamed.message_id}}
+        if not streamed.told:
+            item["meta"] = streamed.meta
+        streamed.told += 1
+        self._tell(item)
 
     async def on_llm_end(self, response: LLMResult, *, run_id: uuid.UUID,
                          parent_run_id: uuid.UUID | None = None, **kwargs: Any) -> None:
@@ -216,6 +276,11 @@ class ModelCallRecorder(AsyncCallbackHandler):
         if call is None:
             return
         message = _message(response)
+        streamed = call.streamed
+        if streamed is not None and streamed.told and message is not None \
+                and message.id and message.id != streamed.message_id:
+            # its chunks' id is not the message's (a provider's id came with a later one)
+            self._tell({"id": streamed.message_id, "final": message.id})
         if message is not None:
             text = _text(message.content)
             tool_calls = _tool_calls(message, self.policy)
@@ -281,7 +346,7 @@ class ModelCallRecorder(AsyncCallbackHandler):
     # -- events -----------------------------------------------------------------------
 
     def _start(self, run_id: uuid.UUID, kind: str, metadata: dict[str, Any] | None,
-               kwargs: Mapping[str, Any], messages: list[dict[str, Any]]) -> None:
+               kwargs: Mapping[str, Any], messages: list[dict[str, Any]]) -> _Call:
         metadata = metadata or {}
         params = kwargs.get("invocation_params") or {}
         model = metadata.get("ls_model_name") or params.get("model") or params.get(
@@ -297,6 +362,7 @@ class ModelCallRecorder(AsyncCallbackHandler):
             payload["redacted"] = True
         self._emit({"kind": Kind.MODEL_STARTED, **call.where, "payload": payload,
                     "at": call.began_at})
+        return call
 
     def _finish(self, run_id: uuid.UUID, call: _Call, head: dict[str, Any], *,
                 output: dict[str, Any] | None, usage: dict[str, Any] | None,
@@ -327,6 +393,19 @@ class ModelCallRecorder(AsyncCallbackHandler):
         self.writer.add(fields)
         self.writer.flush_behind()  # a call shows as it starts, not at the next node
 
+    def _tell(self, item: dict[str, Any]) -> None:
+        """Hand a chunk's item to the run's token bell on the executor's loop (from any
+        thread; after the events the callbacks before it emitted)."""
+        if threading.get_ident() == self.loop_thread:
+            self._add_token(item)
+        else:
+            self.loop.call_soon_threadsafe(self._add_token, item)
+
+    def _add_token(self, item: dict[str, Any]) -> None:
+        assert self.tokens is not None
+        # told once the events numbered before it are (a node's start, this call's start)
+        self.tokens.add(item, after=self.writer.next_seq - 1)
+
     def _message(self, message: BaseMessage) -> dict[str, Any]:
         shown = self._message_of(ROLES.get(message.type, message.type), _text(message.content))
         calls = _tool_calls(message, self.policy)
@@ -340,6 +419,30 @@ class ModelCallRecorder(AsyncCallbackHandler):
         if cut:
             shown["truncated"] = True
         return shown
+
+
+class StreamingModelCallRecorder(ModelCallRecorder, _StreamingCallbackHandler[Any]):
+    """A recorder chat models stream to: LangChain streams a model's answer (and calls
+    ``on_llm_new_token`` for each chunk) when a handler of this kind listens, as it does
+    for LangGraph's ``messages`` stream mode. It passes the outputs it is shown through."""
+
+    def tap_output_aiter(self, run_id: uuid.UUID, output: AsyncIterator[Any]
+                         ) -> AsyncIterator[Any]:
+        """The output as it is (nothing is tapped here)."""
+        return output
+
+    def tap_output_iter(self, run_id: uuid.UUID, output: Iterator[Any]) -> Iterator[Any]:
+        """The output as it is (nothing is tapped here)."""
+        return output
+
+
+def model_call_recorder(writer: EventWriter, *, prices: Mapping[str, Mapping[str, float]],
+                        policy: ContentPolicy, tokens: TokenBell | None = None
+                        ) -> ModelCallRecorder:
+    """An execution's recorder: one chat models stream to when ``tokens`` is given (its
+    run's client streams messages), else one they answer whole to, as they choose."""
+    cls = ModelCallRecorder if tokens is None else StreamingModelCallRecorder
+    return cls(writer, prices=prices, policy=policy, tokens=tokens)
 
 
 def messages_of(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
