@@ -24,7 +24,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import connection
 from django.utils import timezone
 
 from dashboard.models import Run, RunEvent
@@ -101,11 +101,15 @@ def export_soon(run_id: uuid.UUID, *, after: int, upto: int) -> None:
 
 
 def _export_logged(run_id: uuid.UUID, after: int, upto: int) -> None:
-    close_old_connections()
+    """Export on this module's thread, its connection back to the pool after each export:
+    the thread lives as long as the process, and a connection left open on it held one of
+    the pool's connections for good (the test process's 4 ran out: PoolTimeout)."""
     try:
         export_run(run_id, after=after, upto=upto)
     except Exception:
         logger.warning("exporting run %s to OpenTelemetry failed", run_id, exc_info=True)
+    finally:
+        connection.close()
 
 
 def flush(timeout_s: float = 10) -> bool:

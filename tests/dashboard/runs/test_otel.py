@@ -11,16 +11,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import requests
+from django.db import connection
 
 from dashboard import services
 from dashboard.runs import otel
 from tests.conftest import ROOT, free_port, need, wait_run
+from tests.support.waterfall import acquisition_log, stored_run
 
 VENV = ROOT / ".venv-phoenix"
 PHOENIX = VENV / "bin" / "phoenix"
@@ -108,3 +112,45 @@ def test_phoenix_holds_an_acquisition_run_as_one_trace_of_nested_spans_with_toke
     assert attributes["gen_ai.usage.input_tokens"] == 120
     assert attributes["gen_ai.request.model"] == "planwatch-test-model"
     assert len([s for s in spans if s["span_kind"] == "CHAIN"]) == nodes + 1
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[str, list[int]]]:
+    """A loopback OTLP/HTTP receiver: its URL, and the size of each batch it took (200);
+    the spans built meanwhile are flushed to it before it stops."""
+    batches: list[int] = []
+
+    class Taker(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            batches.append(len(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Taker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", batches
+    otel.flush()
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.pg
+@pytest.mark.django_db(transaction=True)
+def test_the_export_thread_gives_its_connection_back_after_each_export(receiver, operator,
+                                                                        settings):
+    """The export runs on a thread that outlives every run: a connection left open there
+    held one of Django's pooled connections for good (the PostgreSQL pass's test process,
+    whose pool has four, then timed out in test_interrupts_concurrency)."""
+    url, batches = receiver
+    settings.PLANWATCH = {**settings.PLANWATCH, "OTLP_ENDPOINT": url}
+    run = stored_run(operator, acquisition_log())
+    otel.export_soon(run.id, after=0, upto=run.last_seq)
+    assert otel._worker is not None
+    # the thread takes its work in order: this look comes after the export
+    left_open = otel._worker.submit(lambda: connection.connection is not None).result(30)
+    otel.flush()
+    assert batches, "the export sent no spans (it never read the run)"
+    assert not left_open
