@@ -348,6 +348,10 @@ class LangGraphRun(models.Model):
                 condition=Q(went_on_from__in=["", *states.WAITED]),
                 name="langgraphrun_went_on_from_valid"),
         ]
+        # the recovery sweep asks for the rollbacks not done yet, every few seconds
+        indexes = [models.Index(fields=["rollback_requested_at"],
+                                condition=Q(rollback_requested_at__isnull=False),
+                                name="langgraphrun_to_roll_back")]
 
     def __str__(self) -> str:
         return f"LangGraph run {str(self.id)[:8]} of {self.run_id}"

@@ -9,16 +9,21 @@
 - Any other run (ended, or waiting for an answer: LangGraph's run has then ended with
   status ``interrupted``) is not cancelled: ``404``, as LangGraph's server answers
   ("Run not found") for a run that is neither pending nor running.
-- ``action=rollback`` deletes the run (its log and its audit trail with it) once it
-  stopped, so the thread's state is again what it was before the run; ``interrupt``
-  (the default) keeps it, cancelled.
+- ``action=rollback`` rolls the LangGraph run back once it stopped, so the thread's state
+  is again what it was before it: a ``Run``'s first is deleted with its ``Run`` (its log
+  and audit trail with it); a resume or a continue alone goes, and its ``Run`` waits
+  again at its question or breakpoint (``services.langgraph_run_roll_back``). The request
+  is written with the cancel and done by whoever sees the run stop (its executor, the
+  request that waits, the recovery sweep after a crash); ``interrupt`` (the default)
+  keeps the run, cancelled.
 
 ``POST /runs/cancel`` (the SDK's ``runs.cancel_many``) cancels several: the runs a thread's
 ``run_ids`` name, or every run of the user's (the team's: everyone's) whose status is
 ``status`` (``pending``, ``running``, ``all`` of both); each as one cancel above, ``204``;
 ``404`` when none of them is pending or running, as LangGraph's server answers.
 
-Waiting happens in an async view on the server's loop, never in a request thread.
+Waiting happens in an async view on the server's loop, never in a request thread: the
+sync view tells it what to wait for (:class:`Wait`, through its ``told`` callback).
 """
 
 from __future__ import annotations

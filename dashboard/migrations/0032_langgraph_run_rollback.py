@@ -40,6 +40,10 @@ class Migration(migrations.Migration):
         ),
         migrations.RunPython(where_each_went_on_from, migrations.RunPython.noop,
                              elidable=True),
+        migrations.AddIndex(
+            model_name='langgraphrun',
+            index=models.Index(condition=models.Q(('rollback_requested_at__isnull', False)), fields=['rollback_requested_at'], name='langgraphrun_to_roll_back'),
+        ),
         migrations.AddConstraint(
             model_name='langgraphrun',
             constraint=models.CheckConstraint(condition=models.Q(('went_on_from__in', ['', 'interrupted', 'paused'])), name='langgraphrun_went_on_from_valid'),
