@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import INTERRUPT, NULL_TASK_ID, RESUME
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from config.connections import CHECKPOINT_READ_POOL_SIZE
@@ -313,3 +314,41 @@ def checkpoints_delete(*, threads: Sequence[str] = (), runs: Sequence[tuple[str,
                 [thread_id, thread_id, run_id])
             cursor.execute(f"DELETE FROM checkpoints WHERE thread_id = %s AND {of_run}",
                            [thread_id, run_id])
+
+
+def langgraph_run_undo(*, thread_id: str, undone: str, before: Sequence[str],
+                       continued: bool) -> set[str]:
+    """Undo the LangGraph run ``undone`` on its checkpoint thread, on Django's connection
+    (in the caller's transaction): the checkpoints naming it go (:func:`checkpoints_delete`),
+    and so do the writes it left on the checkpoint it went on from (the newest naming the
+    latest of ``before``, the LangGraph runs before it, that wrote one: where LangGraph
+    keeps a resumed step's writes), so the thread's state is again what it was before it:
+    its answers (``__resume__``) and the writes of the tasks it ran there (a resume: the
+    tasks that had asked; a continue, ``continued``: any task's). What a state update
+    wrote there (no task's) stays. Returns the ids of the questions waiting at that
+    checkpoint (those it took up: open again). A subgraph's checkpoint it went on from
+    keeps the writes the run left there."""
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    waited = None
+    with sync_saver() as saver:
+        for run_id in before:
+            found = list(saver.list(config, limit=1, filter={"run_id": run_id}))
+            if found:
+                waited = found[0]
+                break
+    checkpoints_delete(runs=[(thread_id, undone)])
+    if waited is None:
+        return set()
+    asked = {task_id: value for task_id, channel, value in waited.pending_writes or ()
+             if channel == INTERRUPT}
+    tasks = ("AND task_id <> %s", [NULL_TASK_ID]) if continued else (
+        f"AND task_id IN ({', '.join(['%s'] * len(asked))})" if asked else "AND 1 = 0",
+        list(asked))
+    of_checkpoint = "thread_id = %s AND checkpoint_ns = '' AND checkpoint_id = %s"
+    key = [thread_id, waited.config["configurable"]["checkpoint_id"]]
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {_writes_table()} WHERE {of_checkpoint} AND (channel = "
+                       f"%s OR (channel <> %s {tasks[0]}))",
+                       [*key, RESUME, INTERRUPT, *tasks[1]])
+    return {str(getattr(one, "id", "")) for value in asked.values()
+            for one in (value if isinstance(value, list | tuple) else [value])} - {""}

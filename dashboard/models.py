@@ -298,6 +298,11 @@ class LangGraphRunQuerySet(models.QuerySet["LangGraphRun"]):
         """The current LangGraph run of each ``Run``: its latest (none went on after it)."""
         return self.filter(superseded_at__isnull=True)
 
+    def to_roll_back(self) -> LangGraphRunQuerySet:
+        """Those a client asked to roll back, not rolled back yet (it happens once their
+        ``Run`` stopped: :func:`dashboard.runs.store.roll_back_requested`)."""
+        return self.filter(rollback_requested_at__isnull=False)
+
     def with_langgraph_status(self, status: str) -> LangGraphRunQuerySet:
         """Those whose LangGraph status is ``status`` (:func:`states.langgraph_status`)."""
         current = Q(superseded_at__isnull=True, run__state__in=states.langgraph_states(status))
@@ -325,6 +330,15 @@ class LangGraphRun(models.Model):
         null=True, blank=True,
         help_text="When the next LangGraph run of its Run went on after it (a resume or a "
                   "continue); null while it is the latest.")
+    # what a rollback of it returns its Run to (dashboard.runs.states.ROLL_BACK)
+    went_on_from = models.CharField(
+        max_length=16, blank=True, choices=[(s.value, s.label) for s in states.WAITED],
+        help_text="Where its Run waited when it went on: interrupted (a resume: answered) or "
+                  "paused (a continue past a breakpoint); blank for the one that made it.")
+    rollback_requested_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When a client asked to roll it back (cancel with action=rollback): done "
+                  "once its Run stopped, by whoever sees it stop.")
 
     objects = LangGraphRunQuerySet.as_manager()
 
@@ -336,7 +350,14 @@ class LangGraphRun(models.Model):
             # one latest LangGraph run per Run, whatever the race
             models.UniqueConstraint(fields=["run"], condition=Q(superseded_at__isnull=True),
                                     name="langgraphrun_one_latest_per_run"),
+            models.CheckConstraint(
+                condition=Q(went_on_from__in=["", *states.WAITED]),
+                name="langgraphrun_went_on_from_valid"),
         ]
+        # the recovery sweep asks for the rollbacks not done yet, every few seconds
+        indexes = [models.Index(fields=["rollback_requested_at"],
+                                condition=Q(rollback_requested_at__isnull=False),
+                                name="langgraphrun_to_roll_back")]
 
     def __str__(self) -> str:
         return f"LangGraph run {str(self.id)[:8]} of {self.run_id}"

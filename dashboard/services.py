@@ -19,7 +19,7 @@ from langgraph.types import Command
 
 from dashboard import policy
 from dashboard.checkpoints import checkpoints_delete, compiled, config_of, sync_saver
-from dashboard.models import Interrupt, Run, RunEvent, Thread
+from dashboard.models import Interrupt, LangGraphRun, Run, RunEvent, Thread
 from dashboard.runs import debugging, dispatch, doorbells, instruments, states, store
 from dashboard.runs.conf import planwatch_setting
 from planner.registry import GraphSpec, InputError, get_graph
@@ -511,14 +511,35 @@ def run_delete(*, run: Run) -> None:
         locked = store.lock_run(run.id, must=True)
         if not locked.allows(states.DELETE):
             raise RunStateError(f"run {run.id} is {locked.status}; cancel it before deleting it")
-        held = [(locked.thread_id, i) for i in locked.langgraph_run_ids()]
-        thread_id = locked.conversation_id
-        locked.delete()
-        if thread_id is not None:
-            store.settle_thread(thread_id)
-        # its checkpoints in the thread's checkpoint thread, those of each of its LangGraph
-        # runs (the thread's state is then where it was before the run)
-        transaction.on_commit(lambda: checkpoints_delete(runs=held))
+        store.delete_run(locked)
+
+
+def langgraph_run_roll_back(*, langgraph_run: LangGraphRun, user: User) -> str:
+    """Cancel a LangGraph run and roll it back (LangGraph's ``cancel?action=rollback``):
+    the request is written with the cancel, in one transaction, and carried out once the
+    run stopped, by whoever sees it stop (:func:`run_roll_back_stopped`; at once when no
+    executor holds the run). Its ``Run``'s first is rolled back by deleting the ``Run``;
+    a later one (a resume, a continue) by taking the ``Run`` back to where it waited
+    before it (``store.roll_back_requested``). Returns what was done now (``""``: it is
+    done when the run stops)."""
+    with transaction.atomic():
+        locked = store.lock_run(langgraph_run.run_id, must=True)
+        current = locked.langgraph_runs.current().filter(id=langgraph_run.id).exists()
+        if not (current and locked.is_busy()):
+            why = "neither pending nor running" if current else "superseded by a later one"
+            raise RunStateError(f"run {langgraph_run.id} is {why}: there is nothing to cancel "
+                                "and roll back")
+        store.request_roll_back(langgraph_run.id, now=timezone.now())
+        run_cancel(run=locked, user=user)
+        done = run_roll_back_stopped(run_id=locked.id)
+    return done
+
+
+def run_roll_back_stopped(*, run_id: UUID) -> str:
+    """Roll back the LangGraph run of ``run_id`` a client asked to roll back, if the run has
+    stopped (exactly once, whoever asks first); what was done (``""``: nothing, yet or
+    any more). The run's watchers, the runs list and the inbox are told."""
+    return dispatch.roll_back_stopped(run_id)
 
 
 def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,

@@ -9,22 +9,29 @@
 - Any other run (ended, or waiting for an answer: LangGraph's run has then ended with
   status ``interrupted``) is not cancelled: ``404``, as LangGraph's server answers
   ("Run not found") for a run that is neither pending nor running.
-- ``action=rollback`` deletes the run (its log and its audit trail with it) once it
-  stopped, so the thread's state is again what it was before the run; ``interrupt``
-  (the default) keeps it, cancelled.
+- ``action=rollback`` rolls the LangGraph run back once it stopped, so the thread's state
+  is again what it was before it: a ``Run``'s first is deleted with its ``Run`` (its log
+  and audit trail with it); a resume or a continue alone goes, and its ``Run`` waits
+  again at its question or breakpoint (``services.langgraph_run_roll_back``). The request
+  is written with the cancel and done by whoever sees the run stop (its executor, the
+  request that waits, the recovery sweep after a crash); ``interrupt`` (the default)
+  keeps the run, cancelled.
 
 ``POST /runs/cancel`` (the SDK's ``runs.cancel_many``) cancels several: the runs a thread's
 ``run_ids`` name, or every run of the user's (the team's: everyone's) whose status is
 ``status`` (``pending``, ``running``, ``all`` of both); each as one cancel above, ``204``;
 ``404`` when none of them is pending or running, as LangGraph's server answers.
 
-Waiting happens in an async view on the server's loop, never in a request thread.
+Waiting happens in an async view on the server's loop, never in a request thread: the
+sync view tells it what to wait for (:class:`Wait`, through its ``told`` callback).
 """
 
 from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -47,8 +54,8 @@ from dashboard.lgserver.views import (
     run_of,
     thread_of,
 )
-from dashboard.models import LangGraphRun, Run
-from dashboard.runs.dispatch import get_executor
+from dashboard.models import LangGraphRun
+from dashboard.runs import states
 
 ACTIONS = ("interrupt", "rollback")
 TRUE = ("1", "true", "True")
@@ -75,26 +82,21 @@ def _flag(request: Request, name: str) -> bool:
     return value in TRUE
 
 
-def rolled_back(*, run_id: uuid.UUID) -> bool:
-    """Delete a cancelled run rolled back, once it stopped; whether it was deleted."""
-    run = Run.objects.filter(id=run_id).first()
-    if run is None or shapes.busy(run):
-        return False
-    try:  # the run, its events and its LangGraph checkpoints
-        services.run_delete(run=run)
-    except services.RunStateError:  # busy again meanwhile
-        return False
-    return True
+@dataclass(frozen=True)
+class Wait:
+    """What the answer to a cancel that asked to ``wait`` waits for: the ``Run`` to stop
+    (and its rollback, if asked, to be done)."""
 
-
-async def arolled_back_when_stopped(run_id: uuid.UUID) -> None:
-    """Wait until the run stops, then delete it."""
-    await stream.astopped(run_id)
-    await sync_to_async(rolled_back)(run_id=run_id)
+    run_id: uuid.UUID
+    roll_back: bool
 
 
 class RunCancelView(LangGraphView):
-    """Parse, check and cancel; the answer carries what :func:`run_cancel` waits for."""
+    """Parse, check and cancel (and roll back, if asked); the answer is the run as the
+    cancel left it, or, with ``wait``, what :func:`run_cancel` waits for (``told``)."""
+
+    told: Callable[[Wait], None] | None = None
+    """Who hears what an answer that waits is to wait for (:func:`run_cancel`)."""
 
     def post(self, request: Request, thread_id: str, run_id: str) -> Response:
         require(request, "cancel_run", "cancelling a run")
@@ -105,12 +107,20 @@ class RunCancelView(LangGraphView):
             raise exceptions.NotFound(
                 f"run {langgraph_run.id} is {langgraph_run.langgraph_status}, neither pending "
                 "nor running: there is nothing to cancel (as on LangGraph's server)")
-        run = langgraph_run.run = services.run_cancel(run=langgraph_run.run, user=request.user)
-        response = Response(shapes.run(langgraph_run))
-        response.planwatch_wait = (run.id, wait, action == "rollback")  # type: ignore[attr-defined]
-        if action == "rollback" and not wait:
-            get_executor().spawn(arolled_back_when_stopped(run.id))
-        return response
+        gone = ""
+        if action == "rollback":  # done once it stopped, by whoever sees it stop
+            gone = services.langgraph_run_roll_back(langgraph_run=langgraph_run,
+                                                    user=request.user)
+            if not gone:
+                langgraph_run.run.refresh_from_db()
+        else:
+            langgraph_run.run = services.run_cancel(run=langgraph_run.run, user=request.user)
+        answer = shapes.run(langgraph_run)
+        if gone:  # rolled back at once (nothing executed it): gone, as the cancel left it
+            answer["status"] = states.meaning(states.State.CANCELLED).langgraph
+        if wait and self.told is not None:
+            self.told(Wait(langgraph_run.run_id, roll_back=action == "rollback"))
+        return Response(answer)
 
 
 def _named(request: Request, data: dict[str, Any]) -> QuerySet[LangGraphRun]:
@@ -154,36 +164,43 @@ class RunsCancelView(LangGraphView):
         require(request, "cancel_run", "cancelling runs")
         action = _action(request)
         named = _named(request, body(request)).select_related("run")
-        busy = [langgraph_run.run for langgraph_run in named if langgraph_run.is_busy()]
+        busy = [langgraph_run for langgraph_run in named if langgraph_run.is_busy()]
         if not busy:
             raise exceptions.NotFound(
                 "no run to cancel: none of the runs named is pending or running (as on "
                 "LangGraph's server); list a thread's runs with GET /threads/<id>/runs")
-        for run in busy:
+        for langgraph_run in busy:
             with contextlib.suppress(services.RunStateError):  # it stopped meanwhile
-                services.run_cancel(run=run, user=request.user)
-            if action == "rollback":
-                get_executor().spawn(arolled_back_when_stopped(run.id))
+                if action == "rollback":  # done once it stopped, by whoever sees it stop
+                    services.langgraph_run_roll_back(langgraph_run=langgraph_run,
+                                                     user=request.user)
+                else:
+                    services.run_cancel(run=langgraph_run.run, user=request.user)
         return Response(status=204)
 
 
-_cancel = RunCancelView.as_view()
+def _cancel(request: HttpRequest, **kwargs: Any) -> tuple[HttpResponse, Wait | None]:
+    """The cancel view's answer, and what an answer that waits is to wait for (None: it
+    answers now: no wait asked, or the request refused)."""
+    told: list[Wait] = []
+    response = RunCancelView.as_view(told=told.append)(request, **kwargs)
+    return response, (told[0] if told and response.status_code == 200 else None)
 
 
 @login_not_required  # the API view inside authenticates (401 without a key), as every view here
 @csrf_exempt
 async def run_cancel(request: HttpRequest, **kwargs: Any) -> HttpResponse:
-    """The cancel, then (``wait=1``) the wait until the run stopped: its final values."""
-    response = await sync_to_async(_cancel)(request, **kwargs)
-    run_id, wait, rollback = getattr(response, "planwatch_wait", (None, False, False))
-    if run_id is None or not wait:
-        return response  # type: ignore[no-any-return]
-    await stream.astopped(run_id)
-    if rollback:
-        await sync_to_async(rolled_back)(run_id=run_id)
+    """The cancel, then (``wait=1``) the wait until the run stopped: its final values, or
+    ``204`` once it is rolled back (by its executor, or here if this sees it stop first)."""
+    response, wait = await sync_to_async(_cancel)(request, **kwargs)
+    if wait is None:
+        return response
+    await stream.astopped(wait.run_id)
+    if wait.roll_back:
+        await sync_to_async(services.run_roll_back_stopped)(run_id=wait.run_id)
         return HttpResponse(status=204)
     # as LangGraph's server: the run's final values (as join answers them) once it stopped
-    answer = JsonResponse(await afinal_values(run_id), json_dumps_params={"default": str})
+    answer = JsonResponse(await afinal_values(wait.run_id), json_dumps_params={"default": str})
     base = f"/threads/{kwargs['thread_id']}/runs/{kwargs['run_id']}"
     answer["Location"], answer["Content-Location"] = f"{base}/join", base
     return answer

@@ -17,12 +17,13 @@ import logging
 import threading
 from uuid import UUID
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.models import Run
-from dashboard.runs import states, store
+from dashboard.models import LangGraphRun, Run
+from dashboard.runs import doorbells, states, store
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.executor import Executor, ExecutorHealth
 from planner.registry import all_graphs
@@ -39,12 +40,13 @@ _executor_lock = threading.Lock()
 
 
 def get_executor() -> Executor:
-    """This process's executor, started on first use; each run it stops executing hands
-    on the runs waiting on it (:func:`dispatch_queued_after`)."""
+    """This process's executor, started on first use; each run it stops executing is
+    rolled back if a client asked, then hands on the runs waiting on it
+    (:func:`after_stopped`)."""
     global _executor
     with _executor_lock:
         if _executor is None:
-            _executor = Executor(on_stopped=dispatch_queued_after)
+            _executor = Executor(on_stopped=after_stopped)
         _executor.start()
         return _executor
 
@@ -126,11 +128,45 @@ def request_breakpoints(run_id: UUID) -> None:
         get_executor().request_breakpoints(run_id)
 
 
-def dispatch_queued_after(run_id: UUID) -> None:
-    """Hand the runs waiting on ``run_id``'s thread to an executor: those enqueued behind
-    it (LangGraph's multitask "enqueue") and those whose claim found it running (one run
-    of a thread executes at a time); each claim checks again."""
+def after_stopped(run_id: UUID) -> None:
+    """A run this process's executor held stopped: the LangGraph run of it a client asked
+    to roll back is rolled back (:func:`roll_back_stopped`), then the runs waiting on it go
+    on (:func:`dispatch_queued_after`), from where the rollback left the thread."""
     thread = Run.objects.filter(id=run_id).values_list("conversation_id", flat=True).first()
+    roll_back_stopped(run_id)
+    dispatch_queued_after(run_id, thread=thread)
+
+
+def roll_back_stopped(run_id: UUID) -> str:
+    """Roll back the LangGraph run of ``run_id`` a client asked to roll back, if the run
+    has stopped (:func:`store.roll_back_requested`: exactly once, whoever sees it stop
+    first); once that commits, a run that waits again is told to its watchers, the runs
+    list and the inbox (its question is open again). What was done (``""``: nothing)."""
+    done = store.roll_back_requested(run_id)
+    if done == store.ROLLED_BACK:
+        transaction.on_commit(lambda: _tell(run_id))
+    return done
+
+
+def _tell(run_id: UUID) -> None:
+    """The run as it stands now, to its watchers and the runs list, and the inbox."""
+    row = Run.objects.values(*doorbells.SUMMARY_FIELDS).filter(id=run_id).first()
+    if row is None:
+        return
+    try:
+        async_to_sync(doorbells.abroadcast_run)(doorbells.run_summary(row))
+        async_to_sync(doorbells.abroadcast_inbox)()
+    except RuntimeError:  # called from inside an event loop thread
+        logger.debug("rollback of %s not told (inside an event loop)", run_id)
+
+
+def dispatch_queued_after(run_id: UUID, *, thread: UUID | None = None) -> None:
+    """Hand the runs waiting on ``run_id``'s thread (``thread``, if the run is gone) to an
+    executor: those enqueued behind it (LangGraph's multitask "enqueue") and those whose
+    claim found it running (one run of a thread executes at a time); each claim checks
+    again."""
+    thread = Run.objects.filter(id=run_id).values_list(
+        "conversation_id", flat=True).first() or thread
     waiting = Q(waits_for_id=run_id, state=Run.State.QUEUED)
     if thread is not None:
         waiting |= Q(conversation_id=thread, state=Run.State.QUEUED)
@@ -145,7 +181,9 @@ def dispatch_queued_after(run_id: UUID) -> None:
 
 
 def recover_stale(*, include_queued: bool = False) -> list[UUID]:
-    """Dispatch again every run whose executor stopped heart-beating, or released it.
+    """Dispatch again every run whose executor stopped heart-beating, or released it, once
+    the rollbacks asked of runs that stopped or whose executor died are done (a crash
+    between a cancel with ``action=rollback`` and the run's stop forgets nothing).
 
     ``include_queued`` also dispatches runs still queued (at start-up: their dispatch may
     have died with the process that created them). Only runs of graphs this process has:
@@ -153,6 +191,14 @@ def recover_stale(*, include_queued: bool = False) -> list[UUID]:
     build, where one that has its graph recovers it.
     """
     stale = store.stale_before(timezone.now())
+    # rollbacks asked of runs that stopped, or whose executor died, before it did them
+    dead = Q(run__state=Run.State.RUNNING) & (Q(run__heartbeat_at__lt=stale) | Q(run__owner=""))
+    for rolled in LangGraphRun.objects.to_roll_back().filter(
+            dead | Q(run__state__in=states.states(busy=False))).values_list("run_id", flat=True):
+        try:
+            roll_back_stopped(rolled)
+        except Exception:  # the others are rolled back, and recovered, all the same
+            logger.warning("rolling back a LangGraph run of %s failed", rolled, exc_info=True)
     known = [spec.name for spec in all_graphs()]
     ids = list(
         Run.objects.running().filter(Q(heartbeat_at__lt=stale) | Q(owner=""), graph__in=known)

@@ -31,9 +31,9 @@ from uuid import UUID
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 
-from dashboard.models import Run, RunEvent
+from dashboard.models import LangGraphRun, Run, RunEvent
 from dashboard.runs.doorbells import doorbell_events, run_group
 from dashboard.runs.record import event_dict
 from dashboard.runs.tokens import TOKENS, doorbell_tokens
@@ -77,6 +77,19 @@ class Step:
 def finished(run: Run) -> bool:
     """Stop rule of a trace page: the run ended (a paused run may still resume)."""
     return run.is_finished
+
+
+def with_rollback(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """``runs`` with ``rolling_back``: a LangGraph run of the run is to be rolled back once
+    it stopped (a cancelled run then waits again where that LangGraph run found it)."""
+    return runs.annotate(rolling_back=Exists(
+        LangGraphRun.objects.to_roll_back().filter(run=OuterRef("pk"))))
+
+
+def ended(run: Run) -> bool:
+    """Stop rule of a trace page: :func:`finished`, and for good (the run is read
+    :func:`with_rollback`: a rollback asked takes a cancelled run back to waiting)."""
+    return finished(run) and not getattr(run, "rolling_back", False)
 
 
 def settled(run: Run) -> bool:

@@ -20,6 +20,7 @@ The preconditions of the services (:func:`allows`) and the claim's SQL
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.db import models
@@ -162,10 +163,11 @@ def goes_on(before: str, after: str) -> bool:
 
 @dataclass(frozen=True)
 class Transition:
-    """A declared change of state: from each state in ``moves`` to its value there."""
+    """A declared change of state: from each state in ``moves`` to its value there (to
+    one of its values, named by who applies it, where the value is a tuple: an undo)."""
 
     name: str
-    moves: dict[State, State]
+    moves: Mapping[State, State | tuple[State, ...]]
     events: tuple[str, ...] = ()
     """The kinds of the events that record it in the run's log (replay reads them)."""
 
@@ -210,9 +212,16 @@ EDIT_STATE = Transition("edit_state", _stay(*states(active=False)))
 """An operator writes into the run's graph state (no executor holds it)."""
 DELETE = Transition("delete", _stay(*states(busy=False)))
 """An operator deletes the run (nothing executes it or is about to)."""
+WAITED = (S.INTERRUPTED, S.PAUSED)
+"""Where a run waits for an operator: the states a LangGraph run that goes on leaves."""
+ROLL_BACK = Transition("roll_back", {s: WAITED for s in states(busy=False)})
+"""A LangGraph run of the run that went on after it waited (a resume, a continue) is
+rolled back once the run stopped (LangGraph's ``cancel?action=rollback``): the run waits
+again where that LangGraph run found it, for an answer or at its breakpoint (the
+LangGraph run's ``went_on_from``); its events, checkpoints and taken answers go."""
 
 TRANSITIONS = (START, RESUME, GO_ON, RECOVER, ASK, HALT, SUCCEED, FAIL, CANCEL, ANSWER,
-               CONTINUE, REQUEST_CANCEL, SET_BREAKPOINTS, EDIT_STATE, DELETE)
+               CONTINUE, REQUEST_CANCEL, SET_BREAKPOINTS, EDIT_STATE, DELETE, ROLL_BACK)
 """Every transition: a change of state not declared here is refused (:func:`move`)."""
 
 ENDS = {S.SUCCEEDED: SUCCEED, S.FAILED: FAIL, S.CANCELLED: CANCEL}
@@ -224,9 +233,11 @@ STOPS = {S.INTERRUPTED: ASK, S.PAUSED: HALT, **ENDS}
 class Refused(ValueError):
     """A transition the table does not declare from the run's state."""
 
-    def __init__(self, state: str, transition: Transition) -> None:
+    def __init__(self, state: str, transition: Transition, *, to: str = "") -> None:
         allowed = ", ".join(transition.moves) or "no state"
-        super().__init__(f"a run {state} cannot {transition.name}; only one {allowed} can")
+        where = f" to {to}" if to else ""
+        super().__init__(f"a run {state} cannot {transition.name}{where}; only one {allowed} "
+                         "can, to a state the table declares")
         self.state, self.transition = state, transition
 
 
@@ -235,16 +246,35 @@ def allows(state: str, transition: Transition) -> bool:
     return state in transition.moves
 
 
-def move(state: str, transition: Transition) -> State:
-    """The state ``transition`` takes a run in ``state`` to; :class:`Refused` if undeclared."""
+def targets(transition: Transition, state: str) -> tuple[State, ...]:
+    """The states ``transition`` may take a run in ``state`` to: one, but for an undo (none
+    if it is undeclared there)."""
+    target = transition.moves.get(State(state), ())
+    return target if isinstance(target, tuple) else (target,)
+
+
+def move(state: str, transition: Transition, *, to: str = "") -> State:
+    """The state ``transition`` takes a run in ``state`` to (``to``, one of those it
+    declares, for an undo); :class:`Refused` if undeclared."""
     try:
-        return transition.moves[State(state)]
+        target = transition.moves[State(state)]
+        if isinstance(target, tuple):
+            if State(to) in target:
+                return State(to)
+        elif to in ("", target):
+            return target
     except (KeyError, ValueError):
-        raise Refused(state, transition) from None
+        pass
+    raise Refused(state, transition, to=to)
+
+
+def _ends(transition: Transition) -> set[State]:
+    """Every state ``transition`` may take a run to."""
+    return {to for state in transition.moves for to in targets(transition, state)}
 
 
 STATUS_AFTER: dict[str, Status] = {
-    kind: MEANINGS[next(iter(set(t.moves.values())))].status
-    for t in TRANSITIONS if len(set(t.moves.values())) == 1 for kind in t.events
+    kind: MEANINGS[next(iter(_ends(t)))].status
+    for t in TRANSITIONS if len(_ends(t)) == 1 for kind in t.events
 }
 """The status a run shows right after an event of this kind (replay folds them)."""

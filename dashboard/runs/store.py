@@ -61,6 +61,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from dashboard.checkpoints import checkpoints_delete, langgraph_run_undo
 from dashboard.models import Interrupt, InterruptGroup, LangGraphRun, Run, RunEvent, Thread
 from dashboard.runs import instruments, states
 from dashboard.runs.conf import planwatch_setting
@@ -688,7 +689,102 @@ def langgraph_run_next(before: Run) -> LangGraphRun:
     now = timezone.now()
     LangGraphRun.objects.filter(run_id=before.id).current().update(superseded_at=now)
     return LangGraphRun.objects.create(run_id=before.id, first_seq=before.last_seq + 1,
-                                       created_at=now)
+                                       created_at=now, went_on_from=before.state)
+
+
+def request_roll_back(langgraph_run_id: Any, *, now: datetime) -> None:
+    """A client asks to roll a LangGraph run back once its ``Run`` stopped (written with
+    the cancel, so a crash before the stop forgets nothing: :func:`roll_back_requested`)."""
+    LangGraphRun.objects.filter(id=langgraph_run_id).update(rollback_requested_at=now)
+
+
+def roll_back(*, current: str, to: str, last_seq: int, current_node: str, calls: Fields
+              ) -> Fields:
+    """A LangGraph run of the run that went on after it waited is rolled back: the run
+    waits again where it waited (``to``), its log ends at ``last_seq`` (the seq before the
+    LangGraph run's first), its node and model-call rollups (``calls``) as the log left
+    them, nothing of how the LangGraph run ended kept."""
+    return {"state": states.move(current, states.ROLL_BACK, to=to), "last_seq": last_seq,
+            "current_node": current_node, **calls, "finished_at": None, "output": None,
+            "error_message": "", "error_traceback": "", "cancel_requested": False,
+            "cancel_requested_by": "", "step_once": False}
+
+
+def delete_run(locked: Run) -> None:
+    """Delete a run this transaction holds (:data:`states.DELETE`), with its events; its
+    thread's status is then its latest remaining run's, and the checkpoints naming its
+    LangGraph runs go once the transaction commits (the thread's state is then where it
+    was before the run)."""
+    held = [(locked.thread_id, i) for i in locked.langgraph_run_ids()]
+    thread_id = locked.conversation_id
+    states.move(locked.state, states.DELETE)
+    locked.delete()
+    if thread_id is not None:
+        settle_thread(thread_id)
+    transaction.on_commit(lambda: checkpoints_delete(runs=held))
+
+
+ROLLED_BACK, DELETED = "rolled back", "deleted"
+"""What :func:`roll_back_requested` did: the run waits again as before the LangGraph run
+it rolled back, or that LangGraph run was the run's first and the run is gone."""
+
+
+def roll_back_requested(run_id: Any) -> str:
+    """Roll back the LangGraph run of the run that a client asked to roll back, once the
+    run stopped (:data:`ROLLED_BACK`, or :data:`DELETED` for its first: the run goes),
+    in one transaction: "" if none was asked, or the run still executes. Exactly once,
+    whoever sees the run stop first (its executor, the request that waits for it, the
+    recovery sweep); a run whose executor died (its heartbeat stale, or none holds it) is
+    ended cancelled first, as an operator's cancel ends a run nobody holds.
+
+    A rollback (:data:`states.ROLL_BACK`) deletes the LangGraph run's events (the log is
+    gapless: its ``last_seq`` goes back to the seq before its first), its checkpoints and
+    the writes it left where it went on from (:func:`~dashboard.checkpoints.
+    langgraph_run_undo`), the questions it asked; the answers it took up wait again, as
+    do the questions the cancel withdrew; the LangGraph run before it is current again.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        locked = lock_run(run_id)
+        undone = None if locked is None else locked.langgraph_runs.to_roll_back().first()
+        if locked is None or undone is None:
+            return ""
+        if locked.is_busy():
+            if locked.state != State.RUNNING or (
+                    locked.owner and (locked.heartbeat_at or now) >= stale_before(now)):
+                return ""  # its executor stops it, then rolls it back
+            append_event(locked, Kind.RUN_CANCELLED, payload={
+                "by": locked.cancel_requested_by, "reason": "rolled back; its executor had "
+                "stopped"}, then=lambda seq: finish(status=State.CANCELLED,
+                                                    current=locked.state, now=now,
+                                                    last_seq=seq))
+            withdraw_questions(locked.id)
+        if undone.is_first:
+            delete_run(locked)
+            return DELETED
+        before = [str(i) for i in locked.langgraph_runs.exclude(id=undone.id)
+                  .order_by("-first_seq").values_list("id", flat=True)]
+        waiting = langgraph_run_undo(thread_id=locked.thread_id, undone=str(undone.id),
+                                     before=before, continued=undone.went_on_from == State.PAUSED)
+        locked.events.filter(seq__gte=undone.first_seq).delete()
+        locked.interrupts.filter(created_at__gte=undone.created_at).exclude(
+            interrupt_id__in=waiting).delete()
+        locked.interrupts.filter(interrupt_id__in=waiting).update(
+            status=Interrupt.Status.PENDING, answer=None, answered_by=None,
+            answered_by_name="", answered_at=None, answered_via="", checkpoint_id="",
+            taken_up_at=None)
+        undone.delete()
+        LangGraphRun.objects.filter(id=before[0]).update(superseded_at=None)
+        kept = locked.events.order_by("-seq")
+        fields = roll_back(
+            current=locked.state, to=undone.went_on_from or State.INTERRUPTED,
+            last_seq=undone.first_seq - 1,
+            current_node=kept.exclude(node="").values_list("node", flat=True).first() or "",
+            calls=rollups_after(Run(), [dict(row) for row in kept.filter(
+                kind=Kind.MODEL_FINISHED).values("kind", "payload")]))
+        apply(locked.id, fields)
+        apply_to(locked, fields)
+    return ROLLED_BACK
 
 
 def append_event(locked: Run, kind: str, *, then: Callable[[int], Fields] | None = None,

@@ -21,7 +21,7 @@ from dashboard import limits, policy, selectors, signals
 from dashboard.models import Run
 from dashboard.runs import doorbells
 from dashboard.runs.figures import FiguresFold
-from dashboard.runs.follow import Step, finished, follow
+from dashboard.runs.follow import Step, ended, follow, with_rollback
 from dashboard.services import LimitReached
 from dashboard.web.forms.inbox import PAGE_SIZE, InboxFilters
 from dashboard.web.presentation import header, inbox, results, trace
@@ -317,10 +317,24 @@ class RunConsumer(PlanwatchConsumer):
             await asyncio.wait({follower})
 
     async def _afollow(self) -> None:
-        """Send each step of the run's log until it finishes (see :func:`follow`)."""
-        runs = Run.objects.select_related("created_by")  # the header names the creator
-        async for step in follow(self.run.id, self.sent, until=finished, runs=runs):
+        """Send each step of the run's log until it finishes (see :func:`follow`), or until
+        a rollback took the log back before what the page shows."""
+        # the header names the creator; a cancelled run to be rolled back is followed on
+        runs = with_rollback(Run.objects.select_related("created_by"))
+        async for step in follow(self.run.id, self.sent, until=ended, runs=runs):
+            if step.run is not None and step.run.last_seq < self.sent:
+                await self._send_rolled_back(step.run)
+                return
             await self._send_step(step)
+
+    async def _send_rolled_back(self, run: Run) -> None:
+        """The run's last LangGraph run was rolled back (LangGraph's cancel with
+        ``action=rollback``) after the page drew its events: the header and the questions
+        as the run stands again, and a notice to reload for its trace (which ends where it
+        waited before)."""
+        await self._show_run(run)
+        await self.send(text_data=render_to_string("dashboard/_trace_rolled_back.html", {
+            "run": run, "undone": run.last_seq + 1}))
 
     async def _send_step(self, step: Step) -> None:
         """Send a step's rows, then what moved of the run: a doorbell's summary, or the run

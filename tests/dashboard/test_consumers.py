@@ -447,3 +447,38 @@ def test_the_runs_lists_duration_ticks_while_a_run_goes_and_stops_when_it_ends(
     cell = re.search(rf'<td id="run-{run.id}-duration"[^>]*hx-swap-oob="true">(.*?)</td>',
                      frame).group(1)
     assert "data-started" not in cell and "42.5 s" in cell
+
+
+def test_a_page_whose_events_were_rolled_back_shows_the_run_waiting_and_says_reload(
+        executor, operator, tmp_path):
+    """A LangGraph client rolls back the resume a page is following: the page hears the
+    run waits at its question again, and that its trace from the resume on is gone."""
+    from dashboard.models import Interrupt, Run, RunEvent
+
+    held = tmp_path / "held"  # the steps take their delay while it exists
+    run = wait_run(services.run_create(graph="test.echo", user=operator, input={
+        "steps": 4, "ask": True, "delay": 30, "held_by": str(held)}).id,
+        statuses=("interrupted",))
+    held.touch()
+    services.interrupt_answer(interrupt=Interrupt.objects.get(run=run), answer="first",
+                              user=operator)
+    resume = Run.objects.get(id=run.id).current_langgraph_run()
+
+    async def scenario():
+        comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after=0")
+        assert ok
+        seen = ""
+        while not await database_sync_to_async(RunEvent.objects.filter(
+                run=run, kind="node_started", seq__gt=resume.first_seq).exists)():
+            seen += await comm.receive_from(timeout=20)
+        await database_sync_to_async(services.langgraph_run_roll_back)(
+            langgraph_run=resume, user=operator)
+        while "Rolled back" not in seen:
+            seen += await comm.receive_from(timeout=20)
+        notice = seen[seen.index('<div id="trace-notice"'):]
+        assert f"events from #{resume.first_seq} on are gone" in notice
+        assert "Waiting for you" in seen[seen.rindex("trace-live"):]
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
+    assert Run.objects.get(id=run.id).state == Run.State.INTERRUPTED

@@ -24,9 +24,10 @@ def _run(state: str, last_seq: int = 3) -> Run:
 
 
 def test_only_a_run_stopped_for_an_operator_that_goes_on_gets_a_langgraph_run():
-    going_on = {(before, transition.moves[before]) for transition in states.TRANSITIONS
+    going_on = {(before, after) for transition in states.TRANSITIONS
                 for before in transition.moves
-                if states.goes_on(before, transition.moves[before])}
+                for after in states.targets(transition, before)
+                if states.goes_on(before, after)}
     assert going_on == {(State.INTERRUPTED, State.RESUMING), (State.PAUSED, State.CONTINUING)}
 
 

@@ -39,6 +39,7 @@ def test_each_old_run_gets_one_langgraph_run_with_its_id():
     with Migrated() as schema:
         made = _old_runs(schema.at(BEFORE))
         schema.at(AFTER)
+        schema.at(schema.executor.loader.graph.leaf_nodes())  # read as the code now does
         found = list(LangGraphRun.objects.filter(run_id__in=made).values_list(
             "id", "run_id", "first_seq", "superseded_at"))
         assert sorted(found) == sorted((run_id, run_id, 1, None) for run_id in made)

@@ -155,6 +155,29 @@ napping.add_edge(START, "nap")
 napping.add_edge("nap", END)
 
 
+class Review(TypedDict, total=False):
+    item: str
+    answer: str
+    done: str
+
+
+def review(state: Review) -> Review:
+    return {"answer": str(interrupt({"question": f"Ship {state['item']}?"}))}
+
+
+async def ship(state: Review) -> Review:  # after the answer: a long while if it says so
+    await asyncio.sleep(60 if state["answer"] == "after a while" else 0)
+    return {"done": f"{state['item']}: {state['answer']}"}
+
+
+reviewing = StateGraph(Review)
+reviewing.add_node("review", review)
+reviewing.add_node("ship", ship)
+reviewing.add_edge(START, "review")
+reviewing.add_edge("review", "ship")
+reviewing.add_edge("ship", END)
+
+
 def reply(state: MessagesState) -> dict:
     last = state["messages"][-1].content
     return {"messages": [AIMessage(content=f"You said: {last}")]}
@@ -267,6 +290,7 @@ def langgraph_json(tmp_path_factory) -> Path:
         "graphs": {"orders": "./graphs.py:graph", "slow": "graphs:make_slow",
                    "chat": "./graphs.py:make_chat", "nested": "./graphs.py:nested",
                    "deep": "./graphs.py:deep", "nap": "./graphs.py:napping",
+                   "review": "./graphs.py:reviewing",
                    "huge": "./graphs.py:huge",
                    "agent": "./graphs.py:make_agent", "bare": "./graphs.py:make_bare",
                    "broken": "./missing.py:graph"},

@@ -33,7 +33,16 @@ def test_the_table_allows_what_it_declares_and_refuses_the_rest():
         for state in ALL:
             if state in transition.moves:
                 assert states.allows(state, transition)
-                assert states.move(state, transition) == transition.moves[state]
+                found = states.targets(transition, state)
+                if len(found) == 1 and found[0] == transition.moves[state]:
+                    assert states.move(state, transition) == found[0]
+                else:  # an undo: its caller names which, one of those declared
+                    assert [states.move(state, transition, to=to) for to in found] == [
+                        *found]
+                    with pytest.raises(states.Refused, match=transition.name):
+                        states.move(state, transition)
+                    with pytest.raises(states.Refused, match=transition.name):
+                        states.move(state, transition, to=State.RUNNING)
             else:
                 assert not states.allows(state, transition), (state, transition)
                 with pytest.raises(states.Refused, match=transition.name):
@@ -106,6 +115,31 @@ def test_the_services_take_their_preconditions_from_the_table(state, operator):
     else:
         with pytest.raises(services.RunStateError):
             services.run_delete(run=run)
+
+
+@pytest.mark.parametrize("went_on_from", states.WAITED)
+@pytest.mark.parametrize("state", ALL)
+def test_a_rollback_takes_a_run_back_only_from_the_states_the_table_declares(state,
+                                                                            went_on_from):
+    """A resume's or a continue's LangGraph run asked to be rolled back: done once the run
+    stopped, back to where it went on from, its log back to the seq before it; a run an
+    executor holds (or is to) keeps it asked."""
+    run = store.create_run(graph="acquisition", thread_id=str(uuid.uuid4()), state=state,
+                           last_seq=4, owner="exec-1" if state == State.RUNNING else "",
+                           heartbeat_at=timezone.now())
+    for seq in range(1, 5):
+        RunEvent.objects.create(run=run, seq=seq, kind=RunEvent.Kind.CUSTOM)
+    run.langgraph_runs.update(superseded_at=timezone.now())
+    run.langgraph_runs.create(first_seq=3, went_on_from=went_on_from,
+                              rollback_requested_at=timezone.now())
+    done = store.roll_back_requested(run.id)
+    run.refresh_from_db()
+    if states.allows(state, states.ROLL_BACK):
+        assert (done, run.state, run.last_seq) == (store.ROLLED_BACK, went_on_from, 2)
+        assert list(run.events.values_list("seq", flat=True)) == [1, 2]
+        assert run.langgraph_runs.get().is_current
+    else:
+        assert (done, run.state, run.last_seq, run.langgraph_runs.count()) == ("", state, 4, 2)
 
 
 # what a claim in each mode may take: a fresh start, or a continue, only when asked for;
