@@ -199,5 +199,5 @@ def test_a_stream_joined_while_the_model_writes_gets_its_chunks_and_a_replay_who
 def test_a_stream_of_other_modes_gets_no_chunks(client):
     tid = client.threads.create()["thread_id"]
     parts = list(client.runs.stream(tid, "talk", input=HI, stream_mode=["updates", "values"]))
-    assert {p.event for p in parts} == {"metadata", "updates", "values"}
+    assert {p.event for p in parts} == {"metadata", "updates", "values", "end"}
     assert last_message(parts)["content"] == REPLY
