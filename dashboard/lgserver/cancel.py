@@ -1,9 +1,10 @@
 """``POST /threads/<id>/runs/<run_id>/cancel`` as LangGraph's server answers it.
 
 - A run that is pending or running (Planwatch: queued, running, or answered and about to
-  resume) is cancelled: the node in flight stops at once. ``200`` with the run as it
-  stands once the cancel is recorded (LangGraph's server answers ``202`` with no body; its
-  SDK returns whatever body comes, and Aegra's clients read this one), or with ``wait=1``
+  resume) is cancelled: the node in flight stops at once. ``200`` with the run once it
+  stopped, or as it stands after :data:`SETTLE_SECONDS` (LangGraph's server answers ``202``
+  with no body; its SDK returns whatever body comes, and Aegra's clients read this one:
+  ``interrupted``, as Aegra answers), or with ``wait=1``
   ``200`` once it stopped, with its final values as ``join`` answers them (``204`` with
   ``action=rollback``: the run is gone).
 - Any other run (ended, or waiting for an answer: LangGraph's run has then ended with
@@ -23,6 +24,7 @@ Waiting happens in an async view on the server's loop, never in a request thread
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from typing import Any
@@ -49,6 +51,10 @@ from dashboard.lgserver.views import (
 )
 from dashboard.models import LangGraphRun, Run
 from dashboard.runs.dispatch import get_executor
+
+SETTLE_SECONDS = 2.0
+"""How long a cancel's answer waits for its run to stop: its executor stops the node in
+flight at once (milliseconds in-process; a worker hears of its aborted job as fast)."""
 
 ACTIONS = ("interrupt", "rollback")
 TRUE = ("1", "true", "True")
@@ -107,7 +113,8 @@ class RunCancelView(LangGraphView):
                 "nor running: there is nothing to cancel (as on LangGraph's server)")
         run = langgraph_run.run = services.run_cancel(run=langgraph_run.run, user=request.user)
         response = Response(shapes.run(langgraph_run))
-        response.planwatch_wait = (run.id, wait, action == "rollback")  # type: ignore[attr-defined]
+        response.planwatch_wait = (  # type: ignore[attr-defined]
+            run.id, wait, action == "rollback", run.is_busy())
         if action == "rollback" and not wait:
             get_executor().spawn(arolled_back_when_stopped(run.id))
         return response
@@ -173,11 +180,18 @@ _cancel = RunCancelView.as_view()
 @login_not_required  # the API view inside authenticates (401 without a key), as every view here
 @csrf_exempt
 async def run_cancel(request: HttpRequest, **kwargs: Any) -> HttpResponse:
-    """The cancel, then (``wait=1``) the wait until the run stopped: its final values."""
+    """The cancel, then the wait until the run stopped: the run (at most
+    :data:`SETTLE_SECONDS`), or with ``wait=1`` its final values."""
     response = await sync_to_async(_cancel)(request, **kwargs)
-    run_id, wait, rollback = getattr(response, "planwatch_wait", (None, False, False))
-    if run_id is None or not wait:
-        return response  # type: ignore[no-any-return]
+    run_id, wait, rollback, busy = getattr(response, "planwatch_wait",
+                                           (None, False, False, False))
+    if run_id is None or not (wait or (busy and not rollback)):
+        return response  # type: ignore[no-any-return]  # (a rollback's run is deleted)
+    if not wait:  # its executor stops it: the run as it then stands
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stream.astopped(run_id), SETTLE_SECONDS)
+        return JsonResponse(await sync_to_async(_run_shape)(**kwargs),
+                            json_dumps_params={"default": str})
     await stream.astopped(run_id)
     if rollback:
         await sync_to_async(rolled_back)(run_id=run_id)
@@ -187,6 +201,11 @@ async def run_cancel(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     base = f"/threads/{kwargs['thread_id']}/runs/{kwargs['run_id']}"
     answer["Location"], answer["Content-Location"] = f"{base}/join", base
     return answer
+
+
+def _run_shape(*, thread_id: str, run_id: str) -> dict[str, Any]:
+    """The LangGraph run as ``runs.get`` answers it."""
+    return shapes.run(run_of(thread_of(thread_id), run_id))
 
 
 _thread = ThreadView.as_view()
