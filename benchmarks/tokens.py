@@ -1,13 +1,14 @@
 """What streaming a model's tokens costs the executor: one run at a time, in-process on
 SQLite, a graph whose one node streams a 50-chunk answer from a loopback model.
 
-``python -m benchmarks.tokens [--runs 12]`` times runs with ``Run.stream_tokens`` off
-(chunks told to nobody, as before token streaming) and on (each chunk handed to the run's
-TokenBell and sent on the in-memory layer), interleaved, plus runs on with one watcher
-following the run in ``messages-tuple`` mode (its parts made in the same process). Per run:
-the executor's time from its claim to its final write (``started_at`` → ``finished_at``)
-and this process's CPU time, the median and the spread of a dozen, and the token messages
-sent. Not part of ``make bench``; the database is ``var/bench/tokens.sqlite3``.
+``python -m benchmarks.tokens [--runs 12] [--chunk-delay S]`` times runs with
+``Run.stream_tokens`` off (chunks told to nobody, as before token streaming) and on (each
+chunk handed to the run's TokenBell and sent on the in-memory layer), interleaved, plus
+runs on with one watcher following the run in ``messages-tuple`` mode (its parts made in
+the same process). Per run: the executor's time from its claim to its final write
+(``started_at`` → ``finished_at``) and this process's CPU time, the median and the spread
+of a dozen, and the token messages sent. Not part of ``make bench``; the database is
+``var/bench/tokens.sqlite3``.
 """
 
 from __future__ import annotations
@@ -44,13 +45,15 @@ talk50 = graph.compile()
 '''
 
 
-def setup() -> object:
-    """A fresh SQLite database, the loopback model (50 chunks of 8 characters), Django."""
+def setup(chunk_delay: float) -> object:
+    """A fresh SQLite database, the loopback model (50 chunks of 8 characters,
+    ``chunk_delay`` seconds apart), Django."""
     sys.path.insert(0, str(ROOT))
     from tests.openai_server import OpenAIServer
 
     server = OpenAIServer().start()
     server.reply = "".join(f"tok{n:04d}." for n in range(50))  # 8 characters a chunk
+    server.chunk_delay = chunk_delay
     project = Path(tempfile.mkdtemp(prefix="tokens-bench-"))
     (project / "talking.py").write_text(GRAPH_PY)
     (project / "langgraph.json").write_text(json.dumps(
@@ -113,8 +116,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=12)
     parser.add_argument("--label", default="")
+    parser.add_argument("--chunk-delay", type=float, default=0.0,
+                        help="seconds between two chunks (0: as fast as the loopback goes)")
     args = parser.parse_args()
-    server = setup()
+    server = setup(args.chunk_delay)
     import importlib
 
     sent = [0]
@@ -140,7 +145,8 @@ def main() -> None:
             before = sent[0]
             times[name].append(one_run(tokens=tokens, watch=watch))
             messages[name] += sent[0] - before
-    print(f"{args.label} {args.runs} runs each, 50 chunks a run (ms; median, min-max)")
+    print(f"{args.label} {args.runs} runs each, 50 chunks a run, {args.chunk_delay * 1000:g} ms "
+          "apart (ms; median, min-max)")
     for name, rows in times.items():
         wall, cpu = [r[0] for r in rows], [r[1] for r in rows]
         print(f"  {name:11} executor {statistics.median(wall):6.1f} "
