@@ -1,9 +1,10 @@
 """``POST /threads/<id>/runs/<run_id>/cancel`` as LangGraph's server answers it.
 
 - A run that is pending or running (Planwatch: queued, running, or answered and about to
-  resume) is cancelled: the node in flight stops at once. ``200`` with the run as it
-  stands once the cancel is recorded (LangGraph's server answers ``202`` with no body; its
-  SDK returns whatever body comes, and Aegra's clients read this one), or with ``wait=1``
+  resume) is cancelled: the node in flight stops at once. ``200`` with the run once it
+  stopped (``interrupted``; as it stands after :data:`SETTLE_SECONDS` if it has not)
+  (LangGraph's server answers ``202`` with no body; its SDK returns whatever body comes,
+  and Aegra's clients read this one), or with ``wait=1``
   ``200`` once it stopped, with its final values as ``join`` answers them (``204`` with
   ``action=rollback``: the run is gone).
 - Any other run (ended, or waiting for an answer: LangGraph's run has then ended with
@@ -28,6 +29,7 @@ sync view tells it what to wait for (:class:`Wait`, through its ``told`` callbac
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable
@@ -56,6 +58,10 @@ from dashboard.lgserver.views import (
 )
 from dashboard.models import LangGraphRun
 from dashboard.runs import states
+
+SETTLE_SECONDS = 2.0
+"""How long a cancel's answer waits for its run to stop: its executor stops the node in
+flight at once (milliseconds in-process; a worker hears of its aborted job as fast)."""
 
 ACTIONS = ("interrupt", "rollback")
 TRUE = ("1", "true", "True")
@@ -89,6 +95,9 @@ class Wait:
 
     run_id: uuid.UUID
     roll_back: bool
+    settle: bool = False
+    """Not asked to wait: the answer is the run once it stopped (at most
+    :data:`SETTLE_SECONDS`), as Aegra answers it (``interrupted``)."""
 
 
 class RunCancelView(LangGraphView):
@@ -118,8 +127,10 @@ class RunCancelView(LangGraphView):
         answer = shapes.run(langgraph_run)
         if gone:  # rolled back at once (nothing executed it): gone, as the cancel left it
             answer["status"] = states.meaning(states.State.CANCELLED).langgraph
-        if wait and self.told is not None:
+        if self.told is not None and wait:
             self.told(Wait(langgraph_run.run_id, roll_back=action == "rollback"))
+        elif self.told is not None and not gone and langgraph_run.run.is_busy():
+            self.told(Wait(langgraph_run.run_id, roll_back=False, settle=True))
         return Response(answer)
 
 
@@ -195,6 +206,11 @@ async def run_cancel(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     response, wait = await sync_to_async(_cancel)(request, **kwargs)
     if wait is None:
         return response
+    if wait.settle:  # its executor stops it at once: the run as it then stands
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stream.astopped(wait.run_id), SETTLE_SECONDS)
+        return JsonResponse(await sync_to_async(_run_shape)(**kwargs),
+                            json_dumps_params={"default": str})
     await stream.astopped(wait.run_id)
     if wait.roll_back:
         await sync_to_async(services.run_roll_back_stopped)(run_id=wait.run_id)
@@ -204,6 +220,11 @@ async def run_cancel(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     base = f"/threads/{kwargs['thread_id']}/runs/{kwargs['run_id']}"
     answer["Location"], answer["Content-Location"] = f"{base}/join", base
     return answer
+
+
+def _run_shape(*, thread_id: str, run_id: str) -> dict[str, Any]:
+    """The LangGraph run as ``runs.get`` answers it."""
+    return shapes.run(run_of(thread_of(thread_id), run_id))
 
 
 _thread = ThreadView.as_view()

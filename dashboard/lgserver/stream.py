@@ -242,13 +242,13 @@ class PartMaker:
         one this stream joined midway comes whole when its node ends."""
         out: list[tuple[str, Any]] = []
         for item in items:
-            ns = item["ns"]
-            if ns and not self.subgraphs:
-                continue
             message_id = item["id"]
             if "final" in item:  # the message its node returns has another id: that one
                 if message_id in self.streamed:
                     self.streamed[item["final"]] = self.streamed[message_id]
+                continue
+            ns = item["ns"]
+            if ns and not self.subgraphs:
                 continue
             streamed = self.streamed.get(message_id)
             if streamed is None:

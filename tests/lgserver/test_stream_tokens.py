@@ -201,3 +201,37 @@ def test_a_stream_of_other_modes_gets_no_chunks(client):
     parts = list(client.runs.stream(tid, "talk", input=HI, stream_mode=["updates", "values"]))
     assert {p.event for p in parts} == {"metadata", "updates", "values", "end"}
     assert last_message(parts)["content"] == REPLY
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_a_workers_run_streams_its_tokens_through_redis(django_db_blocker, tmp_path, redis_url,
+                                                        model_server, sdk_user):
+    """The graph runs in a procrastinate worker, the stream in daphne: the chunks cross
+    from one process to the other on Redis, as the doorbells do."""
+    from django.db import connection
+    from langgraph_sdk import get_sync_client
+
+    from dashboard.models import Run
+    from tests.dashboard.runs.test_recovery import kill, spawn
+
+    if connection.vendor != "postgresql":
+        pytest.skip("procrastinate needs PostgreSQL: this runs in make test's PostgreSQL pass")
+    env = {"PLANWATCH_LANGGRAPH_CONFIG": write_project(tmp_path), "REDIS_URL": redis_url,
+           "PLANWATCH_TEST_OPENAI_URL": model_server.url, "PLANWATCH_EXECUTOR": "procrastinate"}
+    worker = spawn(["planwatch_worker"], "worker-tokens", **env)
+    try:
+        with served(django_db_blocker, **env, **SMALL_POOLS) as url:
+            client = get_sync_client(url=f"{url}/langgraph", api_key=api_token(sdk_user))
+            tid = client.threads.create()["thread_id"]
+            parts = list(client.runs.stream(tid, "answer", input=HI,
+                                            stream_mode=["messages-tuple", "values"]))
+        chunks = [p.data[0] for p in parts if p.event == "messages"]
+        assert len(chunks) >= 8 and {c["type"] for c in chunks} == {"AIMessageChunk"}
+        final = last_message(parts)
+        assert "".join(c["content"] for c in chunks) == final["content"] == REPLY
+        assert {c["id"] for c in chunks} == {final["id"]}
+        owner = Run.objects.get(conversation_id=tid).events.first().payload["owner"]
+        assert f":{worker.pid}:" in owner  # the worker ran it, not daphne
+    finally:
+        kill(worker)

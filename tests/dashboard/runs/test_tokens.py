@@ -1,0 +1,74 @@
+"""A run's token bell: chunks of model answers go on the run's doorbell group after the
+events that came before them, several in one message when they come faster than it is
+sent (the in-process layer here; the Redis layer in tests/lgserver/test_stream_tokens.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from dashboard.runs.doorbells import RunBell, run_group
+from dashboard.runs.tokens import TOKENS, TokenBell, doorbell_tokens
+
+
+def item(index: int) -> dict[str, Any]:
+    return {"id": "m1", "i": index, "ns": "", "chunk": {"content": f"piece {index}"}}
+
+
+def values(run_id: uuid.UUID, last_seq: int) -> dict[str, Any]:
+    """A run's values as a write returns them (what a doorbell tells of it)."""
+    return {"id": run_id, "graph": "talk", "status": "running", "current_node": "talk",
+            "last_seq": last_seq, "started_at": None, "finished_at": None,
+            "error_message": ""}
+
+
+def heard(run_id: uuid.UUID, scenario) -> list[dict[str, Any]]:
+    """What a watcher of the run's group heard while ``scenario(bell, tokens)`` ran."""
+    layer = get_channel_layer()
+
+    async def watch() -> list[dict[str, Any]]:
+        channel = await layer.new_channel("test.tokens.")
+        await layer.group_add(run_group(run_id), channel)
+        bell = RunBell(run_id, status="running", node="talk", rung=3)
+        await scenario(bell, TokenBell(run_id, bell))
+        messages = []
+        while True:
+            try:
+                messages.append(await asyncio.wait_for(layer.receive(channel), 0.3))
+            except TimeoutError:
+                return messages
+
+    return async_to_sync(watch)()
+
+
+def test_a_chunk_waits_for_the_events_before_it_then_follows_them():
+    run_id = uuid.uuid4()
+
+    async def scenario(bell: RunBell, tokens: TokenBell) -> None:
+        tokens.add(item(0), after=4)  # the call's start (seq 4) is not written yet
+        await asyncio.sleep(0.1)
+        assert tokens.pending  # held
+        event = {"seq": 4, "kind": "model_started"}
+        await bell.aring([event], values(run_id, 4), time.time())
+
+    messages = heard(run_id, scenario)
+    assert [m["type"] for m in messages] == ["run.events", TOKENS]
+    assert doorbell_tokens(messages[1]) == [item(0)]
+
+
+def test_chunks_that_come_while_one_is_sent_go_together_in_order():
+    run_id = uuid.uuid4()
+
+    async def scenario(bell: RunBell, tokens: TokenBell) -> None:
+        for index in range(3):  # in one turn of the loop: before the first send starts
+            tokens.add(item(index), after=3)
+        await asyncio.sleep(0.1)
+        tokens.add(item(3), after=3)
+
+    messages = heard(run_id, scenario)
+    assert [[i["i"] for i in doorbell_tokens(m)] for m in messages] == [[0, 1, 2], [3]]
