@@ -39,7 +39,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_not_required
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 from rest_framework.request import Request
@@ -129,7 +129,8 @@ class RunCancelView(LangGraphView):
             answer["status"] = states.meaning(states.State.CANCELLED).langgraph
         if self.told is not None and wait:
             self.told(Wait(langgraph_run.run_id, roll_back=action == "rollback"))
-        elif self.told is not None and not gone and langgraph_run.run.is_busy():
+        elif self.told is not None and action != "rollback" and langgraph_run.run.is_busy():
+            # (a rollback's run is gone once it stopped: its answer is the cancel's)
             self.told(Wait(langgraph_run.run_id, roll_back=False, settle=True))
         return Response(answer)
 
@@ -209,8 +210,11 @@ async def run_cancel(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     if wait.settle:  # its executor stops it at once: the run as it then stands
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stream.astopped(wait.run_id), SETTLE_SECONDS)
-        return JsonResponse(await sync_to_async(_run_shape)(**kwargs),
-                            json_dumps_params={"default": str})
+        try:
+            shape = await sync_to_async(_run_shape)(**kwargs)
+        except (Http404, exceptions.NotFound):  # deleted meanwhile: as the cancel left it
+            return response
+        return JsonResponse(shape, json_dumps_params={"default": str})
     await stream.astopped(wait.run_id)
     if wait.roll_back:
         await sync_to_async(services.run_roll_back_stopped)(run_id=wait.run_id)
