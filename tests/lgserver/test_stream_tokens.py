@@ -213,7 +213,7 @@ def test_a_workers_run_streams_its_tokens_through_redis(django_db_blocker, tmp_p
     from langgraph_sdk import get_sync_client
 
     from dashboard.models import Run
-    from tests.dashboard.runs.test_recovery import kill, spawn
+    from tests.support.processes import kill, spawn
 
     if connection.vendor != "postgresql":
         pytest.skip("procrastinate needs PostgreSQL: this runs in make test's PostgreSQL pass")
