@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -73,19 +73,25 @@ async def abroadcast_events(run_id: UUID | str, events: list[dict[str, Any]], *,
                  events_message(run_id, events, run=run, committed_at=committed_at))
 
 
-DECODED_DOORBELLS = 512  # doorbells whose events this process keeps decoded
-_decoded: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+DECODED_DOORBELLS = 512  # doorbell and token messages whose items this process keeps decoded
+_decoded: dict[Hashable, list[dict[str, Any]]] = {}
+
+
+def decoded_once(key: Hashable, text: str) -> list[dict[str, Any]]:
+    """``text`` (a message's JSON list) decoded once per process for every socket and
+    stream that receives the message (shared: do not change the items)."""
+    items = _decoded.get(key)
+    if items is None:
+        items = _decoded[key] = json.loads(text)
+        while len(_decoded) > DECODED_DOORBELLS:
+            _decoded.pop(next(iter(_decoded)))
+    return items
 
 
 def doorbell_events(message: dict[str, Any]) -> list[dict[str, Any]]:
     """The events of a doorbell, decoded once per process (shared: do not change them)."""
-    key = (message["run_id"], message["first"], message["last"])
-    events = _decoded.get(key)
-    if events is None:
-        events = _decoded[key] = json.loads(message["events"])
-        while len(_decoded) > DECODED_DOORBELLS:
-            _decoded.pop(next(iter(_decoded)))
-    return events
+    return decoded_once((message["run_id"], message["first"], message["last"]),
+                        message["events"])
 
 
 async def abroadcast_run(summary: dict[str, Any], *, watchers: bool = True) -> None:

@@ -27,7 +27,7 @@ import uuid
 from typing import Any
 from uuid import UUID
 
-from dashboard.runs.doorbells import RunBell, asend, run_group
+from dashboard.runs.doorbells import RunBell, asend, decoded_once, run_group
 
 TOKENS = "run.tokens"
 """The type of a doorbell message carrying chunks (followers that want none skip it)."""
@@ -89,16 +89,6 @@ def tokens_message(run_id: UUID | str, items: list[dict[str, Any]], *, key: str
     return {"type": TOKENS, "run_id": str(run_id), "key": key, "tokens": json.dumps(items)}
 
 
-DECODED = 256  # token messages whose items this process keeps decoded
-_decoded: dict[str, list[dict[str, Any]]] = {}
-
-
 def doorbell_tokens(message: dict[str, Any]) -> list[dict[str, Any]]:
     """The items of a token message, decoded once per process (shared: do not change them)."""
-    key = message["key"]
-    items = _decoded.get(key)
-    if items is None:
-        items = _decoded[key] = json.loads(message["tokens"])
-        while len(_decoded) > DECODED:
-            _decoded.pop(next(iter(_decoded)))
-    return items
+    return decoded_once(("tokens", message["key"]), message["tokens"])
