@@ -21,6 +21,9 @@ mounts it beside its own.
   server merges them; a path Planwatch serves keeps Planwatch's description.
 - **Its lifespan** is entered before its first request (daphne sends no ASGI lifespan
   events); its shutdown half does not run.
+- **Its middleware** is its own: Django's (the host check, CORS of
+  ``PLANWATCH_CORS_ORIGINS``, the body limits) does not wrap it; an app served to browsers
+  on other origins adds Starlette's ``CORSMiddleware`` itself.
 
 Only HTTP is routed to the app (not websockets). Starlette (or FastAPI) is the app's
 dependency, imported only when an app is configured; Planwatch needs neither. The app is
