@@ -32,9 +32,11 @@ def recover(run: Run) -> Run:
     other = Executor()
     try:
         other.submit(run.id, "recover").result(60)
+        # its end, read before this executor stops (once in a CI pass on PostgreSQL the run
+        # still read running when the submit's future had resolved)
+        return wait_run(run.id)
     finally:
         other.stop()
-    return Run.objects.get(id=run.id)
 
 
 def queued(**create) -> Run:
