@@ -92,8 +92,12 @@ ASSIGN_PERMISSION = "dashboard.assign_interrupt"
 
 def interrupt_may_answer(*, interrupt: Interrupt, user: User) -> str:
     """Why ``user`` may not answer ``interrupt`` ("" when they may): a question for groups
-    is answered by their members and by superusers only. Pages, /api/ and /langgraph/
-    all ask this, through :func:`interrupt_answer`."""
+    is answered by their members and by superusers only; any question only by those who
+    may read its run (:mod:`dashboard.policy`). Pages, /api/ and /langgraph/ all ask this,
+    through :func:`interrupt_answer`."""
+    if not policy.may_read_run(user, interrupt.run):
+        return (f"question {interrupt.pk} is of a run you may not read; only its owner and "
+                "the team answer it")
     groups = interrupt.group_names
     if not groups or getattr(user, "is_superuser", False):
         return ""
@@ -139,10 +143,11 @@ def interrupt_assign(*, interrupt: Interrupt, to: AuthUser | None, by: User) -> 
                               f"{ASSIGN_PERMISSION!r}; ask an administrator for it, or take "
                               "it yourself")
     if to is not None:
-        reason = interrupt_may_answer(interrupt=interrupt, user=to)
-        if not reason and not policy.may_read_run(to, interrupt.run):
+        if not policy.may_read_run(to, interrupt.run):
             reason = ("its run is not theirs to read (dashboard.policy: the run's owner and "
                       "the team); give it to one of the team")
+        else:
+            reason = interrupt_may_answer(interrupt=interrupt, user=to)
         if reason:
             raise ServiceError(f"{to.get_username()} may not answer it: {reason}",
                                errors={"username": "not in the question's groups"})

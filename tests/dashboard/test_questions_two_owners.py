@@ -87,3 +87,57 @@ def test_b_is_not_told_of_a_s_question(settings, owners):
     assert (html, newest) == ("", 0)
     html, newest = inbox.browser_notices(user=a, after=0)
     assert newest == pending.pk and "Which region is the market in?" in html
+
+
+def test_b_may_not_answer_a_s_question_through_the_inbox_s_bulk_form(client, owners):
+    """The bulk answer draws its questions through the policy: guessed ids of A's questions,
+    posted by B with a valid CSRF session, answer nothing (issue 50, item 1)."""
+    _a, b, _lead, pending, _answered = owners
+    (mine,) = waiting(1, REGION, goal="Bob bikes", user=b)
+    client.force_login(b)
+    guessed = list(range(max(pending.pk, mine.pk) + 5))  # every id up to past both
+    response = client.post("/inbox/answer/", {
+        "interrupt": guessed, "prefix": f"g{pending.pk}", f"g{pending.pk}-answer": "Germany"},
+        headers=HTMX)
+    assert response.status_code == 200
+    pending.refresh_from_db()
+    assert pending.status == Interrupt.Status.PENDING and pending.answer is None
+    mine.refresh_from_db()  # B's own question, in the same request, is answered
+    assert mine.status == Interrupt.Status.ANSWERED and mine.answer == "Germany"
+    assert "not yours to see" in response.content.decode()
+    only_a_s = client.post("/inbox/answer/", {
+        "interrupt": [pending.pk], "prefix": "g1", "g1-answer": "Europe"}, headers=HTMX)
+    assert only_a_s.status_code == 404
+    pending.refresh_from_db()
+    assert pending.status == Interrupt.Status.PENDING
+
+
+def test_the_answer_service_refuses_who_may_not_read_the_run(owners):
+    """Every door that answers goes through ``interrupt_answer``, which asks the policy too."""
+    from dashboard import services
+    _a, b, _lead, pending, _answered = owners
+    with pytest.raises(services.AnswerForbidden, match="a run you may not read"):
+        services.interrupt_answer(interrupt=pending, answer="Europe", user=b)
+    pending.refresh_from_db()
+    assert pending.status == Interrupt.Status.PENDING
+
+
+def test_a_lead_outside_the_question_s_group_gets_no_answer_form(client, owners):
+    """A question for a group: a lead (team, assign) outside it reads it, may give it to a
+    member, but its answer field and button are disabled, with the reason."""
+    from django.contrib.auth.models import Group
+
+    from dashboard.models import InterruptGroup
+    _a, _b, lead, pending, _answered = owners
+    InterruptGroup.objects.create(interrupt=pending, name="finance")
+    Group.objects.get_or_create(name="finance")
+    client.force_login(lead)
+    page = client.get(f"/runs/{pending.run_id}/interrupts/", headers=HTMX).content.decode()
+    assert 'class="q-input" disabled' in page
+    assert '<button type="submit" class="primary" disabled>Answer</button>' in page
+    assert "only its members (and superusers) may answer" in page.replace("&#x27;", "'")
+    lead.groups.add(Group.objects.get(name="finance"))
+    lead = type(lead).objects.get(pk=lead.pk)
+    client.force_login(lead)
+    page = client.get(f"/runs/{pending.run_id}/interrupts/", headers=HTMX).content.decode()
+    assert 'class="q-input" disabled' not in page and "only its members" not in page

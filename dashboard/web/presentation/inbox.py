@@ -55,6 +55,8 @@ def run_interrupts_context(
                 interrupt=i)
     return {
         "run": run, "forms": forms,
+        "answerable": any(not form.interrupt.not_yours  # type: ignore[attr-defined]
+                          for form in forms),
         "closed": [i for i in interrupts if i.status != Interrupt.Status.PENDING],
         "can_answer": bool(user.has_perm(ANSWER_PERMISSION)), "can_assign": can_assign,
         "viewer": user,

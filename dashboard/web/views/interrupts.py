@@ -17,7 +17,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from dashboard import selectors, services
+from dashboard import policy, selectors, services
 from dashboard.models import Interrupt, Run
 from dashboard.web.forms.inbox import (
     AGE_CHOICES,
@@ -199,7 +199,10 @@ def inbox_answer(request: HtmxHttpRequest) -> HttpResponse:
         return _results(request, [], status=422, message=(
             "Select at least one run (the boxes in the first column), then answer."))
     text = request.POST.get(f"{prefix}-answer", "")
-    chosen = Interrupt.objects.select_related("run").filter(pk__in=form.cleaned_data["interrupt"])
+    # only the questions of runs the user may read: another's id is as unknown as a wrong one
+    posted = form.cleaned_data["interrupt"]
+    chosen = policy.interrupts_visible(request.user, Interrupt.objects.filter(
+        pk__in=posted)).select_related("run")
     answers: list[tuple[Interrupt, Any]] = []
     refused: list[services.AnswerResult] = []
     for interrupt in chosen.order_by("created_at", "id"):
@@ -211,6 +214,11 @@ def inbox_answer(request: HtmxHttpRequest) -> HttpResponse:
                       or "the answer was refused")
             refused.append(services.AnswerResult(interrupt, False, f"not sent: {reason}"))
     results = services.interrupts_answer_each(answers=answers, user=request.user) + refused
+    unknown = len(set(posted)) - len(answers) - len(refused)
+    if unknown:
+        return _results(request, results, status=200 if results else 404, message=(
+            f"{unknown} of the selected questions no longer exist{'s' if unknown == 1 else ''} "
+            "or are not yours to see; reload the inbox for the questions waiting now."))
     return _results(request, results, status=200)
 
 
