@@ -209,12 +209,19 @@ def _send_email(notice: Notice) -> None:
                  from_email=settings.DEFAULT_FROM_EMAIL, to=[notice.address]).send()
 
 
+def slack_escape(text: str) -> str:
+    """``text`` as Slack shows it literally: ``&``, ``<`` and ``>`` as entities, so a
+    question's ``<!channel>`` or ``<url|label>`` pings nobody and links nowhere (Slack's
+    "Escaping text" rules)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def webhook_body(notice: Notice) -> bytes:
     """The webhook's JSON: Slack-compatible ``text``, and the question's facts."""
     interrupt = notice.interrupt
     url = absolute(question_path(interrupt))
     return json.dumps({
-        "text": f"{_summary(notice)} — {url}", "event": f"question.{notice.kind}",
+        "text": f"{slack_escape(_summary(notice))} — {url}", "event": f"question.{notice.kind}",
         "question": {"id": interrupt.pk, "run": str(interrupt.run_id),
                      "graph": interrupt.run.graph, "asks": question_text(interrupt.payload),
                      "groups": interrupt.group_names, "url": url,

@@ -77,3 +77,30 @@ def test_the_api_serves_the_history_and_the_answer_times(client, operator, histo
     (times,) = body["answer_times"]
     assert (times["answered"], times["median_seconds"], times["p90_seconds"]) == (5, 30, 100)
     assert client.get("/api/interrupts/history/?outcome=lost").status_code == 400
+
+
+@pytest.mark.parametrize("answer", ["=1+1", "+1", "-1", "@SUM(A1)", "\t=1+1", "\r=1+1",
+                                    "\n=1", "  =1+1", "\uff1d1+1"])
+def test_the_csv_leads_every_formula_start_with_an_apostrophe(client, operator, answer):
+    """OWASP's list (``=`` ``+`` ``-`` ``@`` tab, carriage return), after leading spaces
+    too: a spreadsheet shows the answer as written, never runs it."""
+    (asked,) = waiting(1, REGION, user=operator)
+    Interrupt.objects.filter(pk=asked.pk).update(
+        status=Interrupt.Status.ANSWERED, answer=answer, answered_by=operator,
+        answered_at=timezone.now())
+    client.force_login(operator)
+    response = client.get("/inbox/history.csv")
+    (row,) = csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode(),
+                                        newline=""))
+    assert row["answer"] == f"'{answer}"
+
+
+def test_the_csv_keeps_an_ordinary_answer_as_written(client, operator):
+    (asked,) = waiting(1, REGION, user=operator)
+    Interrupt.objects.filter(pk=asked.pk).update(
+        status=Interrupt.Status.ANSWERED, answer="Germany, 3 = enough", answered_by=operator,
+        answered_at=timezone.now())
+    client.force_login(operator)
+    response = client.get("/inbox/history.csv")
+    (row,) = csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode()))
+    assert row["answer"] == "Germany, 3 = enough"

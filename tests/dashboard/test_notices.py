@@ -207,3 +207,21 @@ def test_a_bad_link_is_refused_naming_the_way_out(client, finance):
     response = client.get("/inbox/notice/not-a-token/")
     assert response.status_code == 404
     assert "open the question from the inbox" in response.content.decode()
+
+
+def test_the_webhooks_slack_text_escapes_what_slack_reads_as_markup(operator, finance):
+    """A question's ``<!channel>`` pings nobody and its ``<url|label>`` links nowhere:
+    ``&``, ``<`` and ``>`` reach Slack as entities; the facts keep the question as asked."""
+    asks = "Region? <!channel> see <https://evil.test|the docs> & reply"
+    (asked,) = waiting(1, {**REGION, "prompt": asks}, user=operator)
+    InterruptGroup.objects.create(interrupt=asked, name="<!here>")
+    notice = Notice.objects.create(interrupt=asked, kind=Notice.Kind.ASKED,
+                                   channel=Notice.Channel.WEBHOOK, address="http://x.test",
+                                   next_attempt_at=timezone.now())
+    payload = json.loads(notices.webhook_body(notice))
+    text = payload["text"]
+    assert "<!channel>" not in text and "<!here>" not in text and "<https://" not in text
+    assert ("Region? &lt;!channel&gt; see &lt;https://evil.test|the docs&gt; &amp; reply"
+            in text)
+    assert "for &lt;!here&gt;" in text
+    assert payload["question"]["asks"] == asks

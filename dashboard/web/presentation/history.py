@@ -41,14 +41,21 @@ def history_row(interrupt: Interrupt) -> dict[str, Any]:
     }
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+"""What a spreadsheet may read as the start of a formula: OWASP's list (``=``, ``+``, ``-``,
+``@``, tab, carriage return; line feed too) and their full-width forms, which some
+spreadsheets fold to the ASCII ones."""
+
+
 def _cell(value: Any) -> Any:
     """A value a spreadsheet shows as written: JSON for structures, and text that would
-    start a formula (``=``, ``+``, ``-``, ``@``) led by an apostrophe."""
+    start a formula (:data:`FORMULA_STARTS`, also after leading spaces) led by an
+    apostrophe."""
     if value is None:
         return ""
     if not isinstance(value, str):
         return value if isinstance(value, int | float) else json.dumps(value, default=str)
-    return f"'{value}" if value[:1] in ("=", "+", "-", "@") else value
+    return f"'{value}" if value.lstrip(" ").startswith(FORMULA_STARTS) else value
 
 
 def csv_lines(rows: Iterable[Interrupt]) -> Iterator[list[Any]]:
