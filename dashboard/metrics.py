@@ -11,7 +11,8 @@ use by graph) are the same from any process: a few short aggregate statements a 
 
 Who may scrape (:func:`scrape_allowed`): a request with ``Authorization: Bearer
 <PLANWATCH_METRICS_TOKEN>``, or from an address in ``PLANWATCH_METRICS_NETWORKS``
-(default: loopback only, 127.0.0.0/8 and ::1).
+(default: loopback only, 127.0.0.0/8 and ::1) when no proxy forwarded it (behind a proxy on
+the same host every client would be loopback).
 """
 
 from __future__ import annotations
@@ -37,14 +38,22 @@ from dashboard.runs.conf import planwatch_setting
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def scrape_allowed(*, authorization: str, remote_addr: str) -> bool:
-    """Whether a scrape with this ``Authorization`` header from this address is let in."""
+PROXY_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
+"""Headers a proxy adds: a request carrying one came through a proxy, whose own address
+(loopback, for a proxy on the same host) says nothing of the client's."""
+
+
+def scrape_allowed(*, authorization: str, remote_addr: str, forwarded: bool = False) -> bool:
+    """Whether a scrape with this ``Authorization`` header from this address is let in
+    (``forwarded``: it came through a proxy, so only the token lets it in)."""
     token = str(planwatch_setting("METRICS_TOKEN"))
     if token:
         scheme, _, given = authorization.partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
                                                               token.encode()):
             return True
+    if forwarded:
+        return False
     try:
         address = ipaddress.ip_address(remote_addr)
     except ValueError:

@@ -47,12 +47,15 @@ def langgraph_ok(request: HttpRequest) -> HttpResponse:
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """Prometheus's exposition, to a scraper the settings let in (403 otherwise)."""
-    if not metrics.scrape_allowed(authorization=request.headers.get("Authorization", ""),
-                                  remote_addr=request.META.get("REMOTE_ADDR", "")):
+    if not metrics.scrape_allowed(
+            authorization=request.headers.get("Authorization", ""),
+            remote_addr=request.META.get("REMOTE_ADDR", ""),
+            forwarded=any(name in request.headers for name in metrics.PROXY_HEADERS)):
         return JsonResponse({"detail": (
             f"metrics are not served to {request.META.get('REMOTE_ADDR')!r}: send "
             "'Authorization: Bearer <PLANWATCH_METRICS_TOKEN>' or scrape from an address in "
-            "PLANWATCH_METRICS_NETWORKS (by default loopback only)")}, status=403)
+            "PLANWATCH_METRICS_NETWORKS (by default loopback only; a request a proxy "
+            "forwarded needs the token)")}, status=403)
     return HttpResponse(metrics.scrape(), content_type=metrics.CONTENT_TYPE)
 
 

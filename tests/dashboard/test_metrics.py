@@ -74,3 +74,17 @@ def test_metrics_networks_let_a_scraper_in_by_address(client, settings):
     assert client.get("/metrics", REMOTE_ADDR="10.2.3.4").status_code == 200
     assert client.get("/metrics", REMOTE_ADDR="192.168.1.9").status_code == 403
     assert client.get("/metrics").status_code == 403  # loopback is no longer listed
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("header", ["HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP"])
+def test_a_request_a_proxy_forwarded_needs_the_token_though_the_proxy_is_loopback(
+        client, settings, header):
+    """A proxy on the same host makes every client loopback: what it forwarded is let in
+    by the token alone."""
+    settings.PLANWATCH = {**settings.PLANWATCH, "METRICS_TOKEN": "s3cret-scrape"}
+    refused = client.get("/metrics", **{header: "203.0.113.9"})
+    assert refused.status_code == 403
+    assert "forwarded needs the token" in refused.json()["detail"]
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-scrape",
+                      **{header: "203.0.113.9"}).status_code == 200
