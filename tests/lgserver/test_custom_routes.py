@@ -247,3 +247,43 @@ def test_served_custom_routes_are_public_beside_the_api_which_they_never_replace
     assert "requestBody" in document["paths"]["/threads/search"]["post"]  # Planwatch's
     assert httpx.get(f"{lg_url}/ok").json() == {"ok": True}
     assert httpx.get(f"{lg_url}/health").json()["status"] == "ready"
+
+
+def headers_echo() -> FastAPI:
+    """A user's app that answers the headers it was given, and its caller."""
+    app = FastAPI()
+
+    @app.get("/echo")
+    async def echo(request: Request) -> dict:
+        user = request.scope.get("user")
+        return {"headers": {k.lower(): v for k, v in request.headers.items()},
+                "identity": getattr(user, "identity", None)}
+
+    return app
+
+
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "cookie", "x-csrftoken")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("authenticated", [True, False])
+async def test_the_app_never_receives_the_callers_credentials_but_its_identity(
+        django_user_model, authenticated):
+    """The caller's token (``x-api-key``, ``Authorization``), session cookie and CSRF token
+    are taken off before the app sees the request; with ``enable_custom_route_auth`` it
+    gets who calls (``request.user``, ``x-planwatch-user``), and a caller cannot forge it."""
+    alice = await django_user_model.objects.acreate(username="alice")
+    key = await _token(alice)
+    sent = {"x-api-key": key, "authorization": f"Token {key}",
+            "cookie": "sessionid=s3ss10n; csrftoken=abc", "x-csrftoken": "abc",
+            "x-planwatch-user": "root", "x-shop": "kept"}
+    async with client(headers_echo(), authenticated=authenticated) as http:
+        answer = (await http.get("/langgraph/echo", headers=sent)).json()
+    seen = answer["headers"]
+    assert [h for h in CREDENTIAL_HEADERS if h in seen] == []
+    assert key not in json.dumps(answer)
+    assert seen["x-shop"] == "kept"
+    if authenticated:
+        assert answer["identity"] == "alice" and seen["x-planwatch-user"] == "alice"
+    else:
+        assert "x-planwatch-user" not in seen
