@@ -230,13 +230,15 @@ def _queue(spec: GraphSpec, user: User | None, thread: Thread | None, *, graph_v
     before, after = fields["interrupt_before"], fields["interrupt_after"]
     if before or after:
         _check(debugging.check_breakpoints, spec, before=before, after=after)
-    _check_queued(user)
     run_uuid = uuid4()
     # no savepoint inside a caller's transaction (a thread's run decision, which holds
     # SQLite's one write lock): its error ends that transaction anyway, and every statement
     # under the lock keeps the executor's writes and the other requests waiting
     with transaction.atomic(savepoint=False):
         owner = _thread_for(thread, run_uuid, spec.name, user)
+        # counted and written in one transaction, under the user's lock (taken after the
+        # thread's, as a thread's run decision takes them: one order, no deadlock)
+        _check_queued(user)
         # the thread's one checkpoint thread, under the thread's own id (LangGraph's)
         run = store.create_run(
             id=run_uuid, graph=spec.name, graph_version=graph_version,
@@ -248,9 +250,15 @@ def _queue(spec: GraphSpec, user: User | None, thread: Thread | None, *, graph_v
 
 
 def _check_queued(user: User | None) -> None:
-    """Refuse a run past the user's ``PLANWATCH_MAX_QUEUED_RUNS_PER_USER`` queued runs."""
+    """Refuse a run past the user's ``PLANWATCH_MAX_QUEUED_RUNS_PER_USER`` queued runs.
+
+    Called inside the transaction that stores the run, it locks the user's row first (on
+    PostgreSQL; SQLite's transactions take its one write lock): a burst of requests counts
+    one at a time, each seeing the runs the ones before it queued, so none passes the limit.
+    """
     if user is None or not user.is_authenticated:
         return
+    AuthUser.objects.select_for_update().filter(pk=user.pk).values_list("pk").first()
     limit = int(planwatch_setting("MAX_QUEUED_RUNS_PER_USER"))
     queued = Run.objects.filter(created_by=user, state=Run.State.QUEUED)[:limit].count()
     if queued >= limit:

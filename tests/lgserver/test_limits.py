@@ -120,3 +120,40 @@ def test_a_trace_socket_past_the_limit_is_closed_4429(settings, operator):
     ok, code, again = async_to_sync(scenario)()
     assert not ok and code == 4429
     assert again  # the first socket gave its slot back
+
+
+@pytest.mark.postgres
+def test_a_burst_of_run_requests_queues_no_more_than_the_limit(settings, operator):
+    """30 requests at once, a limit of 5: the count and the insert are one transaction
+    under the user's lock, so exactly 5 runs are queued and the 25 others answer 429 (the
+    check-then-act queued 6 on PostgreSQL)."""
+    import threading
+
+    from django.db import connection, connections
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the race is PostgreSQL's (SQLite's transactions take one write lock)")
+    # no executor: the runs stay queued (a worker's job waits for a worker that never comes)
+    settings.PLANWATCH = {**settings.PLANWATCH, "EXECUTOR": "procrastinate",
+                          "MAX_QUEUED_RUNS_PER_USER": 5}
+    token = api_token(operator)
+    start = threading.Barrier(30)
+    statuses: list[int] = []
+
+    def request() -> None:
+        try:
+            client = Client(headers={"x-api-key": token})
+            start.wait()
+            statuses.append(client.post("/langgraph/runs", {
+                "assistant_id": "test.echo", "input": {"steps": 1}},
+                content_type="application/json").status_code)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=request) for _ in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(statuses) == [200] * 5 + [429] * 25
+    assert Run.objects.filter(created_by=operator, state=Run.State.QUEUED).count() == 5
