@@ -17,6 +17,7 @@ app_name = "api"
 
 router = DefaultRouter()
 router.include_root_view = False
+router.include_format_suffixes = False  # no `.json` twins: the viewsets take no `format`
 router.register("runs", views.RunViewSet, basename="run")
 router.register("interrupts", views.InterruptViewSet, basename="interrupt")
 router.register("graphs", views.GraphViewSet, basename="graph")

@@ -260,7 +260,9 @@ class RunConsumer(PlanwatchConsumer):
             await self.close(code=CLOSE_BAD_REQUEST if run else CLOSE_NOT_FOUND)
             return
         if not await _acan_view(user, run):
-            await self.close(code=CLOSE_FORBIDDEN)
+            # another's run is an unknown one (dashboard.policy's 404); an inactive user
+            # is refused as such
+            await self.close(code=CLOSE_NOT_FOUND if user.is_active else CLOSE_FORBIDDEN)
             return
         try:
             self.slot = limits.stream_slot_take(user=user)
