@@ -31,12 +31,12 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from dashboard.models import Assistant, Cron, Interrupt, Notice, Run, Thread
 from dashboard.notices import notice_token
 from tests.dashboard.inbox_support import REGION, waiting
-from tests.security import test_ownership
-from tests.security.test_ownership import World, call, client_of, passed
+from tests.support import ownership
+from tests.support.ownership import World, call, client_of, passed
 
 pytestmark = [pytest.mark.reliability, pytest.mark.pg]  # the store differs on PostgreSQL
 
-world = test_ownership.world  # A's run, thread, question, checkpoint, assistant, cron, item
+world = ownership.world  # A's run, thread, question, checkpoint, assistant, cron, item
 
 
 @dataclass(frozen=True)
