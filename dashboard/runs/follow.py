@@ -36,7 +36,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from dashboard.models import LangGraphRun, Run, RunEvent
 from dashboard.runs.doorbells import doorbell_events, run_group
 from dashboard.runs.record import event_dict
-from dashboard.runs.tokens import TOKENS, doorbell_tokens
+from dashboard.runs.tokens import REFRESH_SECONDS, TOKENS, alisten, doorbell_tokens
 
 logger = logging.getLogger("planwatch.runs")
 
@@ -249,7 +249,11 @@ async def follow(run_id: UUID | str, after: int = 0, *,
     cursor, status = after, ""
     wake = wake_every or WAKE_EVERY
     loop = asyncio.get_running_loop()
+    listened_at = -REFRESH_SECONDS
     try:
+        if tokens:  # before the run's first chunk: a client that asks for them comes first
+            listened_at = loop.time()
+            await alisten(run_id)
         run, events = await aread(runs, run_id, cursor)
         summary: dict[str, Any] | None = None
         while True:
@@ -267,7 +271,15 @@ async def follow(run_id: UUID | str, after: int = 0, *,
             while True:  # doorbells, until the log must be read
                 if _leaving.is_set():
                     return
-                message = await doorbell.await_ring(max(0.0, quiet_until - loop.time()))
+                if tokens and loop.time() - listened_at >= REFRESH_SECONDS:
+                    listened_at = loop.time()  # the run sends its chunks while this listens
+                    await alisten(run_id)
+                wait = quiet_until - loop.time()
+                if tokens:
+                    wait = min(wait, listened_at + REFRESH_SECONDS - loop.time())
+                message = await doorbell.await_ring(max(0.0, wait))
+                if message is None and loop.time() < quiet_until:
+                    continue  # woken to refresh the mark only
                 if message is not None and message.get("type") == TOKENS:
                     if tokens:
                         yield Step(tokens=doorbell_tokens(message))

@@ -12,6 +12,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from dashboard.runs import tokens
 from dashboard.runs.doorbells import RunBell, run_group
 from dashboard.runs.tokens import TOKENS, TokenBell, doorbell_tokens
 
@@ -27,13 +28,16 @@ def values(run_id: uuid.UUID, last_seq: int) -> dict[str, Any]:
             "error_message": ""}
 
 
-def heard(run_id: uuid.UUID, scenario) -> list[dict[str, Any]]:
-    """What a watcher of the run's group heard while ``scenario(bell, tokens)`` ran."""
+def heard(run_id: uuid.UUID, scenario, *, listens: bool = True) -> list[dict[str, Any]]:
+    """What a watcher of the run's group heard while ``scenario(bell, tokens)`` ran (one
+    that ``listens`` for chunks marked so, as a follower streaming them does)."""
     layer = get_channel_layer()
 
     async def watch() -> list[dict[str, Any]]:
         channel = await layer.new_channel("test.tokens.")
         await layer.group_add(run_group(run_id), channel)
+        if listens:
+            await tokens.alisten(run_id)
         bell = RunBell(run_id, status="running", node="talk", rung=3)
         await scenario(bell, TokenBell(run_id, bell))
         messages = []
@@ -72,3 +76,32 @@ def test_chunks_that_come_while_one_is_sent_go_together_in_order():
 
     messages = heard(run_id, scenario)
     assert [[i["i"] for i in doorbell_tokens(m)] for m in messages] == [[0, 1, 2], [3]]
+
+
+def test_no_chunk_is_sent_while_nobody_streams_them():
+    """A run whose client left (or never asked) sends its events' doorbells, no chunks."""
+    run_id = uuid.uuid4()
+
+    async def scenario(bell: RunBell, bell_tokens: TokenBell) -> None:
+        for index in range(3):
+            bell_tokens.add(item(index), after=3)
+            await asyncio.sleep(0.05)
+        await bell.aring([{"seq": 4, "kind": "node_finished"}], values(run_id, 4), time.time())
+
+    messages = heard(run_id, scenario, listens=False)
+    assert [m["type"] for m in messages] == ["run.events"]
+
+
+def test_chunks_stop_once_the_listeners_mark_lapses(settings, monkeypatch):
+    """A follower that stops refreshing its mark (its client left) stops the chunks."""
+    monkeypatch.setattr(tokens, "LISTEN_SECONDS", 0.2)
+    monkeypatch.setattr(tokens, "REFRESH_SECONDS", 0.05)
+    run_id = uuid.uuid4()
+
+    async def scenario(bell: RunBell, bell_tokens: TokenBell) -> None:
+        bell_tokens.add(item(0), after=3)  # heard: the mark stands
+        await asyncio.sleep(0.4)  # the mark lapses
+        bell_tokens.add(item(1), after=3)
+
+    messages = heard(run_id, scenario)
+    assert [[i["i"] for i in doorbell_tokens(m)] for m in messages] == [[0]]
