@@ -9,6 +9,7 @@ import time
 import uuid
 from typing import Any
 
+import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
@@ -105,3 +106,23 @@ def test_chunks_stop_once_the_listeners_mark_lapses(settings, monkeypatch):
 
     messages = heard(run_id, scenario)
     assert [[i["i"] for i in doorbell_tokens(m)] for m in messages] == [[0]]
+
+
+@pytest.mark.redis
+def test_the_mark_is_a_redis_key_every_process_sees_until_it_lapses(settings, monkeypatch):
+    """With Redis the mark is a key (a worker's bell sees a web process's follower)."""
+    import os
+
+    settings.REDIS_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/3")
+    monkeypatch.setattr(tokens, "LISTEN_SECONDS", 1.0)
+    run_id = uuid.uuid4()
+
+    async def scenario() -> list[bool]:
+        seen = [await tokens.alistened(run_id)]
+        await tokens.alisten(run_id)
+        seen.append(await tokens.alistened(run_id))
+        await asyncio.sleep(1.3)
+        seen.append(await tokens.alistened(run_id))
+        return seen
+
+    assert async_to_sync(scenario)() == [False, True, False]
