@@ -128,8 +128,9 @@ class TokenBell:
         self.numbers = itertools.count()
         self.pending: list[tuple[int, dict[str, Any]]] = []
         self.sending: asyncio.Task[None] | None = None
-        self.listened = False  # what the last look at the marks said, and when
-        self.looked_at = -math.inf
+        # what the last look at the marks said, and when: listened for its first second,
+        # as the client whose request asked for chunks may be a moment behind its run
+        self.listened, self.looked_at = True, time.monotonic()
 
     def add(self, item: dict[str, Any], *, after: int) -> None:
         """Send one item once the events up to seq ``after`` were rung (call on the

@@ -79,8 +79,10 @@ def test_chunks_that_come_while_one_is_sent_go_together_in_order():
     assert [[i["i"] for i in doorbell_tokens(m)] for m in messages] == [[0, 1, 2], [3]]
 
 
-def test_no_chunk_is_sent_while_nobody_streams_them():
-    """A run whose client left (or never asked) sends its events' doorbells, no chunks."""
+def test_no_chunk_is_sent_while_nobody_streams_them(monkeypatch):
+    """A run whose client left (or never asked) sends its events' doorbells, no chunks
+    (past its first second, which waits for a client a moment behind its run)."""
+    monkeypatch.setattr(tokens, "REFRESH_SECONDS", 0.0)
     run_id = uuid.uuid4()
 
     async def scenario(bell: RunBell, bell_tokens: TokenBell) -> None:
