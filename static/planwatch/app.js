@@ -106,6 +106,30 @@
   }
   setInterval(tick, 1000);
 
+  // A question's age, "asked 40 s ago", stays true on every page that shows one (the run's
+  // questions, the inbox), as the server writes it (dashboard.web.templatetags age_text).
+  function age(seconds) {
+    var s = Math.max(0, Math.floor(seconds));
+    if (s < 60) return s + " s";
+    if (s < 3600) return Math.floor(s / 60) + " min";
+    if (s < 86400) {
+      var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+      return m ? h + " h " + m + " min" : h + " h";
+    }
+    return Math.floor(s / 86400) + " d";
+  }
+  function ages() {
+    var now = Date.now();
+    document.querySelectorAll("[data-since]").forEach(function (el) {
+      var t = Date.parse(el.getAttribute("data-since"));
+      if (!isNaN(t)) {
+        var text = age((now - t) / 1000);
+        if (el.textContent !== text) el.textContent = text;
+      }
+    });
+  }
+  setInterval(ages, 1000);
+
   // A page marked data-title-count (the inbox) names the questions waiting in its tab's
   // title, "(3) Inbox · Planwatch", kept current with the navigation's live count.
   function titleCount() {

@@ -1,25 +1,7 @@
 /* The inbox's compact rows: open a question's form in place, keys (j/k, Enter, Escape),
-   select a group's runs, and ages that stay true ("asked 40 s ago"). */
+   and select a group's runs (ages tick in app.js, on every page). */
 (function () {
   "use strict";
-  function age(seconds) {
-    var s = Math.max(0, Math.floor(seconds));
-    if (s < 60) return s + " s";
-    if (s < 3600) return Math.floor(s / 60) + " min";
-    if (s < 86400) {
-      var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
-      return m ? h + " h " + m + " min" : h + " h";
-    }
-    return Math.floor(s / 86400) + " d";
-  }
-  function tick() {
-    var now = Date.now();
-    document.querySelectorAll("[data-since]").forEach(function (el) {
-      var t = Date.parse(el.getAttribute("data-since"));
-      if (!isNaN(t)) el.textContent = age((now - t) / 1000);
-    });
-  }
-  setInterval(tick, 5000);
 
   function rowOf(link) { return document.getElementById(link.getAttribute("aria-controls")); }
   function close(link) {
@@ -42,7 +24,7 @@
     row.hidden = false;
     var link = document.querySelector('a[aria-controls="' + row.id + '"]');
     if (link) link.setAttribute("aria-expanded", "true");
-    var field = row.querySelector(".question.pending input, .question.pending select, .question.pending textarea");
+    var field = row.querySelector(".question.pending .q-input input, .question.pending .q-input select, .question.pending .q-input textarea");
     if (field && e.detail.requestConfig && e.detail.requestConfig.verb === "get") field.focus();
   });
   document.addEventListener("change", function (e) {
