@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import weakref
 from itertools import batched
 from typing import Any
@@ -26,6 +27,9 @@ from dashboard.services import LimitReached
 from dashboard.web.forms.inbox import PAGE_SIZE, InboxFilters
 from dashboard.web.presentation import header, inbox, results, trace
 from dashboard.web.presentation.timeline import ROWS_PER_PARTIAL
+
+WATERFALL_TICK_SECONDS = 2.0
+"""How long an active run's waterfall may stand still on its page before it is drawn to now."""
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -305,16 +309,45 @@ class RunConsumer(PlanwatchConsumer):
             # follow() reads the log after what was sent before it waits on the doorbell:
             # whatever was committed since the fold above arrives with its first step
             self.follower = asyncio.get_running_loop().create_task(self._afollow())
+            self.ticker = asyncio.get_running_loop().create_task(self._atick_waterfall())
 
     async def disconnect(self, code: int) -> None:
         """Stop following the run (which leaves its group); give the stream's slot back."""
         await self._leave_line()
         if getattr(self, "slot", None) is not None:
             self.slot.close()
-        follower = getattr(self, "follower", None)
-        if follower is not None:
-            follower.cancel()
-            await asyncio.wait({follower})
+        for name in ("follower", "ticker"):
+            task = getattr(self, name, None)
+            if task is not None:
+                task.cancel()
+                await asyncio.wait({task})
+
+    async def _atick_waterfall(self) -> None:
+        """While the run is active, draw its waterfall to now whenever no batch drew it for
+        :data:`WATERFALL_TICK_SECONDS`: an open bar (a wait for an answer, a long call) and
+        the axis grow with the run between its events."""
+        while not self.run.is_finished:
+            await asyncio.sleep(WATERFALL_TICK_SECONDS)
+            idle = time.monotonic() - getattr(self, "wf_sent_at", 0.0)
+            if self.run.is_finished or self.run.started_at is None \
+                    or idle < WATERFALL_TICK_SECONDS:
+                continue
+            await self.send(text_data=self._waterfall_now())
+
+    def _waterfall_now(self) -> str:
+        """The waterfall drawn to now, as what changed since the page's (whole, when its
+        axis broke anew); this page's drawing is its own from then on."""
+        if self.unfolded:
+            self.fold.apply(self.unfolded)
+            self.unfolded = []
+        view = trace.run_waterfall(self.run, self.fold)
+        delta = view.delta(self.wf_drawn)
+        self.wf_drawn, self.wf_base = view.drawn, ("tick", id(self), time.monotonic())
+        self.wf_sent_at = time.monotonic()
+        if delta is None:
+            return render_to_string("dashboard/_waterfall.html", {"waterfall": view, "oob": True})
+        return render_to_string("dashboard/_waterfall_delta.html",
+                                {"waterfall": view, "waterfall_delta": delta})
 
     async def _afollow(self) -> None:
         """Send each step of the run's log until it finishes (see :func:`follow`), or until
@@ -345,6 +378,7 @@ class RunConsumer(PlanwatchConsumer):
             if summary["last_seq"] >= self.run.last_seq:
                 self.run.current_node = summary["current_node"]
                 self.run.last_seq = summary["last_seq"]
+                _take_rollups(self.run, summary)  # the header's calls, tokens and cost
             await self._send_events(step.events, header=True)
             return
         if summary is not None and summary["id"] == self.run_key \
@@ -384,6 +418,8 @@ class RunConsumer(PlanwatchConsumer):
         else:
             self.unfolded.extend(events)
         self.wf_drawn, self.wf_base = cached[2], key
+        if cached[2] is not None:
+            self.wf_sent_at = time.monotonic()
         self.sent = max(self.sent, events[-1]["seq"])
         await self.send(text_data=cached[0] + (self._header_html() if header else ""))
         if cached[1]:
