@@ -222,16 +222,18 @@ class LostConnectionMiddleware:
             drop_broken_connections()
         logger.warning("database unreachable under %s %s; answered 503", request.method,
                        request.path)
-        return database_unavailable(request)
+        return database_unavailable(request, lost=lost)
 
 
-def database_unavailable(request: HttpRequest) -> HttpResponse:
-    """The 503 of a request the database could not serve, saying so in words: JSON under
-    the APIs, a line for htmx (shown in the form that sent it), else a page that needs no
-    database to render."""
+def database_unavailable(request: HttpRequest, *, lost: bool = False) -> HttpResponse:
+    """The 503 of a request the database could not serve (``lost``: it dropped the
+    connection under the request), saying so in words: JSON under the APIs, a line for
+    htmx (shown in the form that sent it), else a page that needs no database to render."""
     saved = "" if request.method in SAFE_METHODS else " Nothing was saved."
-    detail = (f"The database cannot be reached, so this request could not be served.{saved} "
-              f"Planwatch keeps trying; try again in {RETRY_AFTER_SECONDS} seconds.")
+    what = ("The database connection was lost during this request" if lost
+            else "The database cannot be reached")
+    detail = (f"{what}, so it could not be served.{saved} Planwatch keeps trying; try "
+              f"again in {RETRY_AFTER_SECONDS} seconds.")
     headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
     if request.path.startswith(_JSON_PATHS):
         return JsonResponse({"detail": detail, "code": "database_unavailable",

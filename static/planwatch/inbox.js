@@ -3,6 +3,28 @@
 (function () {
   "use strict";
 
+  // on a phone the filters beyond the search fold behind "Filters" (open once opened, across
+  // the swaps of the list each filter makes)
+  var filtersOpen = false, PHONE = window.matchMedia("(max-width: 600px)");
+  function foldFilters() {
+    var form = document.querySelector(".inbox-filters"), toggle = form && form.querySelector(".filters-toggle");
+    if (!toggle) return;
+    toggle.hidden = false;
+    var folded = PHONE.matches && !filtersOpen && !form.querySelector(".flash-error");
+    form.classList.toggle("folded", folded);
+    toggle.setAttribute("aria-expanded", folded ? "false" : "true");
+  }
+  document.addEventListener("click", function (e) {
+    var toggle = e.target.closest && e.target.closest(".inbox-filters .filters-toggle");
+    if (!toggle) return;
+    filtersOpen = toggle.getAttribute("aria-expanded") !== "true";
+    foldFilters();
+  });
+  document.addEventListener("DOMContentLoaded", foldFilters);
+  document.addEventListener("htmx:afterSettle", foldFilters);
+  if (PHONE.addEventListener) PHONE.addEventListener("change", foldFilters);
+  foldFilters();
+
   function rowOf(link) { return document.getElementById(link.getAttribute("aria-controls")); }
   function close(link) {
     var row = rowOf(link);
