@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import weakref
 from itertools import batched
@@ -18,6 +19,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from config.dberrors import database_unreachable
 from dashboard import limits, policy, selectors, signals
 from dashboard.models import Run
 from dashboard.runs import doorbells
@@ -28,9 +30,13 @@ from dashboard.web.forms.inbox import PAGE_SIZE, InboxFilters
 from dashboard.web.presentation import header, inbox, results, trace
 from dashboard.web.presentation.timeline import ROWS_PER_PARTIAL
 
+logger = logging.getLogger(__name__)
+
 WATERFALL_TICK_SECONDS = 2.0
 """How long an active run's waterfall may stand still on its page before it is drawn to now."""
 
+CLOSE_TRY_AGAIN_LATER = 1013
+"""The database cannot be reached now: the page's socket reconnects after a pause."""
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 
@@ -354,11 +360,21 @@ class RunConsumer(PlanwatchConsumer):
         a rollback took the log back before what the page shows."""
         # the header names the creator; a cancelled run to be rolled back is followed on
         runs = with_rollback(Run.objects.select_related("created_by"))
-        async for step in follow(self.run.id, self.sent, until=ended, runs=runs):
-            if step.run is not None and step.run.last_seq < self.sent:
-                await self._send_rolled_back(step.run)
-                return
-            await self._send_step(step)
+        try:
+            async for step in follow(self.run.id, self.sent, until=ended, runs=runs):
+                if step.run is not None and step.run.last_seq < self.sent:
+                    await self._send_rolled_back(step.run)
+                    return
+                await self._send_step(step)
+        except Exception as exc:
+            if not database_unreachable(exc):
+                raise
+            # the database went away under the follow: a page left open on a socket that
+            # says nothing would show nothing; closed "try again later", it reconnects
+            # (saying so meanwhile) and catches up from its last event once it can
+            logger.warning("run %s: database unreachable while following; closing the "
+                           "socket for the page to reconnect", self.run_key)
+            await self.close(code=CLOSE_TRY_AGAIN_LATER)
 
     async def _send_rolled_back(self, run: Run) -> None:
         """The run's last LangGraph run was rolled back (LangGraph's cancel with

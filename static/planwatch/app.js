@@ -132,13 +132,18 @@
     failedPost(e, "Not saved yet \u2014 the server did not answer in time. Your text is " +
                   "kept here and sent again when the server answers.");
   });
-  document.addEventListener("htmx:responseError", function (e) {
+  // an answer of "cannot serve it now" (a 503 naming the database, a gateway's 502/504) is
+  // no error of the page: nothing is swapped (the form keeps its text), the page says why
+  document.addEventListener("htmx:beforeSwap", function (e) {
     var xhr = e.detail.xhr, status = xhr ? xhr.status : 0;
     if (!window.planwatchOutage || !window.planwatchOutage.unreachable(status)) return;
+    e.detail.shouldSwap = false;
+    e.detail.isError = false;
     var said = status === 503 && xhr.responseText && xhr.responseText.length < 400 &&
       !/^\s*</.test(xhr.responseText) ? xhr.responseText.trim() + " " : "";
     failedPost(e, (said || "Not saved \u2014 the server could not serve it (" + status +
                    "). ") + "Your text is kept here and sent again when the server answers.");
+    window.planwatchOutage.failed(true);
   });
   document.addEventListener("planwatch:back", function () { if (!live.offline) resend(); });
   htmx.config.timeout = 20000;  // a request the server holds longer is not left hanging
