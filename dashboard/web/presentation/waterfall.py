@@ -558,9 +558,10 @@ def waterfall_view(fold: WaterfallFold, *, run_id: Any, now: float | None = None
 
 
 TICK_STEPS = (1.0, 2.0, 2.5, 5.0)
-TICK_GAP = 15.0
-"""The least room (percent of the axis) between a tick and the end's label: a label is
-about 60 px wide, and a phone's axis is about 350 px."""
+TICK_GAP = 25.0
+"""The least room (percent of the axis) between a tick and the end's label, which ends at
+the axis's end: a label is up to 40 px wide ("1 min 40 s" more), a phone's axis about
+330 px, and the two labels share the room."""
 
 
 def tick_step(shown: float, count: int = 4) -> float:
