@@ -59,6 +59,22 @@ def connection_lost(exc: BaseException | None) -> bool:
         m in str(c).lower() for c in _chain(exc) for m in LOST_MESSAGES)
 
 
+# no connection could be had: the server refused or did not answer, the pool's wait ran out
+UNREACHABLE_MESSAGES = ("could not connect", "connection refused", "connection failed",
+                        "couldn't get a connection", "timeout expired",
+                        "unable to open database file", "no route to host")
+
+
+def database_unreachable(exc: BaseException | None) -> bool:
+    """Whether ``exc`` says the database could not be reached at all (refused, no answer,
+    the pool's wait for a connection ran out) or dropped the connection under the
+    statement: the request failed for the database, not for its own fault."""
+    if exc is None or not caused_by(exc, (*OPERATIONAL, *INTERFACE, PoolTimeout)):
+        return False
+    return connection_lost(exc) or caused_by(exc, (PoolTimeout,)) or any(
+        m in str(c).lower() for c in _chain(exc) for m in UNREACHABLE_MESSAGES)
+
+
 def transient(exc: BaseException) -> bool:
     """Whether a statement's error may pass if it is tried again: a dropped connection
     (:func:`connection_lost`), no connection to be had (``PoolTimeout``, too many clients),

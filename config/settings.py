@@ -185,6 +185,11 @@ if PROCESS_ROLE not in {"web", "worker", "command"}:
 # their own (the saver's and the run store's). config/connections.py adds up every pool
 # of a process: two web processes and two workers fit PostgreSQL's default 100.
 POOL_SIZES = DJANGO_POOL_SIZES
+# How long a request waits for a database connection before it is answered with a 503
+# that says the database cannot be reached (dashboard.web.middleware): a person is
+# waiting, and the page says so within seconds; a worker's writes may wait longer.
+DB_WAIT_SECONDS = float(os.environ.get("PLANWATCH_DB_WAIT_SECONDS",
+                                       "5" if PROCESS_ROLE == "web" else "30"))
 if IS_POSTGRES and not DATABASES["default"]["CONN_MAX_AGE"]:
     # Under ASGI every database_sync_to_async call would otherwise open a new connection
     # (measured: most of the web server's database time); psycopg's pool hands them out.
@@ -195,9 +200,11 @@ if IS_POSTGRES and not DATABASES["default"]["CONN_MAX_AGE"]:
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
         "max_size": int(os.environ.get("DB_POOL_MAX_SIZE", POOL_SIZES[PROCESS_ROLE])),
-        "timeout": 30,
+        "timeout": DB_WAIT_SECONDS,
         "check": pgpool.check,
     }
+    # a server that does not answer at all (a cut network) is given up on as quickly
+    DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", max(1, int(DB_WAIT_SECONDS)))
 if not IS_POSTGRES:
     # WAL lets the trace view read while a run writes; IMMEDIATE transactions take the
     # write lock up front instead of failing with "database is locked" on upgrade.
@@ -351,6 +358,9 @@ PLANWATCH = {
     # NOTICE_ATTEMPTS tries have failed
     "NOTICE_RETRY_SECONDS": float(os.environ.get("PLANWATCH_NOTICE_RETRY_SECONDS", "5")),
     "NOTICE_ATTEMPTS": int(os.environ.get("PLANWATCH_NOTICE_ATTEMPTS", "6")),
+    # one e-mail per person per this many seconds: the questions asked meanwhile wait for
+    # the next one, a digest (dashboard/notices.py)
+    "NOTICE_DIGEST_SECONDS": float(os.environ.get("PLANWATCH_NOTICE_DIGEST_SECONDS", "300")),
     # days an e-mail's one-time link stays valid
     "NOTICE_LINK_DAYS": float(os.environ.get("PLANWATCH_NOTICE_LINK_DAYS", "7")),
 }

@@ -496,6 +496,10 @@ class Interrupt(models.Model):
     answered_at = models.DateTimeField(null=True, blank=True)
     answered_via = models.CharField(max_length=16, choices=Channel.choices, blank=True,
                                     help_text="Where the answer came from (blank: not known).")
+    answer_key = models.CharField(
+        max_length=64, blank=True,
+        help_text="The key its sender gave the answer (a page's form): the same answer sent "
+                  "again with it is applied once and reported as recorded.")
     checkpoint_id = models.CharField(
         max_length=100, blank=True, help_text="The checkpoint the answer resumed from."
     )

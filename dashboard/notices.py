@@ -8,6 +8,10 @@ with a conditional ``UPDATE``, sends it, and records what came of it: sent, or r
 back-off until its attempts run out (failed). Nothing here runs inside a run's execution:
 a slow mail server or a dead webhook never delays or fails a run.
 
+E-mails are digests: one person's due notices go as one e-mail, and a person gets at most
+one e-mail every ``NOTICE_DIGEST_SECONDS`` (a burst of sixty questions is one or two
+e-mails, not sixty); a question alone is named in the subject.
+
 Recipients: the members of the question's groups (or, with none, everyone who may answer
 it) who may answer questions, may read its run (:mod:`dashboard.policy`), are active and
 have an e-mail address. E-mail is sent only when ``EMAIL_HOST`` (or ``EMAIL_BACKEND``) is
@@ -127,40 +131,78 @@ def notices_send_due(*, now: datetime | None = None, limit: int = 50) -> list[No
                                  | Q(status=Notice.Status.SENDING, claimed_until__lt=now))
            .order_by("next_attempt_at", "id").values_list("pk", flat=True)[:limit])
     handled = []
+    mails: dict[str, list[Notice]] = {}
     for pk in list(due):
         if not _claim(pk, now):
             continue  # another process took it
         notice = Notice.objects.select_related("interrupt__run", "recipient").get(pk=pk)
-        handled.append(notice_send(notice=notice, now=now))
+        if notice.channel == Notice.Channel.EMAIL:
+            mails.setdefault(notice.address.lower(), []).append(notice)
+        else:
+            handled.append(notice_send(notice=notice, now=now))
+    for address, batch in mails.items():
+        handled.extend(notices_send_digest(address=address, notices=batch, now=now))
     return handled
+
+
+def digest_seconds() -> float:
+    """The least time between two e-mails to one person (``NOTICE_DIGEST_SECONDS``)."""
+    return float(planwatch_setting("NOTICE_DIGEST_SECONDS"))
+
+
+def notices_send_digest(*, address: str, notices: list[Notice], now: datetime
+                        ) -> list[Notice]:
+    """Send one person's claimed e-mail notices as one e-mail, at most one per
+    :func:`digest_seconds`: within it of their last e-mail, they are put back to go with
+    the next one when it is over (not counted as a try). The notices sent or failed."""
+    last = (Notice.objects.filter(channel=Notice.Channel.EMAIL, address__iexact=address,
+                                  status=Notice.Status.SENT)
+            .exclude(sent_at__isnull=True).order_by("-sent_at")
+            .values_list("sent_at", flat=True).first())
+    if last is not None and now < last + timedelta(seconds=digest_seconds()):
+        Notice.objects.filter(pk__in=[n.pk for n in notices]).update(
+            status=Notice.Status.PENDING, claimed_until=None,
+            next_attempt_at=last + timedelta(seconds=digest_seconds()))
+        return []
+    return _record(notices, now=now, send=lambda: _send_email(notices))
 
 
 def notice_send(*, notice: Notice, now: datetime) -> Notice:
     """Send one notice claimed at ``now`` and record it: sent, or its error and the next
     try, counted from ``now`` (failed once its attempts run out)."""
-    attempts = notice.attempts + 1
+    send = (lambda: _send_email([notice])) if notice.channel == Notice.Channel.EMAIL \
+        else (lambda: _send_webhook(notice))
+    return _record([notice], now=now, send=send)[0]
+
+
+def _record(notices: list[Notice], *, now: datetime, send: Any) -> list[Notice]:
+    """Call ``send`` (what carries ``notices``) and record its outcome on each of them."""
     try:
-        if notice.channel == Notice.Channel.EMAIL:
-            _send_email(notice)
-        else:
-            _send_webhook(notice)
+        send()
     except Exception as exc:  # any fault of the far end is recorded, never raised
         error = f"{type(exc).__name__}: {exc}"[:2000]
-        gave_up = attempts >= int(planwatch_setting("NOTICE_ATTEMPTS"))
-        logger.warning("notice %s (%s by %s to %s) failed, attempt %s%s: %s", notice.pk,
-                       notice.kind, notice.channel, notice.address, attempts,
-                       " (giving up)" if gave_up else "", error)
-        fields: dict[str, Any] = {
-            "status": Notice.Status.FAILED if gave_up else Notice.Status.PENDING,
-            "attempts": attempts, "last_error": error, "claimed_until": None,
-            "next_attempt_at": now + timedelta(seconds=backoff(attempts))}
+        failed = True
     else:
-        fields = {"status": Notice.Status.SENT, "attempts": attempts, "sent_at": timezone.now(),
-                  "claimed_until": None}
-    Notice.objects.filter(pk=notice.pk).update(**fields)
-    for name, value in fields.items():
-        setattr(notice, name, value)
-    return notice
+        failed, error = False, ""
+    for notice in notices:
+        attempts = notice.attempts + 1
+        if failed:
+            gave_up = attempts >= int(planwatch_setting("NOTICE_ATTEMPTS"))
+            logger.warning("notice %s (%s by %s to %s) failed, attempt %s%s: %s", notice.pk,
+                           notice.kind, notice.channel, notice.address, attempts,
+                           " (giving up)" if gave_up else "", error)
+            fields: dict[str, Any] = {
+                "status": Notice.Status.FAILED if gave_up else Notice.Status.PENDING,
+                "attempts": attempts, "last_error": error, "claimed_until": None,
+                "next_attempt_at": now + timedelta(seconds=backoff(attempts))}
+        else:
+            # the pass's moment at the least: the next digest is counted from it
+            fields = {"status": Notice.Status.SENT, "attempts": attempts,
+                      "sent_at": max(now, timezone.now()), "claimed_until": None}
+        Notice.objects.filter(pk=notice.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(notice, name, value)
+    return notices
 
 
 # -- what a notice says ---------------------------------------------------------------------
@@ -200,13 +242,27 @@ def _summary(notice: Notice) -> str:
     return text
 
 
-def _send_email(notice: Notice) -> None:
-    link = absolute(reverse("dashboard:notice_link", args=[notice_token(notice)]))
-    body = (f"{_summary(notice)}.\n\nOpen the question (you will be asked to log in; the "
-            f"link works once, for you):\n{link}\n\nOr find it in the inbox: "
-            f"{absolute(reverse('dashboard:inbox'))}\n")
-    EmailMessage(subject=f"[Planwatch] {HEADLINES[Notice.Kind(notice.kind)]}", body=body,
-                 from_email=settings.DEFAULT_FROM_EMAIL, to=[notice.address]).send()
+def digest_subject(notices: list[Notice]) -> str:
+    """An e-mail's subject: a question alone is named in it; several are counted."""
+    if len(notices) == 1:
+        (notice,) = notices
+        asks = question_text(notice.interrupt.payload)
+        asks = asks if len(asks) <= 90 else asks[:89] + "…"
+        return f"[Planwatch] {HEADLINES[Notice.Kind(notice.kind)]}: {asks}"
+    return f"[Planwatch] {len(notices)} questions wait for you"
+
+
+def _send_email(notices: list[Notice]) -> None:
+    """One e-mail to the one recipient of ``notices``: each question with its own link."""
+    parts = []
+    for notice in notices:
+        link = absolute(reverse("dashboard:notice_link", args=[notice_token(notice)]))
+        parts.append(f"{_summary(notice)}.\nOpen it (you will be asked to log in; the link "
+                     f"works once, for you):\n{link}\n")
+    body = "\n".join(parts) + (f"\nOr find them in the inbox: "
+                               f"{absolute(reverse('dashboard:inbox'))}\n")
+    EmailMessage(subject=digest_subject(notices), body=body,
+                 from_email=settings.DEFAULT_FROM_EMAIL, to=[notices[0].address]).send()
 
 
 def slack_escape(text: str) -> str:

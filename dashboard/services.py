@@ -269,9 +269,11 @@ def _check_queued(user: User | None) -> None:
 
 
 def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User,
-                     via: str = "") -> Interrupt:
+                     via: str = "", key: str = "") -> Interrupt:
     """Record one answer exactly once; the database decides who was first. ``via`` is
-    where it came from (an :class:`Interrupt.Channel`).
+    where it came from (an :class:`Interrupt.Channel`); ``key``, the sender's key of this
+    answer: sent again with the same key (its first reply was lost), it is not applied
+    again, and is reported as recorded.
 
     Raises ``AnswerForbidden`` if the question is for groups ``user`` is not in, and
     ``InterruptClosed`` (saying who answered what, and when) if it was answered already,
@@ -279,11 +281,12 @@ def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User,
     """
     _check_answerer(interrupt, user)
     _check_answer_size(answer)
-    return _answer_once(interrupt, answer, user=_user_or_none(user), name=_name(user), via=via)
+    return _answer_once(interrupt, answer, user=_user_or_none(user), name=_name(user), via=via,
+                        key=key)
 
 
 def _answer_once(interrupt: Interrupt, answer: Any, *, user: AuthUser | None, name: str,
-                 via: str) -> Interrupt:
+                 via: str, key: str = "") -> Interrupt:
     """Record ``answer`` if the question still waits and its run waits for it: the one
     claim every answer goes through (an operator's, a client's, a deadline's default)."""
     now = timezone.now()
@@ -296,8 +299,12 @@ def _answer_once(interrupt: Interrupt, answer: Any, *, user: AuthUser | None, na
         won = waiting and Interrupt.objects.filter(
             pk=interrupt.pk, status=Interrupt.Status.PENDING,
         ).update(status=Interrupt.Status.ANSWERED, answer=answer, answered_by=user,
-                 answered_by_name=name, answered_at=now, answered_via=via)
+                 answered_by_name=name, answered_at=now, answered_via=via,
+                 answer_key=key[:64])
         interrupt.refresh_from_db()
+        if not won and key and interrupt.status == Interrupt.Status.ANSWERED \
+                and interrupt.answer_key == key[:64]:
+            return interrupt  # this very answer, sent again: applied once already
         if not won:
             raise InterruptClosed(_closed_message(interrupt), interrupt=interrupt)
         run_id = interrupt.run_id
@@ -334,9 +341,10 @@ def interrupt_expire(*, interrupt: Interrupt) -> Interrupt:
     return interrupt
 
 
-def run_resume(*, run: Run, answers: dict[str, Any], user: User, via: str = ""
-               ) -> list[Interrupt]:
-    """Answer several of a run's pending interrupts (by LangGraph interrupt id) at once."""
+def run_resume(*, run: Run, answers: dict[str, Any], user: User, via: str = "",
+               key: str = "") -> list[Interrupt]:
+    """Answer several of a run's pending interrupts (by LangGraph interrupt id) at once
+    (``key``: the sender's key of these answers, see :func:`interrupt_answer`)."""
     if not answers:
         raise ServiceError("no answers given; pass {interrupt_id: answer, …}")
     pending = {i.interrupt_id: i for i in run.interrupts.filter(interrupt_id__in=answers)}
@@ -349,7 +357,8 @@ def run_resume(*, run: Run, answers: dict[str, Any], user: User, via: str = ""
         )
     with transaction.atomic():
         return [
-            interrupt_answer(interrupt=pending[iid], answer=value, user=user, via=via)
+            interrupt_answer(interrupt=pending[iid], answer=value, user=user, via=via,
+                             key=key)
             for iid, value in answers.items()
         ]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import time
 import weakref
 from itertools import batched
 from typing import Any
@@ -17,6 +19,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from config.dberrors import database_unreachable
 from dashboard import limits, policy, selectors, signals
 from dashboard.models import Run
 from dashboard.runs import doorbells
@@ -27,6 +30,13 @@ from dashboard.web.forms.inbox import PAGE_SIZE, InboxFilters
 from dashboard.web.presentation import header, inbox, results, trace
 from dashboard.web.presentation.timeline import ROWS_PER_PARTIAL
 
+logger = logging.getLogger(__name__)
+
+WATERFALL_TICK_SECONDS = 2.0
+"""How long an active run's waterfall may stand still on its page before it is drawn to now."""
+
+CLOSE_TRY_AGAIN_LATER = 1013
+"""The database cannot be reached now: the page's socket reconnects after a pause."""
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 
@@ -307,27 +317,66 @@ class RunConsumer(PlanwatchConsumer):
             # follow() reads the log after what was sent before it waits on the doorbell:
             # whatever was committed since the fold above arrives with its first step
             self.follower = asyncio.get_running_loop().create_task(self._afollow())
+            self.ticker = asyncio.get_running_loop().create_task(self._atick_waterfall())
 
     async def disconnect(self, code: int) -> None:
         """Stop following the run (which leaves its group); give the stream's slot back."""
         await self._leave_line()
         if getattr(self, "slot", None) is not None:
             self.slot.close()
-        follower = getattr(self, "follower", None)
-        if follower is not None:
-            follower.cancel()
-            await asyncio.wait({follower})
+        for name in ("follower", "ticker"):
+            task = getattr(self, name, None)
+            if task is not None:
+                task.cancel()
+                await asyncio.wait({task})
+
+    async def _atick_waterfall(self) -> None:
+        """While the run is active, draw its waterfall to now whenever no batch drew it for
+        :data:`WATERFALL_TICK_SECONDS`: an open bar (a wait for an answer, a long call) and
+        the axis grow with the run between its events."""
+        while not self.run.is_finished:
+            await asyncio.sleep(WATERFALL_TICK_SECONDS)
+            idle = time.monotonic() - getattr(self, "wf_sent_at", 0.0)
+            if self.run.is_finished or self.run.started_at is None \
+                    or idle < WATERFALL_TICK_SECONDS:
+                continue
+            await self.send(text_data=self._waterfall_now())
+
+    def _waterfall_now(self) -> str:
+        """The waterfall drawn to now, as what changed since the page's (whole, when its
+        axis broke anew); this page's drawing is its own from then on."""
+        if self.unfolded:
+            self.fold.apply(self.unfolded)
+            self.unfolded = []
+        view = trace.run_waterfall(self.run, self.fold)
+        delta = view.delta(self.wf_drawn)
+        self.wf_drawn, self.wf_base = view.drawn, ("tick", id(self), time.monotonic())
+        self.wf_sent_at = time.monotonic()
+        if delta is None:
+            return render_to_string("dashboard/_waterfall.html", {"waterfall": view, "oob": True})
+        return render_to_string("dashboard/_waterfall_delta.html",
+                                {"waterfall": view, "waterfall_delta": delta})
 
     async def _afollow(self) -> None:
         """Send each step of the run's log until it finishes (see :func:`follow`), or until
         a rollback took the log back before what the page shows."""
         # the header names the creator; a cancelled run to be rolled back is followed on
         runs = with_rollback(Run.objects.select_related("created_by"))
-        async for step in follow(self.run.id, self.sent, until=ended, runs=runs):
-            if step.run is not None and step.run.last_seq < self.sent:
-                await self._send_rolled_back(step.run)
-                return
-            await self._send_step(step)
+        try:
+            async for step in follow(self.run.id, self.sent, until=ended, runs=runs):
+                if step.run is not None and step.run.last_seq < self.sent:
+                    await self._send_rolled_back(step.run)
+                    return
+                await self._send_step(step)
+        except Exception as exc:
+            if not database_unreachable(exc):
+                raise
+            # the database went away under the follow: a page left open on a socket that
+            # says nothing would show nothing; closed "try again later", it reconnects
+            # (saying so meanwhile) and catches up from its last event once it can
+            logger.warning("run %s: database unreachable while following; closing the "
+                           "socket for the page to reconnect", self.run_key)
+            await self.close(code=CLOSE_TRY_AGAIN_LATER)
 
     async def _send_rolled_back(self, run: Run) -> None:
         """The run's last LangGraph run was rolled back (LangGraph's cancel with
@@ -347,6 +396,7 @@ class RunConsumer(PlanwatchConsumer):
             if summary["last_seq"] >= self.run.last_seq:
                 self.run.current_node = summary["current_node"]
                 self.run.last_seq = summary["last_seq"]
+                _take_rollups(self.run, summary)  # the header's calls, tokens and cost
             await self._send_events(step.events, header=True)
             return
         if summary is not None and summary["id"] == self.run_key \
@@ -386,6 +436,8 @@ class RunConsumer(PlanwatchConsumer):
         else:
             self.unfolded.extend(events)
         self.wf_drawn, self.wf_base = cached[2], key
+        if cached[2] is not None:
+            self.wf_sent_at = time.monotonic()
         self.sent = max(self.sent, events[-1]["seq"])
         await self.send(text_data=cached[0] + (self._header_html() if header else ""))
         if cached[1]:

@@ -29,9 +29,10 @@ from django.db import connections
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.request import split_domain_port, validate_host
+from django.template.loader import render_to_string
 from django.utils.html import escape
 
-from config.dberrors import connection_lost
+from config.dberrors import connection_lost, database_unreachable
 from dashboard.api.exceptions import RETRY_AFTER_SECONDS
 from dashboard.checkpoints import check_read_pools
 
@@ -186,14 +187,18 @@ def drop_broken_connections() -> None:
 
 @receiver(got_request_exception)
 def _note_lost_connection(sender: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
-    if request is not None and connection_lost(sys.exc_info()[1]):
+    exc = sys.exc_info()[1]
+    if request is not None and connection_lost(exc):
         request.planwatch_connection_lost = True  # type: ignore[attr-defined]
+    elif request is not None and database_unreachable(exc):
+        request.planwatch_database_down = True  # type: ignore[attr-defined]
 
 
 class LostConnectionMiddleware:
     """A request whose database connection the server dropped under it is answered again,
-    once, on a fresh connection when it is safe (GET, HEAD, OPTIONS); any other gets a 503
-    with ``Retry-After`` (it may be sent again), never a 500."""
+    once, on a fresh connection when it is safe (GET, HEAD, OPTIONS); any other, and any
+    request for which no connection could be had, gets a 503 with ``Retry-After`` that
+    says the database could not be reached (it may be sent again), never a 500."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -201,27 +206,43 @@ class LostConnectionMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         """Answer; answer again, or with a 503, if the connection was lost."""
         response = self.get_response(request)
-        if not getattr(request, "planwatch_connection_lost", False):
+        lost = getattr(request, "planwatch_connection_lost", False)
+        if not lost and not getattr(request, "planwatch_database_down", False):
             return response
-        del request.planwatch_connection_lost  # type: ignore[attr-defined]
+        request.planwatch_connection_lost = False  # type: ignore[attr-defined]
+        request.planwatch_database_down = False  # type: ignore[attr-defined]
         drop_broken_connections()
-        if request.method in SAFE_METHODS:
+        if lost and request.method in SAFE_METHODS:
             logger.warning("database connection lost under %s %s; answering again",
                            request.method, request.path)
             response = self.get_response(request)
-            if not getattr(request, "planwatch_connection_lost", False):
+            if not (getattr(request, "planwatch_connection_lost", False)
+                    or getattr(request, "planwatch_database_down", False)):
                 return response
             drop_broken_connections()
-        detail = (f"the database connection was lost during this request; retry in "
-                  f"{RETRY_AFTER_SECONDS} seconds")
-        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
-        if request.path.startswith(_JSON_PATHS):
-            return JsonResponse({"detail": detail, "code": "database_unavailable",
-                                 "errors": {}}, status=503, headers=headers)
-        return HttpResponse(
-            "<!doctype html><title>Database unavailable · Planwatch</title>"
-            f"<h1>Database unavailable</h1><p>{escape(detail.capitalize())}.</p>"
-            "<p><a href=\"\">Reload</a></p>", status=503, headers=headers)
+        logger.warning("database unreachable under %s %s; answered 503", request.method,
+                       request.path)
+        return database_unavailable(request, lost=lost)
+
+
+def database_unavailable(request: HttpRequest, *, lost: bool = False) -> HttpResponse:
+    """The 503 of a request the database could not serve (``lost``: it dropped the
+    connection under the request), saying so in words: JSON under the APIs, a line for
+    htmx (shown in the form that sent it), else a page that needs no database to render."""
+    saved = "" if request.method in SAFE_METHODS else " Nothing was saved."
+    what = ("The database connection was lost during this request" if lost
+            else "The database cannot be reached")
+    detail = (f"{what}, so it could not be served.{saved} Planwatch keeps trying; try "
+              f"again in {RETRY_AFTER_SECONDS} seconds.")
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    if request.path.startswith(_JSON_PATHS):
+        return JsonResponse({"detail": detail, "code": "database_unavailable",
+                             "errors": {}}, status=503, headers=headers)
+    if request.headers.get("HX-Request"):
+        return HttpResponse(detail, status=503, headers=headers,
+                            content_type="text/plain; charset=utf-8")
+    return HttpResponse(render_to_string("503.html", {"detail": detail}), status=503,
+                        headers=headers)
 
 
 # -- websockets ----------------------------------------------------------------------------

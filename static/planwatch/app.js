@@ -45,11 +45,43 @@
     }
     if (el) { el.textContent = text; el.hidden = !text; }
   }
-  function keep(elt) {
+  // ``submit``: the button's value the post was sent with ("all", or one question's), sent
+  // again with it
+  function keep(elt, text, submit) {
     var form = elt.closest("form") || elt;
     if (live.queued.indexOf(form) < 0) live.queued.push(form);
-    note(form, "Not sent \u2014 the connection is lost. Kept here; it will be sent when the " +
-               "connection is back.");
+    if (submit) form.dataset.resendSubmit = submit; else delete form.dataset.resendSubmit;
+    note(form, text || ("Not sent \u2014 the connection is lost. Kept here; it will be sent " +
+                        "when the connection is back."));
+  }
+  function submitOf(config) {
+    if (!config) return "";
+    if (config.formData && config.formData.get) return config.formData.get("submit") || "";
+    return (config.parameters && config.parameters.submit) || "";
+  }
+  // what was kept goes once, each with the button it was sent with (and its answer key:
+  // the server applies an answer sent twice once)
+  function resend() {
+    var queued = live.queued;
+    live.queued = [];
+    queued.forEach(function (form) {
+      if (!form.isConnected) return;
+      note(form, "");
+      var submit = form.dataset.resendSubmit, extra = null;
+      delete form.dataset.resendSubmit;
+      if (submit && form.tagName === "FORM") {
+        extra = document.createElement("input");
+        extra.type = "hidden";
+        extra.name = "submit";
+        extra.value = submit;
+        form.appendChild(extra);
+        form.addEventListener("htmx:configRequest", function gone() {
+          form.removeEventListener("htmx:configRequest", gone);
+          if (extra.isConnected) extra.remove();
+        });
+      }
+      htmx.trigger(form, form.tagName === "FORM" ? "submit" : "click");
+    });
   }
   document.addEventListener("htmx:wsClose", function () {
     if (live.offline || !document.querySelector("[ws-connect]")) return;
@@ -58,19 +90,14 @@
     document.body.classList.add("is-offline");
     banner("Reconnecting\u2026 This page is not live: its clocks are stopped, and what you " +
            "send is kept until the connection is back.", "off");
+    if (window.planwatchOutage) window.planwatchOutage.failed(false);  // what is down?
   });
   document.addEventListener("htmx:wsOpen", function () {
     if (!live.offline) return;
     live.offline = false;
     document.body.classList.remove("is-offline");
     banner("Live again.", "on");
-    var queued = live.queued;
-    live.queued = [];
-    queued.forEach(function (form) {
-      if (!form.isConnected) return;
-      note(form, "");
-      htmx.trigger(form, form.tagName === "FORM" ? "submit" : "click");  // once: emptied before
-    });
+    if (!window.planwatchOutage || !window.planwatchOutage.isDown()) resend();
     setTimeout(function () {  // the replay of what was missed has come in meanwhile
       var now = seqNow(), caught = now !== null && live.seqAtClose !== null
         ? now - live.seqAtClose : null;
@@ -89,11 +116,37 @@
       keep(e.detail.elt);
     }
   });
-  // the server went away before the socket noticed: kept too, never dropped silently
+  // the server went away before the socket noticed, or it answered that it cannot serve
+  // the post now (its database cannot be reached: a 503 in words): kept too, with what the
+  // server said, never dropped silently; sent again when the server answers (outage.js)
+  function failedPost(e, text) {
+    var config = e.detail.requestConfig || {};
+    if ((config.verb || "").toLowerCase() !== "post") return;
+    keep(e.detail.elt, text, submitOf(config));
+  }
   document.addEventListener("htmx:sendError", function (e) {
-    var verb = (e.detail.requestConfig && e.detail.requestConfig.verb) || "";
-    if (verb.toLowerCase() === "post") keep(e.detail.elt);
+    failedPost(e, "Not saved \u2014 the server cannot be reached. Your text is kept here " +
+                  "and sent again when the server answers.");
   });
+  document.addEventListener("htmx:timeout", function (e) {
+    failedPost(e, "Not saved yet \u2014 the server did not answer in time. Your text is " +
+                  "kept here and sent again when the server answers.");
+  });
+  // an answer of "cannot serve it now" (a 503 naming the database, a gateway's 502/504) is
+  // no error of the page: nothing is swapped (the form keeps its text), the page says why
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var xhr = e.detail.xhr, status = xhr ? xhr.status : 0;
+    if (!window.planwatchOutage || !window.planwatchOutage.unreachable(status)) return;
+    e.detail.shouldSwap = false;
+    e.detail.isError = false;
+    var said = status === 503 && xhr.responseText && xhr.responseText.length < 400 &&
+      !/^\s*</.test(xhr.responseText) ? xhr.responseText.trim() + " " : "";
+    failedPost(e, (said || "Not saved \u2014 the server could not serve it (" + status +
+                   "). ") + "Your text is kept here and sent again when the server answers.");
+    window.planwatchOutage.failed(true);
+  });
+  document.addEventListener("planwatch:back", function () { if (!live.offline) resend(); });
+  htmx.config.timeout = 20000;  // a request the server holds longer is not left hanging
 
   // A run's working time (or its wait for people) ticks between the server's header renders;
   // not while the page is not live (it cannot know what happened meanwhile).
@@ -105,6 +158,30 @@
     });
   }
   setInterval(tick, 1000);
+
+  // A question's age, "asked 40 s ago", stays true on every page that shows one (the run's
+  // questions, the inbox), as the server writes it (dashboard.web.templatetags age_text).
+  function age(seconds) {
+    var s = Math.max(0, Math.floor(seconds));
+    if (s < 60) return s + " s";
+    if (s < 3600) return Math.floor(s / 60) + " min";
+    if (s < 86400) {
+      var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+      return m ? h + " h " + m + " min" : h + " h";
+    }
+    return Math.floor(s / 86400) + " d";
+  }
+  function ages() {
+    var now = Date.now();
+    document.querySelectorAll("[data-since]").forEach(function (el) {
+      var t = Date.parse(el.getAttribute("data-since"));
+      if (!isNaN(t)) {
+        var text = age((now - t) / 1000);
+        if (el.textContent !== text) el.textContent = text;
+      }
+    });
+  }
+  setInterval(ages, 1000);
 
   // A page marked data-title-count (the inbox) names the questions waiting in its tab's
   // title, "(3) Inbox · Planwatch", kept current with the navigation's live count.

@@ -59,11 +59,37 @@
     cols.insertBefore(svg, cols.firstChild);
   }
 
+  /* A plan's arrows are drawn when it comes near the screen, not before: measuring every
+     card of a 215-task plan when the page opened held a phone's main thread; the plans
+     out of sight (and not laid out: content-visibility, trace.css) wait, marked stale. */
+  var near = new Set();  // the plans on or near the screen
+  var watcher = window.IntersectionObserver ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (entry) {
+      if (!entry.isIntersecting) { near.delete(entry.target); return; }
+      near.add(entry.target);
+      if (entry.target.dataset.stale !== "0") schedule(entry.target);
+    });
+  }, { rootMargin: "300px 0px" }) : null;
+  function watch() {
+    if (!watcher) return;
+    document.querySelectorAll("#trace-dag .dag-levels").forEach(function (cols) {
+      if (cols.dataset.watched) return;
+      cols.dataset.watched = "1";
+      watcher.observe(cols);
+    });
+  }
+
   var dirty = null;  // the plans to draw again (null: none; "all": every plan)
   function draw() {
+    watch();
     var all = Array.prototype.slice.call(document.querySelectorAll("#trace-dag .dag-levels"));
     var which = dirty === "all" ? all : all.filter(function (c) { return dirty.has(c); });
     dirty = null;
+    which = which.filter(function (cols) {
+      var now = !watcher || near.has(cols);
+      cols.dataset.stale = now ? "0" : "1";  // drawn when it comes near the screen
+      return now;
+    });
     which.map(measure).forEach(function (plan) { render(plan, all.indexOf(plan.cols)); });
     refresh();
   }

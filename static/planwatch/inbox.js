@@ -1,25 +1,29 @@
 /* The inbox's compact rows: open a question's form in place, keys (j/k, Enter, Escape),
-   select a group's runs, and ages that stay true ("asked 40 s ago"). */
+   and select a group's runs (ages tick in app.js, on every page). */
 (function () {
   "use strict";
-  function age(seconds) {
-    var s = Math.max(0, Math.floor(seconds));
-    if (s < 60) return s + " s";
-    if (s < 3600) return Math.floor(s / 60) + " min";
-    if (s < 86400) {
-      var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
-      return m ? h + " h " + m + " min" : h + " h";
-    }
-    return Math.floor(s / 86400) + " d";
+
+  // on a phone the filters beyond the search fold behind "Filters" (open once opened, across
+  // the swaps of the list each filter makes)
+  var filtersOpen = false, PHONE = window.matchMedia("(max-width: 600px)");
+  function foldFilters() {
+    var form = document.querySelector(".inbox-filters"), toggle = form && form.querySelector(".filters-toggle");
+    if (!toggle) return;
+    toggle.hidden = false;
+    var folded = PHONE.matches && !filtersOpen && !form.querySelector(".flash-error");
+    form.classList.toggle("folded", folded);
+    toggle.setAttribute("aria-expanded", folded ? "false" : "true");
   }
-  function tick() {
-    var now = Date.now();
-    document.querySelectorAll("[data-since]").forEach(function (el) {
-      var t = Date.parse(el.getAttribute("data-since"));
-      if (!isNaN(t)) el.textContent = age((now - t) / 1000);
-    });
-  }
-  setInterval(tick, 5000);
+  document.addEventListener("click", function (e) {
+    var toggle = e.target.closest && e.target.closest(".inbox-filters .filters-toggle");
+    if (!toggle) return;
+    filtersOpen = toggle.getAttribute("aria-expanded") !== "true";
+    foldFilters();
+  });
+  document.addEventListener("DOMContentLoaded", foldFilters);
+  document.addEventListener("htmx:afterSettle", foldFilters);
+  if (PHONE.addEventListener) PHONE.addEventListener("change", foldFilters);
+  foldFilters();
 
   function rowOf(link) { return document.getElementById(link.getAttribute("aria-controls")); }
   function close(link) {
@@ -42,7 +46,7 @@
     row.hidden = false;
     var link = document.querySelector('a[aria-controls="' + row.id + '"]');
     if (link) link.setAttribute("aria-expanded", "true");
-    var field = row.querySelector(".question.pending input, .question.pending select, .question.pending textarea");
+    var field = row.querySelector(".question.pending .q-input input, .question.pending .q-input select, .question.pending .q-input textarea");
     if (field && e.detail.requestConfig && e.detail.requestConfig.verb === "get") field.focus();
   });
   document.addEventListener("change", function (e) {

@@ -19,8 +19,10 @@ document.addEventListener("htmx:beforeSwap", (event) => {
   "use strict";
   let awaitingNext = false;
   const FIELDS = ".question input:not([type=hidden]):not([disabled]), .question textarea:not([disabled]), .question select:not([disabled])";
+  // the answer itself, never "Give to" (a lead's reassign list stands before it)
+  const ANSWERS = ".question .q-input input:not([type=hidden]):not(:disabled), .question .q-input textarea:not(:disabled), .question .q-input select:not(:disabled)";
   function focusIn(section) {
-    const field = section.querySelector(FIELDS);
+    const field = section.querySelector(ANSWERS);
     if (field) { field.focus(); awaitingNext = false; return true; }
     const status = section.querySelector(".flash, .empty[role=status]");
     if (status) status.focus();
@@ -30,7 +32,7 @@ document.addEventListener("htmx:beforeSwap", (event) => {
   document.addEventListener("DOMContentLoaded", () => {
     const section = document.getElementById("run-interrupts");
     const onPage = !document.activeElement || document.activeElement === document.body;
-    if (section && onPage && section.querySelector(FIELDS)) focusIn(section);
+    if (section && onPage && section.querySelector(ANSWERS)) focusIn(section);
   });
   // on settle, not on swap: htmx binds the new form (hx-post) when it settles, and an Enter
   // in a form not yet bound would post it the old way, reloading the page
@@ -52,7 +54,7 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     // nobody is typing anywhere (focus on the page itself): the question is what to do next
     const onPage = !document.activeElement || document.activeElement === document.body;
     const idle = onPage || section.contains(document.activeElement);
-    if ((awaitingNext ? idle : onPage) && section.querySelector(FIELDS)) focusIn(section);
+    if ((awaitingNext ? idle : onPage) && section.querySelector(ANSWERS)) focusIn(section);
   });
 })();
 

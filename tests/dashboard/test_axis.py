@@ -4,6 +4,7 @@ no label twice, sub-millisecond durations and small costs as they are."""
 from __future__ import annotations
 
 import uuid
+from itertools import pairwise
 
 from dashboard.web.presentation.waterfall import Axis, seconds_text, waterfall_view
 from dashboard.web.templatetags.planwatch import usd
@@ -63,3 +64,17 @@ def test_shortened_waits_keep_their_widths_ordered_by_length():
     assert [text for _, _, text in view.breaks][2].endswith("left out")
     # the shortened waits still leave the work most of the axis
     assert sum(widths) < 60
+
+
+def test_ticks_fall_on_round_times_evenly_spaced_and_leave_room_for_the_end():
+    def ticks(seconds):
+        return Axis(end=seconds, breaks=(), shown=seconds).ticks()
+
+    assert [label for _, label in ticks(13.7)] == ["0 ms", "5.0 s", "10.0 s", "13.7 s"]
+    assert [label for _, label in ticks(26.0)] == ["0 ms", "10.0 s", "26.0 s"]
+    assert [label for _, label in ticks(1.0)] == ["0 ms", "0.25 s", "0.50 s", "0.75 s", "1.0 s"]
+    for seconds in (0.37, 1.0, 7.3, 13.7, 26.0, 58.0, 75.3, 600.0, 3700.0):
+        places = [pct for pct, _ in ticks(seconds)]
+        gaps = [b - a for a, b in pairwise(places[:-1])]
+        assert len({round(g, 2) for g in gaps}) <= 1, (seconds, places)  # evenly spaced
+        assert all(b - a >= 25 for a, b in pairwise(places)), places

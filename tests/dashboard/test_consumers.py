@@ -482,3 +482,28 @@ def test_a_page_whose_events_were_rolled_back_shows_the_run_waiting_and_says_rel
 
     async_to_sync(scenario)()
     assert Run.objects.get(id=run.id).state == Run.State.INTERRUPTED
+
+
+def test_a_waiting_runs_waterfall_grows_between_its_events(executor, operator):
+    # waiting for an answer, no event comes: the page's waterfall is drawn to now anyway,
+    # its open wait reaching further each time (its axis with it)
+    run = services.run_create(graph="test.echo", input={"steps": 2, "ask": True},
+                              user=operator)
+    run = wait_run(run.id, statuses=("interrupted",))
+
+    async def scenario():
+        comm, ok, _ = await connect(operator, f"/ws/runs/{run.id}/?after={run.last_seq}")
+        assert ok
+        sent = [await comm.receive_from(timeout=3)]  # the header
+        while sum('id="wf-axis"' in html for html in sent) < 2:
+            sent.append(await comm.receive_from(timeout=6))
+        await comm.disconnect()
+        return [html for html in sent if 'id="wf-axis"' in html]
+
+    first, second = async_to_sync(scenario)()
+
+    def end_of_axis(html: str) -> float:
+        return float(re.search(r"--wf-shown: ([0-9.]+);", html).group(1))
+
+    assert "wf-human wf-open" in first
+    assert end_of_axis(second) > end_of_axis(first)

@@ -45,7 +45,7 @@ def test_many_questions_are_compact_rows_grouped_by_question_oldest_first(client
     assert shown[:30] == [str(r.pk) for r in regions]
     assert shown[30:] == [str(a.pk) for a in audiences[:PAGE_SIZE - 30]]
     assert page.count('class="inbox-group"') == 2
-    assert "30 waiting" in page and "60 questions waiting; 1\u201350 listed here" in page
+    assert "30 waiting" in page and "60 questions waiting</span>; 1\u201350 listed here" in page
     # the second page, in SQL: the rest of the audience group
     second = client.get("/inbox/?page=2").content.decode()
     assert rows_of(second) == [str(a.pk) for a in audiences[PAGE_SIZE - 30:]]
@@ -154,3 +154,27 @@ def test_a_compact_page_is_told_what_changed_not_redrawn_under_the_operator(oper
     assert 'id="inbox-table"' not in html and 'id="inbox-stale" hx-swap-oob="true"' in html
     assert "2 of the questions listed here were answered or withdrawn" in html
     assert "1 new question is waiting" in html
+
+
+def test_after_an_answer_to_many_the_page_counts_what_still_waits(client, operator, many):
+    regions, _ = many
+    client.force_login(operator)
+    prefix = f"g{regions[0].pk}"
+    page = client.get("/inbox/").content.decode()
+    assert '<span id="inbox-count">60 questions waiting</span>' in page
+    assert f'id="count-{prefix}">30 waiting<' in page
+    data = {"prefix": prefix, f"{prefix}-answer": "Germany", "filters": "",
+            "graph": "acquisition", "question": re.search(
+                r'name="question" value="([^"]*)"', page).group(1),
+            "interrupt": [str(i.pk) for i in regions[:20]]}
+    html = client.post("/inbox/answer/", data, headers=HTMX).content.decode()
+    assert '<span id="inbox-count" hx-swap-oob="true">40 questions waiting</span>' in html
+    assert f'id="count-{prefix}" hx-swap-oob="true">10 waiting<' in html
+
+
+def test_an_answer_to_many_starts_empty_not_with_one_runs_suggestion(client, operator):
+    asked = waiting(6, {**REGION, "suggested": "Germany"}, asked_ago=timedelta(minutes=3))
+    client.force_login(operator)
+    page = client.get("/inbox/").content.decode()
+    box = re.search(rf'<input[^>]*name="g{asked[0].pk}-answer"[^>]*>', page).group(0)
+    assert 'value=' not in box, box

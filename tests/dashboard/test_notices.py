@@ -86,7 +86,9 @@ def test_the_group_is_emailed_once_and_the_link_opens_the_question_after_login(
         (Notice.Status.SENT, 1, "fay@example.test")]
     assert smtp.envelopes == [["fay@example.test"]]
     message = smtp.messages[0]
-    assert message["Subject"] == "[Planwatch] A question waits for you"
+    # alone, the question is in the subject
+    assert message["Subject"] == \
+        "[Planwatch] A question waits for you: Which region is the market in?"
     body = message.get_content()
     assert "acquisition asks “Which region is the market in?”" in body and "for finance" in body
     link = re.search(r"http://planwatch\.test(/inbox/notice/\S+/)", body).group(1)
@@ -225,3 +227,45 @@ def test_the_webhooks_slack_text_escapes_what_slack_reads_as_markup(operator, fi
             in text)
     assert "for &lt;!here&gt;" in text
     assert payload["question"]["asks"] == asks
+
+
+def test_sixty_questions_are_one_digest_per_person_per_interval(
+        smtp, django_user_model, operator):
+    group = Group.objects.create(name="finance")
+    people = []
+    for name in ("fay", "finn", "fred", "flo"):
+        user = django_user_model.objects.create_user(username=name,
+                                                     email=f"{name}@example.test")
+        user.user_permissions.set(Permission.objects.filter(
+            codename__in=["answer_interrupt", "view_all_threads"]))
+        user.groups.add(group)
+        people.append(user)
+    asked = waiting(60, REGION, asked_ago=timedelta(seconds=1), user=operator)
+    InterruptGroup.objects.bulk_create([InterruptGroup(interrupt=i, name="finance")
+                                        for i in asked])
+    assert notices.notices_queue_asked() == 60
+    assert Notice.objects.count() == 240
+
+    def send_all(at):
+        while notices.notices_send_due(now=at):
+            pass
+        while notices.notices_send_due(now=at):  # those put back are not due again yet
+            pass
+
+    now = timezone.now()
+    send_all(now)
+    assert sorted(e[0] for e in smtp.envelopes) == sorted(u.email for u in people)
+    for message in smtp.messages:  # a digest: each question with its own link
+        n = int(re.match(r"\[Planwatch\] (\d+) questions wait for you$",
+                         message["Subject"]).group(1))
+        assert message.get_content().count("/inbox/notice/") == n > 1
+    first = len(smtp.messages)
+    # the rest wait for the next interval, one e-mail each again
+    send_all(now + timedelta(seconds=notices.digest_seconds() - 1))
+    assert len(smtp.messages) == first
+    later = now + timedelta(seconds=notices.digest_seconds() + 1)
+    send_all(later)
+    assert sorted(e[0] for e in smtp.envelopes[first:]) == sorted(u.email for u in people)
+    sent = Notice.objects.filter(status=Notice.Status.SENT).count()
+    told = sum(m.get_content().count("/inbox/notice/") for m in smtp.messages)
+    assert told == sent and not Notice.objects.filter(status=Notice.Status.FAILED).exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from django.core.paginator import Paginator
 from django.template.loader import render_to_string
@@ -54,6 +54,7 @@ def run_interrupts_context(
             i.candidates = selectors.interrupt_answerers(  # type: ignore[attr-defined]
                 interrupt=i)
     return {
+        "answer_key": uuid4().hex,  # this render's answers, applied once however often sent
         "run": run, "forms": forms,
         "answerable": any(not form.interrupt.not_yours  # type: ignore[attr-defined]
                           for form in forms),

@@ -452,13 +452,13 @@ def panels_context(*, run: Run, fold: TraceFold) -> dict[str, Any]:
         else (),
         "decisions": fold.decisions,
         # laid out when the template asks (the page, and each batch that moved it)
-        "waterfall": functools.partial(_waterfall, run, fold),
+        "waterfall": functools.partial(run_waterfall, run, fold),
         "last_seq": fold.last_seq,
         "duration": run_duration(run),
     }
 
 
-def _waterfall(run: Run, fold: TraceFold) -> Any:
+def run_waterfall(run: Run, fold: TraceFold) -> Any:
     """The run's waterfall as folded so far; an active run's open bars reach to now."""
     origin = fold.waterfall.origin
     now = (timezone.now() - origin).total_seconds() if origin and not run.is_finished else None

@@ -557,6 +557,22 @@ def waterfall_view(fold: WaterfallFold, *, run_id: Any, now: float | None = None
         drawn=Drawn(axis=axis.breaks, parts=parts))
 
 
+TICK_STEPS = (1.0, 2.0, 2.5, 5.0)
+TICK_GAP = 25.0
+"""The least room (percent of the axis) between a tick and the end's label, which ends at
+the axis's end: a label is up to 40 px wide ("1 min 40 s" more), a phone's axis about
+330 px, and the two labels share the room."""
+
+
+def tick_step(shown: float, count: int = 4) -> float:
+    """The round step (1, 2, 2.5 or 5 times a power of ten) that divides ``shown`` seconds
+    into at most ``count`` steps."""
+    target = max(shown / count, 1e-6)
+    power = 10.0 ** math.floor(math.log10(target))
+    return next((m * power for m in TICK_STEPS if m * power >= target * (1 - 1e-9)),
+                10 * power)
+
+
 BREAK_SHARE = 0.06
 """A wait for a human is drawn this share of the working time long (if it was longer)."""
 
@@ -607,18 +623,23 @@ class Axis:
         return min(max(100 * self.drawn(t) / self.shown, 0.0), 100.0)
 
     def ticks(self, count: int = 4) -> tuple[tuple[float, str], ...]:
-        """Labels at ``count`` + 1 even places of the drawn axis, on linear time: a place
-        inside a shortened wait is left to that wait's break mark, and a label equal to the
-        one before is not repeated."""
+        """Labels every :func:`tick_step` drawn seconds (at most ``count`` steps, evenly
+        spaced, round times where no wait is shortened) and at the axis's end: a place
+        inside a shortened wait is left to that wait's break mark, one too near the end's
+        label (:data:`TICK_GAP`) is left out, and a label equal to the one before is not
+        repeated."""
+        step = tick_step(self.shown, count)
+        places = [k * step for k in range(int(self.shown / step + 1e-9) + 1)
+                  if 100 * (self.shown - k * step) / self.shown >= TICK_GAP]
         out: list[tuple[float, str]] = []
-        for i in range(count + 1):
-            t = self.real(i / count)
+        for place in [*places, self.shown]:
+            t = self.real(place / self.shown)
             if any(a < t < b for a, b, _ in self.breaks):
                 continue
             text = seconds_text(t)
             if out and out[-1][1] == text:
                 continue
-            out.append((100 * i / count, text))
+            out.append((round(100 * place / self.shown, 3), text))
         return tuple(out)
 
     def real(self, fraction: float) -> float:

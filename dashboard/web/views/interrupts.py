@@ -70,8 +70,10 @@ def _answer(request: HtmxHttpRequest, run: Run) -> HttpResponse:
             f"{ANSWER_PERMISSION!r}; ask an administrator to grant it."))
     by_pk = {str(i.pk): i for i in selectors.interrupts_of_run(run_id=run.id)}
     target = data.get("submit") or "all"
-    if target == "all":
-        chosen = [i for i in by_pk.values() if i.status == Interrupt.Status.PENDING]
+    key = data.get("answer_key", "")[:64]
+    if target == "all":  # those waiting, and those this very post answered before
+        chosen = [i for i in by_pk.values() if i.status == Interrupt.Status.PENDING
+                  or (key and i.answer_key == key)]
     elif target in by_pk:
         chosen = [by_pk[target]]
     else:
@@ -87,7 +89,7 @@ def _answer(request: HtmxHttpRequest, run: Run) -> HttpResponse:
     answers = {f.interrupt.interrupt_id: f.cleaned_data["answer"] for f in forms.values()}
     try:
         services.run_resume(run=run, answers=answers, user=request.user,
-                            via=Interrupt.Channel.PAGE)
+                            via=Interrupt.Channel.PAGE, key=key)
     except services.AnswerForbidden as exc:
         return _reply(request, run, status=403, message=exc.message)
     except services.InterruptClosed as exc:
