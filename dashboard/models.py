@@ -208,6 +208,11 @@ class Run(models.Model):
                   "LangGraph run request that started or went on with it asked for the "
                   "messages or messages-tuple stream mode (LangGraph's server streams a "
                   "run's chat models only then).")
+    budget = models.JSONField(
+        null=True, blank=True,
+        help_text="Its budgets (dashboard/runs/budgets.py), resolved from the server's "
+                  "default, its graph, its assistant and its request; raised by an "
+                  "operator's extension.")
 
     objects = RunQuerySet.as_manager()
 
@@ -418,6 +423,12 @@ class RunEvent(models.Model):
         QUESTION_REMINDED = "question_reminded", "Question reminded"
         # its deadline came: the escalation groups were given it (payload: groups)
         QUESTION_ESCALATED = "question_escalated", "Question escalated"
+        # a budget's use reached its warning share (payload: budget {kind, limit, used})
+        BUDGET_WARNING = "budget_warning", "Budget warning"
+        # a budget was reached: the run pauses or stops (payload: budget, on_limit)
+        BUDGET_REACHED = "budget_reached", "Budget reached"
+        # an operator raised a paused run's budget (payload: by, extend, budget)
+        BUDGET_EXTENDED = "budget_extended", "Budget extended"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveIntegerField()

@@ -682,6 +682,11 @@ def set_stream_tokens(run_id: Any, stream_tokens: bool) -> None:
     Run.objects.filter(id=run_id).update(stream_tokens=stream_tokens)
 
 
+def set_budget(run_id: Any, budget: dict[str, Any]) -> None:
+    """The run's budgets, as an operator raised them (from its next execution on)."""
+    Run.objects.filter(id=run_id).update(budget=budget)
+
+
 def langgraph_run_next(before: Run) -> LangGraphRun:
     """The next LangGraph run of a run going on (a resume, a continue), its events from the
     first seq after ``before`` (the run as locked before the request wrote anything); the
