@@ -31,6 +31,22 @@ class RunCreateSerializer(serializers.Serializer):
     )
     interrupt_before = node_list()
     interrupt_after = node_list()
+    budget = serializers.JSONField(
+        required=False, default=None,
+        help_text='Its budgets, over the server\'s and its graph\'s, field by field: '
+                  '{"max_tokens", "max_cost_usd", "max_model_calls", "max_working_minutes", '
+                  '"max_wall_minutes", "on_limit": "pause" | "stop" | {by budget}, '
+                  '"warn_at": 0.8}; null lifts a limit (README, "Budgets").')
+
+
+class BudgetSerializer(serializers.Serializer):
+    """Answer a run paused at its budget: extend it (the limits to add), or stop the run."""
+
+    extend = serializers.JSONField(
+        required=False, default=None,
+        help_text='The limits to add, e.g. {"max_cost_usd": 0.5}; null lifts one.')
+    stop = serializers.BooleanField(required=False, default=False,
+                                    help_text="End the run (cancelled) instead.")
 
 
 class BreakpointsSerializer(serializers.Serializer):

@@ -1,0 +1,225 @@
+"""Budgets: each kind trips (pause and stop), a paused run extended goes on and finishes,
+layers resolve field by field, warnings come once, bad budgets are a 422."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from dashboard import services
+from dashboard.models import Run, RunEvent
+from dashboard.runs import budgets
+from tests.conftest import api_token, assert_gapless, wait_run
+from tests.dashboard import budget_graph
+from tests.support.models import CALL_COST
+
+Kind = RunEvent.Kind
+PAUSED_OR_DONE = ("succeeded", "failed", "cancelled", "interrupted", "paused")
+
+
+def _start(operator, budget, **input):
+    run = services.run_create(graph=budget_graph.NAME, input=input, user=operator,
+                              options=services.RunOptions(budget=budget))
+    return wait_run(run.id, PAUSED_OR_DONE)
+
+
+def _last(run: Run) -> RunEvent:
+    return assert_gapless(run)[-1]
+
+
+# -- one parser ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("raw", "field", "words"), [
+    ({"max_tokens": -1}, "budget.max_tokens", "negative"),
+    ({"max_cost_usd": "lots"}, "budget.max_cost_usd", "not a number"),
+    ({"max_model_calls": True}, "budget.max_model_calls", "not a number"),
+    ({"max_model_calls": 2.5}, "budget.max_model_calls", "whole number"),
+    ({"max_wall_minutes": 1e12}, "budget.max_wall_minutes", "largest accepted"),
+    ({"max_cost_usd": float("nan")}, "budget.max_cost_usd", "not a number"),
+    ({"max_dollars": 1}, "budget.max_dollars", "unknown budget"),
+    ({"on_limit": "explode"}, "budget.on_limit", "not one of: pause, stop"),
+    ({"on_limit": {"max_tokens": "wait"}}, "budget.on_limit.max_tokens", "not one of"),
+    ({"warn_at": 1.5}, "budget.warn_at", "between 0 and 1"),
+    ([1, 2], "budget", "must be an object"),
+])
+def test_a_bad_budget_names_its_field(raw, field, words):
+    with pytest.raises(budgets.BudgetInvalid) as caught:
+        budgets.budget_parse(raw)
+    assert caught.value.field == field and words in caught.value.message
+
+
+def test_layers_resolve_field_by_field(settings):
+    settings.PLANWATCH = {**settings.PLANWATCH, "BUDGET": {
+        "max_tokens": 1000, "max_cost_usd": 1.0, "max_wall_minutes": 60, "on_limit": "stop"}}
+    spec = dataclasses.replace(budget_graph.SPEC, budget={
+        "max_cost_usd": 0.5, "max_model_calls": 20, "on_limit": {"max_cost_usd": "pause"}})
+    assistant = SimpleNamespace(config={"configurable": {"budget": {
+        "max_model_calls": 10, "max_wall_minutes": None, "warn_at": 0.5}}})
+    options = services.RunOptions(assistant=assistant, configurable={"budget": {
+        "max_tokens": 5000, "max_working_minutes": 3}})
+    resolved = services.budget_of(spec, options)
+    assert resolved.active() == {
+        "max_tokens": 5000,  # the request widened the server's
+        "max_cost_usd": 0.5,  # the graph narrowed the server's
+        "max_model_calls": 10,  # the assistant narrowed the graph's
+        "max_working_minutes": 3,  # the request's own
+    }  # and the assistant lifted the server's wall limit
+    assert resolved.action("max_cost_usd") == "pause" and resolved.action("max_tokens") == "stop"
+    assert resolved.share() == 0.5
+    # the request may name its budget in the LangGraph context instead
+    by_context = services.budget_of(spec, services.RunOptions(context={"budget": {
+        "max_model_calls": 3}}))
+    assert by_context.limit("max_model_calls") == 3 and by_context.limit("max_tokens") == 1000
+
+
+def test_a_bad_layer_is_a_budget_error_naming_the_field(settings):
+    with pytest.raises(services.BudgetError) as caught:
+        services.budget_of(budget_graph.SPEC, services.RunOptions(configurable={
+            "budget": {"max_tokens": -5}}))
+    assert caught.value.errors == {"budget.max_tokens": caught.value.errors[
+        "budget.max_tokens"]} and "negative" in caught.value.message
+
+
+# -- each kind trips, pause and stop ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["stop", "pause"])
+def test_model_calls_budget_trips_on_the_scripted_model(executor, operator, action):
+    run = _start(operator, {"max_model_calls": 2, "on_limit": action}, steps=5)
+    assert run.model_calls == 2  # the third call was never sent
+    reached = run.events.get(kind=Kind.BUDGET_REACHED).payload
+    assert reached == {"budget": {"kind": "max_model_calls", "limit": 2, "used": 2},
+                       "on_limit": action}
+    last = _last(run)
+    if action == "stop":
+        assert run.status == Run.Status.CANCELLED
+        assert last.kind == Kind.RUN_CANCELLED
+        assert last.payload["budget"] == {"kind": "max_model_calls", "limit": 2, "used": 2}
+    else:
+        assert run.state == Run.State.PAUSED and last.kind == Kind.RUN_PAUSED
+        assert last.payload["budget"]["kind"] == "max_model_calls"
+        assert last.payload["before"] == ["call"]
+
+
+@pytest.mark.parametrize(("budget", "kind", "limit"), [
+    ({"max_tokens": 400, "on_limit": "stop"}, "max_tokens", 400),
+    ({"max_cost_usd": CALL_COST * 2.5, "on_limit": "stop"}, "max_cost_usd", CALL_COST * 2.5),
+    ({"max_tokens": 400, "on_limit": "pause"}, "max_tokens", 400),
+    ({"max_cost_usd": CALL_COST * 2.5, "on_limit": "pause"}, "max_cost_usd",
+     CALL_COST * 2.5),
+])
+def test_tokens_and_cost_trip_at_the_node_after_the_call_that_crossed(
+        on_test_model, operator, openai_server, budget, kind, limit):
+    run = _start(operator, budget, steps=6)
+    assert len(openai_server.requests) == run.model_calls == 3  # 150 tokens each
+    payload = run.events.get(kind=Kind.BUDGET_REACHED).payload["budget"]
+    assert payload["kind"] == kind and payload["limit"] == limit
+    assert payload["used"] == pytest.approx(450 if kind == "max_tokens" else CALL_COST * 3)
+    expected = Run.State.CANCELLED if budget["on_limit"] == "stop" else Run.State.PAUSED
+    assert run.state == expected
+    assert _last(run).payload["budget"]["kind"] == kind
+
+
+def test_a_call_that_would_cross_the_token_budget_is_never_sent(on_test_model, operator,
+                                                              openai_server):
+    # 150 spent after the first; the second may answer 100 more: 250 > 200, refused
+    run = _start(operator, {"max_tokens": 200, "on_limit": "stop"}, steps=3, max_tokens=100)
+    assert len(openai_server.requests) == 1
+    assert run.status == Run.Status.CANCELLED
+    assert _last(run).payload["budget"] == {"kind": "max_tokens", "limit": 200, "used": 150}
+    assert not run.events.filter(kind=Kind.MODEL_STARTED, seq__gt=run.events.get(
+        kind=Kind.MODEL_FINISHED).seq).exists()  # the refused call is not in the log
+
+
+@pytest.mark.parametrize("action", ["stop", "pause"])
+@pytest.mark.parametrize("kind", ["max_working_minutes", "max_wall_minutes"])
+def test_time_budgets_trip_at_a_node_boundary(executor, operator, kind, action):
+    # 0.004 minutes = 0.24 s; each node waits 0.1 s
+    run = _start(operator, {kind: 0.004, "on_limit": action}, steps=50, delay=0.1)
+    reached = run.events.get(kind=Kind.BUDGET_REACHED).payload["budget"]
+    assert reached["kind"] == kind and reached["used"] >= 0.004
+    assert 2 <= run.model_calls < 50
+    assert run.state == (Run.State.CANCELLED if action == "stop" else Run.State.PAUSED)
+
+
+# -- a paused run extended goes on ---------------------------------------------------------
+
+
+def test_a_run_paused_at_its_budget_extended_by_the_api_goes_on_and_finishes(
+        executor, operator, client):
+    run = _start(operator, {"max_model_calls": 2, "on_limit": "pause"}, steps=4)
+    assert run.state == Run.State.PAUSED
+    token = api_token(operator)
+    answered = client.post(f"/api/runs/{run.id}/budget/", {"extend": {"max_model_calls": 2}},
+                           content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Token {token}")
+    assert answered.status_code == 200, answered.content
+    run = wait_run(run.id)
+    assert run.status == Run.Status.SUCCEEDED and run.model_calls == 4
+    assert run.output == {"said": ["call 1", "call 2", "call 3", "call 4"]}
+    assert run.budget["max_model_calls"] == 4
+    extended = run.events.get(kind=Kind.BUDGET_EXTENDED).payload
+    assert extended["extend"] == {"max_model_calls": 2} and extended["by"] == "olga"
+
+
+def test_a_run_paused_at_its_budget_stopped_by_the_api_ends_cancelled_with_the_budget(
+        executor, operator, client):
+    run = _start(operator, {"max_model_calls": 1, "on_limit": "pause"}, steps=3)
+    token = api_token(operator)
+    stopped = client.post(f"/api/runs/{run.id}/budget/", {"stop": True},
+                          content_type="application/json", HTTP_AUTHORIZATION=f"Token {token}")
+    assert stopped.status_code == 200, stopped.content
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert _last(run).payload["budget"] == {"kind": "max_model_calls", "limit": 1, "used": 1}
+
+
+def test_extending_a_run_not_paused_at_a_budget_is_a_conflict(executor, operator, client):
+    run = wait_run(services.run_create(graph=budget_graph.NAME, input={"steps": 1},
+                                       user=operator).id)
+    token = api_token(operator)
+    answered = client.post(f"/api/runs/{run.id}/budget/", {"extend": {"max_tokens": 10}},
+                           content_type="application/json", HTTP_AUTHORIZATION=f"Token {token}")
+    assert answered.status_code == 409 and "not paused at a budget" in answered.json()["detail"]
+
+
+# -- warnings --------------------------------------------------------------------------------
+
+
+def test_a_warning_is_recorded_once_per_budget(executor, operator):
+    run = _start(operator, {"max_model_calls": 10, "warn_at": 0.2}, steps=6)
+    assert run.status == Run.Status.SUCCEEDED
+    warned = list(run.events.filter(kind=Kind.BUDGET_WARNING))
+    assert [w.payload["budget"]["kind"] for w in warned] == ["max_model_calls"]
+    assert warned[0].payload["budget"]["used"] == 2  # 20 % of 10
+
+
+# -- at the doors ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_bad_budget_is_a_422_on_the_api(client, operator):
+    token = api_token(operator)
+    answered = client.post("/api/runs/", {"graph": budget_graph.NAME, "input": {},
+                                          "budget": {"max_cost_usd": -1}},
+                           content_type="application/json", HTTP_AUTHORIZATION=f"Token {token}")
+    assert answered.status_code == 422
+    body = answered.json()
+    assert "budget.max_cost_usd" in body["errors"] and "negative" in body["detail"]
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_bad_budget_is_a_422_on_langgraph(client, operator):
+    token = api_token(operator)
+    answered = client.post("/langgraph/runs/wait", json.dumps({
+        "assistant_id": budget_graph.NAME, "input": {"steps": 1},
+        "config": {"configurable": {"budget": {"max_tokens": "many"}}}}),
+        content_type="application/json", HTTP_AUTHORIZATION=f"Token {token}")
+    assert answered.status_code == 422, answered.content
+    assert "budget.max_tokens" in answered.content.decode()
+    assert not Run.objects.exists()
