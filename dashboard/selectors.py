@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from dashboard import policy
 from dashboard.models import Cron, Interrupt, InterruptGroup, Run, RunEvent
-from dashboard.runs import debugging, figures, states
+from dashboard.runs import budgets, debugging, figures, states
 from dashboard.runs.figures import Figures, figures_of
 from dashboard.runs.modelcalls import messages_of
 from dashboard.runs.outcome import failed_outcome
@@ -145,6 +145,37 @@ def run_figures(*, run_id: UUID | str, now: datetime | None = None) -> Figures:
     rows = RunEvent.objects.filter(run_id=run_id).order_by("seq").values(
         "seq", "kind", "payload", "at", "created_at")
     return figures_of(rows, now=now or timezone.now())
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    """A run's budgets and their use, and the one it is paused at (if it is)."""
+
+    uses: list[budgets.BudgetUse]
+    paused_on: dict[str, Any] | None
+
+    @property
+    def question(self) -> str:
+        """What a run paused at its budget asks its operators."""
+        return budgets.extend_text(self.paused_on) if self.paused_on else ""
+
+
+def run_budget(*, run: Run, figures: Figures | None = None) -> RunBudget | None:
+    """A run's budgets and their use now (None: it has none), for the trace header and the
+    API; ``figures``: its working time, if folded already."""
+    if not run.budget:
+        return None
+    if figures is None:
+        figures = run_figures(run_id=run.id)
+    marks = RunEvent.objects.filter(run=run, kind__in=(
+        RunEvent.Kind.BUDGET_WARNING, RunEvent.Kind.BUDGET_REACHED)).values_list(
+        "kind", "payload")
+    warned, reached = set(), set()
+    for kind, payload in marks:
+        name = str(((payload or {}).get("budget") or {}).get("kind"))
+        (warned if kind == RunEvent.Kind.BUDGET_WARNING else reached).add(name)
+    return RunBudget(budgets.budget_use(run, working_seconds=figures.working, warned=warned,
+                                        reached=reached), budgets.paused_on(run))
 
 
 WAIT_KINDS = (figures.ASKED, figures.ANSWERED, figures.PAUSED, *figures.GOES_ON, *figures.ENDS)

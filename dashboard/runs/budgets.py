@@ -294,6 +294,19 @@ class Spent:
         return max(0.0, (now - started).total_seconds() / 60)
 
 
+def spent_of(row: Mapping[str, Any] | Run, *, working_seconds: float = 0.0) -> Spent:
+    """What a run spent, from its row's rollups (``Run`` or its ``values()``) and its
+    working time (:mod:`~dashboard.runs.figures`)."""
+    get: Callable[[str], Any] = row.get if isinstance(row, Mapping) else (
+        lambda k: getattr(row, k))
+    tokens = get("total_tokens")
+    if tokens is None:
+        tokens = (get("input_tokens") or 0) + (get("output_tokens") or 0)
+    return Spent(tokens=tokens, cost_usd=get("cost_usd") or 0.0,
+                 model_calls=get("model_calls") or 0, working_seconds=working_seconds,
+                 started_at=get("started_at") or get("created_at"))
+
+
 def call_tokens(usage: Mapping[str, Any] | None) -> int:
     """A call's tokens: its total as reported, else input plus output (0 if none)."""
     if not usage:
@@ -466,18 +479,12 @@ def ameter_for(run_id: uuid.UUID, *, emit: Callable[[dict[str, Any]], None]
     budget = budget_parse(row["budget"])
     if not budget:
         return None
-    tokens = row["total_tokens"]
-    if tokens is None:
-        tokens = (row["input_tokens"] or 0) + (row["output_tokens"] or 0)
-    spent = Spent(tokens=tokens, cost_usd=row["cost_usd"] or 0.0,
-                  model_calls=row["model_calls"], started_at=row["started_at"]
-                  or row["created_at"])
+    spent = spent_of(row)
     events = RunEvent.objects.filter(run_id=run_id)
     warned = {str((p.get("budget") or {}).get("kind")) for p in events.filter(
         kind=Kind.BUDGET_WARNING).values_list("payload", flat=True) if isinstance(p, dict)}
     if budget.limit("max_working_minutes") is not None:
-        rows = events.order_by("seq").values("kind", "at", "created_at", "payload",
-                                             "node", "task_id", "namespace", "seq")
+        rows = events.order_by("seq").values("seq", "kind", "payload", "at", "created_at")
         spent.working_seconds = figures_of(rows, now=timezone.now()).working
     return BudgetMeter(budget, spent, warned=warned, emit=emit)
 
@@ -493,3 +500,71 @@ def paused_on(run: Run) -> dict[str, Any] | None:
         return None
     budget = last[1].get("budget")
     return dict(budget) if isinstance(budget, dict) else None
+
+
+# -- what the pages show -------------------------------------------------------------------
+
+LABELS: Mapping[str, tuple[str, str]] = MappingProxyType({
+    "max_tokens": ("Tokens", "{:,.0f}"), "max_cost_usd": ("Cost", "${:,.2f}"),
+    "max_model_calls": ("Model calls", "{:,.0f}"),
+    "max_working_minutes": ("Working time", "{:,.1f} min"),
+    "max_wall_minutes": ("Wall time", "{:,.1f} min")})
+
+
+def shown(key: str, value: float) -> str:
+    """A budget's figure as people read it (``$0.50``, ``1,200``, ``3.5 min``)."""
+    return LABELS[key][1].format(value)
+
+
+@dataclass(frozen=True)
+class BudgetUse:
+    """One budget of a run, and its use: what the trace header and the API show."""
+
+    key: str
+    limit: float
+    used: float
+    action: str
+    warned: bool
+    reached: bool
+
+    @property
+    def label(self) -> str:
+        """What it counts, in words."""
+        return LABELS[self.key][0]
+
+    @property
+    def percent(self) -> int:
+        """Its use in percent of the limit (capped at 100 for the bar)."""
+        return 100 if self.limit <= 0 else min(100, round(100 * self.used / self.limit))
+
+    @property
+    def text(self) -> str:
+        """``$0.31 of $0.50``."""
+        return f"{shown(self.key, self.used)} of {shown(self.key, self.limit)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """As the API gives it."""
+        return {"kind": self.key, "limit": self.limit, "used": self.used,
+                "on_limit": self.action, "warned": self.warned, "reached": self.reached}
+
+
+def budget_use(run: Run, *, working_seconds: float, warned: set[str], reached: set[str]
+               ) -> list[BudgetUse]:
+    """Each budget of ``run`` and its use now (the figures the meter holds it to)."""
+    budget = budget_parse(run.budget) if run.budget else NO_BUDGET
+    spent = spent_of(run, working_seconds=working_seconds)
+    now = timezone.now()
+    if run.finished_at is not None:
+        now = run.finished_at
+    return [BudgetUse(key, limit, spent.of(key, working_since=None, now=now),
+                      budget.action(key), key in warned, key in reached)
+            for key, limit in budget.active().items()]
+
+
+def extend_text(reached: Mapping[str, Any]) -> str:
+    """The question a run paused at its budget asks (``budget of $0.50 reached``)."""
+    key = str(reached.get("kind"))
+    if key not in LABELS:
+        return "a budget was reached"
+    return (f"{LABELS[key][0].lower()} budget of {shown(key, float(reached['limit']))} "
+            f"reached ({shown(key, float(reached['used']))} used)")

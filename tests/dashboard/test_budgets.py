@@ -223,3 +223,50 @@ def test_a_bad_budget_is_a_422_on_langgraph(client, operator):
     assert answered.status_code == 422, answered.content
     assert "budget.max_tokens" in answered.content.decode()
     assert not Run.objects.exists()
+
+
+# -- the page --------------------------------------------------------------------------------
+
+
+def test_the_trace_header_shows_each_budget_and_a_paused_run_extended_from_it_finishes(
+        executor, operator, client):
+    run = _start(operator, {"max_model_calls": 2, "max_wall_minutes": 60,
+                            "on_limit": "pause", "warn_at": 0.5}, steps=3)
+    client.force_login(operator)
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert 'id="budget-paused"' in page
+    assert "Model calls budget of 2 reached (2 used)" in page
+    assert 'id="budget-max_model_calls"' in page and "2 of 2" in page
+    assert 'class="budget-use is-reached" id="budget-max_model_calls"' in page
+    assert 'id="budget-max_wall_minutes"' in page and "at the limit: pause" in page
+    assert "at its budget (above)" in page  # the debug panel says why it is paused
+    answered = client.post(f"/runs/{run.id}/budget/", {"action": "extend",
+                                                       "kind": "max_model_calls",
+                                                       "extend": "1"})
+    assert answered.status_code == 302
+    run = wait_run(run.id)
+    assert run.status == Run.Status.SUCCEEDED and run.model_calls == 3
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert 'id="budget-paused"' not in page and "3 of 3" in page
+
+
+def test_a_bad_extension_from_the_page_is_said_and_changes_nothing(executor, operator,
+                                                                 client):
+    run = _start(operator, {"max_model_calls": 1, "on_limit": "pause"}, steps=2)
+    client.force_login(operator)
+    answered = client.post(f"/runs/{run.id}/budget/", {"action": "extend",
+                                                       "kind": "max_model_calls",
+                                                       "extend": "-3"}, follow=True)
+    assert "extend.max_model_calls" in answered.content.decode()
+    run.refresh_from_db()
+    assert run.state == Run.State.PAUSED and run.budget["max_model_calls"] == 1
+
+
+def test_a_viewer_may_not_extend_a_budget(executor, operator, viewer, client):
+    run = _start(operator, {"max_model_calls": 1, "on_limit": "pause"}, steps=2)
+    client.force_login(viewer)
+    assert "permission to extend or stop it" in client.get(f"/runs/{run.id}/").content.decode()
+    refused = client.post(f"/runs/{run.id}/budget/", {"action": "stop"})
+    assert refused.status_code == 403
+    run.refresh_from_db()
+    assert run.state == Run.State.PAUSED
