@@ -6,7 +6,18 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, Subquery, Value, When
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -72,6 +83,11 @@ class RunQuerySet(models.QuerySet["Run"]):
     def running(self) -> RunQuerySet:
         """Runs an executor holds now (at most one per thread: a database constraint)."""
         return self.filter(state=State.RUNNING)
+
+    def budget_reached(self) -> RunQuerySet:
+        """Runs that reached one of their budgets (paused or stopped there), at any time."""
+        return self.filter(Exists(RunEvent.objects.filter(
+            run=OuterRef("pk"), kind=RunEvent.Kind.BUDGET_REACHED)))
 
     def busy(self) -> RunQuerySet:
         """Runs that execute, wait to, or are about to resume (an answer or a continue

@@ -99,13 +99,14 @@ def _day_start(day: date) -> datetime:
 
 def run_list(*, user: Any, graph: str = "", status: str = "", outcome: str = "",
              created_by: str = "", q: str = "", since: date | None = None,
-             until: date | None = None,
+             until: date | None = None, budget: str = "",
              sort: str = "-started") -> QuerySet[Run]:
     """The runs ``user`` may read (:mod:`dashboard.policy`), newest first (or in a
     :data:`RUN_SORTS` order), filtered by graph, status, creator's username, text ``q``
-    (in the goal, or the start of the id) and the days
-    they were started on (``since`` and ``until`` included, in the site's time zone);
-    a queued run with its ``queue_position``."""
+    (in the goal, or the start of the id), the days
+    they were started on (``since`` and ``until`` included, in the site's time zone) and
+    whether they reached a budget (``budget="reached"``); a queued run with its
+    ``queue_position``."""
     if sort not in RUN_SORTS:
         raise ValueError(f"unknown sort {sort!r}; use one of: {', '.join(RUN_SORTS)}")
     by = _SORT_BY[sort.lstrip("-")]
@@ -123,6 +124,10 @@ def run_list(*, user: Any, graph: str = "", status: str = "", outcome: str = "",
             failed_outcome())
     elif outcome:
         raise ValueError(f"unknown outcome {outcome!r}; use failed or achieved")
+    if budget == "reached":
+        runs = runs.budget_reached()
+    elif budget:
+        raise ValueError(f"unknown budget filter {budget!r}; use reached")
     if created_by:
         runs = runs.filter(created_by__username=created_by)
     if q.strip():

@@ -110,7 +110,8 @@ class RunViewSet(ApiViewSet):
         runs = selectors.run_list(user=request.user, graph=filters["graph"],
                                   status=filters.get("status", ""),
                                   created_by=filters["creator"], q=filters["q"],
-                                  since=filters["since"], until=filters["until"])
+                                  since=filters["since"], until=filters["until"],
+                                  budget=filters["budget"])
         page = self.paginate_queryset(runs)
         return self.get_paginated_response(s.RunSerializer(page, many=True).data)
 
@@ -130,7 +131,10 @@ class RunViewSet(ApiViewSet):
         """One run, with its model calls, tokens and cost per node."""
         run = run_or_404(request, pk)
         run.model_usage = selectors.model_usage_by_node(run_id=run.id)  # type: ignore[attr-defined]
-        run.figures = selectors.run_figures(run_id=run.id).as_dict()  # type: ignore[attr-defined]
+        figures = selectors.run_figures(run_id=run.id)
+        run.figures = figures.as_dict()  # type: ignore[attr-defined]
+        run.budget_view = selectors.run_budget(  # type: ignore[attr-defined]
+            run=run, figures=figures)
         return Response(s.RunDetailSerializer(run).data)
 
     @extend_schema(parameters=[RUN_ID], responses={200: OpenApiTypes.OBJECT})

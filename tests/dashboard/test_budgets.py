@@ -270,3 +270,31 @@ def test_a_viewer_may_not_extend_a_budget(executor, operator, viewer, client):
     assert refused.status_code == 403
     run.refresh_from_db()
     assert run.state == Run.State.PAUSED
+
+
+# -- counted and found -----------------------------------------------------------------------
+
+
+def test_trips_are_counted_on_metrics_and_found_by_the_runs_list(executor, operator, client):
+    from tests.dashboard.test_metrics import scrape
+
+    before = scrape(client)
+    tripped = _start(operator, {"max_model_calls": 1}, steps=2)
+    within = _start(operator, {"max_model_calls": 5}, steps=2)
+    assert (tripped.status, within.status) == (Run.Status.CANCELLED, Run.Status.SUCCEEDED)
+    key = ("planwatch_budget_trips_total", (("action", "stop"), ("budget", "max_model_calls")))
+    assert scrape(client)[key] - before.get(key, 0.0) == 1
+    assert list(Run.objects.budget_reached()) == [tripped]
+    client.force_login(operator)
+    listed = client.get("/?budget=reached").content.decode()
+    assert str(tripped.id)[:8] in listed and str(within.id)[:8] not in listed
+    token = api_token(operator)
+    api = client.get("/api/runs/?budget=reached", HTTP_AUTHORIZATION=f"Token {token}").json()
+    assert [r["id"] for r in api["results"]] == [str(tripped.id)]
+    assert api["results"][0]["budget"] == {"max_model_calls": 1}
+    detail = client.get(f"/api/runs/{tripped.id}/", HTTP_AUTHORIZATION=f"Token {token}").json()
+    assert detail["budget_use"]["uses"] == [{
+        "kind": "max_model_calls", "limit": 1, "used": 1, "on_limit": "stop",
+        "warned": True, "reached": True}]
+    assert client.get("/api/runs/?budget=sometimes",
+                      HTTP_AUTHORIZATION=f"Token {token}").status_code == 400
