@@ -471,6 +471,9 @@ class RunEvent(models.Model):
         indexes = [
             models.Index(fields=["run", "kind", "seq"], name="runevent_run_kind_seq"),
             models.Index(fields=["node"], name="runevent_node"),
+            # the budget events to notify of (a few rows: the notices' loop reads them)
+            models.Index(fields=["at"], name="runevent_budget_at", condition=Q(
+                kind__in=["budget_warning", "budget_reached"])),
         ]
 
     def __str__(self) -> str:

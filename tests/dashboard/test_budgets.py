@@ -275,15 +275,21 @@ def test_a_viewer_may_not_extend_a_budget(executor, operator, viewer, client):
 # -- counted and found -----------------------------------------------------------------------
 
 
-def test_trips_are_counted_on_metrics_and_found_by_the_runs_list(executor, operator, client):
-    from tests.dashboard.test_metrics import scrape
+def _scrape(client) -> dict[tuple[str, tuple], float]:
+    from prometheus_client.parser import text_string_to_metric_families
 
-    before = scrape(client)
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(client.get("/metrics").content.decode())
+            for s in family.samples}
+
+
+def test_trips_are_counted_on_metrics_and_found_by_the_runs_list(executor, operator, client):
+    before = _scrape(client)
     tripped = _start(operator, {"max_model_calls": 1}, steps=2)
     within = _start(operator, {"max_model_calls": 5}, steps=2)
     assert (tripped.status, within.status) == (Run.Status.CANCELLED, Run.Status.SUCCEEDED)
     key = ("planwatch_budget_trips_total", (("action", "stop"), ("budget", "max_model_calls")))
-    assert scrape(client)[key] - before.get(key, 0.0) == 1
+    assert _scrape(client)[key] - before.get(key, 0.0) == 1
     assert list(Run.objects.budget_reached()) == [tripped]
     client.force_login(operator)
     listed = client.get("/?budget=reached").content.decode()
@@ -298,3 +304,37 @@ def test_trips_are_counted_on_metrics_and_found_by_the_runs_list(executor, opera
         "warned": True, "reached": True}]
     assert client.get("/api/runs/?budget=sometimes",
                       HTTP_AUTHORIZATION=f"Token {token}").status_code == 400
+
+
+# -- notices ---------------------------------------------------------------------------------
+
+
+def test_a_warning_and_a_trip_are_each_told_once_by_email_and_webhook(
+        executor, operator, smtp, receiver, settings):
+    from dashboard import notices
+    from dashboard.models import Notice
+
+    settings.PLANWATCH = {**settings.PLANWATCH, "NOTIFY_EMAIL": True}
+    receiver.fail = 0
+    operator.email = "olga@example.test"
+    operator.save()
+    run = _start(operator, {"max_model_calls": 2, "on_limit": "pause"}, steps=3)
+    assert notices.notices_queue_budgets() == 2  # the warning, the trip
+    assert notices.notices_queue_budgets() == 0  # each once
+    sent = notices.notices_send_due()
+    assert sorted((n.kind, n.channel, n.status) for n in sent) == [
+        ("budget_reached", "email", "sent"), ("budget_reached", "webhook", "sent"),
+        ("budget_warning", "email", "sent"), ("budget_warning", "webhook", "sent")]
+    subjects = sorted(m["Subject"] for m in smtp.messages)
+    assert subjects == ["[Planwatch] A run nears its budget",
+                        "[Planwatch] A run reached its budget"]
+    reached = next(m for m in smtp.messages if "reached" in m["Subject"])
+    body = reached.get_content()
+    assert "model calls budget of 2 reached (2 used); it waits for you to extend it" in body
+    assert f"http://planwatch.test/runs/{run.id}/" in body
+    hooks = sorted(receiver.calls, key=lambda c: c["body"]["event"])
+    assert [c["body"]["event"] for c in hooks] == ["run.budget_reached", "run.budget_warning"]
+    assert all(c["valid"] for c in hooks)
+    assert hooks[0]["body"]["run"]["budget"] == {"kind": "max_model_calls", "limit": 2,
+                                                 "used": 2}
+    assert Notice.objects.filter(run=run).count() == 4
