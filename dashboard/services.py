@@ -273,6 +273,15 @@ def budget_of(spec: GraphSpec, options: RunOptions) -> budgets.Budget:
         raise BudgetError(str(exc), errors={exc.field: exc.message}) from None
 
 
+def budget_check(*, value: Any, field: str) -> None:
+    """Refuse a budget that cannot be taken (an assistant's, before it reaches a run):
+    ``BudgetError`` names the bad ``field``."""
+    try:
+        budgets.budget_parse(value, field=field)
+    except budgets.BudgetInvalid as exc:
+        raise BudgetError(str(exc), errors={exc.field: exc.message}) from None
+
+
 def run_budget_extend(*, run: Run, extend: Any, user: User) -> Run:
     """Raise the budgets of a run paused at one (``extend``: the limits to add, in
     ``budget_parse``'s form) and have it go on."""

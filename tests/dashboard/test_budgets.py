@@ -338,3 +338,74 @@ def test_a_warning_and_a_trip_are_each_told_once_by_email_and_webhook(
     assert hooks[0]["body"]["run"]["budget"] == {"kind": "max_model_calls", "limit": 2,
                                                  "used": 2}
     assert Notice.objects.filter(run=run).count() == 4
+
+
+# -- every layer at its door -----------------------------------------------------------------
+
+
+def test_the_new_run_form_sets_a_budget_and_names_a_bad_one(executor, operator, client):
+    client.force_login(operator)
+    form = client.get(f"/runs/new/?graph={budget_graph.NAME}").content.decode()
+    assert 'name="budget-max_cost_usd"' in form and 'name="budget-on_limit"' in form
+    refused = client.post("/runs/new/", {"graph": budget_graph.NAME, "steps": "2",
+                                         "budget-max_model_calls": "-2"})
+    assert refused.status_code == 400
+    page = refused.content.decode()
+    assert 'id="error-budget-max_model_calls"' in page and "is negative" in page
+    assert not Run.objects.exists()
+    started = client.post("/runs/new/", {"graph": budget_graph.NAME, "steps": "3",
+                                         "budget-max_model_calls": "1",
+                                         "budget-on_limit": "pause"})
+    assert started.status_code == 302
+    run = wait_run(Run.objects.get().id, PAUSED_OR_DONE)
+    assert run.budget == {"max_model_calls": 1, "on_limit": {"*": "pause"}}
+    assert run.state == Run.State.PAUSED and run.model_calls == 1
+
+
+def test_an_assistant_and_a_langgraph_request_are_laid_field_by_field(
+        executor, operator, client, settings):
+    settings.PLANWATCH = {**settings.PLANWATCH, "BUDGET": {"max_wall_minutes": 30}}
+    client.force_login(operator)
+    made = client.post("/langgraph/assistants", json.dumps({
+        "graph_id": budget_graph.NAME, "config": {"configurable": {"budget": {
+            "max_model_calls": 9, "max_tokens": 500}}}}), content_type="application/json")
+    assert made.status_code == 200, made.content
+    thread = client.post("/langgraph/threads", "{}", content_type="application/json").json()
+    started = client.post(f"/langgraph/threads/{thread['thread_id']}/runs", json.dumps({
+        "assistant_id": made.json()["assistant_id"], "input": {"steps": 1},
+        "config": {"configurable": {"budget": {"max_tokens": 800, "on_limit": "pause"}}}}),
+        content_type="application/json")
+    assert started.status_code == 200, started.content
+    run = wait_run(Run.objects.get().id)
+    assert run.budget == {"max_tokens": 800, "max_model_calls": 9, "max_wall_minutes": 30,
+                          "on_limit": {"*": "pause"}}
+
+
+def test_a_langgraph_json_graph_declares_its_budget(tmp_path):
+    from planner.langgraph_config import ConfigError, graph_spec
+
+    (tmp_path / "spend.py").write_text(
+        "from langgraph.graph import StateGraph\nfrom typing import TypedDict\n"
+        "class S(TypedDict):\n    n: int\n"
+        "graph = StateGraph(S)\ngraph.add_node('a', lambda s: s)\n"
+        "graph.set_entry_point('a')\n")
+    spec = graph_spec("spend", {"path": "./spend.py:graph", "budget": {
+        "max_cost_usd": 0.25, "on_limit": "pause"}}, root=tmp_path)
+    resolved = services.budget_of(spec, services.RunOptions())
+    assert resolved.limit("max_cost_usd") == 0.25 and resolved.action("max_cost_usd") == "pause"
+    with pytest.raises(ConfigError, match="budget"):
+        graph_spec("spend", {"path": "./spend.py:graph", "budget": 5}, root=tmp_path)
+    bad = graph_spec("spend", {"path": "./spend.py:graph", "budget": {"max_cost": 1}},
+                     root=tmp_path)
+    with pytest.raises(services.BudgetError, match=r"graph 'spend' budget\.max_cost"):
+        services.budget_of(bad, services.RunOptions())
+
+
+@pytest.mark.django_db
+def test_an_assistant_with_a_bad_budget_is_refused_with_a_422(client, operator):
+    client.force_login(operator)
+    made = client.post("/langgraph/assistants", json.dumps({
+        "graph_id": budget_graph.NAME, "config": {"configurable": {"budget": {
+            "max_cost_usd": 1e9}}}}), content_type="application/json")
+    assert made.status_code == 422
+    assert "config.configurable.budget.max_cost_usd" in made.content.decode()
