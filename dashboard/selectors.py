@@ -183,6 +183,19 @@ def run_budget(*, run: Run, figures: Figures | None = None) -> RunBudget | None:
                                         reached=reached), budgets.paused_on(run))
 
 
+def runs_at_budget(*, user: Any, limit: int = 50) -> list[tuple[Run, str, dict[str, Any]]]:
+    """Runs ``user`` may read that wait at one of their budgets (paused there), oldest
+    first: each with its question (``budget of $0.50 reached``) and the budget."""
+    runs = policy.runs_visible(user, Run.objects.filter(state=Run.State.PAUSED)
+                               .budget_reached()).order_by("created_at")[:limit]
+    found = []
+    for run in runs:
+        reached = budgets.paused_on(run)
+        if reached is not None:
+            found.append((run, budgets.extend_text(reached), reached))
+    return found
+
+
 WAIT_KINDS = (figures.ASKED, figures.ANSWERED, figures.PAUSED, *figures.GOES_ON, *figures.ENDS)
 """The kinds of event a run's working time and its waits for people are folded from."""
 

@@ -409,3 +409,19 @@ def test_an_assistant_with_a_bad_budget_is_refused_with_a_422(client, operator):
             "max_cost_usd": 1e9}}}}), content_type="application/json")
     assert made.status_code == 422
     assert "config.configurable.budget.max_cost_usd" in made.content.decode()
+
+
+def test_the_inbox_lists_runs_waiting_at_their_budget_and_extends_them(
+        executor, operator, viewer, client):
+    paused = _start(operator, {"max_model_calls": 1, "on_limit": "pause"}, steps=2)
+    done = _start(operator, {"max_model_calls": 5}, steps=1)
+    client.force_login(operator)
+    inbox = client.get("/inbox/").content.decode()
+    assert f'id="inbox-budget-{paused.id}"' in inbox
+    assert "Model calls budget of 1 reached (1 used)" in inbox
+    assert f'id="inbox-budget-{done.id}"' not in inbox
+    answered = client.post(f"/runs/{paused.id}/budget/", {
+        "action": "extend", "kind": "max_model_calls", "extend": "1", "back": "inbox"})
+    assert answered.status_code == 302 and answered["Location"] == "/inbox/"
+    assert wait_run(paused.id).status == Run.Status.SUCCEEDED
+    assert 'id="inbox-budgets"' not in client.get("/inbox/").content.decode()

@@ -195,6 +195,8 @@ def run_budget(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
             messages.success(request, "Budget extended; the run goes on.")
     except services.ServiceError as exc:
         messages.error(request, exc.message)
+    if request.POST.get("back") == "inbox":
+        return redirect("dashboard:inbox")
     return redirect("dashboard:run_detail", run_id=run.id)
 
 
