@@ -183,6 +183,11 @@ def run_budget(*, run: Run, figures: Figures | None = None) -> RunBudget | None:
                                         reached=reached), budgets.paused_on(run))
 
 
+def budget_question(reached: Mapping[str, Any]) -> str:
+    """What a run paused at the budget ``reached`` asks (``cost budget of $0.50 reached``)."""
+    return budgets.extend_text(reached)
+
+
 def runs_at_budget(*, user: Any, limit: int = 50) -> list[tuple[Run, str, dict[str, Any]]]:
     """Runs ``user`` may read that wait at one of their budgets (paused there), oldest
     first: each with its question (``budget of $0.50 reached``) and the budget."""

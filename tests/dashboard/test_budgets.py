@@ -239,7 +239,11 @@ def test_the_trace_header_shows_each_budget_and_a_paused_run_extended_from_it_fi
     assert 'id="budget-max_model_calls"' in page and "2 of 2" in page
     assert 'class="budget-use is-reached" id="budget-max_model_calls"' in page
     assert 'id="budget-max_wall_minutes"' in page and "at the limit: pause" in page
-    assert "at its budget (above)" in page  # the debug panel says why it is paused
+    # the debug panel says why it is paused, and asks (reloaded as the status moves)
+    assert "at its budget: model calls budget of 2 reached" in page
+    assert page.count(f'id="budget-form-{run.id}"') == 1
+    assert client.get(f"/runs/{run.id}/debug/").content.decode().count(
+        f'id="budget-extend-{run.id}"') == 1
     answered = client.post(f"/runs/{run.id}/budget/", {"action": "extend",
                                                        "kind": "max_model_calls",
                                                        "extend": "1"})
@@ -425,3 +429,26 @@ def test_the_inbox_lists_runs_waiting_at_their_budget_and_extends_them(
     assert answered.status_code == 302 and answered["Location"] == "/inbox/"
     assert wait_run(paused.id).status == Run.Status.SUCCEEDED
     assert 'id="inbox-budgets"' not in client.get("/inbox/").content.decode()
+
+
+def test_a_run_paused_at_a_refused_call_goes_on_with_that_call_once_extended(
+        on_test_model, operator, openai_server, client):
+    run = _start(operator, {"max_tokens": 200, "on_limit": "pause"}, steps=3, max_tokens=100)
+    assert run.state == Run.State.PAUSED and len(openai_server.requests) == 1
+    services.run_budget_extend(run=run, extend={"max_tokens": 1000}, user=operator)
+    run = wait_run(run.id)
+    assert run.status == Run.Status.SUCCEEDED
+    assert len(openai_server.requests) == run.model_calls == 3  # the refused one sent now
+    assert len(run.output["said"]) == 3
+
+
+def test_a_sync_node_s_call_is_held_to_the_budget_too(on_test_model, operator,
+                                                       openai_server, chat_graph):
+    # think (a sync node, on a worker thread) calls once; reply's call is one too many
+    run = services.run_create(graph=chat_graph, input={"messages": [
+        {"role": "user", "content": "hi"}]}, user=operator, options=services.RunOptions(
+            budget={"max_model_calls": 1}))
+    run = wait_run(run.id)
+    assert run.status == Run.Status.CANCELLED
+    assert len(openai_server.requests) == run.model_calls == 1
+    assert _last(run).payload["budget"] == {"kind": "max_model_calls", "limit": 1, "used": 1}
