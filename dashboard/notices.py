@@ -233,7 +233,8 @@ def _budget_event(notice: Notice) -> tuple[Run, dict[str, Any]]:
     """A budget notice's run and its event's payload."""
     run = notice.run
     assert run is not None
-    payload = run.events.filter(seq=notice.event_seq).values_list("payload", flat=True).first()
+    payload = run.events.filter(seq=notice.event_seq or 0).values_list(
+        "payload", flat=True).first()
     return run, payload if isinstance(payload, dict) else {}
 
 

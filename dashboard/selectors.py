@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from django.contrib.auth import get_user_model
@@ -34,7 +34,7 @@ from django.db.models.functions import Cast, Coalesce, Now, TruncDate
 from django.utils import timezone
 
 from dashboard import policy
-from dashboard.models import Cron, Interrupt, InterruptGroup, Run, RunEvent
+from dashboard.models import Cron, Interrupt, InterruptGroup, Run, RunEvent, RunQuerySet
 from dashboard.runs import budgets, debugging, figures, states
 from dashboard.runs.figures import Figures, figures_of
 from dashboard.runs.modelcalls import messages_of
@@ -125,7 +125,7 @@ def run_list(*, user: Any, graph: str = "", status: str = "", outcome: str = "",
     elif outcome:
         raise ValueError(f"unknown outcome {outcome!r}; use failed or achieved")
     if budget == "reached":
-        runs = runs.budget_reached()
+        runs = cast(RunQuerySet, runs).budget_reached()
     elif budget:
         raise ValueError(f"unknown budget filter {budget!r}; use reached")
     if created_by:
@@ -175,7 +175,8 @@ def run_budget(*, run: Run, figures: Figures | None = None) -> RunBudget | None:
     marks = RunEvent.objects.filter(run=run, kind__in=(
         RunEvent.Kind.BUDGET_WARNING, RunEvent.Kind.BUDGET_REACHED)).values_list(
         "kind", "payload")
-    warned, reached = set(), set()
+    warned: set[str] = set()
+    reached: set[str] = set()
     for kind, payload in marks:
         name = str(((payload or {}).get("budget") or {}).get("kind"))
         (warned if kind == RunEvent.Kind.BUDGET_WARNING else reached).add(name)

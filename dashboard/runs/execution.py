@@ -318,8 +318,8 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
     try:
         requests.budget = meter = await ameter_for(run.id, emit=_later(writer))
         if meter is not None:  # first: a call it refuses is never recorded as sent
-            config["callbacks"] = [BudgetGuard(meter, prices=planwatch_setting(
-                "MODEL_PRICES")), *config["callbacks"]]
+            guard = BudgetGuard(meter, prices=planwatch_setting("MODEL_PRICES"))
+            config["callbacks"] = [guard, *(config.get("callbacks") or [])]  # type: ignore[misc]
         async with contextlib.AsyncExitStack() as resources:
             builder = await _aper_run_builder(run, config, host, resources)
             spec, graph, watch = await host.agraph(run.graph, builder)
