@@ -610,7 +610,9 @@ async def _aconsume(graph: Any, payload: Any, config: RunnableConfig, breaks: Br
                     writer.current_node = translator.current_node
                     if requests.cancel:
                         return Stop.CANCEL
-                    if not ns and requests.budget and requests.budget.at_boundary():
+                    # (a graph that has ended, nothing next, is done within its budget)
+                    if not ns and requests.budget and data.get("next") \
+                            and requests.budget.at_boundary():
                         return Stop.BUDGET
                     if not ns and requests.handover:
                         return Stop.HANDOVER

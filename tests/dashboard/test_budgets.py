@@ -452,3 +452,11 @@ def test_a_sync_node_s_call_is_held_to_the_budget_too(on_test_model, operator,
     assert run.status == Run.Status.CANCELLED
     assert len(openai_server.requests) == run.model_calls == 1
     assert _last(run).payload["budget"] == {"kind": "max_model_calls", "limit": 1, "used": 1}
+
+
+def test_a_run_whose_last_call_reaches_its_budget_has_done_its_work_and_succeeds(
+        on_test_model, operator, openai_server):
+    run = _start(operator, {"max_tokens": 300, "on_limit": "stop"}, steps=2)
+    assert run.status == Run.Status.SUCCEEDED and run.total_tokens == 300
+    assert not run.events.filter(kind=Kind.BUDGET_REACHED).exists()
+    assert run.events.filter(kind=Kind.BUDGET_WARNING).count() == 1
