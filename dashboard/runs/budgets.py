@@ -329,6 +329,8 @@ class BudgetMeter:
         self.warned = set(warned)
         self.emit = emit
         self.working_since = time.monotonic()
+        self.in_flight = 0
+        """Calls sent and not answered yet (parallel tasks' calls count before they end)."""
         self.trip: Trip | None = None
         """The budget reached, once one is (the execution stops for it)."""
 
@@ -343,9 +345,15 @@ class BudgetMeter:
         if trip is not None:
             self.trip = trip
             raise BudgetReached(trip)
+        self.in_flight += 1
+
+    def call_failed(self) -> None:
+        """A call sent failed: it is no longer in flight (and spent nothing known)."""
+        self.in_flight = max(0, self.in_flight - 1)
 
     def after_call(self, usage: Mapping[str, Any] | None, cost: float | None) -> None:
         """A model call answered: count it; warn of each budget past its share."""
+        self.in_flight = max(0, self.in_flight - 1)
         self.spent.model_calls += 1
         self.spent.tokens += call_tokens(usage)
         self.spent.cost_usd += cost or 0.0
@@ -375,6 +383,7 @@ class BudgetMeter:
         for key, limit in self.budget.active().items():
             used = self.used(key)
             if key == "max_model_calls":
+                used += self.in_flight  # sent: they count, answered or not
                 over = used + 1 > limit if next_call else used > limit
             elif key == "max_tokens" and next_call and max_tokens:
                 over = used + max_tokens > limit  # its count is known: it would cross
@@ -447,16 +456,17 @@ class BudgetGuard(AsyncCallbackHandler):
 
     async def on_llm_error(self, error: BaseException, *, run_id: uuid.UUID,
                            **kwargs: Any) -> None:
-        """A call failed (or was stopped here): forget it."""
-        self.models.pop(run_id, None)
+        """A call failed: forget it (one this guard refused was never counted)."""
+        if self.models.pop(run_id, False) is not False:
+            self._on_loop(self.meter.call_failed)
 
     def _before(self, run_id: uuid.UUID, metadata: Mapping[str, Any] | None,
                 kwargs: Mapping[str, Any]) -> None:
         params = kwargs.get("invocation_params") or {}
         model = (metadata or {}).get("ls_model_name") or params.get("model") or params.get(
             "model_name")
-        self.models[run_id] = str(model) if model else None
         self.meter.before_call(max_tokens_of(kwargs))
+        self.models[run_id] = str(model) if model else None  # sent: in flight
 
     def _on_loop(self, work: Callable[..., None], *args: Any) -> None:
         """Run ``work`` on the executor's loop (a sync node's callbacks come on its thread)."""

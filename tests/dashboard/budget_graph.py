@@ -23,6 +23,7 @@ class SpendState(TypedDict, total=False):
     n: int
     delay: float
     max_tokens: int
+    fan: int
     said: list[str]
 
 
@@ -38,7 +39,15 @@ def build(*, llm: Any = None, search: Any = None) -> StateGraph:
         if state.get("delay"):
             await asyncio.sleep(state["delay"])
         n = state.get("n", 0) + 1
-        if state.get("max_tokens"):
+        if state.get("fan"):  # that many calls at once, on the loopback model
+            answers = await asyncio.gather(*(chat_model().ainvoke(f"say {n}.{i}")
+                                             for i in range(state["fan"])),
+                                           return_exceptions=True)
+            failed = [a for a in answers if isinstance(a, BaseException)]
+            if failed:
+                raise failed[0]
+            text = " ".join(str(a.content) for a in answers)
+        elif state.get("max_tokens"):
             model = chat_model().bind(max_tokens=state["max_tokens"])
             text = str((await model.ainvoke(f"say {n}")).content)
         else:
@@ -59,7 +68,8 @@ def make_input(values: dict[str, Any]) -> dict[str, Any]:
     """The input as given (tests only)."""
     return {"n": 0, "said": [], "steps": int(values.get("steps", 3)),
             "delay": float(values.get("delay") or 0),
-            "max_tokens": int(values.get("max_tokens") or 0)}
+            "max_tokens": int(values.get("max_tokens") or 0),
+            "fan": int(values.get("fan") or 0)}
 
 
 NAME = "test.budget"

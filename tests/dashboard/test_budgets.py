@@ -460,3 +460,11 @@ def test_a_run_whose_last_call_reaches_its_budget_has_done_its_work_and_succeeds
     assert run.status == Run.Status.SUCCEEDED and run.total_tokens == 300
     assert not run.events.filter(kind=Kind.BUDGET_REACHED).exists()
     assert run.events.filter(kind=Kind.BUDGET_WARNING).count() == 1
+
+
+def test_calls_made_at_once_count_while_in_flight(on_test_model, operator, openai_server):
+    openai_server.delay = 0.2  # the three are sent before any answers
+    run = _start(operator, {"max_model_calls": 2, "on_limit": "stop"}, steps=1, fan=3)
+    assert len(openai_server.requests) == 2  # the third was refused, never sent
+    assert run.status == Run.Status.CANCELLED
+    assert _last(run).payload["budget"] == {"kind": "max_model_calls", "limit": 2, "used": 2}
