@@ -468,3 +468,12 @@ def test_calls_made_at_once_count_while_in_flight(on_test_model, operator, opena
     assert len(openai_server.requests) == 2  # the third was refused, never sent
     assert run.status == Run.Status.CANCELLED
     assert _last(run).payload["budget"] == {"kind": "max_model_calls", "limit": 2, "used": 2}
+
+
+def test_a_bad_server_budget_is_a_system_check_error(settings):
+    from dashboard.checks import budgets as check
+
+    assert check() == []
+    settings.PLANWATCH = {**settings.PLANWATCH, "BUDGET": {"max_tokens": "lots"}}
+    (error,) = check()
+    assert error.id == "planwatch.E001" and "PLANWATCH_BUDGET.max_tokens" in error.msg
