@@ -170,9 +170,15 @@ def _number(raw: Any, *, field: str) -> float:
             raw = float(raw.strip())
         except ValueError:
             raise BudgetInvalid(field, f"{raw!r} is not a number") from None
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
         raise BudgetInvalid(field, f"{raw!r} is not a number")
-    return float(raw)
+    try:
+        number = float(raw)
+    except OverflowError:  # an integer past any float: absurdly large
+        number = math.inf
+    if math.isnan(number):
+        raise BudgetInvalid(field, f"{raw!r} is not a number")
+    return number
 
 
 def _limit(raw: Any, *, key: str, field: str) -> float | None:
@@ -184,7 +190,8 @@ def _limit(raw: Any, *, key: str, field: str) -> float | None:
         raise BudgetInvalid(field, f"{raw!r} is negative; give the {what} allowed, or null "
                                    "for no limit")
     if number > largest:
-        raise BudgetInvalid(field, f"{raw!r} is more than {largest:g}, the largest "
+        shown = f"{raw!r}" if len(repr(raw)) <= 40 else f"{repr(raw)[:40]}…"
+        raise BudgetInvalid(field, f"{shown} is more than {largest:g}, the largest "
                                    "accepted; give a smaller limit, or null for none")
     if kind is int:
         if number != int(number):
