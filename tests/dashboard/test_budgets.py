@@ -481,3 +481,32 @@ def test_a_bad_server_budget_is_a_system_check_error(settings):
     settings.PLANWATCH = {**settings.PLANWATCH, "BUDGET": {"max_tokens": "lots"}}
     (error,) = check()
     assert error.id == "planwatch.E001" and "PLANWATCH_BUDGET.max_tokens" in error.msg
+
+
+def test_the_trace_socket_redraws_the_budgets_as_they_are_warned_and_reached(executor,
+                                                                             operator):
+    from asgiref.sync import async_to_sync
+    from channels.routing import URLRouter
+    from channels.testing import WebsocketCommunicator
+
+    from dashboard.web.routing import websocket_urlpatterns
+
+    application = URLRouter(websocket_urlpatterns)
+
+    run = services.run_create(graph=budget_graph.NAME, input={"steps": 3}, user=operator,
+                              options=services.RunOptions(budget={
+                                  "max_model_calls": 2, "on_limit": "pause"}))
+
+    async def scenario() -> str:
+        comm = WebsocketCommunicator(application, f"/ws/runs/{run.id}/?after=0")
+        comm.scope["user"] = operator
+        assert (await comm.connect(timeout=5))[0]
+        seen = ""
+        while 'class="budget-use is-reached"' not in seen:
+            seen += await comm.receive_from(timeout=20)
+        await comm.disconnect()
+        return seen
+
+    seen = async_to_sync(scenario)()
+    assert 'id="trace-budget" aria-labelledby="trace-budget-title" hx-swap-oob="true"' in seen
+    assert "Model calls budget of 2 reached (2 used)" in seen
