@@ -146,7 +146,7 @@ def test_time_budgets_trip_at_a_node_boundary(executor, operator, kind, action):
     run = _start(operator, {kind: 0.004, "on_limit": action}, steps=50, delay=0.1)
     reached = run.events.get(kind=Kind.BUDGET_REACHED).payload["budget"]
     assert reached["kind"] == kind and reached["used"] >= 0.004
-    assert 2 <= run.model_calls < 50
+    assert run.model_calls < 50
     assert run.state == (Run.State.CANCELLED if action == "stop" else Run.State.PAUSED)
 
 
@@ -502,11 +502,11 @@ def test_the_trace_socket_redraws_the_budgets_as_they_are_warned_and_reached(exe
         comm.scope["user"] = operator
         assert (await comm.connect(timeout=5))[0]
         seen = ""
-        while 'class="budget-use is-reached"' not in seen:
+        while "Model calls budget of 2 reached (2 used)" not in seen:
             seen += await comm.receive_from(timeout=20)
         await comm.disconnect()
         return seen
 
     seen = async_to_sync(scenario)()
     assert 'id="trace-budget" aria-labelledby="trace-budget-title" hx-swap-oob="true"' in seen
-    assert "Model calls budget of 2 reached (2 used)" in seen
+    assert 'class="budget-use is-reached" id="budget-max_model_calls"' in seen
