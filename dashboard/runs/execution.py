@@ -316,7 +316,9 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
                      metadata={"run_id": claim.langgraph_run_id, "graph_id": run.graph})
     breaks = Breakpoints.of(run)
     try:
-        requests.budget = meter = await ameter_for(run.id, emit=_later(writer))
+        # (a run with no budget costs no read: the claim returned its budget column)
+        requests.budget = meter = await ameter_for(run.id, emit=_later(writer)) \
+            if run.budget else None
         if meter is not None:  # first: a call it refuses is never recorded as sent
             guard = BudgetGuard(meter, prices=planwatch_setting("MODEL_PRICES"))
             config["callbacks"] = [guard, *(config.get("callbacks") or [])]  # type: ignore[misc]
