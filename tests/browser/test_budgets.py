@@ -8,7 +8,12 @@ import pytest
 from playwright.sync_api import expect
 
 from dashboard.models import Run
-from tests.browser.conftest import at_both_widths, axe_violations, submit_start_form
+from tests.browser.conftest import (
+    at_both_widths,
+    axe_violations,
+    fill_start_form,
+    submit_start_form,
+)
 from tests.conftest import login, wait_run
 from tests.support.browser import header_says
 
@@ -19,8 +24,7 @@ def test_a_run_paused_at_its_budget_is_extended_from_its_page(live_server_url, p
                                                               operator):
     login(page, live_server_url, "olga", "pw-olga-1234")
     page.goto(f"{live_server_url}/runs/new/?graph=acquisition")
-    page.fill("#start-form [name=region]", "Germany")
-    page.fill("#start-form [name=currency]", "EUR")
+    fill_start_form(page, {"region": "Germany", "currency": "EUR"})
     page.locator("#start-budget summary").click()
     page.fill("#start-form [name=budget-max_model_calls]", "1")
     page.fill("#start-form [name=budget-max_wall_minutes]", "60")
