@@ -172,14 +172,7 @@ def run_budget(*, run: Run, figures: Figures | None = None) -> RunBudget | None:
         return None
     if figures is None:
         figures = run_figures(run_id=run.id)
-    marks = RunEvent.objects.filter(run=run, kind__in=(
-        RunEvent.Kind.BUDGET_WARNING, RunEvent.Kind.BUDGET_REACHED)).values_list(
-        "kind", "payload")
-    warned: set[str] = set()
-    reached: set[str] = set()
-    for kind, payload in marks:
-        name = str(((payload or {}).get("budget") or {}).get("kind"))
-        (warned if kind == RunEvent.Kind.BUDGET_WARNING else reached).add(name)
+    warned, reached = budgets.marks_of(budgets.marks_query(run.id))
     return RunBudget(budgets.budget_use(run, working_seconds=figures.working, warned=warned,
                                         reached=reached), budgets.paused_on(run))
 

@@ -29,7 +29,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -483,6 +483,33 @@ class BudgetGuard(AsyncCallbackHandler):
             self.loop.call_soon_threadsafe(work, *args)
 
 
+MARKS = (Kind.BUDGET_WARNING, Kind.BUDGET_REACHED, Kind.BUDGET_EXTENDED)
+"""The events that mark a budget warned or reached, and the extension that clears both."""
+
+
+def marks_of(events: Iterable[tuple[str, Any]]) -> tuple[set[str], set[str]]:
+    """The budgets warned and reached since they were last extended, from ``(kind,
+    payload)`` of a run's :data:`MARKS` events in seq order."""
+    warned: set[str] = set()
+    reached: set[str] = set()
+    for kind, payload in events:
+        payload = payload if isinstance(payload, dict) else {}
+        if kind == Kind.BUDGET_EXTENDED:
+            for key in payload.get("extend") or {}:
+                warned.discard(key)
+                reached.discard(key)
+            continue
+        name = str((payload.get("budget") or {}).get("kind"))
+        (warned if kind == Kind.BUDGET_WARNING else reached).add(name)
+    return warned, reached
+
+
+def marks_query(run_id: Any) -> Any:
+    """The ``(kind, payload)`` of a run's :data:`MARKS` events, in seq order."""
+    return RunEvent.objects.filter(run_id=run_id, kind__in=MARKS).order_by("seq").values_list(
+        "kind", "payload")
+
+
 @database_sync_to_async
 def ameter_for(run_id: uuid.UUID, *, emit: Callable[[dict[str, Any]], None]
                ) -> BudgetMeter | None:
@@ -497,11 +524,10 @@ def ameter_for(run_id: uuid.UUID, *, emit: Callable[[dict[str, Any]], None]
     if not budget:
         return None
     spent = spent_of(row)
-    events = RunEvent.objects.filter(run_id=run_id)
-    warned = {str((p.get("budget") or {}).get("kind")) for p in events.filter(
-        kind=Kind.BUDGET_WARNING).values_list("payload", flat=True) if isinstance(p, dict)}
+    warned, _ = marks_of(marks_query(run_id))
     if budget.limit("max_working_minutes") is not None:
-        rows = events.order_by("seq").values("seq", "kind", "payload", "at", "created_at")
+        rows = RunEvent.objects.filter(run_id=run_id).order_by("seq").values(
+            "seq", "kind", "payload", "at", "created_at")
         spent.working_seconds = figures_of(rows, now=timezone.now()).working
     return BudgetMeter(budget, spent, warned=warned, emit=emit)
 

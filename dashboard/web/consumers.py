@@ -237,7 +237,7 @@ def _abudget_html(run_id: str) -> str:
 
 
 BUDGET_MARKS = ("budget_warning", "budget_reached", "budget_extended")
-"""Events that change what the header's budgets show beside their use."""
+"""Events that change what the header's budgets show beside their use (budgets.MARKS)."""
 
 
 @database_sync_to_async

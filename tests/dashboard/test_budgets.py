@@ -256,6 +256,11 @@ def test_the_trace_header_shows_each_budget_and_a_paused_run_extended_from_it_fi
     assert run.status == Run.Status.SUCCEEDED and run.model_calls == 3
     page = client.get(f"/runs/{run.id}/").content.decode()
     assert 'id="budget-paused"' not in page and "3 of 3" in page
+    # extended: no longer marked reached, and warned again at its new share (3 of 3)
+    assert 'class="budget-use is-warned" id="budget-max_model_calls"' in page
+    warned = run.events.filter(kind=Kind.BUDGET_WARNING).values_list("payload", flat=True)
+    assert [w["budget"]["limit"] for w in warned
+            if w["budget"]["kind"] == "max_model_calls"] == [2, 3]
 
 
 def test_a_bad_extension_from_the_page_is_said_and_changes_nothing(executor, operator,
