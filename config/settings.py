@@ -13,6 +13,7 @@ import secrets
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from corsheaders.defaults import default_headers as default_cors_headers
@@ -61,6 +62,21 @@ def model_prices(raw: str) -> dict[str, dict[str, float]]:
                 '{"input": <USD per million tokens>, "output": <USD per million tokens>}')
         prices[str(model)] = {k: float(v) for k, v in price.items()}
     return prices
+
+
+def json_object(name: str) -> dict[str, Any]:
+    """Parse a JSON-object variable (empty: ``{}``)."""
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not JSON ({exc}); write an object such as "
+                                   '{"max_cost_usd": 1.0, "on_limit": "pause"}') from None
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object, not {raw!r}")
+    return value
 
 
 def _secret_key() -> str:
@@ -334,6 +350,10 @@ PLANWATCH = {
     "TRACE_CONTENT_LIMIT": int(os.environ.get("PLANWATCH_TRACE_CONTENT_LIMIT", "20000")),
     # model -> {"input": USD per million tokens, "output": USD per million tokens}
     "MODEL_PRICES": model_prices(os.environ.get("PLANWATCH_MODEL_PRICES", "")),
+    # Every run's budgets unless its graph, assistant or request says otherwise (README,
+    # "Budgets"): {"max_tokens", "max_cost_usd", "max_model_calls", "max_working_minutes",
+    # "max_wall_minutes", "on_limit": "pause" | "stop" | {by budget}, "warn_at": 0.8}
+    "BUDGET": json_object("PLANWATCH_BUDGET"),
     # Days after which finished runs (events, checkpoints) and model-call texts are pruned
     # by the web processes' cron poll, hourly; 0 keeps everything (manage.py prune by hand).
     "RETENTION_DAYS": float(os.environ.get("PLANWATCH_RETENTION_DAYS", "0")),

@@ -1,14 +1,17 @@
 """System checks: ``manage.py check`` names every langgraph.json graph that failed to load,
-and its custom routes' app (``http.app``) if that failed."""
+its custom routes' app (``http.app``) if that failed, and a server or graph budget that
+cannot be taken."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.checks import CheckMessage, Warning, register
+from django.core.checks import CheckMessage, Error, Warning, register
 
 from dashboard.http_app import custom_app_error
-from planner.registry import failed_graphs
+from dashboard.runs.budgets import BudgetInvalid, budget_parse
+from dashboard.runs.conf import planwatch_setting
+from planner.registry import all_graphs, failed_graphs
 
 
 @register()
@@ -32,3 +35,19 @@ def langgraph_http_app(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
                     f"loaded: {error}",
                     hint="Fix the app or its path; the API and the graphs are served "
                          "meanwhile, without the custom routes.", id="planwatch.W002")]
+
+
+@register()
+def budgets(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """An error for ``PLANWATCH_BUDGET``, or a graph's declared budget, that cannot be taken
+    (every run would be refused with it)."""
+    layers = [("PLANWATCH_BUDGET", planwatch_setting("BUDGET") or None)]
+    layers += [(f"graph {spec.name!r} budget", spec.budget) for spec in all_graphs()]
+    found: list[CheckMessage] = []
+    for field, raw in layers:
+        try:
+            budget_parse(raw, field=field)
+        except BudgetInvalid as exc:
+            found.append(Error(str(exc), hint="Fix the budget (README, \"Budgets\"); until "
+                               "then each run it applies to is refused.", id="planwatch.E001"))
+    return found

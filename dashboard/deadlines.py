@@ -98,6 +98,7 @@ def poll_once() -> dict[str, int]:
     done: dict[str, int] = {}
     try:
         for name, step in (("notified", notices.notices_queue_asked),
+                           ("budgets", notices.notices_queue_budgets),
                            ("deadlines", deadlines_sweep),
                            ("sent", lambda: len(notices.notices_send_due()))):
             try:

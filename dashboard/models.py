@@ -6,7 +6,18 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, Subquery, Value, When
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -72,6 +83,11 @@ class RunQuerySet(models.QuerySet["Run"]):
     def running(self) -> RunQuerySet:
         """Runs an executor holds now (at most one per thread: a database constraint)."""
         return self.filter(state=State.RUNNING)
+
+    def budget_reached(self) -> RunQuerySet:
+        """Runs that reached one of their budgets (paused or stopped there), at any time."""
+        return self.filter(Exists(RunEvent.objects.filter(
+            run=OuterRef("pk"), kind=RunEvent.Kind.BUDGET_REACHED)))
 
     def busy(self) -> RunQuerySet:
         """Runs that execute, wait to, or are about to resume (an answer or a continue
@@ -208,6 +224,11 @@ class Run(models.Model):
                   "LangGraph run request that started or went on with it asked for the "
                   "messages or messages-tuple stream mode (LangGraph's server streams a "
                   "run's chat models only then).")
+    budget = models.JSONField(
+        null=True, blank=True,
+        help_text="Its budgets (dashboard/runs/budgets.py), resolved from the server's "
+                  "default, its graph, its assistant and its request; raised by an "
+                  "operator's extension.")
 
     objects = RunQuerySet.as_manager()
 
@@ -418,6 +439,12 @@ class RunEvent(models.Model):
         QUESTION_REMINDED = "question_reminded", "Question reminded"
         # its deadline came: the escalation groups were given it (payload: groups)
         QUESTION_ESCALATED = "question_escalated", "Question escalated"
+        # a budget's use reached its warning share (payload: budget {kind, limit, used})
+        BUDGET_WARNING = "budget_warning", "Budget warning"
+        # a budget was reached: the run pauses or stops (payload: budget, on_limit)
+        BUDGET_REACHED = "budget_reached", "Budget reached"
+        # an operator raised a paused run's budget (payload: by, extend, budget)
+        BUDGET_EXTENDED = "budget_extended", "Budget extended"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveIntegerField()
@@ -444,6 +471,9 @@ class RunEvent(models.Model):
         indexes = [
             models.Index(fields=["run", "kind", "seq"], name="runevent_run_kind_seq"),
             models.Index(fields=["node"], name="runevent_node"),
+            # the budget events to notify of (a few rows: the notices' loop reads them)
+            models.Index(fields=["at"], name="runevent_budget_at", condition=Q(
+                kind__in=["budget_warning", "budget_reached"])),
         ]
 
     def __str__(self) -> str:

@@ -38,12 +38,13 @@ from django.contrib.auth.models import User
 from django.core import signing
 from django.core.mail import EmailMessage
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.urls import reverse
 from django.utils import timezone
 
 from dashboard import policy, selectors
-from dashboard.models import Interrupt, Notice
+from dashboard.models import Interrupt, Notice, Run, RunEvent
+from dashboard.runs import budgets
 from dashboard.runs.conf import planwatch_setting
 
 logger = logging.getLogger("planwatch.notices")
@@ -107,6 +108,43 @@ def notices_queue_asked(*, now: datetime | None = None, limit: int = 100) -> int
     return told
 
 
+BUDGET_NOTICES = {RunEvent.Kind.BUDGET_WARNING: Notice.Kind.BUDGET_WARNING,
+                  RunEvent.Kind.BUDGET_REACHED: Notice.Kind.BUDGET_REACHED}
+BUDGET_WINDOW = timedelta(hours=1)
+"""How far back the loop looks for budget events to tell of (a process down longer
+leaves older ones untold)."""
+
+
+def notices_queue_budgets(*, now: datetime | None = None, limit: int = 100) -> int:
+    """Queue the notices of budget events (a warning, a budget reached) not told yet: an
+    e-mail to the run's creator, a webhook call; each once (``notice_once_budget``)
+    whatever the number of processes looking. How many events were told."""
+    if not (email_enabled() or webhook_url()):
+        return 0
+    now = now or timezone.now()
+    told = Notice.objects.filter(run=OuterRef("run"), event_seq=OuterRef("seq"))
+    events = (RunEvent.objects.filter(kind__in=list(BUDGET_NOTICES), at__gte=now - BUDGET_WINDOW)
+              .exclude(Exists(told)).select_related("run__created_by").order_by("at")[:limit])
+    count = 0
+    for event in events:
+        run = event.run
+        rows = []
+        kind = BUDGET_NOTICES[RunEvent.Kind(event.kind)]
+        creator = run.created_by
+        if email_enabled() and creator is not None and creator.email and creator.is_active:
+            rows.append(Notice(run=run, event_seq=event.seq, kind=kind,
+                               channel=Notice.Channel.EMAIL, recipient=creator,
+                               address=creator.email, next_attempt_at=now))
+        if url := webhook_url():
+            rows.append(Notice(run=run, event_seq=event.seq, kind=kind,
+                               channel=Notice.Channel.WEBHOOK, address=url[:500],
+                               next_attempt_at=now))
+        if rows:
+            Notice.objects.bulk_create(rows, ignore_conflicts=True)
+            count += 1
+    return count
+
+
 def backoff(attempts: int) -> float:
     """Seconds before the next try after ``attempts`` failed ones: the setting's
     ``NOTICE_RETRY_SECONDS``, doubled each time, at most five minutes."""
@@ -135,10 +173,10 @@ def notices_send_due(*, now: datetime | None = None, limit: int = 50) -> list[No
     for pk in list(due):
         if not _claim(pk, now):
             continue  # another process took it
-        notice = Notice.objects.select_related("interrupt__run", "recipient").get(pk=pk)
-        if notice.channel == Notice.Channel.EMAIL:
+        notice = Notice.objects.select_related("interrupt__run", "run", "recipient").get(pk=pk)
+        if notice.channel == Notice.Channel.EMAIL and notice.interrupt_id is not None:
             mails.setdefault(notice.address.lower(), []).append(notice)
-        else:
+        else:  # a webhook's, or a budget's e-mail (one a run's event: none to gather)
             handled.append(notice_send(notice=notice, now=now))
     for address, batch in mails.items():
         handled.extend(notices_send_digest(address=address, notices=batch, now=now))
@@ -209,7 +247,9 @@ def _record(notices: list[Notice], *, now: datetime, send: Any) -> list[Notice]:
 
 HEADLINES = {Notice.Kind.ASKED: "A question waits for you",
              Notice.Kind.REMINDER: "Reminder: a question waits for you",
-             Notice.Kind.ESCALATION: "Escalated: a question passed its deadline"}
+             Notice.Kind.ESCALATION: "Escalated: a question passed its deadline",
+             Notice.Kind.BUDGET_WARNING: "A run nears its budget",
+             Notice.Kind.BUDGET_REACHED: "A run reached its budget"}
 
 
 def question_text(payload: Any) -> str:
@@ -231,8 +271,35 @@ def question_path(interrupt: Interrupt) -> str:
     return reverse("dashboard:run_detail", args=[interrupt.run_id]) + f"#interrupt-{interrupt.pk}"
 
 
+def _budget_event(notice: Notice) -> tuple[Run, dict[str, Any]]:
+    """A budget notice's run and its event's payload."""
+    run = notice.run
+    assert run is not None
+    payload = run.events.filter(seq=notice.event_seq or 0).values_list(
+        "payload", flat=True).first()
+    return run, payload if isinstance(payload, dict) else {}
+
+
+def _budget_summary(notice: Notice) -> str:
+    run, payload = _budget_event(notice)
+    figure = payload.get("budget") or {}
+    key = str(figure.get("kind"))
+    what = budgets.extend_text(figure) if figure else "a budget"
+    if notice.kind == Notice.Kind.BUDGET_WARNING and key in budgets.LABELS:
+        what = (f"{budgets.LABELS[key][0].lower()} at {budgets.shown(key, figure['used'])} "
+                f"of {budgets.shown(key, figure['limit'])}")
+    elif payload.get("on_limit") == "pause":
+        what += "; it waits for you to extend it or stop it"
+    elif payload.get("on_limit") == "stop":
+        what += "; it was stopped"
+    return f"{HEADLINES[Notice.Kind(notice.kind)]}: {run.graph} run {str(run.id)[:8]}, {what}"
+
+
 def _summary(notice: Notice) -> str:
+    if notice.interrupt_id is None:
+        return _budget_summary(notice)
     interrupt = notice.interrupt
+    assert interrupt is not None
     text = (f"{HEADLINES[Notice.Kind(notice.kind)]}: {interrupt.run.graph} asks "
             f"“{question_text(interrupt.payload)}” (run {str(interrupt.run_id)[:8]})")
     if interrupt.group_names:
@@ -253,7 +320,15 @@ def digest_subject(notices: list[Notice]) -> str:
 
 
 def _send_email(notices: list[Notice]) -> None:
-    """One e-mail to the one recipient of ``notices``: each question with its own link."""
+    """One e-mail to the one recipient of ``notices``: each question with its own link (a
+    budget's notice, alone: its run's page)."""
+    if notices[0].interrupt_id is None:  # a budget's: the run's page
+        (notice,) = notices
+        body = (f"{_summary(notice)}.\n\nOpen the run (you will be asked to log in):\n"
+                f"{absolute(reverse('dashboard:run_detail', args=[notice.run_id]))}\n")
+        EmailMessage(subject=f"[Planwatch] {HEADLINES[Notice.Kind(notice.kind)]}", body=body,
+                     from_email=settings.DEFAULT_FROM_EMAIL, to=[notice.address]).send()
+        return
     parts = []
     for notice in notices:
         link = absolute(reverse("dashboard:notice_link", args=[notice_token(notice)]))
@@ -273,8 +348,18 @@ def slack_escape(text: str) -> str:
 
 
 def webhook_body(notice: Notice) -> bytes:
-    """The webhook's JSON: Slack-compatible ``text``, and the question's facts."""
+    """The webhook's JSON: Slack-compatible ``text``, and the question's facts (a budget
+    notice: the run's and its budget's)."""
+    if notice.interrupt_id is None:
+        run, payload = _budget_event(notice)
+        url = absolute(reverse("dashboard:run_detail", args=[run.id]))
+        return json.dumps({
+            "text": f"{slack_escape(_summary(notice))} — {url}", "event": f"run.{notice.kind}",
+            "run": {"id": str(run.id), "graph": run.graph, "url": url,
+                    "budget": payload.get("budget"), "on_limit": payload.get("on_limit")},
+        }, ensure_ascii=False).encode()
     interrupt = notice.interrupt
+    assert interrupt is not None
     url = absolute(question_path(interrupt))
     return json.dumps({
         "text": f"{slack_escape(_summary(notice))} — {url}", "event": f"question.{notice.kind}",
@@ -349,10 +434,11 @@ def notice_link_open(*, token: str, user: Any) -> Interrupt:
     if notice.recipient_id != user.pk:
         raise LinkRefused(403, "this link was sent to another operator; log in as them, or "
                                "open the question from the inbox")
-    if not policy.may_read_run(user, notice.interrupt.run):
+    interrupt = notice.interrupt
+    if interrupt is None or not policy.may_read_run(user, interrupt.run):
         raise LinkRefused(404, "this link's question is gone; open the inbox")
     if not Notice.objects.filter(pk=notice.pk, link_used_at__isnull=True).update(
             link_used_at=timezone.now()):
         raise LinkRefused(410, "this link was used already (it works once); open the "
                                "question from the inbox")
-    return notice.interrupt
+    return interrupt

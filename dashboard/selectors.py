@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from django.contrib.auth import get_user_model
@@ -34,8 +34,8 @@ from django.db.models.functions import Cast, Coalesce, Now, TruncDate
 from django.utils import timezone
 
 from dashboard import policy
-from dashboard.models import Cron, Interrupt, InterruptGroup, Run, RunEvent
-from dashboard.runs import debugging, figures, states
+from dashboard.models import Cron, Interrupt, InterruptGroup, Run, RunEvent, RunQuerySet
+from dashboard.runs import budgets, debugging, figures, states
 from dashboard.runs.figures import Figures, figures_of
 from dashboard.runs.modelcalls import messages_of
 from dashboard.runs.outcome import failed_outcome
@@ -99,13 +99,14 @@ def _day_start(day: date) -> datetime:
 
 def run_list(*, user: Any, graph: str = "", status: str = "", outcome: str = "",
              created_by: str = "", q: str = "", since: date | None = None,
-             until: date | None = None,
+             until: date | None = None, budget: str = "",
              sort: str = "-started") -> QuerySet[Run]:
     """The runs ``user`` may read (:mod:`dashboard.policy`), newest first (or in a
     :data:`RUN_SORTS` order), filtered by graph, status, creator's username, text ``q``
-    (in the goal, or the start of the id) and the days
-    they were started on (``since`` and ``until`` included, in the site's time zone);
-    a queued run with its ``queue_position``."""
+    (in the goal, or the start of the id), the days
+    they were started on (``since`` and ``until`` included, in the site's time zone) and
+    whether they reached a budget (``budget="reached"``); a queued run with its
+    ``queue_position``."""
     if sort not in RUN_SORTS:
         raise ValueError(f"unknown sort {sort!r}; use one of: {', '.join(RUN_SORTS)}")
     by = _SORT_BY[sort.lstrip("-")]
@@ -123,6 +124,10 @@ def run_list(*, user: Any, graph: str = "", status: str = "", outcome: str = "",
             failed_outcome())
     elif outcome:
         raise ValueError(f"unknown outcome {outcome!r}; use failed or achieved")
+    if budget == "reached":
+        runs = cast(RunQuerySet, runs).budget_reached()
+    elif budget:
+        raise ValueError(f"unknown budget filter {budget!r}; use reached")
     if created_by:
         runs = runs.filter(created_by__username=created_by)
     if q.strip():
@@ -145,6 +150,49 @@ def run_figures(*, run_id: UUID | str, now: datetime | None = None) -> Figures:
     rows = RunEvent.objects.filter(run_id=run_id).order_by("seq").values(
         "seq", "kind", "payload", "at", "created_at")
     return figures_of(rows, now=now or timezone.now())
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    """A run's budgets and their use, and the one it is paused at (if it is)."""
+
+    uses: list[budgets.BudgetUse]
+    paused_on: dict[str, Any] | None
+
+    @property
+    def question(self) -> str:
+        """What a run paused at its budget asks its operators."""
+        return budgets.extend_text(self.paused_on) if self.paused_on else ""
+
+
+def run_budget(*, run: Run, figures: Figures | None = None) -> RunBudget | None:
+    """A run's budgets and their use now (None: it has none), for the trace header and the
+    API; ``figures``: its working time, if folded already."""
+    if not run.budget:
+        return None
+    if figures is None:
+        figures = run_figures(run_id=run.id)
+    warned, reached = budgets.marks_of(budgets.marks_query(run.id))
+    return RunBudget(budgets.budget_use(run, working_seconds=figures.working, warned=warned,
+                                        reached=reached), budgets.paused_on(run))
+
+
+def budget_question(reached: Mapping[str, Any]) -> str:
+    """What a run paused at the budget ``reached`` asks (``cost budget of $0.50 reached``)."""
+    return budgets.extend_text(reached)
+
+
+def runs_at_budget(*, user: Any, limit: int = 50) -> list[tuple[Run, str, dict[str, Any]]]:
+    """Runs ``user`` may read that wait at one of their budgets (paused there), oldest
+    first: each with its question (``budget of $0.50 reached``) and the budget."""
+    runs = policy.runs_visible(user, Run.objects.filter(state=Run.State.PAUSED)
+                               .budget_reached()).order_by("created_at")[:limit]
+    found = []
+    for run in runs:
+        reached = budgets.paused_on(run)
+        if reached is not None:
+            found.append((run, budgets.extend_text(reached), reached))
+    return found
 
 
 WAIT_KINDS = (figures.ASKED, figures.ANSWERED, figures.PAUSED, *figures.GOES_ON, *figures.ENDS)

@@ -20,7 +20,7 @@ from langgraph.types import Command
 from dashboard import policy
 from dashboard.checkpoints import checkpoints_delete, compiled, config_of, sync_saver
 from dashboard.models import Interrupt, LangGraphRun, Run, RunEvent, Thread
-from dashboard.runs import debugging, dispatch, doorbells, instruments, states, store
+from dashboard.runs import budgets, debugging, dispatch, doorbells, instruments, states, store
 from dashboard.runs.conf import planwatch_setting
 from planner.registry import GraphSpec, InputError, get_graph
 
@@ -56,6 +56,12 @@ class RunInputError(ServiceError):
     """The start input does not fit the graph's input form."""
 
     code = "invalid_input"
+
+
+class BudgetError(RunInputError):
+    """A budget that cannot be taken (the field named, e.g. ``budget.max_tokens``): 422."""
+
+    code = "invalid_budget"
 
 
 class RunStateError(ServiceError):
@@ -178,6 +184,7 @@ class RunOptions:
     assistant_version: int | None = None
     recursion_limit: int | None = None  # None: PLANWATCH_RECURSION_LIMIT
     stream_tokens: bool = False  # a LangGraph client streams its messages: tokens as they come
+    budget: Any = None  # the request's own budget, as sent (None: its config's, if any)
 
     def columns(self) -> dict[str, Any]:
         """The options as the run's columns."""
@@ -227,6 +234,7 @@ def _queue(spec: GraphSpec, user: User | None, thread: Thread | None, *, graph_v
     with the run's id. ``options`` are a client's; ``columns`` the kind's own (parent,
     fork...)."""
     fields = options.columns()
+    fields["budget"] = budget_of(spec, options).as_json() or None
     before, after = fields["interrupt_before"], fields["interrupt_after"]
     if before or after:
         _check(debugging.check_breakpoints, spec, before=before, after=after)
@@ -247,6 +255,74 @@ def _queue(spec: GraphSpec, user: User | None, thread: Thread | None, *, graph_v
             conversation=owner, **fields, **columns)
         transaction.on_commit(lambda: _after_create(run))
     return run
+
+
+def budget_of(spec: GraphSpec, options: RunOptions) -> budgets.Budget:
+    """A new run's budget, field by field: the server's default, its graph's, its
+    assistant's, its request's (``options.budget``, else its config's or context's
+    ``budget``); ``BudgetError`` names a bad field."""
+    assistant = options.assistant
+    layers: list[tuple[str, Any]] = [
+        ("PLANWATCH_BUDGET", planwatch_setting("BUDGET") or None),
+        (f"graph {spec.name!r} budget", spec.budget),
+        ("assistant config.configurable.budget", ((getattr(assistant, "config", None) or {})
+                                                   .get("configurable") or {}).get("budget")),
+        ("budget", options.budget if options.budget is not None else budgets.request_layer(
+            options.configurable, options.context))]
+    try:
+        return budgets.budget_resolve(layers=layers)
+    except budgets.BudgetInvalid as exc:
+        raise BudgetError(str(exc), errors={exc.field: exc.message}) from None
+
+
+def budget_check(*, value: Any, field: str) -> None:
+    """Refuse a budget that cannot be taken (an assistant's, before it reaches a run):
+    ``BudgetError`` names the bad ``field``."""
+    try:
+        budgets.budget_parse(value, field=field)
+    except budgets.BudgetInvalid as exc:
+        raise BudgetError(str(exc), errors={exc.field: exc.message}) from None
+
+
+def run_budget_extend(*, run: Run, extend: Any, user: User) -> Run:
+    """Raise the budgets of a run paused at one (``extend``: the limits to add, in
+    ``budget_parse``'s form) and have it go on."""
+    try:
+        more = budgets.budget_parse(extend, field="extend")
+    except budgets.BudgetInvalid as exc:
+        raise BudgetError(str(exc), errors={exc.field: exc.message}) from None
+    if not more.limits:
+        raise BudgetError("extend: name at least one budget to raise, e.g. "
+                          '{"max_cost_usd": 0.5}', errors={"extend": "no budget named"})
+    with transaction.atomic():
+        locked = store.lock_run(run.id, must=True)
+        reached = budgets.paused_on(locked)
+        if reached is None or not locked.allows(states.CONTINUE):
+            raise RunStateError(f"run {run.id} is {locked.status}, not paused at a budget; "
+                                "only a run paused at its budget can have it extended")
+        raised = budgets.budget_parse(locked.budget).extended(more)
+        store.set_budget(run.id, raised.as_json())
+        _record(locked, RunEvent.Kind.BUDGET_EXTENDED, user, extend=more.as_json(),
+                budget=raised.as_json())
+        store.append_event(locked, RunEvent.Kind.RUN_CONTINUED,
+                           payload={"by": user.get_username(), "step": False},
+                           then=lambda seq: store.continue_run(
+                               current=locked.state, now=timezone.now(), last_seq=seq,
+                               step=False))
+        transaction.on_commit(lambda: _after_change(run.id, "continue"))
+    run.refresh_from_db()
+    return run
+
+
+def run_budget_stop(*, run: Run, user: User) -> Run:
+    """End a run paused at its budget: cancelled, its final event naming the budget."""
+    with transaction.atomic():
+        locked = store.lock_run(run.id, must=True)
+        reached = budgets.paused_on(locked)
+        if reached is None:
+            raise RunStateError(f"run {run.id} is {locked.status}, not paused at a budget; "
+                                "cancel it instead")
+    return run_cancel(run=run, user=user, reason="budget", budget=reached)
 
 
 def _check_queued(user: User | None) -> None:
@@ -388,10 +464,11 @@ def interrupts_answer_each(*, answers: list[tuple[Interrupt, Any]], user: User,
     return results
 
 
-def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:
+def run_cancel(*, run: Run, user: User, reason: str = "",
+               budget: dict[str, Any] | None = None) -> Run:
     """Cancel a run: at once if nobody executes it, else its executor is asked to stop it,
     which it does at once, the nodes in flight cut (``reason``, if given, is recorded with
-    who cancelled it)."""
+    who cancelled it, and the ``budget`` reached that stopped it)."""
     with transaction.atomic():
         locked = store.lock_run(run.id, must=True)
         if not locked.allows(states.CANCEL):
@@ -406,7 +483,8 @@ def run_cancel(*, run: Run, user: User, reason: str = "") -> Run:
             who = user.get_username() if user.is_authenticated else ""
             store.append_event(
                 locked, RunEvent.Kind.RUN_CANCELLED,
-                payload={"by": who, **({"reason": reason} if reason else {})},
+                payload={"by": who, **({"reason": reason} if reason else {}),
+                         **({"budget": budget} if budget else {})},
                 then=lambda seq: store.finish(status=Run.State.CANCELLED,
                                               current=locked.state, now=timezone.now(),
                                               last_seq=seq))

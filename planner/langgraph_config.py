@@ -94,8 +94,13 @@ def add_dependencies(root: Path, data: Mapping[str, Any]) -> None:
 
 def graph_spec(name: str, entry: Any, *, root: Path) -> GraphSpec:
     """The spec of one ``"name": "./file.py:attr"`` (or ``{"path": …}``) entry."""
+    budget = None
     if isinstance(entry, Mapping):
         where, description = entry.get("path"), str(entry.get("description") or "")
+        budget = entry.get("budget")
+        if budget is not None and not isinstance(budget, Mapping):
+            raise ConfigError(f"graph {name!r}: \"budget\" is {budget!r}; give an object "
+                              'such as {"max_cost_usd": 0.5, "on_limit": "pause"}')
     else:
         where, description = entry, ""
     if not isinstance(where, str) or ":" not in where:
@@ -118,6 +123,7 @@ def graph_spec(name: str, entry: Any, *, root: Path) -> GraphSpec:
         input_schema=schema,
         tags=("langgraph.json",),
         per_run=functools.partial(run_graph, factory) if factory is not None else None,
+        budget=budget,
     )
 
 

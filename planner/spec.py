@@ -428,6 +428,9 @@ class GraphSpec:
     """How long its questions may wait and what happens then, by the question's ``field``,
     else its ``kind``, else ``"*"`` (the graph's default); a question may carry its own in
     its value (``"deadline": {...}``, see :meth:`QuestionDeadline.from_value`)."""
+    budget: Mapping[str, Any] | None = None
+    """Its runs' budgets (the dashboard's ``budget_parse`` form: ``{"max_cost_usd": 0.5,
+    "on_limit": "pause"}``), over the server's default, under an assistant's and a run's."""
 
     def goal_failure(self, output: Any) -> str | None:
         """Why the goal failed when ``output`` (a returned run's) says so (see

@@ -27,7 +27,7 @@ REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
 IN_CI = bool(os.environ.get("CI"))
 
 # fixtures that tests of several folders share (their helpers: import tests.support.*)
-pytest_plugins = ["tests.support.models"]
+pytest_plugins = ["tests.support.models", "tests.support.notices"]
 
 
 def need(what: str, available: bool, how: str) -> None:

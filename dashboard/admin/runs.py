@@ -226,12 +226,13 @@ class InterruptAdmin(AuditAdmin):
 
 @admin.register(Notice)
 class NoticeAdmin(AuditAdmin):
-    """Notices of questions (e-mail, webhook): sent, failed or retried, and why."""
+    """Notices of questions and of runs' budgets (e-mail, webhook): sent, failed or
+    retried, and why."""
 
     list_display = ("kind", "channel", "address", "status", "attempts", "sent_at",
                     "last_error", "created_at")
     list_filter = ("status", "channel", "kind", "created_at")
     list_select_related = ("interrupt",)
-    readonly_fields = ("interrupt", "kind", "channel", "recipient", "address", "status",
-                       "attempts", "next_attempt_at", "claimed_until", "sent_at", "last_error",
-                       "link_used_at", "created_at")
+    readonly_fields = ("interrupt", "run", "event_seq", "kind", "channel", "recipient",
+                       "address", "status", "attempts", "next_attempt_at", "claimed_until",
+                       "sent_at", "last_error", "link_used_at", "created_at")

@@ -27,7 +27,11 @@ REASONS = {
     "409": "The run or interrupt is not in a state that allows this.",
     "413": "Request body larger than DATA_UPLOAD_MAX_MEMORY_SIZE.",
     "415": "Unsupported media type: send application/json.",
+    "422": "A budget that cannot be taken; `errors` names the field (`budget.max_tokens`).",
 }
+
+TAKES_BUDGETS = frozenset({"runs_create", "runs_budget_create"})
+"""The operations whose body carries a budget (a bad one: 422)."""
 
 
 def add_error_responses(result: dict[str, Any], generator: Any, request: Any, public: bool
@@ -47,6 +51,8 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
             codes = ["400", "401", "403", "404", "405", "406"]
             if method in ("post", "put", "patch"):
                 codes += ["409", "413", "415"]
+            if operation.get("operationId") in TAKES_BUDGETS:
+                codes.append("422")
             responses = operation.setdefault("responses", {})
             for code in codes:
                 responses.setdefault(code, {"description": REASONS[code], "content": ref})

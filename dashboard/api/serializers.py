@@ -31,6 +31,22 @@ class RunCreateSerializer(serializers.Serializer):
     )
     interrupt_before = node_list()
     interrupt_after = node_list()
+    budget = serializers.JSONField(
+        required=False, default=None,
+        help_text='Its budgets, over the server\'s and its graph\'s, field by field: '
+                  '{"max_tokens", "max_cost_usd", "max_model_calls", "max_working_minutes", '
+                  '"max_wall_minutes", "on_limit": "pause" | "stop" | {by budget}, '
+                  '"warn_at": 0.8}; null lifts a limit (README, "Budgets").')
+
+
+class BudgetSerializer(serializers.Serializer):
+    """Answer a run paused at its budget: extend it (the limits to add), or stop the run."""
+
+    extend = serializers.JSONField(
+        required=False, default=None,
+        help_text='The limits to add, e.g. {"max_cost_usd": 0.5}; null lifts one.')
+    stop = serializers.BooleanField(required=False, default=False,
+                                    help_text="End the run (cancelled) instead.")
 
 
 class BreakpointsSerializer(serializers.Serializer):
@@ -87,6 +103,9 @@ class RunFilterSerializer(QueryFilters):
                               max_length=selectors.RUN_SEARCH_MAX,
                               help_text="Only runs whose goal contains this text (any case) "
                                         "or whose id starts with it.")
+    budget = serializers.ChoiceField(choices=["reached"], required=False, default="",
+                                     help_text="reached: only runs that reached one of "
+                                               "their budgets (paused or stopped there).")
     since = serializers.DateField(required=False, default=None, input_formats=["%Y-%m-%d"],
                                   help_text="Only runs started on this day (YYYY-MM-DD, "
                                             "the server's time zone) or later.")
@@ -220,7 +239,8 @@ class RunSerializer(serializers.ModelSerializer):
                   "error_message", "current_node", "created_by", "created_at", "started_at",
                   "finished_at", "last_seq", "cancel_requested", "interrupt_before",
                   "interrupt_after", "parent", "forked_from_checkpoint", "fork_edit",
-                  "model_calls", "input_tokens", "output_tokens", "total_tokens", "cost_usd"]
+                  "model_calls", "input_tokens", "output_tokens", "total_tokens", "cost_usd",
+                  "budget"]
         read_only_fields = fields
 
 
@@ -287,10 +307,21 @@ class RunDetailSerializer(RunSerializer):
         many=True, read_only=True,
         help_text="Its LangGraph runs, oldest first: the run request that made it (the "
                   "run's own id), then one per resume or continue.")
+    budget_use = serializers.SerializerMethodField(
+        help_text="Each budget and its use: [{kind, limit, used, on_limit, warned, "
+                  "reached}], and paused_on: the budget it waits at (null if none).")
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "model_usage", "figures", "langgraph_runs"]
+        fields = [*RunSerializer.Meta.fields, "model_usage", "figures", "langgraph_runs",
+                  "budget_use"]
         read_only_fields = fields
+
+    def get_budget_use(self, run: Run) -> dict[str, Any] | None:
+        """The run's budgets and their use (None: it has none)."""
+        found = getattr(run, "budget_view", None)
+        if found is None:
+            return None
+        return {"uses": [use.as_dict() for use in found.uses], "paused_on": found.paused_on}
 
 
 class RunEventSerializer(serializers.ModelSerializer):

@@ -90,10 +90,12 @@ class RunViewSet(ApiViewSet):
     serializer_class = s.RunSerializer
     body_serializers = {"list": s.RunCreateSerializer, "create": s.RunCreateSerializer,
                         "breakpoints": s.BreakpointsSerializer,
-                        "resume": s.ContinueSerializer, "fork": s.ForkSerializer}
+                        "resume": s.ContinueSerializer, "fork": s.ForkSerializer,
+                        "budget": s.BudgetSerializer}
     pagination_class = RunCursorPagination
     action_permissions = {"create": [CanStartRuns], "cancel": [CanCancelRuns],
                           "breakpoints": [CanDebugRuns], "resume": [CanDebugRuns],
+                          "budget": [CanCancelRuns],
                           "fork": [CanForkRuns]}
 
     def get_queryset(self) -> QuerySet[Run]:
@@ -108,7 +110,8 @@ class RunViewSet(ApiViewSet):
         runs = selectors.run_list(user=request.user, graph=filters["graph"],
                                   status=filters.get("status", ""),
                                   created_by=filters["creator"], q=filters["q"],
-                                  since=filters["since"], until=filters["until"])
+                                  since=filters["since"], until=filters["until"],
+                                  budget=filters["budget"])
         page = self.paginate_queryset(runs)
         return self.get_paginated_response(s.RunSerializer(page, many=True).data)
 
@@ -119,7 +122,8 @@ class RunViewSet(ApiViewSet):
         run = services.run_create(graph=data["graph"], input=data["input"], user=request.user,
                                   options=services.RunOptions(
                                       interrupt_before=data["interrupt_before"],
-                                      interrupt_after=data["interrupt_after"]))
+                                      interrupt_after=data["interrupt_after"],
+                                      budget=data["budget"]))
         return Response(s.RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[RUN_ID], responses={200: s.RunDetailSerializer})
@@ -127,7 +131,10 @@ class RunViewSet(ApiViewSet):
         """One run, with its model calls, tokens and cost per node."""
         run = run_or_404(request, pk)
         run.model_usage = selectors.model_usage_by_node(run_id=run.id)  # type: ignore[attr-defined]
-        run.figures = selectors.run_figures(run_id=run.id).as_dict()  # type: ignore[attr-defined]
+        figures = selectors.run_figures(run_id=run.id)
+        run.figures = figures.as_dict()  # type: ignore[attr-defined]
+        run.budget_view = selectors.run_budget(  # type: ignore[attr-defined]
+            run=run, figures=figures)
         return Response(s.RunDetailSerializer(run).data)
 
     @extend_schema(parameters=[RUN_ID], responses={200: OpenApiTypes.OBJECT})
@@ -142,6 +149,19 @@ class RunViewSet(ApiViewSet):
     def cancel(self, request: Request, pk: str) -> Response:
         """Cancel a queued, running or interrupted run (409 if it has finished)."""
         run = services.run_cancel(run=run_or_404(request, pk), user=request.user)
+        return Response(s.RunSerializer(run).data)
+
+    @extend_schema(parameters=[RUN_ID], request=s.BudgetSerializer,
+                   responses={200: s.RunSerializer})
+    @action(detail=True, methods=["post"])
+    def budget(self, request: Request, pk: str) -> Response:
+        """Answer a run paused at its budget: ``extend`` it and go on, or ``stop`` it."""
+        data = validated(s.BudgetSerializer, request.data)
+        run = run_or_404(request, pk)
+        if data["stop"]:
+            run = services.run_budget_stop(run=run, user=request.user)
+        else:
+            run = services.run_budget_extend(run=run, extend=data["extend"], user=request.user)
         return Response(s.RunSerializer(run).data)
 
     @extend_schema(parameters=[RUN_ID], request=s.BreakpointsSerializer,

@@ -16,7 +16,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from dashboard import assistants
+from dashboard import assistants, services
 from dashboard.lgserver import bodies, refusals, shapes
 from dashboard.lgserver.views import (
     LangGraphView,
@@ -65,6 +65,9 @@ def _config(data: dict[str, Any]) -> dict[str, Any] | None:
     config = _optional_dict(data, "config")
     if why := refusals.reserved_config(config):
         raise exceptions.ValidationError({"config.configurable": why})
+    configurable = (config or {}).get("configurable")
+    if isinstance(configurable, dict) and "budget" in configurable:
+        services.budget_check(value=configurable["budget"], field="config.configurable.budget")
     return config
 
 

@@ -34,6 +34,7 @@ from langgraph.types import Command
 
 from dashboard.models import Run, RunEvent
 from dashboard.runs import debugging, doorbells
+from dashboard.runs.budgets import BudgetGuard, BudgetMeter, Trip, ameter_for, trip_event
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.jsonsafe import to_jsonable
 from dashboard.runs.orm import database_sync_to_async
@@ -72,6 +73,9 @@ class Requests:
     """This process stops: leave the run at the next node boundary for another to take."""
     stream: asyncio.Task[Stop] | None = None
     """The task streaming the graph now (:func:`_astream_once`), which a cancel cancels."""
+    budget: BudgetMeter | None = None
+    """The run's budget meter (None: no budget): a budget reached stops the stream at the
+    next node boundary (a model call that would cross one is refused before it is sent)."""
 
     def cancel_now(self) -> None:
         """Cancel the run: its stream in flight stops at once, as LangGraph's server cancels
@@ -89,6 +93,7 @@ class Stop(enum.Enum):
     CANCEL = "cancel"  # an operator cancelled the run (its stream cut where it was)
     BREAKPOINTS = "breakpoints"  # an operator changed the run's breakpoints
     HANDOVER = "handover"  # this process stops: another takes the run over
+    BUDGET = "budget"  # a budget was reached (dashboard/runs/budgets.py)
 
 
 class Outcome(enum.Enum):
@@ -311,6 +316,12 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
                      metadata={"run_id": claim.langgraph_run_id, "graph_id": run.graph})
     breaks = Breakpoints.of(run)
     try:
+        # (a run with no budget costs no read: the claim returned its budget column)
+        requests.budget = meter = await ameter_for(run.id, emit=_later(writer)) \
+            if run.budget else None
+        if meter is not None:  # first: a call it refuses is never recorded as sent
+            guard = BudgetGuard(meter, prices=planwatch_setting("MODEL_PRICES"))
+            config["callbacks"] = [guard, *(config.get("callbacks") or [])]  # type: ignore[misc]
         async with contextlib.AsyncExitStack() as resources:
             builder = await _aper_run_builder(run, config, host, resources)
             spec, graph, watch = await host.agraph(run.graph, builder)
@@ -333,6 +344,12 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
         await asyncio.shield(track(host.writes, writer.aflush()))
         raise
     except Exception as exc:
+        if requests.budget is not None and requests.budget.trip is not None:
+            # a model call was refused at the budget (the node raised, or its fallback went
+            # on): the run stops or pauses at its last checkpoint
+            writer.current_node = translator.current_node or writer.current_node
+            return await abudget(writer, trip=requests.budget.trip, graph=graph, spec=spec,
+                                 config=config, translator=translator, calls=calls)
         logger.exception("run %s failed", run.id)
         # the header names the node that failed (the stream said so), not the one that ran
         # before the last checkpoint
@@ -345,6 +362,10 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
         calls.cancel_in_flight()
         await acancel(writer, running=translator.in_flight())
         return Outcome.CANCELLED
+    if stop is Stop.BUDGET:
+        assert requests.budget is not None and requests.budget.trip is not None
+        return await abudget(writer, trip=requests.budget.trip, graph=graph, spec=spec,
+                             config=config, translator=translator, calls=calls)
     if stop is Stop.HANDOVER:
         await writer.aflush()
         await arelease(writer.run.id, owner=host.owner)
@@ -591,6 +612,10 @@ async def _aconsume(graph: Any, payload: Any, config: RunnableConfig, breaks: Br
                     writer.current_node = translator.current_node
                     if requests.cancel:
                         return Stop.CANCEL
+                    # (a graph that has ended, nothing next, is done within its budget)
+                    if not ns and requests.budget and data.get("next") \
+                            and requests.budget.at_boundary():
+                        return Stop.BUDGET
                     if not ns and requests.handover:
                         return Stop.HANDOVER
                     if not ns and requests.breakpoints:
@@ -660,14 +685,56 @@ async def afail(writer: EventWriter, exc: BaseException) -> None:
                          cancel_interrupts=True)
 
 
-async def acancel(writer: EventWriter, *, running: list[dict[str, str]] | None = None
-                  ) -> None:
-    """An operator cancelled the run: it stops where it stands; the event says who, and
-    which tasks were ``running`` (cut short, never finished: none at a node boundary)."""
-    by = await acancelled_by(writer.run.id)
-    payload: dict[str, Any] = {"reason": "cancelled", "by": by}
+async def acancel(writer: EventWriter, *, running: list[dict[str, str]] | None = None,
+                  budget: Trip | None = None) -> None:
+    """An operator cancelled the run (or its ``budget`` was reached): it stops where it
+    stands; the event says who (or which budget), and which tasks were ``running`` (cut
+    short, never finished: none at a node boundary)."""
+    if budget is not None:
+        payload: dict[str, Any] = {"reason": "budget", "by": "", "budget": budget.payload()}
+    else:
+        payload = {"reason": "cancelled", "by": await acancelled_by(writer.run.id)}
     if running:
         payload["running"] = running
     node = next((t["node"] for t in running or () if not t["namespace"]), "")
     writer.add({"kind": Kind.RUN_CANCELLED, "node": node, "payload": payload})
     await writer.afinish(status=Run.State.CANCELLED, cancel_interrupts=True)
+
+
+async def abudget(writer: EventWriter, *, trip: Trip, graph: Any, spec: GraphSpec,
+                  config: RunnableConfig, translator: StreamTranslator,
+                  calls: ModelCallRecorder) -> Outcome:
+    """A budget was reached: recorded, then the run stops (cancelled, the budget in its
+    final event) or pauses at its last checkpoint for an operator to extend it; a graph
+    that ended right there succeeds."""
+    writer.add(trip_event(trip))
+    if trip.action == "stop":
+        calls.cancel_in_flight()
+        await acancel(writer, running=translator.in_flight(), budget=trip)
+        return Outcome.CANCELLED
+    state = await graph.aget_state(config)
+    if is_paused(state):  # it waits for answers anyway: the budget stands until it goes on
+        await apause(writer, state=state, translator=translator)
+        return Outcome.PAUSED
+    if not state.next:
+        await asucceed(writer, spec=spec, values=state.values)
+        return Outcome.SUCCEEDED
+    writer.add({"kind": Kind.RUN_PAUSED, "node": "", "payload": {
+        "before": list(state.next), "after": "", "budget": trip.payload(),
+        "on_limit": trip.action}})
+    writer.current_node = state.next[0]
+    await writer.afinish(status=Run.State.PAUSED)
+    return Outcome.HALTED
+
+
+def _later(writer: EventWriter) -> Any:
+    """Add an event to ``writer`` once the callback that noticed it is done (a warning
+    after the model call that crossed its share)."""
+    loop = asyncio.get_running_loop()
+
+    def emit(fields: dict[str, Any]) -> None:
+        def add() -> None:
+            writer.add(fields)
+            writer.flush_behind()
+        loop.call_soon_threadsafe(add)
+    return emit

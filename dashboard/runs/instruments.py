@@ -52,6 +52,9 @@ MODEL_CALLS = Counter(
 MODEL_TOKENS = Counter(
     "planwatch_model_tokens", "Tokens the model reported, by model and direction.",
     ["model", "direction"])
+BUDGET_TRIPS = Counter(
+    "planwatch_budget_trips", "Budgets reached (the run paused or stopped), by budget and "
+    "action.", ["budget", "action"])
 MODEL_COST = Counter(
     "planwatch_model_cost_usd", "Cost of model calls in USD (priced models), by model.",
     ["model"])

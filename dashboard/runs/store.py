@@ -434,7 +434,7 @@ paths, unless it ended already (parameters: :data:`STOP_FIELDS`, run id)."""
 
 RETURNED = ("graph", "thread_id", "input", "current_node", "last_seq", "started_at",
             "interrupt_before", "interrupt_after", "step_once", "configurable", "context",
-            "recursion_limit", "stream_tokens")
+            "recursion_limit", "stream_tokens", "budget")
 """The columns :data:`CLAIM` returns: what an execution reads of the run it took."""
 
 
@@ -680,6 +680,11 @@ def apply(run_id: Any, fields: Fields, *, before: Run | None = None) -> None:
 def set_stream_tokens(run_id: Any, stream_tokens: bool) -> None:
     """Whether the run's model calls stream their tokens from its next execution on."""
     Run.objects.filter(id=run_id).update(stream_tokens=stream_tokens)
+
+
+def set_budget(run_id: Any, budget: dict[str, Any]) -> None:
+    """The run's budgets, as an operator raised them (from its next execution on)."""
+    Run.objects.filter(id=run_id).update(budget=budget)
 
 
 def langgraph_run_next(before: Run) -> LangGraphRun:

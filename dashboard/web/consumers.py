@@ -236,6 +236,21 @@ def _aresult_html(run_id: str, tasks: dict[str, dict[str, Any]]) -> str:
 
 
 @database_sync_to_async
+def _abudget_html(run_id: str) -> str:
+    """The run's budgets and their use as an OOB swap ("" if it has none)."""
+    run = selectors.run_get(run_id=run_id)
+    budget = selectors.run_budget(run=run)
+    if budget is None:
+        return ""
+    return render_to_string("dashboard/_trace_budget.html",
+                            {"run": run, "budget": budget, "oob": True})
+
+
+BUDGET_MARKS = ("budget_warning", "budget_reached", "budget_extended")
+"""Events that change what the header's budgets show beside their use (budgets.MARKS)."""
+
+
+@database_sync_to_async
 def _ais_team(user: Any) -> bool:
     return policy.is_team(user)
 
@@ -440,6 +455,8 @@ class RunConsumer(PlanwatchConsumer):
             self.wf_sent_at = time.monotonic()
         self.sent = max(self.sent, events[-1]["seq"])
         await self.send(text_data=cached[0] + (self._header_html() if header else ""))
+        if self.run.budget and any(e["kind"] in BUDGET_MARKS for e in events):
+            await self.send(text_data=await _abudget_html(self.run_key))  # warned, reached
         if cached[1]:
             await self._send_interrupts()
 
@@ -541,7 +558,12 @@ class RunConsumer(PlanwatchConsumer):
         return render_to_string("dashboard/_trace_batch.html", context), drawn
 
     async def _send_header(self) -> None:
-        await self.send(text_data=self._header_html())
+        html = self._header_html()
+        if self.run.budget and getattr(self, "budget_status", None) != self.run.status:
+            # a run with budgets: their use redrawn as its status moves (one read)
+            self.budget_status = self.run.status
+            html += await _abudget_html(self.run_key)
+        await self.send(text_data=html)
 
     def _header_html(self) -> str:
         # sent on every step to every watcher: rendered from the run alone, once per process.

@@ -16,6 +16,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/tasks/<str:task_id>/", trace.run_task, name="run_task"),
     path("runs/<uuid:run_id>/state/", trace.run_state, name="run_state"),
     path("runs/<uuid:run_id>/cancel/", trace.run_cancel, name="run_cancel"),
+    path("runs/<uuid:run_id>/budget/", trace.run_budget, name="run_budget"),
     path("runs/<uuid:run_id>/interrupts/", interrupts.run_interrupts, name="run_interrupts"),
     path("runs/<uuid:run_id>/debug/", debug.run_debug, name="run_debug"),
     path("runs/<uuid:run_id>/breakpoints/", debug.run_breakpoints, name="run_breakpoints"),

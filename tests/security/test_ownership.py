@@ -57,6 +57,8 @@ def routes(w: World) -> list[tuple[str, str, dict | None, str]]:
         ("post", f"/langgraph/threads/{t}/runs/crons", {"assistant_id": "test.echo",
                                                          "schedule": "0 5 * * *"}, "start_run"),
         ("post", f"/api/interrupts/{i}/answer/", {"answer": "Germany"}, "answer_interrupt"),
+        ("post", f"/api/runs/{r}/budget/", {"extend": {"max_tokens": 10}}, "cancel_run"),
+        ("post", f"/runs/{r}/budget/", {}, "cancel_run"),
         ("post", f"/api/runs/{r}/cancel/", None, "cancel_run"),
         ("post", f"/langgraph/threads/{t}/runs/{r}/cancel", {}, "cancel_run"),
         ("post", f"/runs/{r}/cancel/", {}, "cancel_run"),

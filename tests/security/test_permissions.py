@@ -22,6 +22,7 @@ from tests.conftest import wait_run
 
 PUBLIC = {"accounts/login/", "accounts/logout/", "favicon.ico"}
 WRITES = {"runs/new/": "start_run", "runs/<uuid:run_id>/cancel/": "cancel_run",
+          "runs/<uuid:run_id>/budget/": "cancel_run",
           "runs/<uuid:run_id>/breakpoints/": "debug_run",
           "runs/<uuid:run_id>/continue/": "debug_run", "runs/<uuid:run_id>/fork/": "fork_run",
           "runs/<uuid:run_id>/interrupts/": "answer_interrupt",

@@ -39,6 +39,9 @@ class RunListFilters(forms.Form):
         ("", "Any outcome"), ("failed", "Finished, goal failed"),
         ("achieved", "Finished, goal achieved")])
     """A finished run's outcome (its graph returned, its output may say the goal failed)."""
+    budget = forms.ChoiceField(required=False, label="Budget", choices=[
+        ("", "Any budget"), ("reached", "Reached a budget")])
+    """Runs that reached one of their budgets (paused or stopped there)."""
     since = DayField(required=False, label="Started from")
     until = DayField(required=False, label="Started to")
     sort = forms.CharField(required=False, max_length=40)
@@ -58,7 +61,7 @@ class RunListFilters(forms.Form):
         filters nothing (its message says so)."""
         data = self.cleaned_data if hasattr(self, "cleaned_data") else {}
         return {"graph": data.get("graph") or "", "status": data.get("status") or "",
-                "outcome": data.get("outcome") or "",
+                "outcome": data.get("outcome") or "", "budget": data.get("budget") or "",
                 "q": data.get("q") or "", "since": data.get("since"),
                 "until": data.get("until"), "sort": data.get("sort") if data.get("sort")
                 in selectors.RUN_SORTS else DEFAULT_SORT}
@@ -73,5 +76,5 @@ class RunListFilters(forms.Form):
     def is_filtered(self) -> bool:
         """Whether any filter narrows the list (sorting and paging aside)."""
         chosen = self.filters()
-        return any(chosen[name] for name in ("graph", "status", "outcome", "q", "since",
-                                                 "until"))
+        return any(chosen[name] for name in ("graph", "status", "outcome", "budget", "q",
+                                                 "since", "until"))

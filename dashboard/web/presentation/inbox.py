@@ -139,6 +139,8 @@ def inbox_context(*, user: Any, filters: dict[str, Any] | None = None, page: int
             "questions": selectors.interrupts_questions(
                 user=user, graph=filters.get("graph", "")),
             "sections": [_section(run, user, request) for run in runs.values()],
+            "at_budget": selectors.runs_at_budget(user=user),
+            "can_budget": bool(user.has_perm("dashboard.cancel_run")),
             "can_answer": bool(user.has_perm(ANSWER_PERMISSION)), "single": None}
 
 

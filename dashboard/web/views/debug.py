@@ -43,6 +43,8 @@ def debug_context(*, request: HttpRequest, run: Run) -> dict[str, Any]:
         return {"debug_available": False}
     paused = (selectors.run_events(run_id=run.id).filter(kind=RunEvent.Kind.RUN_PAUSED)
               .order_by("-seq").first() if run.status == Run.Status.PAUSED else None)
+    reached = paused.payload.get("budget") if paused is not None and isinstance(
+        paused.payload, dict) else None
     # paused: what the next node will work on, at the checkpoint the run stands on
     checkpoint_id = run.last_root_checkpoint() if paused is not None else ""
     state = checkpoint_get(thread_id=run.thread_id, checkpoint_id=checkpoint_id) \
@@ -54,6 +56,10 @@ def debug_context(*, request: HttpRequest, run: Run) -> dict[str, Any]:
         "breakpoints_form": BreakpointsForm(nodes=schema.nodes, initial={
             "interrupt_before": run.interrupt_before, "interrupt_after": run.interrupt_after}),
         "paused_event": paused,
+        # paused at its budget (dashboard/runs/budgets.py): the question, and its answer
+        "paused_budget": reached,
+        "paused_budget_question": selectors.budget_question(reached) if reached else "",
+        "can_budget": request.user.has_perm("dashboard.cancel_run"),
         "lineage": selectors.run_lineage(run=run),
         "can_debug": request.user.has_perm(DEBUG) and not run.is_finished,
         "can_fork": request.user.has_perm(FORK),

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from dashboard import selectors, services
 from dashboard.models import Run
+from dashboard.web.forms.budget import BudgetForm
 from dashboard.web.forms.debug import BreakpointsForm
 from dashboard.web.forms.run_list import DEFAULT_SORT, RunListFilters
 from dashboard.web.forms.run_start import RunStartForm
@@ -57,6 +58,7 @@ def run_new(request: HtmxHttpRequest) -> TemplateResponse | HttpResponseRedirect
         }, status=400)
     data = request.POST if request.method == "POST" else None
     form = RunStartForm(data, graph=spec)
+    budget = BudgetForm(data, prefix="budget")
     # breakpoints at start are for those who may debug runs
     breakpoints = BreakpointsForm(data, nodes=selectors.graph_debug_schema(
         graph=spec.name).nodes, prefix="bp") if request.user.has_perm(
@@ -65,13 +67,16 @@ def run_new(request: HtmxHttpRequest) -> TemplateResponse | HttpResponseRedirect
         if not can_start:
             raise PermissionDenied("you need the 'Can start runs' permission to start a run")
         breaks_ok = breakpoints is None or breakpoints.is_valid()
-        if form.is_valid() and breaks_ok:
+        if form.is_valid() and breaks_ok and budget.is_valid():
             chosen = breakpoints.cleaned_data if breakpoints is not None else {}
             try:
                 run = services.run_create(graph=spec.name, input=form.input_values(),
                                           user=request.user, options=services.RunOptions(
                                               interrupt_before=chosen.get("interrupt_before") or [],
-                                              interrupt_after=chosen.get("interrupt_after") or []))
+                                              interrupt_after=chosen.get("interrupt_after") or [],
+                                              budget=budget.budget()))
+            except services.BudgetError as exc:
+                budget.add_budget_errors(exc.errors)
             except services.RunInputError as exc:
                 form.add_service_errors(exc.errors, exc.message)
             else:
@@ -79,5 +84,5 @@ def run_new(request: HtmxHttpRequest) -> TemplateResponse | HttpResponseRedirect
     status = 400 if form.is_bound else 200
     return TemplateResponse(request, "dashboard/run_new.html", {
         "graphs": graphs, "spec": spec, "form": form, "can_start": can_start, "nav": "new",
-        "breakpoints_form": breakpoints,
+        "breakpoints_form": breakpoints, "budget_form": budget,
     }, status=status)

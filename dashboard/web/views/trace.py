@@ -48,8 +48,11 @@ def run_detail(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse:
                    and not run.is_finished)
     context.update(_timeline_context(request, run, fold))
     if point is None:
-        context.update(head=header.run_head(run, figures=fold.waterfall.figures.at(timezone.now())),
-                       result=results.run_result(run=run, tasks=fold.tasks))
+        now_figures = fold.waterfall.figures.at(timezone.now())
+        context.update(head=header.run_head(run, figures=now_figures),
+                       result=results.run_result(run=run, tasks=fold.tasks),
+                       budget=selectors.run_budget(run=run, figures=now_figures),
+                       can_budget=request.user.has_perm("dashboard.cancel_run"))
         context.update(debug_context(request=request, run=run))
         # the questions come with the page, so they can be answered without JavaScript
         context["interrupts_html"] = render_run_interrupts(run=run, user=request.user,
@@ -172,6 +175,29 @@ def run_state(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse | Http
     return TemplateResponse(request, "dashboard/_trace_state.html",
                             {"run": run, "event": event, "checkpoint": view,
                              "values_json": trace.pretty(view.values) if view else ""})
+
+
+@require_POST
+def run_budget(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
+    """Answer a run paused at its budget: extend it by the amount given (it goes on), or
+    stop it (needs the cancel permission)."""
+    run = run_or_404(request, run_id)
+    if not request.user.has_perm("dashboard.cancel_run"):
+        raise PermissionDenied("you need the 'Can cancel runs' permission to extend or stop "
+                               "a run's budget")
+    try:
+        if request.POST.get("action") == "stop":
+            services.run_budget_stop(run=run, user=request.user)
+            messages.success(request, "Run stopped at its budget.")
+        else:
+            services.run_budget_extend(run=run, user=request.user, extend={
+                request.POST.get("kind", ""): request.POST.get("extend", "")})
+            messages.success(request, "Budget extended; the run goes on.")
+    except services.ServiceError as exc:
+        messages.error(request, exc.message)
+    if request.POST.get("back") == "inbox":
+        return redirect("dashboard:inbox")
+    return redirect("dashboard:run_detail", run_id=run.id)
 
 
 @require_POST
