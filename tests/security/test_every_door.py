@@ -95,6 +95,8 @@ DOORS: dict[str, list[Door]] = {
                               Door("owned", url=f"/runs/{{own}}/compare/{R}/")],
     "dashboard:run_cancel": [Door("owned", "post", f"/runs/{R}/cancel/", {}, "cancel_run",
                                   form=True)],
+    "dashboard:run_budget": [Door("owned", "post", f"/runs/{R}/budget/", {"action": "stop"},
+                                  "cancel_run", form=True)],
     "dashboard:inbox": [Door("list", url="/inbox/", shows=R)],
     "dashboard:inbox_answer": [Door("owned", "post", "/inbox/answer/", {
         "interrupt": "{i}", "prefix": "g1", "g1-answer": "Germany"}, "answer_interrupt",
@@ -121,6 +123,8 @@ DOORS: dict[str, list[Door]] = {
     "api:run-fork": [Door("owned", "post", f"/api/runs/{R}/fork/", {"checkpoint_id": "{cp}"},
                           "fork_run")],
     "api:run-cancel": [Door("owned", "post", f"/api/runs/{R}/cancel/", {}, "cancel_run")],
+    "api:run-budget": [Door("owned", "post", f"/api/runs/{R}/budget/", {"stop": True},
+                            "cancel_run")],
     "api:interrupt-list": [Door("list", url="/api/interrupts/", shows=R)],
     "api:interrupt-history": [Door("list", url="/api/interrupts/history/", shows="{old}")],
     "api:interrupt-detail": [Door("owned", url="/api/interrupts/{i}/")],
