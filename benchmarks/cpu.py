@@ -117,6 +117,12 @@ async def astarts(served: inflight.Served, *, starts: int) -> dict[str, Any]:
 
 # -- where the samples went ------------------------------------------------------------------
 
+OWNING: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # work that owns everything beneath it, wherever it sits in the stack
+    ("pollers (deadlines, notices, crons)", ("dashboard/deadlines.py", "dashboard/notices.py",
+                                             "dashboard/crons.py")),
+    ("after a run stops (dispatch.after_stopped)", ("after_stopped (dashboard/runs/",)),
+)
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # (name, marks: a frame belongs to the category if it holds one; py-spy names a frame
     # "function (path/from/site-packages.py:line)")
@@ -158,9 +164,12 @@ SPECIFIC = 10
 
 
 def category(stack: str) -> str:
-    """The category of one ``;``-joined stack (outer first): the innermost frame that
-    names the work (an ORM call made by the event writer counts as an event write), else
-    the innermost frame's layer."""
+    """The category of one ``;``-joined stack (outer first): an :data:`OWNING` one
+    anywhere in it, else the innermost frame that names the work (an ORM call made by the
+    event writer counts as an event write), else the innermost frame's layer."""
+    for name, marks in OWNING:
+        if any(mark in stack for mark in marks):
+            return name
     frames = stack.split(";")
     for group in (CATEGORIES[:SPECIFIC], CATEGORIES[SPECIFIC:]):
         for frame in reversed(frames):
