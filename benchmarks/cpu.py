@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -35,7 +36,10 @@ from typing import Any
 
 from benchmarks import inflight, peers
 
-PY_SPY = os.environ.get("PY_SPY", shutil.which("py-spy") or "/work/perf-tools/bin/py-spy")
+PY_SPY = os.environ.get("PY_SPY") or str(next(
+    (path for path in (Path(sys.executable).parent / "py-spy", shutil.which("py-spy"))
+     if path and Path(path).exists()), "py-spy"))
+"""py-spy (a dev extra): ``PY_SPY``, else beside this Python, else on ``PATH``."""
 
 
 def cpu_of(served: inflight.Served) -> dict[str, float]:
