@@ -90,13 +90,47 @@ def _escalate(asked: Interrupt, groups: list[str], now: datetime) -> None:
     _record(asked, RunEvent.Kind.QUESTION_ESCALATED, {"groups": groups})
 
 
+DUE = f"""
+    SELECT EXISTS (SELECT 1 FROM {Interrupt._meta.db_table}
+                   WHERE status = %s AND (notified_at IS NULL
+                         OR (remind_at <= %s AND reminded_at IS NULL)
+                         OR (deadline_at <= %s AND escalated_at IS NULL) OR expires_at <= %s))
+        OR EXISTS (SELECT 1 FROM {Notice._meta.db_table}
+                   WHERE (status = %s AND next_attempt_at <= %s)
+                      OR (status = %s AND claimed_until < %s))
+"""
+"""Whether a look has anything to do (parameters: pending, now three times, pending, now,
+sending, now): a question not told yet, or whose reminder, escalation or expiry came (the
+conditions of :func:`notices.notices_queue_asked` and :func:`deadlines_sweep`), or a notice
+due (:func:`notices.notices_send_due`). Most looks find nothing: one statement then."""
+
+
+def anything_due(now: datetime) -> bool:
+    """Whether a look at ``now`` has anything to do (:data:`DUE`)."""
+    at = connection.ops.adapt_datetimefield_value(now)
+    pending = Interrupt.Status.PENDING.value
+    with connection.cursor() as cursor:
+        cursor.execute(DUE, [pending, at, at, at, Notice.Status.PENDING.value, at,
+                             Notice.Status.SENDING.value, at])
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
 def poll_once() -> dict[str, int]:
     """One look: queue the notices of new questions, act on the deadlines that came,
-    send the notices that are due. A database error drops this thread's connection (the
-    next look draws a fresh one); a fault of one part leaves the others to run."""
+    send the notices that are due (nothing more when :func:`anything_due` says none
+    is). A database error drops this thread's connection (the next look draws a fresh
+    one); a fault of one part leaves the others to run."""
     close_old_connections()
     done: dict[str, int] = {}
     try:
+        try:
+            if not anything_due(timezone.now()):
+                return done
+        except DatabaseError:
+            logger.warning("looking for due questions and notices failed; trying again "
+                           "next look", exc_info=True)
+            return done
         for name, step in (("notified", notices.notices_queue_asked),
                            ("budgets", notices.notices_queue_budgets),
                            ("deadlines", deadlines_sweep),

@@ -744,7 +744,8 @@ def _announce(run_id: UUID, *, summary: dict[str, Any] | None = None) -> None:
     row: dict[str, Any] = (summary if summary is not None
                            else Run.objects.values(*doorbells.SUMMARY_FIELDS).get(id=run_id))
     try:
-        async_to_sync(doorbells.abroadcast_run)(doorbells.run_summary(row))
+        # a new run's own group has no watcher yet (nobody knew its id): the runs list only
+        async_to_sync(doorbells.abroadcast_run)(doorbells.run_summary(row), watchers=not new)
         if not new:
             async_to_sync(doorbells.abroadcast_inbox)()
     except RuntimeError:  # called from inside an event loop thread

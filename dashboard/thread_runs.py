@@ -33,7 +33,7 @@ from langgraph.constants import END
 
 from dashboard import services
 from dashboard.models import Interrupt, LangGraphRun, Run, RunEvent, Thread
-from dashboard.runs import states
+from dashboard.runs import states, store
 from dashboard.services import RunInputError, RunOptions, RunStateError, ServiceError, User
 from planner.questions import review_of
 
@@ -177,28 +177,32 @@ def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> L
     :meth:`~dashboard.models.Thread.latest_run`); returns the LangGraph run the request
     made (its ``run`` is the ``Run`` that goes on): a new ``Run``'s first, or the one a
     resume or a continue of ``current`` made (``store.apply``, as any answer or continue
-    does), read in the caller's transaction (:func:`locked`)."""
-    return _next_run(thread, req, user, current).current_langgraph_run()
+    does), read in the caller's transaction (:func:`locked`); a new ``Run``'s as it was
+    written, not read back."""
+    return _next_run(thread, req, user, current)
 
 
-def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None) -> Run:
-    """The ``Run`` that goes on for :func:`start`: decided (:func:`_decide`), then done,
-    here and only here."""
+def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None
+              ) -> LangGraphRun:
+    """The LangGraph run of the ``Run`` that goes on for :func:`start`: decided
+    (:func:`_decide`), then done, here and only here."""
     nxt = _decide(thread, req, current)
     for run in nxt.cancel:
         services.run_cancel(run=run, user=user)
     options = req.run_options()
     if nxt.way == Way.CREATE:
-        return services.run_create(graph=req.assistant_id, input=req.input or {}, user=user,
-                                   thread=thread, options=options)
+        return store.first_langgraph_run(services.run_create(
+            graph=req.assistant_id, input=req.input or {}, user=user, thread=thread,
+            options=options))
     assert nxt.run is not None
     if nxt.way == Way.ENQUEUE:
-        return services.run_enqueue(after=nxt.run, input=req.input, user=user,
-                                    thread=thread, options=options)
+        return store.first_langgraph_run(services.run_enqueue(
+            after=nxt.run, input=req.input, user=user, thread=thread, options=options))
     if nxt.way == Way.FORK:
-        return services.run_fork(
+        return store.first_langgraph_run(services.run_fork(
             run=nxt.run, checkpoint_id=nxt.checkpoint, user=user, thread=thread,
-            input=req.input if req.input is not None else services.NO_INPUT, options=options)
+            input=req.input if req.input is not None else services.NO_INPUT,
+            options=options))
     goes = nxt.run
     if nxt.declined is not None:
         # declining ends the run: only one who may answer the question may decline it
@@ -226,7 +230,7 @@ def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None) 
             options.interrupt_before, options.interrupt_after):
         services.run_breakpoints_set(run=goes, interrupt_before=options.interrupt_before,
                                      interrupt_after=options.interrupt_after, user=user)
-    return goes
+    return goes.current_langgraph_run()
 
 
 def _decide(thread: Thread, req: RunRequest, current: Run | None) -> Next:

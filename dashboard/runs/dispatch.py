@@ -19,7 +19,7 @@ from uuid import UUID
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from dashboard.models import LangGraphRun, Run
@@ -131,8 +131,18 @@ def request_breakpoints(run_id: UUID) -> None:
 def after_stopped(run_id: UUID) -> None:
     """A run this process's executor held stopped: the LangGraph run of it a client asked
     to roll back is rolled back (:func:`roll_back_stopped`), then the runs waiting on it go
-    on (:func:`dispatch_queued_after`), from where the rollback left the thread."""
-    thread = Run.objects.filter(id=run_id).values_list("conversation_id", flat=True).first()
+    on (:func:`dispatch_queued_after`), from where the rollback left the thread. One query
+    first says whether either has anything to do: most runs stop with neither."""
+    found = Run.objects.filter(id=run_id).annotate(
+        rolling_back=Exists(LangGraphRun.objects.to_roll_back().filter(run=OuterRef("pk"))),
+        waiting=Exists(Run.objects.filter(
+            Q(waits_for=OuterRef("pk"), state=Run.State.QUEUED)
+            | Q(conversation=OuterRef("conversation"),
+                state__in=[Run.State.QUEUED, *states.RESUME.moves])))
+    ).values_list("conversation_id", "rolling_back", "waiting").first()
+    if found is not None and not found[1] and not found[2]:
+        return
+    thread = found[0] if found is not None else None
     roll_back_stopped(run_id)
     dispatch_queued_after(run_id, thread=thread)
 

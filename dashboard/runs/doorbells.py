@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import weakref
 from collections.abc import Callable, Hashable
 from datetime import datetime
 from typing import Any
@@ -17,6 +18,7 @@ from uuid import UUID
 
 from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import get_channel_layer
+from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.conf import settings
 
 logger = logging.getLogger("planwatch.broadcast")
@@ -184,12 +186,100 @@ DOORBELLS = "doorbells"  # the layer alias to publish on, where configured (see 
 
 
 async def asend(group: str, message: dict[str, Any]) -> None:
-    """Send ``message`` to ``group`` on the doorbells' layer (a failure is logged)."""
+    """Send ``message`` to ``group`` on the doorbells' layer (a failure is logged); on
+    Redis's pub/sub layer, together with the doorbells sent meanwhile (:class:`Publisher`)."""
     layer = get_channel_layer(DOORBELLS if DOORBELLS in settings.CHANNEL_LAYERS
                               else DEFAULT_CHANNEL_LAYER)
     if layer is None:
         return
     try:
-        await layer.group_send(group, message)
+        if isinstance(layer, RedisPubSubChannelLayer):
+            await Publisher.of(layer).asend(group, message)
+        else:
+            await layer.group_send(group, message)
     except Exception:  # the database holds the truth; a doorbell may fail
         logger.warning("broadcast to %s failed", group, exc_info=True)
+
+
+class Publisher:
+    """The doorbells sent on one event loop while a send is under way, published together:
+    one pipelined round trip per Redis connection of channels-redis's pub/sub layer.
+
+    A write of a hundred runs rings a hundred groups; one ``group_send`` each was a round
+    trip each, one at a time behind its connection's lock (about 0.09 ms of CPU a publish,
+    against 0.02 pipelined). A group always hashes to one connection and a batch is sent
+    after the one before it, so one group's doorbells keep their order; each sender waits
+    until its doorbell was published, as ``group_send`` made it wait.
+    """
+
+    _ON: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Publisher] = (
+        weakref.WeakKeyDictionary())
+
+    def __init__(self, layer: RedisPubSubChannelLayer) -> None:
+        self.layer = layer
+        self.waiting: list[tuple[str, dict[str, Any], asyncio.Future[None]]] = []
+        self.sender: asyncio.Task[None] | None = None
+
+    @classmethod
+    def of(cls, layer: RedisPubSubChannelLayer) -> Publisher:
+        """The running loop's publisher on ``layer``."""
+        loop = asyncio.get_running_loop()
+        publisher = cls._ON.get(loop)
+        if publisher is None or publisher.layer is not layer:
+            publisher = cls._ON[loop] = cls(layer)
+        return publisher
+
+    async def asend(self, group: str, message: dict[str, Any]) -> None:
+        """Publish ``message`` to ``group`` with the next batch; return once it was."""
+        published = asyncio.get_running_loop().create_future()
+        # retrieved here too, so a sender cancelled meanwhile leaves no unread failure
+        published.add_done_callback(lambda done: done.cancelled() or done.exception())
+        self.waiting.append((group, message, published))
+        if self.sender is None or self.sender.done():
+            self.sender = asyncio.ensure_future(self._asend_waiting())
+        await asyncio.shield(published)  # a sender cancelled leaves the batch be
+
+    async def _asend_waiting(self) -> None:
+        while self.waiting:
+            batch, self.waiting = self.waiting, []
+            try:
+                await self._apublish([(group, message) for group, message, _ in batch])
+            except Exception as exc:  # each sender logs it
+                for *_, published in batch:
+                    if not published.done():
+                        published.set_exception(exc)
+                continue
+            for *_, published in batch:
+                if not published.done():
+                    published.set_result(None)
+
+    async def _apublish(self, messages: list[tuple[str, dict[str, Any]]]) -> None:
+        """``messages`` as ``group_send`` publishes them, a pipeline per connection (its
+        lock held, as ``group_send`` holds it); one ``group_send`` each, in order, should
+        channels-redis's internals no longer be the ones this knows."""
+        shards: dict[Any, list[tuple[str, bytes]]] = {}
+        try:
+            layer = self.layer._get_layer()
+            for group, message in messages:
+                channel = layer._get_group_channel_name(group)
+                shard = layer._get_shard(channel)
+                if not all(hasattr(shard, name) for name in ("_lock", "_ensure_redis",
+                                                             "_redis")):
+                    raise AttributeError(f"{type(shard).__name__} has no pipeline's parts")
+                shards.setdefault(shard, []).append(
+                    (channel, layer.channel_layer.serialize(message)))
+        except AttributeError:
+            logger.debug("doorbells sent one by one", exc_info=True)
+            for group, message in messages:
+                await self.layer.group_send(group, message)
+            return
+
+        async def apipelined(shard: Any, items: list[tuple[str, bytes]]) -> None:
+            async with shard._lock:
+                shard._ensure_redis()
+                pipe = shard._redis.pipeline(transaction=False)
+                for channel, data in items:
+                    pipe.publish(channel, data)
+                await pipe.execute()
+
+        await asyncio.gather(*(apipelined(shard, items) for shard, items in shards.items()))

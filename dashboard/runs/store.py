@@ -651,11 +651,17 @@ def orm_fields(fields: Fields) -> dict[str, Any]:
 
 def create_run(**columns: Any) -> Run:
     """A new run, queued (started, forked or enqueued), its first LangGraph run (with the
-    run's id), and its thread busy with it."""
+    run's id, :func:`first_langgraph_run`), and its thread busy with it."""
     run = Run.objects.create(**columns)
-    LangGraphRun.objects.create(id=run.id, run=run, first_seq=1, created_at=run.created_at)
+    first_langgraph_run(run).save(force_insert=True)
     set_thread_status(run.id, QUEUED_THREAD)
     return run
+
+
+def first_langgraph_run(run: Run) -> LangGraphRun:
+    """A new run's first LangGraph run, as :func:`create_run` writes it (so its caller
+    need not read it back)."""
+    return LangGraphRun(id=run.id, run=run, first_seq=1, created_at=run.created_at)
 
 
 def apply(run_id: Any, fields: Fields, *, before: Run | None = None) -> None:

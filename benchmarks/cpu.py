@@ -1,0 +1,259 @@
+"""CPU a run costs Planwatch, by process, and where it goes (issue 52).
+
+Wall-clock figures move with whatever else the machine runs; CPU time a process used for a
+run moves much less. This serves Planwatch as the "many runs in flight" figure does
+(:func:`benchmarks.inflight.planwatch_server`: daphne, one procrastinate worker,
+PostgreSQL, Redis) and reads each process's CPU time (user + system, its children
+included) around a phase:
+
+- ``runs``: ``--runs`` runs of the 4-node loop streamed with the official SDK,
+  ``--in-flight`` at once (the figure's client: ``runs.stream``, custom + updates);
+- ``starts``: ``--starts`` run starts one at a time (``POST /threads`` then
+  ``POST /threads/<id>/runs``), the web processes' CPU a start (their idle CPU over the
+  same time, measured just before, taken off).
+
+``--profile DIR`` records each process with py-spy (``--gil --idle``, raw stacks) during
+the phase instead, and prints where the samples went (:func:`breakdown`); CPU figures of a
+profiled phase are not comparable with unprofiled ones. ``python -m benchmarks.cpu
+breakdown FILE...`` prints the table of recorded profiles again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from benchmarks import inflight, peers
+
+PY_SPY = os.environ.get("PY_SPY") or str(next(
+    (path for path in (Path(sys.executable).parent / "py-spy", shutil.which("py-spy"))
+     if path and Path(path).exists()), "py-spy"))
+"""py-spy (a dev extra): ``PY_SPY``, else beside this Python, else on ``PATH``."""
+
+
+def cpu_of(served: inflight.Served) -> dict[str, float]:
+    """CPU seconds each of Planwatch's processes (with its children) has used so far."""
+    return {name: inflight.cpu(pid) for name, pid in served.pids.items()}
+
+
+@contextmanager
+def profiled(served: inflight.Served, directory: Path | None, *, rate: int = 100
+             ) -> Iterator[None]:
+    """py-spy on every process of ``served`` while the block runs (nothing without
+    ``directory``)."""
+    if directory is None:
+        yield
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    spies = [subprocess.Popen(
+        [PY_SPY, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw",
+         "--gil", "--idle", "--subprocesses", "-o", str(directory / f"{name}.txt")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for name, pid in served.pids.items()]
+    time.sleep(1.5)  # attached
+    try:
+        yield
+    finally:
+        for spy in spies:
+            spy.send_signal(2)  # SIGINT: py-spy writes what it recorded
+        for spy in spies:
+            spy.wait(60)
+
+
+async def aruns(served: inflight.Served, *, runs: int, in_flight: int) -> dict[str, Any]:
+    """``runs`` streamed runs, ``in_flight`` at once; the CPU a run of each process (ms)."""
+    client = inflight.sdk_client(served.url, served.api_key)
+    try:
+        await peers.aphase(lambda: inflight.astream_run(client), runs=2, concurrency=1)
+        before = cpu_of(served)
+        began = time.perf_counter()
+        results, rate = await peers.aphase(lambda: inflight.astream_run(client), runs=runs,
+                                           concurrency=in_flight)
+        seconds = time.perf_counter() - began
+        used = {name: value - before[name] for name, value in cpu_of(served).items()}
+    finally:
+        await client.http.client.aclose()
+    errors = sorted({r.error for r in results if r.error})
+    per_run = {name: round(value / runs * 1000, 1) for name, value in used.items()}
+    return {"runs": runs, "in_flight": in_flight, "errors": errors[:3],
+            "runs_ok": runs - sum(1 for r in results if r.error), "seconds": round(seconds, 1),
+            "runs_per_s": round(rate, 2), "cpu_ms_per_run": per_run,
+            "cpu_ms_per_run_total": round(sum(per_run.values()), 1)}
+
+
+async def astarts(served: inflight.Served, *, starts: int) -> dict[str, Any]:
+    """``starts`` run starts one at a time; the web processes' CPU a start (ms), less
+    what they use idle over as long."""
+    client = inflight.sdk_client(served.url, served.api_key)
+    try:
+        for _ in range(3):  # warm
+            thread = await client.threads.create()
+            await client.runs.create(thread["thread_id"], inflight.loop_graph.NAME, input={})
+        await asyncio.sleep(2)
+        idle_before, idle_began = cpu_of(served)["web"], time.perf_counter()
+        await asyncio.sleep(5)
+        idle_rate = (cpu_of(served)["web"] - idle_before) / (time.perf_counter() - idle_began)
+        before, began = cpu_of(served)["web"], time.perf_counter()
+        for _ in range(starts):
+            thread = await client.threads.create()
+            await client.runs.create(thread["thread_id"], inflight.loop_graph.NAME, input={})
+        seconds = time.perf_counter() - began
+        used = cpu_of(served)["web"] - before
+    finally:
+        await client.http.client.aclose()
+    return {"starts": starts, "seconds": round(seconds, 1),
+            "web_cpu_ms_per_start": round(used / starts * 1000, 2),
+            "web_idle_cpu_ms_per_s": round(idle_rate * 1000, 2),
+            "web_cpu_ms_per_start_less_idle": round(
+                (used - idle_rate * seconds) / starts * 1000, 2)}
+
+
+# -- where the samples went ------------------------------------------------------------------
+
+OWNING: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # work that owns everything beneath it, wherever it sits in the stack
+    ("pollers (deadlines, notices, crons)", ("dashboard/deadlines.py", "dashboard/notices.py",
+                                             "dashboard/crons.py")),
+    ("after a run stops (dispatch.after_stopped)", ("after_stopped (dashboard/runs/",)),
+)
+CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # (name, marks: a frame belongs to the category if it holds one; py-spy names a frame
+    # "function (path/from/site-packages.py:line)")
+    ("SSE framing (lgserver/stream)", ("lgserver/stream.py", "runs/follow.py")),
+    ("doorbells (channel layer, Redis)", ("runs/doorbells.py", "runs/tokens.py",
+                                          "(channels_redis/", "runs/layers.py", "(redis/",
+                                          "(msgpack")),
+    ("checkpoint writes (savers)", ("runs/savers.py", "(postgres/", "(serde/",
+                                    "checkpoint/")),
+    ("event writes (record, store)", ("runs/record.py", "runs/store.py")),
+    ("procrastinate (jobs, dispatch)", ("(procrastinate/", "runs/jobs.py",
+                                        "runs/dispatch.py")),
+    ("request parsing (DRF bodies, parsers)", ("lgserver/bodies.py", "api/parsers.py",
+                                               "rest_framework/serializers.py",
+                                               "rest_framework/fields.py",
+                                               "rest_framework/parsers.py")),
+    ("auth (x-api-key, policy)", ("lgserver/auth.py", "api/auth.py", "dashboard/policy.py",
+                                  "contrib/auth/", "(knox/", "(axes/")),
+    ("run start (views, thread_runs, services)", ("lgserver/views.py", "thread_runs.py",
+                                                  "dashboard/services.py",
+                                                  "lgserver/shapes.py", "dashboard/limits.py")),
+    ("LangGraph itself", ("(pregel/", "(_internal/", "(graph/", "(runtime.py",
+                          "(langchain_core/", "(channels/last_value", "(channels/base",
+                          "(channels/binop", "(channels/ephemeral", "(channels/named")),
+    ("engine (execution, translate, model calls)", ("runs/execution.py", "runs/translate.py",
+                                                    "runs/modelcalls.py",
+                                                    "Executor.aexecute", "Executor._hold")),
+    ("ORM (django.db)", ("(django/db/",)),
+    ("SQL driver (psycopg)", ("(psycopg/", "(psycopg_pool/")),
+    ("middleware, request handling", ("(django/", "web/middleware.py", "(whitenoise/",
+                                      "(asgiref/", "(rest_framework/", "(corsheaders/",
+                                      "(channels/", "(django_htmx/", "(prometheus_client/")),
+    ("daphne/twisted (HTTP)", ("(daphne/", "(twisted/", "(autobahn/")),
+    ("event loop, threads, idle", ("(asyncio/", "(selectors.py", "(threading.py",
+                                   "(concurrent/")),
+)
+SPECIFIC = 10
+"""The first categories name the work; the rest name only the layer it ran in."""
+
+
+def category(stack: str) -> str:
+    """The category of one ``;``-joined stack (outer first): an :data:`OWNING` one
+    anywhere in it, else the innermost frame that names the work (an ORM call made by the
+    event writer counts as an event write), else the innermost frame's layer."""
+    for name, marks in OWNING:
+        if any(mark in stack for mark in marks):
+            return name
+    frames = stack.split(";")
+    for group in (CATEGORIES[:SPECIFIC], CATEGORIES[SPECIFIC:]):
+        for frame in reversed(frames):
+            for name, marks in group:
+                if any(mark in frame for mark in marks):
+                    return name
+    return "other"
+
+
+def breakdown(path: Path) -> dict[str, int]:
+    """Samples of a py-spy raw file by :func:`category`."""
+    counts: Counter[str] = Counter()
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            counts[category(stack)] += int(count)
+    return dict(counts.most_common())
+
+
+def breakdown_table(paths: list[Path], cpu_ms: dict[str, float] | None = None) -> str:
+    """A Markdown table: each file's samples by category, as a share (and as ms of a run's
+    CPU when ``cpu_ms`` gives each file's process figure)."""
+    shares = {path.stem: breakdown(path) for path in paths}
+    names = sorted({n for counts in shares.values() for n in counts},
+                   key=lambda n: -sum(c.get(n, 0) / max(1, sum(c.values()))
+                                      for c in shares.values()))
+    head = " | ".join(f"{stem} %" + (" (ms)" if cpu_ms else "") for stem in shares)
+    lines = [f"| where | {head} |", "| --- |" + " ---: |" * len(shares)]
+    for name in names:
+        cells = []
+        for stem, counts in shares.items():
+            share = counts.get(name, 0) / max(1, sum(counts.values()))
+            cell = f"{share:.0%}"
+            if cpu_ms and stem in cpu_ms:
+                cell += f" ({share * cpu_ms[stem]:.1f})"
+            cells.append(cell)
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Parse arguments, serve, measure, print the figures (JSON, the last line)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    runs = sub.add_parser("runs", help="CPU a streamed run, by process")
+    runs.add_argument("--runs", type=int, default=100)
+    runs.add_argument("--in-flight", type=int, default=50)
+    runs.add_argument("--node-seconds", type=float, default=0.5)
+    starts = sub.add_parser("starts", help="web CPU a run start")
+    starts.add_argument("--starts", type=int, default=100)
+    for each in (runs, starts):
+        each.add_argument("--web-processes", type=int, default=None)
+        each.add_argument("--repeat", type=int, default=1,
+                          help="measure this many times on the same servers (each printed)")
+        each.add_argument("--profile", type=Path, default=None,
+                          help="record each process with py-spy into this directory")
+    again = sub.add_parser("breakdown", help="the table of recorded py-spy raw files")
+    again.add_argument("files", type=Path, nargs="+")
+    args = parser.parse_args()
+    if args.what == "breakdown":
+        print(breakdown_table(args.files))
+        return
+    node_seconds = getattr(args, "node_seconds", 0.5)
+    os.environ["BENCH_NODE_SECONDS"] = str(node_seconds)
+    with (inflight.planwatch_server("scaleout", web_processes=args.web_processes) as served,
+          profiled(served, args.profile)):
+        results = []
+        for _ in range(args.repeat):
+            if args.what == "runs":
+                results.append(asyncio.run(aruns(served, runs=args.runs,
+                                                 in_flight=args.in_flight)))
+            else:
+                results.append(asyncio.run(astarts(served, starts=args.starts)))
+            print(json.dumps(results[-1]), flush=True)
+    result = results[-1]
+    if args.profile:
+        files = sorted(args.profile.glob("*.txt"))
+        per_run = result.get("cpu_ms_per_run") or {"web": result["web_cpu_ms_per_start"]}
+        print(breakdown_table(files, per_run))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""A run start (``POST /threads`` then ``POST /threads/<id>/runs``) writes its rows and
+reads back none of them; a new run is announced to the runs list only (nobody knows its id
+yet to watch it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from dashboard.models import LangGraphRun
+from dashboard.runs import doorbells
+from tests.conftest import api_token
+
+pytestmark = [pytest.mark.pg, pytest.mark.both, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def client(django_user_model) -> Client:
+    user = django_user_model.objects.create_user(username="starter", password="pw-start-1")
+    user.user_permissions.set(Permission.objects.filter(codename__in=["start_run"]))
+    return Client(headers={"x-api-key": api_token(user)})
+
+
+@pytest.fixture
+def told(monkeypatch) -> list[str]:
+    """The groups doorbells were sent to."""
+    groups: list[str] = []
+
+    async def asend(group: str, message: dict) -> None:
+        groups.append(group)
+
+    monkeypatch.setattr(doorbells, "asend", asend)
+    return groups
+
+
+def test_a_start_reads_back_none_of_the_rows_it_wrote(client, told):
+    thread = client.post("/langgraph/threads", "{}", content_type="application/json").json()
+    with CaptureQueriesContext(connection) as started:
+        answer = client.post(f"/langgraph/threads/{thread['thread_id']}/runs", json.dumps(
+            {"assistant_id": "acquisition", "input": {"goal": "a budgeting app's TAM"}}),
+            content_type="application/json")
+    assert answer.status_code == 200, answer.content
+    made = LangGraphRun.objects.get(id=answer.json()["run_id"])
+    assert answer.json()["created_at"].startswith(made.created_at.isoformat()[:19])
+    reads = [q["sql"] for q in started.captured_queries
+             if q["sql"].lstrip().upper().startswith("SELECT")
+             and "dashboard_langgraphrun" in q["sql"].split("WHERE")[0]]
+    assert reads == []
+    assert told == [doorbells.RUNS_GROUP]  # its own group: nobody could watch it yet
