@@ -12,7 +12,7 @@ BEGIN
     -- and a write that waited for a claim reads the epoch the claim left
     PERFORM 1 FROM dashboard_run WHERE id = run AND epoch = held FOR SHARE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'run % is no longer held at epoch %: another executor took it over',
+        RAISE EXCEPTION 'run % is no longer held at epoch %: another executor took it over; this execution stops',
             run, held USING ERRCODE = 'PWF01';
     END IF;
 END

@@ -589,8 +589,7 @@ async def _astream_once(graph: Any, payload: Any, config: RunnableConfig,
                 this is not None and this.cancelling()):
             raise  # the execution itself is cancelled (the executor stops)
         if requests.lost:
-            raise RunLost(f"run {writer.run.id} was taken over by another executor "
-                          f"(its epoch moved past {writer.run.epoch})") from None
+            raise Fence(writer.run.id, writer.run.epoch).lost() from None
         return Stop.CANCEL
     finally:
         requests.stream = None

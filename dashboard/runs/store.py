@@ -67,7 +67,7 @@ from dashboard.runs import instruments, states
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.doorbells import SUMMARY_FIELDS
 from dashboard.runs.orm import database_sync_to_async, relax_commit, relaxed_commits
-from dashboard.runs.savers import RunLost, SaverHandle, postgres_conninfo
+from dashboard.runs.savers import Fence, RunLost, SaverHandle, postgres_conninfo
 from planner.registry import get_graph
 from planner.spec import GraphSpec, QuestionDeadline, answer_groups, question_deadline
 
@@ -959,8 +959,7 @@ def awrite_orm(run: Run, rows: list[dict[str, Any]], current_node: str,
         # on the run's row)
         locked = lock_run(run.id)
         if locked is None or locked.epoch != run.epoch:
-            raise RunLost(f"run {run.id} is no longer held at epoch {run.epoch}: another "
-                          "executor took it over; this execution stops")
+            raise Fence(run.id, run.epoch).lost()
         for item in pending or ():
             asked, new = Interrupt.objects.get_or_create(
                 run_id=run.id, interrupt_id=item["interrupt_id"],
@@ -1348,7 +1347,8 @@ class RunStore:
                     rows = await conn.execute_fetchall(sql, params)
                 if fence and next(iter(rows))[0] < len(fence):
                     raise RunLost(f"a run of {', '.join(str(r.id) for r in fence)} is no "
-                                  "longer held at its epoch: another executor took it over")
+                                  "longer held at its epoch: another executor took it over; "
+                                  "this execution stops")
             except BaseException:
                 await conn.rollback()
                 raise
