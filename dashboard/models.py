@@ -165,6 +165,9 @@ class Run(models.Model):
     owner = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     last_seq = models.PositiveIntegerField(default=0)
+    epoch = models.PositiveIntegerField(
+        default=0, help_text="The fencing token of the run's claim: moved on by every claim, "
+        "so a write of an executor that lost the run (its epoch behind) is refused.")
     cancel_requested = models.BooleanField(default=False)
     cancel_requested_by = models.CharField(max_length=150, blank=True)
     # Debugging: nodes to pause before or after (LangGraph's interrupt_before/after; "*" is

@@ -7,5 +7,6 @@ class Migration(migrations.Migration):
     dependencies = [
         ("dashboard", "0033_budget"),
         ("dashboard", "0033_ui_interrupt_answer_key"),
+        ("dashboard", "0033_fence_run_epoch"),
     ]
     operations: list[migrations.operations.base.Operation] = []

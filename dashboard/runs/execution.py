@@ -24,7 +24,7 @@ import logging
 import time
 import traceback
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,7 +39,7 @@ from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.jsonsafe import to_jsonable
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import EVENT_DEFAULTS, TaskClock, WriteBehind, event_dict, track
-from dashboard.runs.savers import CheckpointWriteFailed, WriteWatch
+from dashboard.runs.savers import CheckpointWriteFailed, Fence, RunLost, WriteWatch
 from dashboard.runs.store import (
     Claim,
     RunStore,
@@ -71,6 +71,8 @@ class Requests:
     """Take the run's new breakpoints and go on."""
     handover: bool = False
     """This process stops: leave the run at the next node boundary for another to take."""
+    lost: bool = False
+    """Another executor took the run over: stop, writing nothing (:meth:`lose`)."""
     stream: asyncio.Task[Stop] | None = None
     """The task streaming the graph now (:func:`_astream_once`), which a cancel cancels."""
     budget: BudgetMeter | None = None
@@ -84,6 +86,13 @@ class Requests:
         self.cancel = True
         if self.stream is not None and not self.stream.done():
             self.stream.cancel("the run was cancelled")
+
+    def lose(self) -> None:
+        """Another executor holds the run now: its stream in flight stops at once, and the
+        execution ends with :class:`RunLost`, writing nothing more (the executor's loop)."""
+        self.lost = True
+        if self.stream is not None and not self.stream.done():
+            self.stream.cancel("the run was taken over")
 
 
 class Stop(enum.Enum):
@@ -186,6 +195,8 @@ class EventWriter:
         self._holding: tuple[str, float] | None = None  # (checkpoint id, since)
         self.closed = False
         """The run's last event was written (:meth:`afinish`): nothing is added after it."""
+        self.on_lost: Callable[[], None] | None = None
+        """Told once a write of the run is refused: another executor took it over."""
 
     def add(self, fields: dict[str, Any]) -> None:
         """Number one event, stamp it with when it happened (unless it says), buffer it;
@@ -200,6 +211,17 @@ class EventWriter:
             self.clock.stamp(row, timezone.now())
         self.buffer.append(row)
         self.next_seq += 1
+
+    def lose(self) -> None:
+        """Another executor took the run over (a write was refused by its fence): what is
+        buffered is dropped, nothing more is written, and :attr:`on_lost` is told."""
+        if self.closed and not self.buffer:
+            return
+        self.closed = True
+        self.buffer.clear()
+        self.behind.waiting.pop(self.run.id, None)
+        if self.on_lost is not None:
+            self.on_lost()
 
     def flush_behind(self) -> None:
         """Have what is buffered written behind the graph (see :class:`WriteBehind`)."""
@@ -294,11 +316,11 @@ class Host(Protocol):
     async def astore(self) -> Any:
         """The LangGraph store the host's graphs are compiled with."""
 
-    async def agraph(self, graph_name: str, builder: Any = None
+    async def agraph(self, graph_name: str, builder: Any = None, *, fence: Fence | None = None
                      ) -> tuple[GraphSpec, Any, WriteWatch]:
         """The graph's spec and compiled graph (``builder`` compiled, if given: a graph
-        made for this run), with a saver instance for one run, and that saver's watch of
-        its checkpoint writes."""
+        made for this run), with a saver instance for one run whose writes ``fence``
+        guards, and that saver's watch of its checkpoint writes."""
 
 
 async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
@@ -324,7 +346,8 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
             config["callbacks"] = [guard, *(config.get("callbacks") or [])]  # type: ignore[misc]
         async with contextlib.AsyncExitStack() as resources:
             builder = await _aper_run_builder(run, config, host, resources)
-            spec, graph, watch = await host.agraph(run.graph, builder)
+            spec, graph, watch = await host.agraph(run.graph, builder,
+                                                   fence=Fence(run.id, run.epoch))
             if planwatch_setting("DURABILITY") != "exit":  # "exit" saves the last one only
                 writer.watch_saves(watch)
             payload, start = await _abegin(claim, spec, graph, config, writer,
@@ -341,8 +364,11 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
                 paused = translator.interrupts or translator.root_values is None or bool(breaks)
                 state = await graph.aget_state(config) if paused else None
     except asyncio.CancelledError:
-        await asyncio.shield(track(host.writes, writer.aflush()))
+        with contextlib.suppress(RunLost):  # another executor holds it: nothing to write
+            await asyncio.shield(track(host.writes, writer.aflush()))
         raise
+    except RunLost:
+        raise  # the run is another executor's: nothing of this one is written
     except Exception as exc:
         if requests.budget is not None and requests.budget.trip is not None:
             # a model call was refused at the budget (the node raised, or its fallback went
@@ -580,9 +606,11 @@ async def _astream_once(graph: Any, payload: Any, config: RunnableConfig,
         return await streaming
     except asyncio.CancelledError:
         this = asyncio.current_task()
-        if not streaming.cancelled() or not requests.cancel or (
+        if not streaming.cancelled() or not (requests.cancel or requests.lost) or (
                 this is not None and this.cancelling()):
             raise  # the execution itself is cancelled (the executor stops)
+        if requests.lost:
+            raise Fence(writer.run.id, writer.run.epoch).lost() from None
         return Stop.CANCEL
     finally:
         requests.stream = None

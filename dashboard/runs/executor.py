@@ -37,7 +37,7 @@ from dashboard.runs.langgraph_store import aopen_store
 from dashboard.runs.modelcalls import ContentPolicy, model_call_recorder
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import WriteBehind
-from dashboard.runs.savers import SaverHandle, WriteWatch, aopen_saver, is_postgres
+from dashboard.runs.savers import Fence, RunLost, SaverHandle, WriteWatch, aopen_saver, is_postgres
 from dashboard.runs.store import RunStore, release_runs
 from dashboard.runs.tokens import TokenBell
 from planner.llm import make_llm
@@ -253,17 +253,18 @@ class Executor:
         await self._aopen_saver()
         return self._store
 
-    async def agraph(self, graph_name: str, builder: Any = None
+    async def agraph(self, graph_name: str, builder: Any = None, *, fence: Fence | None = None
                      ) -> tuple[GraphSpec, Any, WriteWatch]:
         """The graph's spec and compiled graph, with a saver instance for one run (see
-        ``SaverHandle``), and the watch of that saver's checkpoint writes; ``builder`` (a
-        graph made for this run) is compiled for it alone."""
+        ``SaverHandle``) whose writes ``fence`` guards, and the watch of that saver's
+        checkpoint writes; ``builder`` (a graph made for this run) is compiled for it
+        alone."""
         await self._aopen_saver()
         assert self._saver is not None
         spec = get_graph(graph_name)
         if builder is not None:
             compiled = builder.compile(checkpointer=self._saver.saver, store=self._store)
-            return (spec, *self._saver.for_run(compiled))
+            return (spec, *self._saver.for_run(compiled, fence))
         if graph_name not in self._graphs:
             llm = make_llm(planwatch_setting("LLM"), think_time=self.think_time,
                            timeout=planwatch_setting("LLM_TIMEOUT"),
@@ -271,7 +272,7 @@ class Executor:
             builder = spec.build(llm=llm, search=default_search())
             self._graphs[graph_name] = builder.compile(checkpointer=self._saver.saver,
                                                        store=self._store)
-        return (spec, *self._saver.for_run(self._graphs[graph_name]))
+        return (spec, *self._saver.for_run(self._graphs[graph_name], fence))
 
     async def aexecute(self, run_id: uuid.UUID, mode: str = "start") -> None:
         """Claim and execute one run until it finishes, interrupts, fails or is cancelled;
@@ -305,8 +306,15 @@ class Executor:
                                 limit=planwatch_setting("TRACE_CONTENT_LIMIT")),
                             # its LangGraph client streams messages: tokens as they come
                             tokens=TokenBell(run.id, writer.bell) if run.stream_tokens else None)
-                        outcome = await aexecute(claim, host=self, writer=writer, calls=calls,
-                                                 requests=requests)
+                        writer.on_lost = requests.lose
+                        try:
+                            outcome = await aexecute(claim, host=self, writer=writer,
+                                                     calls=calls, requests=requests)
+                        except RunLost as lost:  # another executor holds it now
+                            writer.lose()
+                            logger.warning("%s", lost)
+                            executed = False  # its new owner hands it on
+                            break
                         # the execution's spans, built and sent on threads of their own
                         otel.export_soon(run.id, after=first - 1, upto=run.last_seq)
                         if outcome is Outcome.HANDED_OVER:  # it goes on elsewhere
@@ -336,6 +344,7 @@ class Executor:
         its claim is then the one that holds."""
         if self.draining:  # drain() flagged the runs it found; this one came after
             requests.handover = True
+        requests.lost = False  # a claim that holds: this execution's (a pause's past one)
         self._active[run_id] = requests
 
     def _let_go(self, run_id: uuid.UUID, requests: Requests) -> None:
@@ -355,9 +364,13 @@ class Executor:
                 continue
             try:
                 # on the store's connection, on this loop: never behind the ORM's thread
-                cancelled, rebreak = await self._runs.aheartbeat(list(self._active),
-                                                                 owner=self.owner)
+                streams = {run_id: r.stream for run_id, r in self._active.items()}
+                cancelled, rebreak, held = await self._runs.aheartbeat(list(self._active),
+                                                                       owner=self.owner)
                 for run_id, requests in self._active.items():
+                    if run_id not in held and requests.stream is not None and \
+                            requests.stream is streams.get(run_id):
+                        requests.lose()  # taken over while this executor stalled
                     if run_id in cancelled and not requests.cancel:  # asked in another process
                         requests.cancel_now()
                     requests.breakpoints |= run_id in rebreak

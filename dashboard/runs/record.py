@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from dashboard.models import Run, RunEvent
 from dashboard.runs import doorbells, store
+from dashboard.runs.savers import RunLost
 
 logger = logging.getLogger("planwatch.recorder")
 
@@ -98,6 +99,9 @@ class Buffered(Protocol):
     def take(self, now: Any) -> list[dict[str, Any]]:
         """Hand over the buffered events that may be written now, stamped with the moment
         of their write (the rest wait for a later write)."""
+
+    def lose(self) -> None:
+        """Another executor took the run over: drop what is buffered, write nothing more."""
 
 
 def track(tasks: set[asyncio.Task[Any]], work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -178,17 +182,17 @@ class WriteBehind:
             try:
                 written = await self.store.aprogress(
                     [(w.run, rows, w.current_node) for w, rows in batches], now=now)
-            except Exception:
+            except Exception as exc:
                 if len(batches) == 1:
-                    self._retry(*batches[0])
+                    self._failed(*batches[0], exc)
                     return
                 logger.warning("writing the events of %d runs together failed; writing them "
                                "run by run", len(batches), exc_info=True)
                 for w, rows in batches:
                     try:
                         await self._awrite_one(w, rows, now)
-                    except Exception:
-                        self._retry(w, rows)
+                    except Exception as one:
+                        self._failed(w, rows, one)
                 return
         for w, _ in batches:
             self._failures.pop(w.run.id, None)
@@ -196,6 +200,15 @@ class WriteBehind:
         # side by side: a hundred runs' doorbells one after the other held the next write
         await asyncio.gather(*(w.bell.aring([event_dict(r) for r in rows], values, committed_at)
                                for (w, rows), values in zip(batches, written, strict=True)))
+
+    def _failed(self, writer: Buffered, rows: list[dict[str, Any]], exc: Exception) -> None:
+        """A write of ``writer``'s ``rows`` failed: refused by the run's fence (another
+        executor took the run: its rows are dropped, never retried), or retried."""
+        if isinstance(exc, RunLost):
+            self._failures.pop(writer.run.id, None)
+            writer.lose()
+        else:
+            self._retry(writer, rows)
 
     def _retry(self, writer: Buffered, rows: list[dict[str, Any]]) -> None:
         """A write failed (a dropped connection, say): its rows go back in front of the

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import functools
 import logging
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import psycopg
 from django.db import connection
 from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver
+from langgraph.checkpoint.postgres import _ainternal
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.types import ERROR
 from langgraph.pregel import Pregel
+from psycopg.rows import dict_row
 
 from config.dberrors import transient
 from dashboard.runs.conf import planwatch_setting
@@ -65,6 +72,80 @@ def setup_checkpoint_tables(settings_dict: dict[str, Any]) -> None:
 
 
 T = TypeVar("T")
+
+
+class RunLost(Exception):
+    """The executor no longer holds the run: another took it over (a claim moved the run's
+    epoch past the one its writes carry), so its writes are refused and it stops."""
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The claim a run's writes prove they still hold: the run and its epoch then."""
+
+    run_id: uuid.UUID
+    epoch: int
+
+    def lost(self) -> RunLost:
+        """The error a write refused by this fence raises."""
+        return RunLost(f"run {self.run_id} is no longer held at epoch {self.epoch}: "
+                       "another executor took it over; this execution stops")
+
+
+PG_FENCE = "SELECT planwatch_fence(%s::uuid, %s::integer)"
+"""A checkpoint write's first statement on PostgreSQL (migration 0033): its run's row
+share-locked until the write commits, or the transaction aborted (SQLSTATE ``PWF01``) if
+the run's epoch moved on; pipelined with the write, so it costs no round trip."""
+
+SQLITE_FENCE = "SELECT 1 FROM dashboard_run WHERE id = ? AND epoch = ?"
+"""A checkpoint write's last statement on SQLite, before its commit: SQLite has one
+writer, so the epoch read inside the write's transaction is the committed one."""
+
+
+class FencedPostgresSaver(AsyncPostgresSaver):
+    """LangGraph's ``AsyncPostgresSaver`` whose writes (``aput``, ``aput_writes``: its
+    pipelined cursors) are one transaction each, refused unless :attr:`fence` still holds."""
+
+    fence: Fence | None = None
+
+    @contextlib.asynccontextmanager
+    async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[Any]:
+        if not pipeline or self.fence is None or self.pipe is not None:
+            async with super()._cursor(pipeline=pipeline) as cur:
+                yield cur
+            return
+        fence = self.fence
+        async with self.lock, _ainternal.get_connection(self.conn) as conn:
+            try:
+                async with conn.pipeline(), conn.transaction(), conn.cursor(
+                        binary=True, row_factory=dict_row) as cur:
+                    await cur.execute(PG_FENCE, (fence.run_id, fence.epoch))
+                    yield cur
+            except psycopg.Error as exc:
+                if exc.sqlstate == "PWF01":
+                    raise fence.lost() from exc
+                raise
+
+
+class FencedSqliteConnection:
+    """The SQLite saver's connection for one run: each commit of a write checks the run's
+    :class:`Fence` first, and rolls the write back if another executor took the run."""
+
+    def __init__(self, conn: Any, fence: Fence) -> None:
+        self._conn = conn
+        self._fence = fence
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    async def commit(self) -> None:
+        """Commit the saver's write if the run is still held, else roll it back."""
+        fence = self._fence
+        held = await self._conn.execute_fetchall(SQLITE_FENCE, (fence.run_id.hex, fence.epoch))
+        if not held:
+            await self._conn.rollback()
+            raise fence.lost()
+        await self._conn.commit()
 
 
 class CheckpointWriteFailed(Exception):
@@ -176,7 +257,10 @@ class WriteWatch:
         return guarded
 
     def check(self) -> None:
-        """Raise :class:`CheckpointWriteFailed`, naming why, if a write failed."""
+        """Raise :class:`CheckpointWriteFailed`, naming why, if a write failed
+        (:class:`RunLost` itself if it was refused: the run is another's now)."""
+        if isinstance(self.error, RunLost):
+            raise self.error
         if self.error is not None:
             value = isinstance(self.error, TypeError | ValueError | OverflowError)
             raise CheckpointWriteFailed(
@@ -197,9 +281,11 @@ class SaverHandle:
         self._closer = closer
         self._fork = fork
 
-    def for_run(self, graph: Pregel[Any, Any]) -> tuple[Pregel[Any, Any], WriteWatch]:
+    def for_run(self, graph: Pregel[Any, Any], fence: Fence | None = None
+                ) -> tuple[Pregel[Any, Any], WriteWatch]:
         """``graph`` (compiled with :attr:`saver`) as one run should execute it, and the
-        watch on its checkpoint writes.
+        watch on its checkpoint writes; with a ``fence``, every checkpoint write of the run
+        is refused (:class:`RunLost`) once another executor took the run over.
 
         PostgreSQL: a copy with a saver of its own on the same pool. ``AsyncPostgresSaver``
         holds one asyncio lock around every operation of an instance, pool or not, so a
@@ -210,6 +296,11 @@ class SaverHandle:
         Either way the copy's writes are watched (:class:`WriteWatch`).
         """
         saver = self._fork() if self._fork is not None else copy.copy(self.saver)
+        if fence is not None:
+            if isinstance(saver, FencedPostgresSaver):
+                saver.fence = fence
+            else:  # SQLite: the shared connection, its commits fenced for this run
+                saver.conn = FencedSqliteConnection(saver.conn, fence)  # type: ignore[attr-defined]
         watch = WriteWatch()
         saver.aput = watch.guard_checkpoints(saver.aput)  # type: ignore[method-assign,assignment]
         saver.aput_writes = watch.guard_writes(saver.aput_writes)  # type: ignore[method-assign,assignment]
@@ -230,7 +321,6 @@ async def aopen_saver(*, pool_size: int = 10) -> SaverHandle:
     """
     settings_dict = dict(connection.settings_dict)
     if is_postgres(settings_dict):
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from psycopg import AsyncConnection
         from psycopg.rows import DictRow, dict_row
         from psycopg_pool import AsyncConnectionPool
@@ -247,8 +337,8 @@ async def aopen_saver(*, pool_size: int = 10) -> SaverHandle:
             check=pgpool.acheck,  # dropped connections replaced
         )
         await pool.open()
-        return SaverHandle(AsyncPostgresSaver(pool), pool.close,
-                           fork=lambda: AsyncPostgresSaver(pool))
+        return SaverHandle(FencedPostgresSaver(pool), pool.close,
+                           fork=lambda: FencedPostgresSaver(pool))
 
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver

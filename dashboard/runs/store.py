@@ -67,7 +67,7 @@ from dashboard.runs import instruments, states
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.doorbells import SUMMARY_FIELDS
 from dashboard.runs.orm import database_sync_to_async, relax_commit, relaxed_commits
-from dashboard.runs.savers import SaverHandle, postgres_conninfo
+from dashboard.runs.savers import Fence, RunLost, SaverHandle, postgres_conninfo
 from planner.registry import get_graph
 from planner.spec import GraphSpec, QuestionDeadline, answer_groups, question_deadline
 
@@ -395,11 +395,13 @@ CLAIM_FIELDS = ("state", "owner", "heartbeat_at", "started_at", "breakpoints_cha
 TAKE = """
     UPDATE dashboard_run
     SET state = {mark}, owner = {mark}, heartbeat_at = {mark},
-        started_at = COALESCE(started_at, {mark}), breakpoints_changed = {mark}
+        started_at = COALESCE(started_at, {mark}), breakpoints_changed = {mark},
+        epoch = epoch + 1
     WHERE id = {mark}"""
-"""An executor takes the run: :func:`claim`'s write, on both paths (parameters: the
-claim's :data:`CLAIM_FIELDS`, run id). The ORM path decides under the run's lock;
-:data:`CLAIM` adds its conditions to decide in the statement."""
+"""An executor takes the run: :func:`claim`'s write, on both paths, moving the run's
+fencing epoch on (parameters: the claim's :data:`CLAIM_FIELDS`, run id). The ORM path
+decides under the run's lock; :data:`CLAIM` adds its conditions to decide in the
+statement."""
 
 UNFINISHED_SQL = ", ".join(f"'{s.value}'" for s in states.UNFINISHED)
 """The unfinished states as a SQL list: those a stop may still move a run from."""
@@ -434,7 +436,7 @@ paths, unless it ended already (parameters: :data:`STOP_FIELDS`, run id)."""
 
 RETURNED = ("graph", "thread_id", "input", "current_node", "last_seq", "started_at",
             "interrupt_before", "interrupt_after", "step_once", "configurable", "context",
-            "recursion_limit", "stream_tokens", "budget")
+            "recursion_limit", "stream_tokens", "budget", "epoch")
 """The columns :data:`CLAIM` returns: what an execution reads of the run it took."""
 
 
@@ -496,6 +498,26 @@ STOP_THREAD_STATUS = SET_THREAD_STATUS + """
 left a cancelled run cancelled leaves its thread as the cancel set it."""
 
 
+FENCE = {
+    # raises (SQLSTATE PWF01) unless every run's epoch is the writer's, holding their rows
+    # share-locked until the write commits (migration 0033's function)
+    "postgresql": """
+        SELECT planwatch_fence(f.id, f.epoch)
+        FROM jsonb_to_recordset({mark}::jsonb) AS f(id uuid, epoch integer)
+    """,
+    # inside the write's transaction, which holds SQLite's one write lock
+    "sqlite": """
+        SELECT count(*) FROM dashboard_run AS r JOIN json_each({mark}) AS f
+          ON r.id = json_extract(f.value, '$.id') AND r.epoch = json_extract(f.value, '$.epoch')
+    """,
+}
+"""The fence of an executor's write (parameter: its runs' ``{id, epoch}`` as one JSON
+array): the write commits only if no other executor claimed one of its runs since this
+one did. On PostgreSQL the write's statements are CTEs of this query (one statement: a
+claim that commits before the fence's lock is seen by it, and one after waits for the
+write); on SQLite it is read before the commit, and a short count rolls the write back."""
+
+
 LOCK_THREAD = """
       -- its thread's row first (checked last, so only for a run it takes), then the run's
       -- as the UPDATE writes it: the order of every writer of both (see lock_run)
@@ -526,11 +548,11 @@ class Statements:
         self.postgres = postgres
         self.insert_sql, self.progress_sql, self.heartbeat_sql, self.claim_sql, \
             self.take_sql, self.stop_sql, self.withdraw_sql, self.thread_sql, \
-            self.stop_thread_sql = (
+            self.stop_thread_sql, self.fence_sql = (
                 _sql(text, postgres, django_cursor=django_cursor)
                 for text in (INSERT_EVENTS[vendor], PROGRESS[vendor], HEARTBEAT[vendor],
                              CLAIM, TAKE, STOP, WITHDRAW_QUESTIONS, SET_THREAD_STATUS,
-                             STOP_THREAD_STATUS))
+                             STOP_THREAD_STATUS, FENCE[vendor]))
         self._connection = connections["default"]  # its fields' conversions, never a query
 
     def insert(self, batches: list[Batch], now: datetime) -> Statement:
@@ -547,6 +569,12 @@ class Statements:
         """:data:`PROGRESS` of each run's ``{id, current_node, last_seq, <rollups>}``."""
         moved = [{**move, "id": str(self.prep("id", move["id"]))} for move in moves]
         return self.progress_sql, [self._moment(now), json.dumps(moved)]
+
+    def fence(self, runs: list[Run]) -> Statement:
+        """:data:`FENCE`: each run's epoch as its claim left it."""
+        held = json.dumps([{"id": str(self.prep("id", run.id)), "epoch": run.epoch}
+                           for run in runs])
+        return self.fence_sql, [held]
 
     def heartbeat(self, run_ids: list[uuid.UUID], owner: str, fields: Fields) -> Statement:
         """:data:`HEARTBEAT`: :func:`heartbeat`'s ``fields`` for the runs ``owner`` holds."""
@@ -770,6 +798,8 @@ def roll_back_requested(run_id: Any) -> str:
                                                     current=locked.state, now=now,
                                                     last_seq=seq))
             withdraw_questions(locked.id)
+            # its stalled executor, should it wake, is fenced off as by a claim
+            Run.objects.filter(id=locked.id).update(epoch=F("epoch") + 1)
         if undone.is_first:
             delete_run(locked)
             return DELETED
@@ -936,8 +966,11 @@ def awrite_orm(run: Run, rows: list[dict[str, Any]], current_node: str,
     pending = final.get("pending")
     with transaction.atomic():
         relax_commit()
-        if pending is not None:  # an answer recorded meanwhile waits on the run's row
-            lock_run(run.id)
+        # the fence: the run is still this execution's (an answer recorded meanwhile waits
+        # on the run's row)
+        locked = lock_run(run.id)
+        if locked is None or locked.epoch != run.epoch:
+            raise Fence(run.id, run.epoch).lost()
         for item in pending or ():
             asked, new = Interrupt.objects.get_or_create(
                 run_id=run.id, interrupt_id=item["interrupt_id"],
@@ -1060,6 +1093,7 @@ def aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
         fields = claim(transition, current=run.state, owner=owner, now=now)
         apply(run.id, fields)
         apply_to(run, fields)
+        run.epoch += 1  # TAKE moved it on: this execution's fence
         if kind in (Kind.RUN_STARTED, Kind.RUN_FORKED):  # a fresh run: no checkpoints yet
             return Claim(run, kind, next_seq(run), [], answers, [str(run.id)])
         checkpoints = list(
@@ -1215,9 +1249,9 @@ class RunStore:
         return run
 
     async def aheartbeat(self, run_ids: list[uuid.UUID], *, owner: str
-                         ) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
+                         ) -> tuple[set[uuid.UUID], set[uuid.UUID], set[uuid.UUID]]:
         """Prove ``owner`` alive for its runs; return those an operator asked to cancel,
-        and those whose breakpoints an operator changed.
+        those whose breakpoints an operator changed, and those ``owner`` still holds.
 
         On the store's own connection, on the executor's loop: through the ORM it waited
         for asgiref's one shared thread (every executor and reaper call of the process
@@ -1229,13 +1263,15 @@ class RunStore:
             run_ids, owner, heartbeat(now=timezone.now()))], returning="all")
         cancel: set[uuid.UUID] = set()
         rebreak: set[uuid.UUID] = set()
+        held: set[uuid.UUID] = set()
         for run_id, cancelled, changed in rows:
             run_id = run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(run_id)
+            held.add(run_id)
             if cancelled:
                 cancel.add(run_id)
             if changed:
                 rebreak.add(run_id)
-        return cancel, rebreak
+        return cancel, rebreak, held
 
     async def aprogress(self, batches: list[Batch], *, now: datetime) -> list[dict[str, Any]]:
         """Insert the rows of several running runs and record their progress, atomically.
@@ -1251,7 +1287,7 @@ class RunStore:
             statements.append(self.sql.insert(batches, now))
         statements.append(self.sql.progress(moves, now))
         with instruments.event_write(sum(len(rows) for _, rows, _ in batches)):
-            await self._aexecute(statements)
+            await self._aexecute(statements, fence=[run for run, _, _ in batches])
         values = []
         for (run, _, _), moved in zip(batches, moves, strict=True):
             apply_to(run, {name: moved[name] for name in ("last_seq", *ROLLUPS)})
@@ -1276,7 +1312,7 @@ class RunStore:
                     return await awrite_orm(run, rows, current_node, final)
         statements, fields = execution_write(self.sql, run, rows, current_node, final, now)
         with instruments.event_write(len(rows)):
-            await self._aexecute(statements)
+            await self._aexecute(statements, fence=[run])
         apply_to(run, fields)
         return {name: getattr(run, name) for name in SUMMARY_FIELDS}
 
@@ -1288,20 +1324,30 @@ class RunStore:
         await self._aexecute(statements)
 
     async def _aexecute(self, statements: list[Statement], *,
-                        returning: bool | Literal["all"] = False) -> Any:
+                        returning: bool | Literal["all"] = False,
+                        fence: list[Run] | None = None) -> Any:
         """Run ``statements`` atomically; the last one's first row if ``returning``
-        (``"all"``: all its rows).
+        (``"all"``: all its rows). With a ``fence`` (the runs an execution writes), the
+        write commits only if each run's epoch is still the one its claim left
+        (:data:`FENCE`); else nothing is written and :class:`RunLost` is raised.
 
         PostgreSQL: all but the last become data-modifying CTEs of the last (each runs
         exactly once, whether referenced or not), so the write is a single statement.
         SQLite: each statement is one hop to aiosqlite's thread, then one for the commit.
         """
+        if fence:
+            statements = [*statements, self.sql.fence(fence)]
         if self.postgres:
             head = [f"w{i} AS ({sql})" for i, (sql, _) in enumerate(statements[:-1])]
             sql = (f"WITH {', '.join(head)} " if head else "") + statements[-1][0]
             params = [p for _, ps in statements for p in ps]
             async with self.pool.connection() as conn:
-                cur = await conn.execute(sql, params)
+                try:
+                    cur = await conn.execute(sql, params)
+                except Exception as exc:
+                    if fence and getattr(exc, "sqlstate", None) == "PWF01":
+                        raise RunLost(str(exc).strip()) from exc
+                    raise
                 if returning == "all":
                     return await cur.fetchall()
                 return await cur.fetchone() if returning else None
@@ -1310,6 +1356,10 @@ class RunStore:
             try:
                 for sql, params in statements:
                     rows = await conn.execute_fetchall(sql, params)
+                if fence and next(iter(rows))[0] < len(fence):
+                    raise RunLost(f"a run of {', '.join(str(r.id) for r in fence)} is no "
+                                  "longer held at its epoch: another executor took it over; "
+                                  "this execution stops")
             except BaseException:
                 await conn.rollback()
                 raise
