@@ -145,7 +145,9 @@
                    "). ") + "Your text is kept here and sent again when the server answers.");
     window.planwatchOutage.failed(true);
   });
-  document.addEventListener("planwatch:back", function () { if (!live.offline) resend(); });
+  // /readyz answers 200: the server and its database serve again, whatever the page's
+  // socket says meanwhile (it may still be reconnecting)
+  document.addEventListener("planwatch:back", resend);
   htmx.config.timeout = 20000;  // a request the server holds longer is not left hanging
 
   // A run's working time (or its wait for people) ticks between the server's header renders;
