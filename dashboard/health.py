@@ -112,8 +112,18 @@ def check_executor() -> Check:
     """In-process: the executor's loop alive and its heartbeat loop recent (not started
     yet is up: it starts on the first run). Procrastinate: the workers seen alive."""
     if not dispatch.in_process():
-        return Check("executor", True, {"mode": "procrastinate",
-                                        "workers_alive": workers_alive()})
+        alive, stalled = workers_seen()
+        detail: dict[str, Any] = {"mode": "procrastinate", "workers_alive": alive,
+                                  "workers_stalled": stalled}
+        if alive == 0:
+            detail["warning"] = ("no worker's heartbeat is recent: runs stay queued until a "
+                                 "worker (manage.py planwatch_worker) runs and reaches the "
+                                 "database")
+        elif stalled:
+            detail["warning"] = (f"{stalled} worker(s) registered but not beating: stopped, "
+                                 "or cut off from the database; they are pruned and register "
+                                 "again when they come back")
+        return Check("executor", True, detail)
     health = dispatch.executor_health()
     if health is None:
         return Check("executor", True, {"mode": "inprocess", "started": False})
@@ -129,19 +139,20 @@ def check_executor() -> Check:
     return Check("executor", True, detail)
 
 
-def workers_alive() -> int | None:
-    """procrastinate workers whose heartbeat is within ``STALE_AFTER_SECONDS`` (None: the
-    question could not be asked)."""
+def workers_seen() -> tuple[int | None, int | None]:
+    """procrastinate workers whose heartbeat is within ``STALE_AFTER_SECONDS``, and those
+    registered whose heartbeat is older (None: the question could not be asked)."""
     stale_after = float(planwatch_setting("STALE_AFTER_SECONDS"))
     try:
         with connections["default"].cursor() as cursor:
             cursor.execute(
-                "SELECT count(*) FROM procrastinate_workers "
-                "WHERE last_heartbeat > now() - make_interval(secs => %s)", [stale_after])
+                "SELECT count(*) FILTER (WHERE last_heartbeat > now() - make_interval(secs "
+                "=> %s)), count(*) FILTER (WHERE last_heartbeat <= now() - make_interval(secs "
+                "=> %s)) FROM procrastinate_workers", [stale_after, stale_after])
             row = cursor.fetchone()
     except Exception:
-        return None
-    return int(row[0]) if row else 0
+        return None, None
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 def _error(exc: BaseException) -> str:
