@@ -857,7 +857,7 @@ def _ask_groups(interrupt: Interrupt, graph: str) -> None:
     try:
         deadline = question_deadline(spec.question_deadlines if spec is not None else {},
                                      interrupt.payload)
-    except (TypeError, ValueError) as exc:  # a malformed deadline never fails the run
+    except (TypeError, ValueError, ArithmeticError) as exc:  # never fails the run
         logger.warning("question %s of run %s: its deadline is ignored: %s",
                        interrupt.interrupt_id, interrupt.run_id, exc)
         deadline = None
