@@ -1,0 +1,40 @@
+"""Stray writers: before a transactional test's database is flushed, the crons its
+servers would fire are disabled and its runs still queued or running are cancelled and
+waited for; one that does not stop fails the test (a flush beside a writer deadlocked on
+``dashboard_thread``, and the next test met this one's rows)."""
+
+from __future__ import annotations
+
+import time
+
+from django.contrib.auth.models import AnonymousUser
+
+SETTLE_SECONDS = 20.0
+"""How long the runs a test left are given to stop once cancelled (a deadlock guard)."""
+
+
+def writers_stop(*, timeout: float = SETTLE_SECONDS) -> tuple[list[str], list[str]]:
+    """Disable every cron, cancel every queued or running run and wait for them to stop;
+    the runs that were left unsettled, and those still unsettled after ``timeout``."""
+    from dashboard import services
+    from dashboard.models import Run
+    from dashboard.models_langgraph import Cron
+    from dashboard.runs import states
+
+    Cron.objects.filter(enabled=True).update(enabled=False)
+    unsettled = Run.objects.filter(state__in=(Run.State.QUEUED, Run.State.RUNNING))
+    left = [str(run_id) for run_id in unsettled.values_list("id", flat=True)]
+    deadline = time.monotonic() + timeout
+    while left:
+        for run in unsettled.filter(cancel_requested=False):
+            try:  # a dead executor's run ends at once; a live one's is asked to stop
+                if run.allows(states.CANCEL):
+                    services.run_cancel(run=run, user=AnonymousUser())
+            except services.ServiceError:
+                pass  # it stopped meanwhile
+        if not unsettled.exists():
+            return left, []
+        if time.monotonic() > deadline:
+            return left, [str(i) for i in unsettled.values_list("id", flat=True)]
+        time.sleep(0.1)
+    return [], []
