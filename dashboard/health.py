@@ -6,7 +6,8 @@ The checks are what this process needs to serve a request and run a run: the dat
 (``SELECT 1`` on a connection drawn from the pool, or opened, within the timeout), the
 channel layer (a Redis ``PING`` when ``REDIS_URL`` is set; the in-memory layer is always
 there) and, where runs execute in this process, the executor (its loop thread alive and
-its heartbeat loop gone round within ``STALE_AFTER_SECONDS``). With procrastinate the
+its heartbeat loop gone round within ``STALE_AFTER_SECONDS``), and in a web process its
+background duties (:mod:`dashboard.duties`) going round. With procrastinate the
 workers' heartbeats are reported but do not fail a web process's readiness: a balancer
 would take every web process out while workers restart, and requests still queue runs.
 """
@@ -21,6 +22,7 @@ from django.conf import settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from dashboard.duty_beats import duties_seen
 from dashboard.runs import dispatch
 from dashboard.runs.conf import planwatch_setting
 
@@ -65,7 +67,8 @@ def readiness(*, database: BaseDatabaseWrapper | None = None) -> Readiness:
     return Readiness(checks=(check_database(connections["default"] if database is None
                                             else database),
                              check_channel_layer(),
-                             check_executor()))
+                             check_executor(),
+                             check_duties()))
 
 
 def check_database(connection: BaseDatabaseWrapper) -> Check:
@@ -137,6 +140,18 @@ def check_executor() -> Check:
             **detail, "error": f"its heartbeat loop last went round {health.beat_age:.1f} s "
                                f"ago (STALE_AFTER_SECONDS={stale_after:g}): its loop is stuck"})
     return Check("executor", True, detail)
+
+
+def check_duties() -> Check:
+    """In a web process, its background duties (crons, deadlines and notices) running, their
+    loops going round; another process (a worker, a command) runs none and says so."""
+    if settings.PROCESS_ROLE != "web":
+        return Check("duties", True, {"running": False, "role": settings.PROCESS_ROLE})
+    seen = duties_seen()
+    detail: dict[str, Any] = {duty.name: {"ok": duty.ok, "last_round_age": duty.age,
+                                          **({"error": duty.problem} if duty.problem else {})}
+                              for duty in seen}
+    return Check("duties", all(duty.ok for duty in seen), detail)
 
 
 def workers_seen() -> tuple[int | None, int | None]:
