@@ -131,8 +131,8 @@ def check_executor() -> Check:
     if health is None:
         return Check("executor", True, {"mode": "inprocess", "started": False})
     stale_after = float(planwatch_setting("STALE_AFTER_SECONDS"))
-    detail: dict[str, Any] = {"mode": "inprocess", "started": True, "slots": health.slots,
-                              "busy": health.busy, "heartbeat_age": health.beat_age}
+    detail = {"mode": "inprocess", "started": True, "slots": health.slots,
+              "busy": health.busy, "heartbeat_age": health.beat_age}
     if not health.alive:
         return Check("executor", False, {**detail, "error": "its loop thread has stopped"})
     if health.beat_age is not None and health.beat_age > stale_after:
