@@ -13,14 +13,17 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs apps loaded)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from dashboard.duties import with_duties  # noqa: E402
 from dashboard.lgserver.custom_routes import with_custom_routes  # noqa: E402
 from dashboard.web.middleware import WebsocketGate  # noqa: E402
 from dashboard.web.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
+# the background duties (crons, deadlines, notices, the reaper) start with the application,
+# however it is served: daphne, uvicorn or manage.py serve (dashboard/duties.py)
+application = with_duties(ProtocolTypeRouter(
     {
         "http": with_custom_routes(django_asgi_app),
         # the origin must be the page's own scheme, host and port; unknown paths close 4404
         "websocket": WebsocketGate(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
-)
+))

@@ -181,10 +181,10 @@ IS_POSTGRES = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 
 
 def process_role(argv: list[str]) -> str:
-    """``web`` (``manage.py serve``, daphne), ``worker`` (``planwatch_worker``,
+    """``web`` (``manage.py serve``, daphne, uvicorn), ``worker`` (``planwatch_worker``,
     ``procrastinate worker``) or ``command`` (anything else), from the command line."""
     words = {os.path.basename(word) for word in argv[:3]}
-    if words & {"serve", "daphne", "runserver"}:
+    if words & {"serve", "daphne", "runserver", "uvicorn", "hypercorn", "gunicorn"}:
         return "web"
     if words & {"planwatch_worker", "procrastinate"}:
         return "worker"

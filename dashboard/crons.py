@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from dashboard import policy, retention, services
 from dashboard.assistants import assistant_resolve, run_assistant_fields
+from dashboard.duty_beats import duty_beat
 from dashboard.models import Cron, Run, Thread
 from dashboard.runs.conf import planwatch_setting
 from dashboard.services import LimitReached, RunInputError, ServiceError, User
@@ -219,6 +220,7 @@ async def apoll_forever() -> None:
     """Fire due crons every ``CRON_POLL_SECONDS`` (run on the executor's loop), and prune
     by ``PLANWATCH_RETENTION_DAYS`` when an hour has passed."""
     while True:
+        duty_beat("crons")
         try:
             await sync_to_async(poll_once)()
         except Exception:

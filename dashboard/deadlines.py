@@ -24,6 +24,7 @@ from django.db import DatabaseError, close_old_connections, connection, transact
 from django.utils import timezone
 
 from dashboard import notices, services
+from dashboard.duty_beats import duty_beat
 from dashboard.models import Interrupt, InterruptGroup, Notice, Run, RunEvent
 from dashboard.runs import store
 from dashboard.runs.conf import planwatch_setting
@@ -159,6 +160,7 @@ def poll_once() -> dict[str, int]:
 async def apoll_forever() -> None:
     """Look every ``NOTICE_POLL_SECONDS`` (on the executor's loop; the work in a thread)."""
     while True:
+        duty_beat("deadlines")
         await sync_to_async(poll_once, thread_sensitive=False)()
         await asyncio.sleep(planwatch_setting("NOTICE_POLL_SECONDS"))
 

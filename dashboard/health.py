@@ -6,7 +6,8 @@ The checks are what this process needs to serve a request and run a run: the dat
 (``SELECT 1`` on a connection drawn from the pool, or opened, within the timeout), the
 channel layer (a Redis ``PING`` when ``REDIS_URL`` is set; the in-memory layer is always
 there) and, where runs execute in this process, the executor (its loop thread alive and
-its heartbeat loop gone round within ``STALE_AFTER_SECONDS``). With procrastinate the
+its heartbeat loop gone round within ``STALE_AFTER_SECONDS``), and in a web process its
+background duties (:mod:`dashboard.duties`) going round. With procrastinate the
 workers' heartbeats are reported but do not fail a web process's readiness: a balancer
 would take every web process out while workers restart, and requests still queue runs.
 """
@@ -21,6 +22,7 @@ from django.conf import settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from dashboard.duty_beats import duties_seen
 from dashboard.runs import dispatch
 from dashboard.runs.conf import planwatch_setting
 
@@ -65,7 +67,8 @@ def readiness(*, database: BaseDatabaseWrapper | None = None) -> Readiness:
     return Readiness(checks=(check_database(connections["default"] if database is None
                                             else database),
                              check_channel_layer(),
-                             check_executor()))
+                             check_executor(),
+                             check_duties()))
 
 
 def check_database(connection: BaseDatabaseWrapper) -> Check:
@@ -112,14 +115,24 @@ def check_executor() -> Check:
     """In-process: the executor's loop alive and its heartbeat loop recent (not started
     yet is up: it starts on the first run). Procrastinate: the workers seen alive."""
     if not dispatch.in_process():
-        return Check("executor", True, {"mode": "procrastinate",
-                                        "workers_alive": workers_alive()})
+        alive, stalled = workers_seen()
+        detail: dict[str, Any] = {"mode": "procrastinate", "workers_alive": alive,
+                                  "workers_stalled": stalled}
+        if alive == 0:
+            detail["warning"] = ("no worker's heartbeat is recent: runs stay queued until a "
+                                 "worker (manage.py planwatch_worker) runs and reaches the "
+                                 "database")
+        elif stalled:
+            detail["warning"] = (f"{stalled} worker(s) registered but not beating: stopped, "
+                                 "or cut off from the database; they are pruned and register "
+                                 "again when they come back")
+        return Check("executor", True, detail)
     health = dispatch.executor_health()
     if health is None:
         return Check("executor", True, {"mode": "inprocess", "started": False})
     stale_after = float(planwatch_setting("STALE_AFTER_SECONDS"))
-    detail: dict[str, Any] = {"mode": "inprocess", "started": True, "slots": health.slots,
-                              "busy": health.busy, "heartbeat_age": health.beat_age}
+    detail = {"mode": "inprocess", "started": True, "slots": health.slots,
+              "busy": health.busy, "heartbeat_age": health.beat_age}
     if not health.alive:
         return Check("executor", False, {**detail, "error": "its loop thread has stopped"})
     if health.beat_age is not None and health.beat_age > stale_after:
@@ -129,19 +142,32 @@ def check_executor() -> Check:
     return Check("executor", True, detail)
 
 
-def workers_alive() -> int | None:
-    """procrastinate workers whose heartbeat is within ``STALE_AFTER_SECONDS`` (None: the
-    question could not be asked)."""
+def check_duties() -> Check:
+    """In a web process, its background duties (crons, deadlines and notices) running, their
+    loops going round; another process (a worker, a command) runs none and says so."""
+    if settings.PROCESS_ROLE != "web":
+        return Check("duties", True, {"running": False, "role": settings.PROCESS_ROLE})
+    seen = duties_seen()
+    detail: dict[str, Any] = {duty.name: {"ok": duty.ok, "last_round_age": duty.age,
+                                          **({"error": duty.problem} if duty.problem else {})}
+                              for duty in seen}
+    return Check("duties", all(duty.ok for duty in seen), detail)
+
+
+def workers_seen() -> tuple[int | None, int | None]:
+    """procrastinate workers whose heartbeat is within ``STALE_AFTER_SECONDS``, and those
+    registered whose heartbeat is older (None: the question could not be asked)."""
     stale_after = float(planwatch_setting("STALE_AFTER_SECONDS"))
     try:
         with connections["default"].cursor() as cursor:
             cursor.execute(
-                "SELECT count(*) FROM procrastinate_workers "
-                "WHERE last_heartbeat > now() - make_interval(secs => %s)", [stale_after])
+                "SELECT count(*) FILTER (WHERE last_heartbeat > now() - make_interval(secs "
+                "=> %s)), count(*) FILTER (WHERE last_heartbeat <= now() - make_interval(secs "
+                "=> %s)) FROM procrastinate_workers", [stale_after, stale_after])
             row = cursor.fetchone()
     except Exception:
-        return None
-    return int(row[0]) if row else 0
+        return None, None
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 def _error(exc: BaseException) -> str:

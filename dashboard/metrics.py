@@ -142,7 +142,7 @@ class DatabaseCollector(Collector):
                                 "Running runs whose executor stopped heart-beating (to be "
                                 "taken over).", value=beats["stale"])
         if not dispatch.in_process():
-            alive = health.workers_alive()
+            alive = health.workers_seen()[0]
             if alive is not None:
                 yield GaugeMetricFamily("planwatch_workers_alive",
                                         "procrastinate workers with a recent heartbeat.",

@@ -476,7 +476,7 @@ def run_cancel(*, run: Run, user: User, reason: str = "",
                 f"run {run.id} already {locked.status}; only queued, running or interrupted "
                 "runs can be cancelled"
             )
-        if locked.owner:  # an executor holds it: ask it to stop
+        if store.held_alive(locked, now=timezone.now()):  # its executor: ask it to stop
             store.apply(run.id, store.request_cancel(by=_name(user)))
             transaction.on_commit(lambda: dispatch.request_cancel(run.id))
         else:

@@ -246,6 +246,10 @@ def answer_groups(declared: Mapping[str, tuple[str, ...]], question: Any
     return tuple(declared.get("*", ()))
 
 
+DEADLINE_SECONDS_MAX = 315_576_000
+"""The longest a deadline, its reminder or its escalation may be, in seconds: ten years
+(a datetime ends at 9999: 1e18 seconds overflowed and wedged the run asking)."""
+
 DEADLINE_OUTCOMES = ("answer", "cancel")
 """What happens when a question's deadline passes unanswered: its default answer is applied
 ("answered by the deadline"), or its run is cancelled with the reason."""
@@ -266,18 +270,19 @@ class QuestionDeadline:
     escalate_for: float = 0.0
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.seconds, int | float) and math.isfinite(self.seconds)
-                and self.seconds > 0):
-            raise ValueError(f"a deadline's seconds must be a positive number, not "
-                             f"{self.seconds!r}")
+        if not (isinstance(self.seconds, int | float) and not isinstance(self.seconds, bool)
+                and 0 < self.seconds <= DEADLINE_SECONDS_MAX):
+            raise ValueError(f"a deadline's seconds must be a positive number, at most "
+                             f"{DEADLINE_SECONDS_MAX} (ten years), not {self.seconds!r}")
         if self.on_expiry not in DEADLINE_OUTCOMES:
             raise ValueError(f"unknown on_expiry {self.on_expiry!r}; use one of: "
                              f"{', '.join(DEADLINE_OUTCOMES)}")
         for name in ("remind_before", "escalate_for"):
             value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"a deadline's {name} must be a number of seconds >= 0, "
-                                 f"not {value!r}")
+            if not (isinstance(value, int | float) and not isinstance(value, bool)
+                    and 0 <= value <= DEADLINE_SECONDS_MAX):
+                raise ValueError(f"a deadline's {name} must be a number of seconds >= 0, at "
+                                 f"most {DEADLINE_SECONDS_MAX} (ten years), not {value!r}")
 
     @classmethod
     def from_value(cls, value: Any) -> QuestionDeadline:

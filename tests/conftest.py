@@ -285,6 +285,27 @@ def login(page, base_url: str, username: str, password: str) -> None:
     page.wait_for_url(f"{base_url}/")
 
 
+@pytest.fixture(autouse=True)
+def no_writer_left(request):
+    """A transactional test's runs and crons are stopped before its database is flushed
+    (:mod:`tests.support.writers`); a run that does not stop fails the test."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = "transactional_db" in request.fixturenames or "live_server" in \
+        request.fixturenames or bool(marker and marker.kwargs.get("transaction"))
+    if not transactional:
+        yield
+        return
+    # set up before this fixture, so torn down (flushed) after it
+    request.getfixturevalue("transactional_db")
+    yield
+    from tests.support.writers import writers_stop
+
+    _left, stuck = writers_stop()
+    if stuck:
+        pytest.fail(f"runs {', '.join(stuck)} still write after being cancelled: "
+                    "stop them before the test ends", pytrace=False)
+
+
 @pytest.fixture
 def executor(transactional_db, settings):
     """This process's run executor on the test database, stopped before the DB is flushed."""

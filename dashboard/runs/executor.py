@@ -19,15 +19,18 @@ import contextvars
 import logging
 import os
 import socket
+import sqlite3
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from asgiref.sync import sync_to_async
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from config.connections import run_pool_sizes
 from dashboard.runs import doorbells, instruments, otel
@@ -38,13 +41,16 @@ from dashboard.runs.modelcalls import ContentPolicy, model_call_recorder
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import WriteBehind
 from dashboard.runs.savers import Fence, RunLost, SaverHandle, WriteWatch, aopen_saver, is_postgres
-from dashboard.runs.store import RunStore, release_runs
+from dashboard.runs.store import RunStore, fail_held, release_runs
 from dashboard.runs.tokens import TokenBell
 from planner.llm import make_llm
 from planner.registry import GraphSpec, get_graph
 from planner.search import default_search
 
 logger = logging.getLogger("planwatch.runs")
+
+DATABASE_ERRORS = (DatabaseError, psycopg.Error, sqlite3.Error, OSError)
+"""Faults of the database (or the way to it): a run they stop is recovered, not failed."""
 
 OnStopped = Callable[[uuid.UUID], None]
 """Called, in a worker thread, with each run the executor stops executing (ended, paused
@@ -314,6 +320,14 @@ class Executor:
                             writer.lose()
                             logger.warning("%s", lost)
                             executed = False  # its new owner hands it on
+                            break
+                        except DATABASE_ERRORS:
+                            raise  # the database is away: the run is recovered once it is back
+                        except Exception as exc:  # not a node's: those fail the run in it
+                            logger.exception("run %s could not be executed", run_id)
+                            await database_sync_to_async(fail_held)(
+                                run_id, owner=self.owner,
+                                error=(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
                             break
                         # the execution's spans, built and sent on threads of their own
                         otel.export_soon(run.id, after=first - 1, upto=run.last_seq)

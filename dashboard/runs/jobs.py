@@ -10,18 +10,24 @@ A worker outlives its database's faults: procrastinate stops its worker when a s
 (heartbeat, periodic deferrer, LISTEN) raises, and lets a failed job fetch end it, so a
 ``pg_terminate_backend`` or a restart of PostgreSQL killed every worker. :class:`PromptWorker`
 retries each of those with back-off instead (its running runs go on meanwhile), and
-retries writing a finished job's status for a while, so the job's lock is let go.
+retries writing a finished job's status for a while, so the job's lock is let go. A worker
+whose heartbeat lapsed (stopped, or cut off by a storm) is pruned from procrastinate's
+worker table by the others; procrastinate's fetch names the worker's row, so it would fail
+for ever: :class:`PromptWorker` registers again as soon as its heartbeat or a fetch finds
+its row gone. :func:`arun_worker` starts the worker again when it stops on a database error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from asgiref.sync import sync_to_async
 from procrastinate.contrib.django import app
 from procrastinate.exceptions import ConnectorException
@@ -76,6 +82,10 @@ async def recover_runs(context: Any, timestamp: int) -> None:
     await manager.prune_stalled_workers(seconds_since_heartbeat=stale_after)
     await sync_to_async(recover_stale)()
 
+
+BEAT = """SELECT procrastinate_update_heartbeat_v1(%(worker_id)s),
+       EXISTS (SELECT 1 FROM procrastinate_workers WHERE id = %(worker_id)s) AS registered"""
+"""A worker's heartbeat, and whether its row is still there (another may have pruned it)."""
 
 BACKOFF_FIRST, BACKOFF_MAX = 0.1, 5.0
 """Seconds a worker waits after a database error, doubling each time up to the max."""
@@ -133,9 +143,31 @@ class PromptWorker(Worker):
                 logger.warning("fetching a job failed (%s); fetching again", exc)
                 await asyncio.sleep(backoff(attempt))
                 attempt += 1
+                with contextlib.suppress(ConnectorException):  # away: asked next round
+                    await self._aensure_registered()
                 continue
             if self._notified == seen or self._stop_event.is_set():
                 return
+
+    async def _update_heartbeat(self) -> None:
+        """Beat every ``update_heartbeat_interval`` seconds, registering again when the
+        worker's row is gone (procrastinate's beat updates no row then, silently)."""
+        while True:
+            await asyncio.sleep(self.update_heartbeat_interval)
+            await self._aensure_registered()
+
+    async def _aensure_registered(self) -> None:
+        """Beat this worker's heartbeat; when another worker pruned it, register again."""
+        if self.worker_id is None:
+            return
+        row = await self.app.connector.execute_query_one_async(
+            query=BEAT, worker_id=self.worker_id)
+        if row["registered"]:
+            return
+        pruned = self.worker_id
+        self.worker_id = await self.app.job_manager.register_worker()
+        logger.warning("worker %s had been pruned (its heartbeat lapsed): registered again "
+                       "as worker %s", pruned, self.worker_id)
 
     def _start_side_tasks(self) -> list[asyncio.Task[Any]]:
         """procrastinate's side tasks, each retried after a database error (procrastinate
@@ -170,7 +202,22 @@ class PromptWorker(Worker):
 
 
 async def arun_worker(*, concurrency: int) -> None:
-    """Run a :class:`PromptWorker` on Planwatch's queue until it is stopped (a signal)."""
+    """Run a :class:`PromptWorker` on Planwatch's queue until it is stopped (a signal),
+    starting it again, with back-off, each time it stops on a database error (PostgreSQL
+    restarting or away when it starts)."""
+    attempt = 0
+    while True:
+        try:
+            await arun_worker_once(concurrency=concurrency)
+            return
+        except (ConnectorException, OSError, psycopg.OperationalError) as exc:
+            logger.warning("the worker stopped on a database error (%s); starting again", exc)
+            await asyncio.sleep(backoff(attempt))
+            attempt += 1
+
+
+async def arun_worker_once(*, concurrency: int) -> None:
+    """Run a :class:`PromptWorker` on Planwatch's queue until it is stopped or fails."""
     from procrastinate.contrib.django import utils
     from procrastinate.psycopg_connector import PsycopgConnector
 

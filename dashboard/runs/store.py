@@ -115,6 +115,14 @@ def free_q(*, owner: str, stale: datetime) -> Q:
     return Q(owner="") | Q(owner=owner) | Q(heartbeat_at__lt=stale)
 
 
+def held_alive(run: Run, *, now: datetime) -> bool:
+    """Whether an executor that is alive holds the run (an owner heart-beating since
+    :func:`stale_before`, or not yet beating, as :func:`free_q` says): a dead one's run is
+    anybody's to end or take over."""
+    return bool(run.owner) and (run.heartbeat_at is None
+                                or run.heartbeat_at >= stale_before(now))
+
+
 def next_seq(run: Run) -> int:
     """The seq the run's next event takes (events and ``last_seq`` are written together)."""
     return run.last_seq + 1
@@ -898,7 +906,7 @@ def _ask_groups(interrupt: Interrupt, graph: str) -> None:
     try:
         deadline = question_deadline(spec.question_deadlines if spec is not None else {},
                                      interrupt.payload)
-    except (TypeError, ValueError) as exc:  # a malformed deadline never fails the run
+    except (TypeError, ValueError, ArithmeticError) as exc:  # never fails the run
         logger.warning("question %s of run %s: its deadline is ignored: %s",
                        interrupt.interrupt_id, interrupt.run_id, exc)
         deadline = None
@@ -915,6 +923,21 @@ def deadline_fields(deadline: QuestionDeadline, *, asked_at: datetime) -> dict[s
                           if deadline.remind_before else None),
             "deadline_at": due,
             "expires_at": due + timedelta(seconds=deadline.escalate_for)}
+
+
+def fail_held(run_id: Any, *, owner: str, error: tuple[str, str]) -> bool:
+    """Fail a run ``owner`` still holds whose execution raised past its own handling (its
+    closing write, say), so that it is not recovered into the same fault for ever; whether
+    it was (another may have taken it, or it ended)."""
+    with transaction.atomic():
+        locked = lock_run(run_id, where=Q(owner=owner, state=State.RUNNING))
+        if locked is None:
+            return False
+        append_event(locked, Kind.RUN_FAILED, payload={"error": error[0]},
+                     then=lambda seq: finish(status=Run.State.FAILED, current=locked.state,
+                                             now=timezone.now(), last_seq=seq, error=error))
+        withdraw_questions(run_id)
+    return True
 
 
 def withdraw_questions(run_id: Any) -> None:

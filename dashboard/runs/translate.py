@@ -14,12 +14,25 @@ from langgraph.types import StreamMode
 
 from dashboard.models import RunEvent
 from dashboard.runs.jsonsafe import to_jsonable
+from planner.spec import QuestionDeadline
 
 # "updates" is not asked for: a node's update, and the interrupts it raised, arrive with its
 # task's result in "tasks" (asking for both made LangGraph build every update twice)
 STREAM_MODES: list[StreamMode] = ["tasks", "checkpoints", "custom"]
 
 Kind = RunEvent.Kind
+
+
+def deadline_ignored(question: Any) -> str:
+    """Why the deadline a question's value carries is ignored ("": it has none, or a good
+    one): the question's event says it, so the operator sees why it waits for ever."""
+    if not isinstance(question, Mapping) or question.get("deadline") is None:
+        return ""
+    try:
+        QuestionDeadline.from_value(question["deadline"])
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        return f"{exc}; the question waits without a deadline"
+    return ""
 
 
 def namespace_path(ns: Iterable[str]) -> str:
@@ -168,10 +181,9 @@ class StreamTranslator:
                 continue  # a subgraph's interrupt surfaces again in its parent task
             seen = InterruptSeen(item["id"], node, path, to_jsonable(item.get("value")))
             self.interrupts.append(seen)
-            out.append(
-                self._event(
-                    Kind.INTERRUPT_RAISED, path, node=node, task_id=task_id,
-                    payload={"interrupt_id": item["id"], "value": seen.payload},
-                )
-            )
+            payload = {"interrupt_id": item["id"], "value": seen.payload}
+            if ignored := deadline_ignored(seen.payload):
+                payload["deadline_ignored"] = ignored
+            out.append(self._event(Kind.INTERRUPT_RAISED, path, node=node, task_id=task_id,
+                                   payload=payload))
         return out

@@ -37,7 +37,7 @@ from daphne.endpoints import build_endpoint_description_strings
 from django.conf import settings
 from prometheus_client import multiprocess
 
-from dashboard import crons, deadlines
+from dashboard.duties import duties_start
 from dashboard.runs import dispatch
 from dashboard.runs.conf import planwatch_setting
 from dashboard.web.draining import DrainingServer
@@ -78,10 +78,7 @@ class DrainingCommandLine(CommandLineInterface):  # type: ignore[misc]  # daphne
 
 def serve_here(*, host: str = "127.0.0.1", port: int = 8000, fd: int | None = None) -> None:
     """Serve in this process until daphne stops, then drain this process's executor."""
-    if dispatch.in_process():
-        dispatch.start_reaper()
-    crons.start_scheduler()  # in every web process: a due cron is claimed once
-    deadlines.start_poller()  # notices and deadlines, each claimed once, the same way
+    duties_start()  # before it serves (the application would on its first connection)
     if ready := os.environ.get(READY_FILE):
         from twisted.internet import reactor
 

@@ -28,7 +28,7 @@ def test_readyz_names_every_check_when_ready(client):
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["status"] == "ready" and body["down"] == []
-    assert set(body["checks"]) == {"database", "channel_layer", "executor"}
+    assert set(body["checks"]) == {"database", "channel_layer", "executor", "duties"}
     assert body["checks"]["database"]["ok"] is True
 
 
@@ -91,7 +91,8 @@ def test_langgraphs_ok_with_check_db_and_aegras_health_are_the_readiness_checks(
     ok = client.get("/langgraph/ok", {"check_db": "1"}, **A_BALANCER)
     assert ok.status_code == 200
     assert ok.json() == {"ok": True, "services": {
-        "database": "healthy", "channel_layer": "healthy", "executor": "healthy"}}
+        "database": "healthy", "channel_layer": "healthy", "executor": "healthy",
+        "duties": "healthy"}}
     aegras = client.get("/langgraph/health", **A_BALANCER)
     assert aegras.status_code == 200
     assert aegras.json()["status"] == "ready"  # /readyz's answer
@@ -106,5 +107,6 @@ def test_langgraphs_ok_with_check_db_is_503_naming_the_check_that_is_down(client
     ok = client.get("/langgraph/ok", {"check_db": "1"}, **A_BALANCER)
     assert ok.status_code == 503
     assert ok.json() == {"ok": False, "services": {
-        "database": "healthy", "channel_layer": "healthy", "executor": "unhealthy"}}
+        "database": "healthy", "channel_layer": "healthy", "executor": "unhealthy",
+        "duties": "healthy"}}
     assert client.get("/langgraph/health", **A_BALANCER).status_code == 503

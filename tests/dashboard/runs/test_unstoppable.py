@@ -1,0 +1,54 @@
+"""Every run can be stopped: one whose execution raises past its own handling fails once
+instead of being recovered into the same fault for ever, and a cancel ends at once a run
+whose executor died."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+import tests.dashboard.interrupt_graphs  # noqa: F401  (registers test.ask)
+from dashboard import services
+from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.runs import store
+from tests.conftest import assert_gapless, wait_run
+
+Kind = RunEvent.Kind
+
+pytestmark = pytest.mark.pg  # the engine: both databases (their write paths differ)
+
+
+def test_a_run_whose_pause_write_raises_fails_once_and_is_not_recovered(
+        executor, operator, monkeypatch):
+    def overflow(interrupt, graph):
+        raise OverflowError("date value out of range")
+
+    monkeypatch.setattr(store, "_ask_groups", overflow)  # as a 1e18 s deadline did
+    run = services.run_create(graph="test.ask", input={"payload": {"prompt": "X?"}},
+                              user=operator)
+    run = wait_run(run.id, statuses=("failed", "cancelled", "succeeded", "interrupted"),
+                   timeout=30)
+    assert run.status == Run.Status.FAILED and run.owner == ""
+    assert run.error_message == "OverflowError: date value out of range"
+    events = assert_gapless(run)
+    assert events[-1].kind == Kind.RUN_FAILED
+    assert services.run_recover_stale() == []  # nothing left to recover
+    assert not Interrupt.objects.filter(run=run, status=Interrupt.Status.PENDING).exists()
+
+
+def test_a_cancel_ends_at_once_a_run_whose_executor_died(executor, operator):
+    run = services.run_create(graph="test.ask", input={"payload": {"prompt": "X?"}},
+                              user=operator)
+    wait_run(run.id, statuses=("interrupted",))
+    # as a run left by an executor that died while it ran (its heartbeat long stale)
+    Run.objects.filter(id=run.id).update(
+        state=Run.State.RUNNING, owner="gone:1:dead",
+        heartbeat_at=timezone.now() - timedelta(hours=1))
+    services.run_cancel(run=run, user=operator)
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED and run.owner == ""
+    assert assert_gapless(run)[-1].kind == Kind.RUN_CANCELLED
+    services.thread_delete(thread=run.conversation)  # and its thread may go
+    assert not Run.objects.filter(id=run.id).exists()
