@@ -14,8 +14,13 @@ mounts it beside its own.
   request needs an API token (``x-api-key``, or ``Authorization: Token …``), checked as
   every other, or it is refused (401) before the app sees it; the app finds the caller in
   ``request.user`` (``identity``, ``display_name``, ``permissions``, as LangGraph's
-  ``BaseUser``) and ``request.auth`` (its permissions as scopes). What they may do there
-  is the app's rule (:func:`dashboard.policy.may_call_custom_routes`).
+  ``BaseUser``), its username in the ``x-planwatch-user`` header, and ``request.auth``
+  (its permissions as scopes). What they may do there is the app's rule
+  (:func:`dashboard.policy.may_call_custom_routes`).
+- **No credentials reach it.** The caller's ``Authorization``, ``x-api-key``, cookies
+  (the session's) and CSRF token are taken off every request before the app sees it, so
+  an app (or a log of its requests) never holds a token that acts as the caller on
+  Planwatch; it gets the caller's identity instead (above).
 - **Its document.** Its paths join ``/langgraph/openapi.json`` (a FastAPI app's own
   document; a Starlette app's routes, described by their docstrings), as LangGraph's
   server merges them; a path Planwatch serves keeps Planwatch's description.
@@ -49,6 +54,15 @@ from planner.langgraph_config import RunUser
 
 PREFIX = "/langgraph"
 """Where LangGraph's server API, and so the app, is served."""
+
+CREDENTIALS = frozenset({b"authorization", b"x-api-key", b"cookie", b"proxy-authorization",
+                         b"x-csrftoken"})
+"""Headers that carry a caller's Planwatch credentials: never passed to the app (which
+would act as the caller everywhere with them); the app gets who calls instead."""
+
+USER_HEADER = b"x-planwatch-user"
+"""The header that names the signed-in caller to the app (with
+``enable_custom_route_auth``), beside ``request.user``; a caller's own is dropped."""
 
 logger = logging.getLogger("planwatch.lgserver")
 
@@ -119,6 +133,7 @@ class CustomRoutes:
             from starlette.authentication import AuthCredentials
 
             inner["user"], inner["auth"] = user, AuthCredentials(list(user.permissions))
+            inner["headers"].append((USER_HEADER, user.identity.encode("latin-1", "replace")))
         if not await self._start():
             await _answer(send, 503, f"the custom routes of {self.custom.where} could not "
                                      "start (their app's lifespan failed; see the log)")
@@ -133,7 +148,9 @@ class CustomRoutes:
         path = scope["path"].removeprefix(root)
         if not path.startswith(f"{PREFIX}/") or planwatch_serves(path):
             return None
-        inner = {**scope, "root_path": f"{root}{PREFIX}"}
+        inner = {**scope, "root_path": f"{root}{PREFIX}", "headers": [
+            (name, value) for name, value in scope.get("headers", [])
+            if name.lower() not in CREDENTIALS and name.lower() != USER_HEADER]}
         if any(route.matches(inner)[0] != self._no_match for route in self.custom.app.routes):
             return inner
         return None
