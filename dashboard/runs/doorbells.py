@@ -29,7 +29,7 @@ INBOX_GROUP = "inbox"
 # without reading the run again.
 ROLLUP_FIELDS = ("model_calls", "input_tokens", "output_tokens", "total_tokens", "cost_usd")
 SUMMARY_FIELDS = ("id", "graph", "status", "current_node", "last_seq", "started_at",
-                  "finished_at", "error_message", *ROLLUP_FIELDS)
+                  "finished_at", "error_message", "outcome", "outcome_reason", *ROLLUP_FIELDS)
 
 
 def run_summary(values: dict[str, Any]) -> dict[str, Any]:
