@@ -60,7 +60,8 @@ def _age(then: datetime | None, now: datetime) -> float:
 class DatabaseCollector(Collector):
     """What the database knows, asked once a scrape (the same from every process)."""
 
-    NAMES = ("planwatch_runs", "planwatch_runs_finished", "planwatch_graph_model_calls", "planwatch_graph_model_tokens",
+    NAMES = ("planwatch_runs", "planwatch_runs_finished", "planwatch_graph_model_calls",
+             "planwatch_graph_model_tokens",
              "planwatch_graph_model_cost_usd", "planwatch_runs_queued",
              "planwatch_queue_oldest_wait_seconds", "planwatch_questions_waiting",
              "planwatch_questions_oldest_wait_seconds",

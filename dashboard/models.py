@@ -138,9 +138,10 @@ class Run(models.Model):
     output = models.JSONField(null=True, blank=True)
     error_message = models.TextField(blank=True)
     error_traceback = models.TextField(blank=True)
-    # how it ended, decided once when it stops (dashboard.runs.outcome); null while unfinished
-    outcome = models.CharField(max_length=16, choices=Outcome.choices, null=True, blank=True,
-                               default=None)
+    # how it ended, decided once when it stops (dashboard.runs.outcome); null while it has
+    # not ended (a fact, not a marker string: the store's STOP keeps a null it is not given)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, null=True,  # noqa: DJ001
+                               blank=True, default=None)
     outcome_reason = models.TextField(blank=True, default="",
                                       help_text="Why it ended so (\"\" for a goal met).")
     current_node = models.CharField(max_length=200, blank=True)

@@ -119,8 +119,10 @@ def run_list(*, user: Any, graph: str = "", status: str = "", shown: str = "",
         runs = runs.filter(state__in=states.showing(status))
     if shown:
         finished = shown_as(shown)
-        runs = runs.filter(outcome__in=finished) if finished else runs.filter(
-            state__in=states.showing(shown))
+        by_state = Q(state__in=states.showing(shown))
+        # a finished run is filed by its outcome (one that has none: by its state)
+        runs = runs.filter(Q(outcome__in=finished) | Q(by_state, outcome__isnull=True)
+                           if finished else by_state)
     if outcome:
         if outcome not in Outcome.values:
             raise ValueError(f"unknown outcome {outcome!r}; use one of: "

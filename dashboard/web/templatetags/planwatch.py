@@ -39,7 +39,8 @@ def run_status_label(run: Run | dict[str, Any]) -> str:
 def run_badge(run: Run | dict[str, Any]) -> str:
     """The class of the run's status badge: its status, or ``outcome-failed`` for a run
     whose graph returned but whose goal failed (or a budget stopped)."""
-    if _as_run(run).told is not None:
+    run = _as_run(run)
+    if run.told is not None:
         return "outcome-failed"
     return f"status-{run.status}"
 
