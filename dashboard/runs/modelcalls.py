@@ -160,8 +160,9 @@ def where_from(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
             "step": step if isinstance(step, int) else None}
 
 
-NOSTREAM = "nostream"
-"""The tag that keeps a call's chunks from LangGraph's ``messages`` stream (its TAG_NOSTREAM)."""
+NOSTREAM = frozenset(("nostream", "langsmith:nostream"))
+"""The tags that keep a call's chunks from LangGraph's ``messages`` stream: its
+``TAG_NOSTREAM``, and the name Agent Chat UI documents (``langsmith:nostream``)."""
 
 
 def token_meta(metadata: Mapping[str, Any], tags: Sequence[str] | None) -> dict[str, Any]:
@@ -232,7 +233,7 @@ class ModelCallRecorder(AsyncCallbackHandler):
         """A chat model was called: record its messages."""
         shown = [self._message(m) for m in (messages[0] if messages else [])]
         call = self._start(run_id, "chat", metadata, kwargs, shown)
-        if self.tokens is not None and metadata and NOSTREAM not in (tags or ()):
+        if self.tokens is not None and metadata and not NOSTREAM.intersection(tags or ()):
             call.streamed = _Streamed(token_meta(metadata, tags))
 
     async def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], *,
