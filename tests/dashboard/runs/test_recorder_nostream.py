@@ -12,8 +12,8 @@ import pytest
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from langchain_core.outputs import ChatGenerationChunk
 
-from dashboard.runs.record import TaskClock
 from dashboard.runs.modelcalls import ContentPolicy, StreamingModelCallRecorder
+from dashboard.runs.record import TaskClock
 from planner.llm import INTERNAL_TAGS, purpose_config
 
 META = {"langgraph_node": "plan", "langgraph_step": 2, "langgraph_checkpoint_ns": "plan:t1",
