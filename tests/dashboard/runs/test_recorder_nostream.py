@@ -1,5 +1,6 @@
 """A model call tagged ``nostream`` or ``langsmith:nostream`` (as the LLM port tags every
-call of the planners) is recorded, but its chunks are not told to the run's watchers."""
+call of the planners) is recorded, and its chunks are told to the run's watchers hidden:
+for ``events`` streams only, never as messages."""
 
 from __future__ import annotations
 
@@ -59,14 +60,17 @@ def told(tags: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 @pytest.mark.parametrize("tags", [["nostream"], ["langsmith:nostream"], list(INTERNAL_TAGS)])
-def test_a_call_tagged_nostream_is_recorded_but_not_streamed(tags):
+def test_a_call_tagged_nostream_is_recorded_and_its_chunks_hidden(tags):
     items, kinds = told(tags)
-    assert items == [] and kinds == ["model_started"]
+    assert kinds == ["model_started"]
+    assert [i["chunk"]["content"] for i in items] == ["a plan ", "in two"]
+    assert items[0]["hidden"] is True  # the first carries the call's facts
 
 
 def test_an_untagged_call_streams_its_chunks():
     items, _ = told(["seq:step:2"])
     assert [i["chunk"]["content"] for i in items] == ["a plan ", "in two"]
+    assert "hidden" not in items[0] and items[0]["call"]
 
 
 def test_the_llm_port_tags_every_call_internal():
