@@ -80,7 +80,8 @@ def budget_reason(budget: Mapping[str, Any]) -> str:
     def figure(value: Any) -> str:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return str(value)
-        return f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
+        return f"{value:,}" if isinstance(value, int) else (
+            f"{value:,.4f}".rstrip("0").rstrip("."))
 
     return f"{kind} budget exceeded: {figure(used)} used of {figure(limit)}"
 

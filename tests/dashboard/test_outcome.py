@@ -142,6 +142,8 @@ def test_a_cancel_s_outcome_names_who_and_a_budget_s_names_its_figure(operator, 
     ("cancelled", None, "", {"by": "ann", "budget": {"kind": "cost_usd", "limit": 0.5,
                                                      "used": 0.5123}},
      ("budget_exceeded", "cost_usd budget exceeded: 0.5123 used of 0.5")),
+    ("cancelled", None, "", {"budget": {"kind": "cost_usd", "limit": 12000.0, "used": 12000.25}},
+     ("budget_exceeded", "cost_usd budget exceeded: 12,000.25 used of 12,000")),
 ])
 def test_outcome_decide(state, output, error, closing, expected):
     assert outcome_decide(state=state, spec=DECOMPOSITION, output=output, error=error,
