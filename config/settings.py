@@ -518,7 +518,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # a run's and a thread's statuses are both called "status": name the run's set
-    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "dashboard.models.Run.Status"},
+    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "dashboard.models.Run.Status",
+                            "RunOutcomeEnum": "dashboard.models.Run.Outcome"},
     # /langgraph/ has its own document (dashboard/lgserver/openapi.py)
     "PREPROCESSING_HOOKS": ["dashboard.lgserver.openapi.without_langgraph"],
     "POSTPROCESSING_HOOKS": [

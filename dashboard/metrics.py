@@ -69,7 +69,8 @@ def _age(then: datetime | None, now: datetime) -> float:
 class DatabaseCollector(Collector):
     """What the database knows, asked once a scrape (the same from every process)."""
 
-    NAMES = ("planwatch_runs", "planwatch_graph_model_calls", "planwatch_graph_model_tokens",
+    NAMES = ("planwatch_runs", "planwatch_runs_finished", "planwatch_graph_model_calls",
+             "planwatch_graph_model_tokens",
              "planwatch_graph_model_cost_usd", "planwatch_runs_queued",
              "planwatch_queue_oldest_wait_seconds", "planwatch_questions_waiting",
              "planwatch_questions_oldest_wait_seconds",
@@ -82,11 +83,17 @@ class DatabaseCollector(Collector):
             yield GaugeMetricFamily(name, "")
 
     def collect(self) -> Iterator[Metric]:
-        """Runs by status and graph with their model use (one GROUP BY), the queue,
+        """Runs by status and graph, finished runs by outcome, with their model use (one
+        GROUP BY), the queue,
         questions waiting, running runs' heartbeats, procrastinate workers."""
         now = timezone.now()
         runs = GaugeMetricFamily("planwatch_runs", "Runs in the database, by graph and status.",
                                  labels=["graph", "status"])
+        finished = GaugeMetricFamily(
+            "planwatch_runs_finished", "Finished runs in the database, by graph and outcome "
+            "(as stored when each stopped: a failed plan is plan_failed, though its status is "
+            "succeeded).", labels=["graph", "outcome"])
+        by_status: dict[tuple[str, str], int] = {}
         calls = GaugeMetricFamily("planwatch_graph_model_calls",
                                   "Model calls of the runs in the database, by graph.",
                                   labels=["graph"])
@@ -98,12 +105,15 @@ class DatabaseCollector(Collector):
                                  labels=["graph"])
         per_graph: dict[str, dict[str, float]] = {}
         queued, oldest_queued = 0, None
-        rows = (Run.objects.order_by().values("graph", "status")
+        rows = (Run.objects.order_by().values("graph", "status", "outcome")
                 .annotate(n=Count("id"), oldest=Min("created_at"), calls=Sum("model_calls"),
                           input=Sum("input_tokens"), output=Sum("output_tokens"),
                           cost=Sum("cost_usd")))
         for row in rows:
-            runs.add_metric([row["graph"], row["status"]], row["n"])
+            key = (row["graph"], row["status"])
+            by_status[key] = by_status.get(key, 0) + row["n"]
+            if row["outcome"]:
+                finished.add_metric([row["graph"], row["outcome"]], row["n"])
             sums = per_graph.setdefault(row["graph"], dict.fromkeys(
                 ("calls", "input", "output", "cost"), 0.0))
             sums["calls"] += row["calls"] or 0
@@ -114,12 +124,14 @@ class DatabaseCollector(Collector):
                 queued += row["n"]
                 if oldest_queued is None or row["oldest"] < oldest_queued:
                     oldest_queued = row["oldest"]
+        for (graph, status), n in by_status.items():
+            runs.add_metric([graph, status], n)
         for graph, sums in per_graph.items():
             calls.add_metric([graph], sums["calls"])
             tokens.add_metric([graph, "input"], sums["input"])
             tokens.add_metric([graph, "output"], sums["output"])
             cost.add_metric([graph], sums["cost"])
-        yield from (runs, calls, tokens, cost)
+        yield from (runs, finished, calls, tokens, cost)
         yield GaugeMetricFamily("planwatch_runs_queued", "Runs waiting for an executor.",
                                 value=queued)
         yield GaugeMetricFamily("planwatch_queue_oldest_wait_seconds",

@@ -22,6 +22,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from dashboard.runs import states
+from dashboard.runs.outcome import MEANINGS as OUTCOME_MEANINGS
+from dashboard.runs.outcome import Outcome, Told, told
 from dashboard.runs.states import State, Status, ThreadStatus
 from planner.registry import GraphSpec, get_graph
 
@@ -128,6 +130,7 @@ class Run(models.Model):
 
     State = State
     Status = Status
+    Outcome = Outcome
 
     # statuses as people and the APIs see them
     FINISHED = tuple(dict.fromkeys(states.MEANINGS[s].status for s in states.FINISHED))
@@ -151,6 +154,12 @@ class Run(models.Model):
     output = models.JSONField(null=True, blank=True)
     error_message = models.TextField(blank=True)
     error_traceback = models.TextField(blank=True)
+    # how it ended, decided once when it stops (dashboard.runs.outcome); null while it has
+    # not ended (a fact, not a marker string: the store's STOP keeps a null it is not given)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, null=True,  # noqa: DJ001
+                               blank=True, default=None)
+    outcome_reason = models.TextField(blank=True, default="",
+                                      help_text="Why it ended so (\"\" for a goal met).")
     current_node = models.CharField(max_length=200, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -248,6 +257,12 @@ class Run(models.Model):
             models.UniqueConstraint(fields=["conversation"], condition=Q(state="running"),
                                     name="run_one_running_per_thread"),
             models.CheckConstraint(condition=Q(state__in=State.values), name="run_state_valid"),
+            # an outcome is a finished run's, one its final state can have
+            models.CheckConstraint(
+                condition=Q(outcome__isnull=True) | Q(*[
+                    Q(outcome=o, state=m.state) for o, m in OUTCOME_MEANINGS.items()],
+                    _connector=Q.OR),
+                name="run_outcome_of_its_state"),
         ]
         permissions = [
             ("start_run", "Can start runs"),
@@ -258,6 +273,12 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"{self.graph} {str(self.id)[:8]} ({self.state})"
+
+    @property
+    def told(self) -> Told | None:
+        """Its outcome where its status alone would mislead (a failed plan, a budget that
+        stopped it), as the pages tell it (:func:`dashboard.runs.outcome.told`)."""
+        return told(outcome=self.outcome, reason=self.outcome_reason, graph=self.graph)
 
     def last_root_checkpoint(self) -> str:
         """The run's newest root checkpoint ("" before it wrote one)."""

@@ -38,7 +38,7 @@ from dashboard.models import Cron, Interrupt, InterruptGroup, Run, RunEvent, Run
 from dashboard.runs import budgets, debugging, figures, states
 from dashboard.runs.figures import Figures, figures_of
 from dashboard.runs.modelcalls import messages_of
-from dashboard.runs.outcome import failed_outcome
+from dashboard.runs.outcome import Outcome, shown_as
 from dashboard.runs.record import event_dict
 from planner.registry import all_graphs, get_graph
 from planner.spec import StateField, no_state_fields
@@ -97,16 +97,17 @@ def _day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
-def run_list(*, user: Any, graph: str = "", status: str = "", outcome: str = "",
-             created_by: str = "", q: str = "", since: date | None = None,
+def run_list(*, user: Any, graph: str = "", status: str = "", shown: str = "",
+             outcome: str = "", created_by: str = "", q: str = "", since: date | None = None,
              until: date | None = None, budget: str = "",
              sort: str = "-started") -> QuerySet[Run]:
     """The runs ``user`` may read (:mod:`dashboard.policy`), newest first (or in a
-    :data:`RUN_SORTS` order), filtered by graph, status, creator's username, text ``q``
-    (in the goal, or the start of the id), the days
-    they were started on (``since`` and ``until`` included, in the site's time zone) and
-    whether they reached a budget (``budget="reached"``); a queued run with its
-    ``queue_position``."""
+    :data:`RUN_SORTS` order), filtered by graph, execution ``status``, the status the
+    pages show (``shown``: a finished run's read from its outcome, so a failed plan is
+    failed), ``outcome``, creator's username, text ``q`` (in the goal, or the start of the
+    id), the days they were started on (``since`` and ``until`` included, in the site's
+    time zone) and whether they reached a budget (``budget="reached"``); a queued run with
+    its ``queue_position``."""
     if sort not in RUN_SORTS:
         raise ValueError(f"unknown sort {sort!r}; use one of: {', '.join(RUN_SORTS)}")
     by = _SORT_BY[sort.lstrip("-")]
@@ -117,13 +118,17 @@ def run_list(*, user: Any, graph: str = "", status: str = "", outcome: str = "",
         runs = runs.filter(graph=graph)
     if status:
         runs = runs.filter(state__in=states.showing(status))
-    if outcome == "failed":  # the graph returned; its output says the goal failed
-        runs = runs.filter(failed_outcome())
-    elif outcome == "achieved":
-        runs = runs.filter(state__in=states.showing(Run.Status.SUCCEEDED)).exclude(
-            failed_outcome())
-    elif outcome:
-        raise ValueError(f"unknown outcome {outcome!r}; use failed or achieved")
+    if shown:
+        finished = shown_as(shown)
+        by_state = Q(state__in=states.showing(shown))
+        # a finished run is filed by its outcome (one that has none: by its state)
+        runs = runs.filter(Q(outcome__in=finished) | Q(by_state, outcome__isnull=True)
+                           if finished else by_state)
+    if outcome:
+        if outcome not in Outcome.values:
+            raise ValueError(f"unknown outcome {outcome!r}; use one of: "
+                             f"{', '.join(Outcome.values)}")
+        runs = runs.filter(outcome=outcome)
     if budget == "reached":
         runs = cast(RunQuerySet, runs).budget_reached()
     elif budget:

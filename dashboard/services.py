@@ -481,13 +481,13 @@ def run_cancel(*, run: Run, user: User, reason: str = "",
             transaction.on_commit(lambda: dispatch.request_cancel(run.id))
         else:
             who = user.get_username() if user.is_authenticated else ""
+            closing = {"by": who, **({"reason": reason} if reason else {}),
+                       **({"budget": budget} if budget else {})}
             store.append_event(
-                locked, RunEvent.Kind.RUN_CANCELLED,
-                payload={"by": who, **({"reason": reason} if reason else {}),
-                         **({"budget": budget} if budget else {})},
-                then=lambda seq: store.finish(status=Run.State.CANCELLED,
+                locked, RunEvent.Kind.RUN_CANCELLED, payload=closing,
+                then=lambda seq: store.finish(status=Run.State.CANCELLED, graph=locked.graph,
                                               current=locked.state, now=timezone.now(),
-                                              last_seq=seq))
+                                              last_seq=seq, closing=closing))
             store.withdraw_questions(run.id)
             transaction.on_commit(lambda: _announce(run.id))
     run.refresh_from_db()

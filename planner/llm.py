@@ -4,6 +4,11 @@ Graphs call the port with a ``purpose`` (``"acquisition.decide"``, ``"decomposit
 …), a prompt for real models, and a ``context`` of plain facts from which the scripted
 model derives its deterministic answer. Graph packages register their scripted answers
 with :func:`scripted_responder`, so this module knows no graph.
+
+A port's call is the graph's own reasoning (a plan, a decision, a synthesis), never what a
+chat client's user reads: the graph writes that to its transcript (``planner.chat``). So
+every call is tagged :data:`INTERNAL_TAGS`, which keep its chunks out of LangGraph's
+``messages`` stream, on LangGraph's server as on Planwatch's.
 """
 
 from __future__ import annotations
@@ -34,9 +39,15 @@ PURPOSE_METADATA = "planwatch_purpose"
 listens to LangChain's callbacks (Planwatch's trace records it with the call)."""
 
 
+INTERNAL_TAGS = ("nostream", "langsmith:nostream")
+"""The tags of a call a chat client is not shown as it streams: LangGraph's ``TAG_NOSTREAM``
+(``nostream``) and the name Agent Chat UI documents (``langsmith:nostream``)."""
+
+
 def purpose_config(purpose: str) -> RunnableConfig:
-    """The config a port's call is made with: its purpose in the callbacks' metadata."""
-    return {"metadata": {PURPOSE_METADATA: purpose}}
+    """The config a port's call is made with: its purpose in the callbacks' metadata, and
+    tagged internal (:data:`INTERNAL_TAGS`): its chunks are not streamed to chat clients."""
+    return {"metadata": {PURPOSE_METADATA: purpose}, "tags": list(INTERNAL_TAGS)}
 
 
 class LLMError(Exception):

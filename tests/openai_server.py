@@ -138,3 +138,14 @@ def chat_model(streaming: bool = False) -> Any:
     return ChatOpenAI(model=MODEL, base_url=os.environ["PLANWATCH_TEST_OPENAI_URL"],
                       api_key=SecretStr("test-key"), streaming=streaming, stream_usage=True,
                       max_retries=0)
+
+
+def listened_model() -> Any:
+    """``ChatOpenAI`` on the same server as a provider's setting makes it
+    (``init_chat_model``): streaming left unset, so it streams when a streaming handler
+    listens (a LangGraph client of the messages modes), and answers whole otherwise."""
+    from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
+
+    return ChatOpenAI(model=MODEL, base_url=os.environ["PLANWATCH_TEST_OPENAI_URL"],
+                      api_key=SecretStr("test-key"), stream_usage=True, max_retries=0)

@@ -75,11 +75,12 @@ class ThreadAdmin(AuditAdmin):
 
 @admin.register(Run)
 class RunAdmin(AuditAdmin):
-    """Runs: filter by graph, status and date; search by run id or thread id."""
+    """Runs: filter by graph, status, outcome and date; search by run id or thread id."""
 
-    list_display = ("short_id", "graph", "status", "created_by", "created_at", "finished_at",
-                    "current_node", "model_calls", "total_tokens", "cost_usd", "related")
-    list_filter = ("graph", "status", "created_at")
+    list_display = ("short_id", "graph", "status", "outcome", "created_by", "created_at",
+                    "finished_at", "current_node", "model_calls", "total_tokens", "cost_usd",
+                    "related")
+    list_filter = ("graph", "status", "outcome", "created_at")
     search_fields = ("thread_id",)
     search_help_text = "A run id or thread id (or its beginning), or a graph name."
     list_select_related = ("created_by",)

@@ -8,7 +8,6 @@ from rest_framework import serializers
 
 from dashboard import selectors
 from dashboard.models import Interrupt, LangGraphRun, Run, RunEvent
-from dashboard.runs.outcome import run_outcome
 from dashboard.runs.record import event_dict
 
 # -- input ---------------------------------------------------------------------------
@@ -96,7 +95,11 @@ class RunFilterSerializer(QueryFilters):
     graph = serializers.CharField(required=False, default="", allow_blank=True,
                                   max_length=100, help_text="Only runs of this graph.")
     status = serializers.ChoiceField(choices=Run.Status.choices, required=False,
-                                     help_text="Only runs in this status.")
+                                     help_text="Only runs in this (execution) status.")
+    outcome = serializers.ChoiceField(choices=Run.Outcome.choices, required=False,
+                                      help_text="Only finished runs that ended so "
+                                                "(plan_failed: its goal failed, though its "
+                                                "graph returned).")
     creator = serializers.CharField(required=False, default="", allow_blank=True,
                                     max_length=150, help_text="Only runs by this username.")
     q = serializers.CharField(required=False, default="", allow_blank=True,
@@ -227,14 +230,20 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="A queued run's place in the line for a free slot (1: next); null for "
                   "any other run.")
 
-    outcome = serializers.SerializerMethodField(
-        help_text="null, or for a run whose graph returned but whose output says its goal "
-                  "failed: {outcome: failed, label, reason} (its status stays succeeded).")
+    outcome = serializers.ChoiceField(
+        choices=Run.Outcome.choices, read_only=True, allow_null=True,
+        help_text="How it ended, decided once when it stopped (null while unfinished): "
+                  "plan_failed for a run whose graph returned but whose output says its goal "
+                  "failed (its status stays succeeded, the execution's), budget_exceeded for "
+                  "one a budget stopped (its status cancelled).")
+    outcome_reason = serializers.CharField(
+        read_only=True, help_text="Why it ended so: the plan's failure, the error, who "
+                                  "cancelled it, the budget's figure (\"\" for a goal met).")
 
     class Meta:
         model = Run
         fields = ["id", "graph", "graph_version", "thread_id", "status", "outcome",
-                  "queue_position",
+                  "outcome_reason", "queue_position",
                   "input", "output",
                   "error_message", "current_node", "created_by", "created_at", "started_at",
                   "finished_at", "last_seq", "cancel_requested", "interrupt_before",
@@ -243,11 +252,6 @@ class RunSerializer(serializers.ModelSerializer):
                   "budget"]
         read_only_fields = fields
 
-
-    def get_outcome(self, run: Run) -> dict[str, str] | None:
-        """The goal's failure its graph declares, beside the execution status."""
-        found = run_outcome(graph=run.graph, status=run.status, output=run.output)
-        return found.as_dict() if found is not None else None
 
 
 class NodeUsageSerializer(serializers.Serializer):

@@ -105,10 +105,12 @@ class RunViewSet(ApiViewSet):
 
     @extend_schema(parameters=[s.RunFilterSerializer])
     def list(self, request: Request) -> Response:
-        """Runs, newest first, filtered by graph, status, creator, text and start days."""
+        """Runs, newest first, filtered by graph, status, outcome, creator, text and start
+        days."""
         filters = validated(s.RunFilterSerializer, request.query_params)
         runs = selectors.run_list(user=request.user, graph=filters["graph"],
                                   status=filters.get("status", ""),
+                                  outcome=filters.get("outcome", ""),
                                   created_by=filters["creator"], q=filters["q"],
                                   since=filters["since"], until=filters["until"],
                                   budget=filters["budget"])

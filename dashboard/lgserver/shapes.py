@@ -18,7 +18,6 @@ from langgraph.types import StateSnapshot
 from dashboard.checkpoints import config_of, graph_for
 from dashboard.models import LangGraphRun, Run, Thread
 from dashboard.runs.jsonsafe import to_jsonable
-from dashboard.runs.outcome import run_outcome
 from planner.questions import review_request
 from planner.registry import GraphSpec, get_graph
 
@@ -56,6 +55,14 @@ def latest_runs(threads: Sequence[Thread]) -> dict[Any, Run]:
     return {run.conversation_id: run for run in runs}
 
 
+def outcome_metadata(run: Run | None) -> dict[str, Any]:
+    """``{"planwatch_outcome": {"outcome", "reason"}}`` of a finished run (as stored when it
+    stopped), for the metadata of its LangGraph run and its thread; {} for another."""
+    if run is None or not run.outcome:
+        return {}
+    return {"planwatch_outcome": {"outcome": run.outcome, "reason": run.outcome_reason}}
+
+
 def run(langgraph_run: LangGraphRun) -> dict[str, Any]:
     """A LangGraph run as LangGraph's server shapes it: its own id, creation and status
     (its ``Run``'s while it is the current one), the rest its ``Run``'s."""
@@ -72,12 +79,11 @@ def run(langgraph_run: LangGraphRun) -> dict[str, Any]:
         "status": langgraph_run.langgraph_status,
         "created_at": iso(langgraph_run.created_at),
         "updated_at": iso(updated),
-        # LangGraph's status stays LangGraph's (the graph returned: success); a goal that
-        # failed is read beside it, as its graph declares
-        "metadata": {**(run.metadata or {}), **({"planwatch_outcome": outcome.as_dict()}
-                                                if (outcome := run_outcome(
-                                                    graph=run.graph, status=run.status,
-                                                    output=run.output)) else {})},
+        # LangGraph's status stays LangGraph's (a graph that returned: success, whose
+        # stream ended without an error); the outcome stored when it stopped is read beside
+        # it (README, "Your own graphs": a failed plan's thread is in error)
+        "metadata": {**(run.metadata or {}),
+                     **(outcome_metadata(run) if langgraph_run.is_current else {})},
         "multitask_strategy": run.multitask_strategy or "reject",
         # a resume or a continue had no input of its own
         "kwargs": {"input": run.input if langgraph_run.is_first else None,
@@ -191,7 +197,7 @@ def thread(thread: Thread, *, latest: Run | None = None,
                           else thread.updated_at),
         "metadata": {**(thread.metadata or {}),
                      **({"graph_id": thread.graph, "assistant_id": thread.graph}
-                        if thread.graph else {})},
+                        if thread.graph else {}), **outcome_metadata(latest)},
         "status": thread.status,
         "values": (current or {}).get("values", {}),
         "interrupts": interrupts,

@@ -52,7 +52,12 @@ MODES = ("values", "updates", "custom", "messages", "messages-tuple", "debug", "
 """The stream modes a request may name (``events``: :mod:`dashboard.lgserver.events`)."""
 
 TOKEN_MODES = frozenset(("messages", "messages-tuple"))
-"""The modes that stream model answers chunk by chunk."""
+"""The modes that stream model answers chunk by chunk as messages (a call tagged
+``nostream`` aside)."""
+
+CHUNK_MODES = TOKEN_MODES | {"events"}
+"""The modes that get the chunks of model answers as they come: ``events`` as
+``on_chat_model_stream`` events (every call's, as ``astream_events`` streams them)."""
 
 
 def streams_tokens(stream_mode: Any) -> bool:
@@ -60,7 +65,7 @@ def streams_tokens(stream_mode: Any) -> bool:
     for the chunks of its model answers, so that its model calls stream them (as LangGraph's
     server streams a run's chat models only for those modes)."""
     modes = [stream_mode] if isinstance(stream_mode, str) else stream_mode
-    return isinstance(modes, list | tuple) and bool(TOKEN_MODES.intersection(
+    return isinstance(modes, list | tuple) and bool(CHUNK_MODES.intersection(
         m for m in modes if isinstance(m, str)))
 
 
@@ -88,11 +93,14 @@ def _interrupts(event: dict[str, Any], graph: str) -> list[dict[str, Any]]:
 
 
 class _Streamed:
-    """A message whose chunks a stream sent: their metadata, and (``messages`` mode) the
-    message so far."""
+    """A message whose chunks a stream sent: their metadata, its call (the ``run_id`` of
+    its ``events``), whether it is hidden from the messages modes (tagged ``nostream``),
+    and (``messages`` mode) the message so far."""
 
-    def __init__(self, meta: dict[str, Any]) -> None:
+    def __init__(self, meta: dict[str, Any], call: str = "", hidden: bool = False) -> None:
         self.meta = meta
+        self.call = call
+        self.hidden = hidden
         self.so_far: AIMessageChunk | None = None
 
 
@@ -112,6 +120,9 @@ class PartMaker:
         """The messages this stream sent chunks of, from their first, by id."""
         self.whole: set[str] = set()
         """The ids of the messages it sent whole (their late chunks are not sent)."""
+        self.chunked_calls: set[str] = set()
+        """The model calls whose ``on_chat_model_stream`` events it sent chunk by chunk (their
+        answer is not sent again as one chunk when they end)."""
 
     @property
     def wants_tokens(self) -> bool:
@@ -142,7 +153,9 @@ class PartMaker:
         modes = self.modes
         if "events" in modes:
             out.extend((_name("events", ns, self.subgraphs), item) for item in stream_events(
-                event, run_id=self.langgraph_run_id, thread_id=self.thread_id))
+                event, run_id=self.langgraph_run_id, thread_id=self.thread_id)
+                if not (item["event"] == "on_chat_model_stream"
+                        and item["run_id"] in self.chunked_calls))
         if kind == Kind.CHECKPOINT:
             if modes & {"values", "checkpoints", "debug"}:
                 values = view.values if view else {}
@@ -256,11 +269,18 @@ class PartMaker:
                     continue
                 streamed = self.streamed[message_id] = _Streamed(
                     {**item["meta"], "thread_id": self.thread_id,
-                     "run_id": self.langgraph_run_id})
-                if "messages" in self.modes:
+                     "run_id": self.langgraph_run_id}, str(item.get("call") or ""),
+                    hidden=bool(item.get("hidden")))
+                if "messages" in self.modes and not streamed.hidden:
                     out.append(("messages/metadata",
                                 {message_id: {"metadata": streamed.meta}}))
             chunk = item["chunk"]
+            if "events" in self.modes and streamed.call:
+                self.chunked_calls.add(streamed.call)
+                out.append((_name("events", ns, self.subgraphs),
+                            chunk_event(chunk, streamed, self.langgraph_run_id)))
+            if streamed.hidden:
+                continue
             if "messages-tuple" in self.modes:
                 out.append((_name("messages", ns, self.subgraphs), [chunk, streamed.meta]))
             if "messages" in self.modes:
@@ -268,6 +288,25 @@ class PartMaker:
                 streamed.so_far = piece if streamed.so_far is None else streamed.so_far + piece
                 out.append(("messages/partial", [to_jsonable(streamed.so_far)]))
         return out
+
+
+def chunk_event(chunk: dict[str, Any], streamed: _Streamed, run_id: str) -> dict[str, Any]:
+    """One chunk of a model's answer as ``astream_events`` (v2) streams it: an
+    ``on_chat_model_stream`` event of its call, shaped as :mod:`.events` shapes the call's
+    start and end (LangGraph's server sends one a chunk, as the model writes)."""
+    meta = streamed.meta
+    # the task's id ends its namespace, as the recorder reads it (modelcalls.where_from)
+    task = str(meta.get("langgraph_checkpoint_ns") or "").split("|")[-1].rpartition(":")[2]
+    step = meta.get("langgraph_step")
+    return {"event": "on_chat_model_stream", "name": str(meta.get("ls_model_name") or "model"),
+            "run_id": streamed.call, "parent_ids": [run_id, task] if task else [run_id],
+            "tags": [f"graph:step:{step}"] if step is not None else [],
+            "metadata": {key: meta.get(key) for key in (
+                "langgraph_node", "langgraph_step", "langgraph_checkpoint_ns",
+                "ls_model_name", "ls_provider")} | {"langgraph_triggers": [],
+                                                  "thread_id": meta.get("thread_id"),
+                                                  "run_id": run_id},
+            "data": {"chunk": {**chunk, "type": "AIMessageChunk"}}}
 
 
 def _stopped(run: Run) -> bool:
@@ -462,7 +501,7 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
         return
     stopped = False
     async for step in follow(run_id, after, until=_stopped, runs=runs,
-                             tokens=bool(TOKEN_MODES.intersection(modes))):
+                             tokens=bool(CHUNK_MODES.intersection(modes))):
         stopped = step.last
         if maker is None:  # the first step is read from the log
             if step.run is None:

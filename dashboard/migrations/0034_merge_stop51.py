@@ -8,5 +8,6 @@ class Migration(migrations.Migration):
         ("dashboard", "0033_budget"),
         ("dashboard", "0033_ui_interrupt_answer_key"),
         ("dashboard", "0033_fence_run_epoch"),
+        ("dashboard", "0033_outcome_stored"),
     ]
     operations: list[migrations.operations.base.Operation] = []

@@ -30,16 +30,19 @@ INBOX_GROUP = "inbox"
 # What a doorbell says of a run: enough for the runs list and a trace's header to redraw
 # without reading the run again.
 ROLLUP_FIELDS = ("model_calls", "input_tokens", "output_tokens", "total_tokens", "cost_usd")
+OUTCOME_FIELDS = ("outcome", "outcome_reason")
 SUMMARY_FIELDS = ("id", "graph", "status", "current_node", "last_seq", "started_at",
-                  "finished_at", "error_message", *ROLLUP_FIELDS)
+                  "finished_at", "error_message", *OUTCOME_FIELDS, *ROLLUP_FIELDS)
 
 
 def run_summary(values: dict[str, Any]) -> dict[str, Any]:
     """``values`` (the :data:`SUMMARY_FIELDS` of a run) as a doorbell carries them."""
     # the model rollups ride along once the run made a model call (the header shows them)
     calls = bool(values.get("model_calls"))
+    # and its outcome once it ended (dashboard.runs.outcome)
+    ended = bool(values.get("outcome"))
     summary = {name: values[name] for name in SUMMARY_FIELDS
-               if calls or name not in ROLLUP_FIELDS}
+               if (calls or name not in ROLLUP_FIELDS) and (ended or name not in OUTCOME_FIELDS)}
     summary["id"] = str(summary["id"])
     for name in ("started_at", "finished_at"):
         if isinstance(summary[name], datetime):

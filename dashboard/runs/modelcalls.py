@@ -14,7 +14,8 @@ A run whose LangGraph client streams its messages (``Run.stream_tokens``) gets a
 that also hands each chunk of a chat model's answer to the run's
 :class:`~dashboard.runs.tokens.TokenBell` (never to the log): :func:`model_call_recorder`
 then makes one that LangChain's chat models stream to, as they stream to LangGraph's own
-``messages`` handler (a call tagged ``nostream`` is not streamed).
+``messages`` handler (a call tagged ``nostream`` is not streamed in the messages modes,
+only as ``events``, as ``astream_events`` streams every call).
 
 The payload is a contract (docs/architecture.md, "Model calls"): the trace, the export
 and the OpenTelemetry exporter read it.
@@ -160,8 +161,9 @@ def where_from(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
             "step": step if isinstance(step, int) else None}
 
 
-NOSTREAM = "nostream"
-"""The tag that keeps a call's chunks from LangGraph's ``messages`` stream (its TAG_NOSTREAM)."""
+NOSTREAM = frozenset(("nostream", "langsmith:nostream"))
+"""The tags that keep a call's chunks from LangGraph's ``messages`` stream: its
+``TAG_NOSTREAM``, and the name Agent Chat UI documents (``langsmith:nostream``)."""
 
 
 def token_meta(metadata: Mapping[str, Any], tags: Sequence[str] | None) -> dict[str, Any]:
@@ -181,6 +183,10 @@ class _Streamed:
     the first carries."""
 
     meta: dict[str, Any]
+    call: str
+    """The call's LangChain run id (an ``events`` stream's ``run_id`` of its events)."""
+    hidden: bool = False
+    """Tagged ``nostream``: its chunks are for ``events`` streams only."""
     message_id: str = ""
     told: int = 0
 
@@ -232,8 +238,9 @@ class ModelCallRecorder(AsyncCallbackHandler):
         """A chat model was called: record its messages."""
         shown = [self._message(m) for m in (messages[0] if messages else [])]
         call = self._start(run_id, "chat", metadata, kwargs, shown)
-        if self.tokens is not None and metadata and NOSTREAM not in (tags or ()):
-            call.streamed = _Streamed(token_meta(metadata, tags))
+        if self.tokens is not None and metadata:
+            call.streamed = _Streamed(token_meta(metadata, tags), str(run_id),
+                                      hidden=bool(NOSTREAM.intersection(tags or ())))
 
     async def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], *,
                            run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
@@ -266,6 +273,9 @@ class ModelCallRecorder(AsyncCallbackHandler):
             "chunk": {**to_jsonable(chunk.message), "id": streamed.message_id}}
         if not streamed.told:
             item["meta"] = streamed.meta
+            item["call"] = streamed.call
+            if streamed.hidden:
+                item["hidden"] = True
         streamed.told += 1
         self._tell(item)
 

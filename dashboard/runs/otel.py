@@ -31,7 +31,7 @@ from dashboard.models import Run, RunEvent
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.figures import figures_of
 from dashboard.runs.modelcalls import messages_of
-from dashboard.runs.outcome import run_outcome
+from dashboard.runs.outcome import meaning as outcome_meaning
 from dashboard.runs.record import event_dict
 
 logger = logging.getLogger("planwatch.otel")
@@ -238,11 +238,14 @@ def export_run(run_id: uuid.UUID, *, after: int, upto: int) -> None:
         if done is not None and done["kind"] == Kind.INTERRUPT_RAISED:
             span.set_attribute("planwatch.interrupt", _json(done["payload"].get("value")))
         span.end(end_time=_ns(done["at"] if done is not None else finished))
-    if run.error_message:
+    if run.outcome:
+        root.set_attribute("planwatch.outcome", run.outcome)
+        if outcome_meaning(run.outcome).failure:
+            # a failed plan too (its graph returned; as Langfuse and LangSmith raise a trace
+            # whose child failed): ERROR, with the stored reason
+            said = run.outcome_reason if run.outcome == Run.Outcome.FAILED else (
+                f"{Run.Outcome(run.outcome).label}: {run.outcome_reason}")
+            root.set_status(Status(StatusCode.ERROR, said))
+    elif run.error_message:
         root.set_status(Status(StatusCode.ERROR, run.error_message))
-    elif (outcome := run_outcome(graph=run.graph, status=run.status, output=run.output)):
-        # the graph returned, its goal failed (as Langfuse and LangSmith raise a trace whose
-        # child failed): ERROR, with the outcome beside LangGraph's status
-        root.set_attribute("planwatch.outcome", outcome.label)
-        root.set_status(Status(StatusCode.ERROR, f"{outcome.label}: {outcome.reason}"))
     root.end(end_time=_ns(finished))

@@ -67,6 +67,8 @@ from dashboard.runs import instruments, states
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.doorbells import SUMMARY_FIELDS
 from dashboard.runs.orm import database_sync_to_async, relax_commit, relaxed_commits
+from dashboard.runs.outcome import meaning as outcome_meaning
+from dashboard.runs.outcome import outcome_decide
 from dashboard.runs.savers import Fence, RunLost, SaverHandle, postgres_conninfo
 from planner.registry import get_graph
 from planner.spec import GraphSpec, QuestionDeadline, answer_groups, question_deadline
@@ -206,16 +208,22 @@ def pause(*, current: str, now: datetime, last_seq: int | None = None, current_n
             "state": states.move(current, states.ASK), "owner": ""}
 
 
-def finish(*, status: str, current: str, now: datetime, last_seq: int | None = None,
-           current_node: str = "", output: Any = None, error: tuple[str, str] | None = None,
+def finish(*, status: str, current: str, now: datetime, graph: str = "",
+           last_seq: int | None = None, current_node: str = "", output: Any = None,
+           error: tuple[str, str] | None = None, closing: dict[str, Any] | None = None,
            calls: Fields | None = None) -> Fields:
-    """The run ends (succeeded, failed or cancelled), with its output or its error."""
+    """The run of ``graph`` ends (succeeded, failed or cancelled), with its output or its
+    error, and its outcome decided (:func:`~dashboard.runs.outcome.outcome_decide`, from
+    them and ``closing``: the payload of the event that closes its log)."""
     if status not in states.ENDS:
         raise ValueError(f"{status!r} is not a final state; use one of "
                          f"{', '.join(states.ENDS)}")
+    state = states.move(current, states.ENDS[State(status)])
+    outcome, reason = outcome_decide(state=state, spec=_spec(graph), output=output,
+                                     error=error[0] if error else "", closing=closing)
     fields = {**progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls),
-              "state": states.move(current, states.ENDS[State(status)]), "finished_at": now,
-              "owner": "", "cancel_requested": False}
+              "state": state, "finished_at": now, "owner": "", "cancel_requested": False,
+              "outcome": outcome, "outcome_reason": reason}
     if output is not None:
         fields["output"] = output
     if error is not None:
@@ -231,8 +239,9 @@ def halt(*, current: str, now: datetime, last_seq: int | None = None, current_no
             "breakpoints_changed": False}
 
 
-def stop(*, status: str, current: str, now: datetime, last_seq: int | None = None,
-         current_node: str = "", output: Any = None, error: tuple[str, str] | None = None,
+def stop(*, status: str, current: str, now: datetime, graph: str = "",
+         last_seq: int | None = None, current_node: str = "", output: Any = None,
+         error: tuple[str, str] | None = None, closing: dict[str, Any] | None = None,
          calls: Fields | None = None) -> Fields:
     """Where an execution leaves the run (in state ``current``): waiting for an answer,
     paused at a breakpoint, or finished (``status``: one of :data:`states.STOPS`)."""
@@ -242,7 +251,16 @@ def stop(*, status: str, current: str, now: datetime, last_seq: int | None = Non
         return pause(**moved)
     if status == State.PAUSED:
         return halt(**moved)
-    return finish(status=status, output=output, error=error, **moved)
+    return finish(status=status, graph=graph, output=output, error=error, closing=closing,
+                  **moved)
+
+
+def _spec(graph: str) -> GraphSpec | None:
+    """The spec of ``graph`` (None: not given, or no longer registered)."""
+    try:
+        return get_graph(graph) if graph else None
+    except KeyError:
+        return None
 
 
 def answer(*, current: str) -> Fields:
@@ -281,9 +299,15 @@ QUEUED_THREAD = THREAD_STATUS[State.QUEUED]
 
 
 def thread_status(fields: Fields) -> str | None:
-    """The thread status a transition's ``fields`` give its run's thread (None: unchanged)."""
+    """The thread status a transition's ``fields`` give its run's thread (None: unchanged):
+    its state's, or a finished run's outcome's (a failed plan's thread is in error)."""
     state = fields.get("state")
-    return None if state is None else THREAD_STATUS[State(state)]
+    return None if state is None else thread_status_of(state, fields.get("outcome"))
+
+
+def thread_status_of(state: str, outcome: str | None) -> str:
+    """The status a thread takes from its latest run, in ``state`` with ``outcome``."""
+    return outcome_meaning(outcome).thread if outcome else THREAD_STATUS[State(state)]
 
 
 def log_transition(run_id: Any, fields: Fields, *, graph: str = "") -> None:
@@ -416,7 +440,7 @@ UNFINISHED_SQL = ", ".join(f"'{s.value}'" for s in states.UNFINISHED)
 
 STOP_FIELDS = ("state", "heartbeat_at", "last_seq", "current_node", *ROLLUPS, "finished_at",
                "cancel_requested", "step_once", "breakpoints_changed", "output",
-               "error_message", "error_traceback")
+               "error_message", "error_traceback", "outcome", "outcome_reason")
 """The fields :func:`stop` may set (nobody holds the run after it), in :data:`STOP`'s
 order; one it leaves out is passed as null and keeps its value."""
 
@@ -433,7 +457,8 @@ STOP = """
         step_once = COALESCE({mark}, step_once),
         breakpoints_changed = COALESCE({mark}, breakpoints_changed),
         output = COALESCE({mark}, output), error_message = COALESCE({mark}, error_message),
-        error_traceback = COALESCE({mark}, error_traceback)
+        error_traceback = COALESCE({mark}, error_traceback),
+        outcome = COALESCE({mark}, outcome), outcome_reason = COALESCE({mark}, outcome_reason)
     WHERE id = {mark}
       -- a final state is set once: a stop that comes after it (an operator's cancel of a
       -- run its executor had let go, say) leaves it
@@ -753,7 +778,8 @@ def roll_back(*, current: str, to: str, last_seq: int, current_node: str, calls:
     them, nothing of how the LangGraph run ended kept."""
     return {"state": states.move(current, states.ROLL_BACK, to=to), "last_seq": last_seq,
             "current_node": current_node, **calls, "finished_at": None, "output": None,
-            "error_message": "", "error_traceback": "", "cancel_requested": False,
+            "error_message": "", "error_traceback": "", "outcome": None, "outcome_reason": "",
+            "cancel_requested": False,
             "cancel_requested_by": "", "step_once": False}
 
 
@@ -800,11 +826,12 @@ def roll_back_requested(run_id: Any) -> str:
             if locked.state != State.RUNNING or (
                     locked.owner and (locked.heartbeat_at or now) >= stale_before(now)):
                 return ""  # its executor stops it, then rolls it back
-            append_event(locked, Kind.RUN_CANCELLED, payload={
-                "by": locked.cancel_requested_by, "reason": "rolled back; its executor had "
-                "stopped"}, then=lambda seq: finish(status=State.CANCELLED,
-                                                    current=locked.state, now=now,
-                                                    last_seq=seq))
+            closing = {"by": locked.cancel_requested_by,
+                       "reason": "rolled back; its executor had stopped"}
+            append_event(locked, Kind.RUN_CANCELLED, payload=closing,
+                         then=lambda seq: finish(status=State.CANCELLED, graph=locked.graph,
+                                                 current=locked.state, now=now,
+                                                 last_seq=seq, closing=closing))
             withdraw_questions(locked.id)
             # its stalled executor, should it wake, is fenced off as by a claim
             Run.objects.filter(id=locked.id).update(epoch=F("epoch") + 1)
@@ -889,7 +916,7 @@ def settle_thread(thread_id: Any) -> None:
     if latest is None:
         Thread.objects.filter(id=thread_id).update(status=Thread.Status.IDLE)
     else:
-        set_thread_status(latest.id, THREAD_STATUS[State(latest.state)])
+        set_thread_status(latest.id, thread_status_of(latest.state, latest.outcome))
 
 
 def _ask_groups(interrupt: Interrupt, graph: str) -> None:
@@ -934,8 +961,9 @@ def fail_held(run_id: Any, *, owner: str, error: tuple[str, str]) -> bool:
         if locked is None:
             return False
         append_event(locked, Kind.RUN_FAILED, payload={"error": error[0]},
-                     then=lambda seq: finish(status=Run.State.FAILED, current=locked.state,
-                                             now=timezone.now(), last_seq=seq, error=error))
+                     then=lambda seq: finish(status=Run.State.FAILED, graph=locked.graph,
+                                             current=locked.state, now=timezone.now(),
+                                             last_seq=seq, error=error))
         withdraw_questions(run_id)
     return True
 
@@ -967,14 +995,23 @@ def execution_write(sql: Statements, run: Run, rows: list[dict[str, Any]],
     if not status:
         fields = progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls)
         return [*statements, sql.progress([progress_move(run, fields)], now)], fields
-    fields = stop(status=status, current=run.state, now=now, last_seq=last_seq,
-                  current_node=current_node, output=final.get("output"),
-                  error=final.get("error"), calls=calls)
+    fields = stop(status=status, current=run.state, now=now, graph=run.graph,
+                  last_seq=last_seq, current_node=current_node, output=final.get("output"),
+                  error=final.get("error"), closing=closing_payload(status, rows),
+                  calls=calls)
     if final.get("answered"):  # answered while it ran on: about to resume with it
         fields.update(answer(current=fields["state"]))
     if final.get("cancel_interrupts"):
         statements.append(sql.withdraw(run.id))
     return [*statements, *(statements_of(sql, run.id, fields) or ())], fields
+
+
+def closing_payload(status: str, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The payload of the event among an execution's last ``rows`` that closes its log as
+    ``status`` (``run_cancelled``…: the one its finish records), if there is one."""
+    transition = states.ENDS.get(State(status)) if status in states.ENDS else None
+    kinds = transition.events if transition is not None else ()
+    return next((row.get("payload") for row in reversed(rows) if row["kind"] in kinds), None)
 
 
 @database_sync_to_async

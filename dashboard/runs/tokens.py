@@ -19,7 +19,9 @@ update of the node that returned it (``dashboard.lgserver.stream``).
 
 One chunk is one item: the message's ``id``, its index ``i`` among the call's chunks, the
 namespace ``ns`` of the graph that called the model, the ``chunk`` (LangChain's message
-JSON) and, with the first only, the call's ``meta`` (LangGraph's metadata of the call). When
+JSON) and, with the first only, the call's ``meta`` (LangGraph's metadata of the call), its
+``call`` id (LangChain's run id) and ``hidden`` if it is tagged ``nostream`` (its chunks go
+to ``events`` streams only). When
 the call ends with a message whose id is not the one its chunks had (a provider's id
 arriving late), one more item says so: ``{"id": …, "final": …}``.
 """

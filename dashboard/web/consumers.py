@@ -476,6 +476,8 @@ class RunConsumer(PlanwatchConsumer):
         run = self.run
         run.status, run.current_node = summary["status"], summary["current_node"]
         run.last_seq, run.error_message = summary["last_seq"], summary["error_message"]
+        run.outcome = summary.get("outcome")
+        run.outcome_reason = summary.get("outcome_reason") or ""
         run.started_at = parse_datetime(summary["started_at"] or "")
         run.finished_at = parse_datetime(summary["finished_at"] or "")
         _take_rollups(run, summary)

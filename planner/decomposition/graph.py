@@ -300,7 +300,8 @@ def build_graph(
                                   if t["status"] == "err" and t.get("accepted") is True],
             "plans": len(state.get("plans") or []),
         }
-        said = synthesis if synthesis else f"The run {status}: {reason or 'no synthesis'}."
+        said = failure_message(reason, synthesis) if status == "failed" else (
+            synthesis or "The run is done.")
         return {"status": status, "synthesis": synthesis, "reason": reason, "result": result,
                 "messages": [ai(said)],
                 "decisions": [{"round": state["round"], "action": status, "reason": reason}]}
@@ -319,6 +320,13 @@ def build_graph(
     graph.add_edge("join", "plan")
     graph.add_edge("synthesize", END)
     return graph
+
+
+def failure_message(reason: str | None, synthesis: str | None) -> str:
+    """The chat's last message for a failed plan: that it failed and why first, then what
+    its synthesis made of the tasks that finished (a chat client shows it as the answer)."""
+    said = f"The plan failed: {(reason or 'no reason was given').rstrip('.')}."
+    return f"{said}\n\nWhat the finished tasks gave: {synthesis}" if synthesis else said
 
 
 def _text_of(result: Any) -> str:

@@ -102,8 +102,11 @@ def test_a_failed_plan_is_shown_failed_with_its_red_bars(live_server_url, page, 
     waterfall.scroll_into_view_if_needed()
     waterfall.screenshot(path=str(ARTIFACTS / ("failed-plan" + ("" if wide else "-390")
                                                + "-waterfall.png")))
-    page.goto(f"{live_server_url}/?outcome=failed")
-    expect(page.locator(f"#run-{run.id}-status")).to_have_text("Finished \u2014 plan failed")
+    # the runs list's "Status = Failed" lists it, and so does its outcome
+    for query in ("status=failed", "outcome=plan_failed"):
+        page.goto(f"{live_server_url}/?{query}")
+        expect(page.locator(f"#run-{run.id}-status")).to_have_text(
+            "Finished \u2014 plan failed")
 
 
 def a_plan_reads_well(page) -> None:

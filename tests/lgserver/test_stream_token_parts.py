@@ -88,3 +88,28 @@ def test_a_subgraphs_chunks_only_with_subgraphs_and_under_its_namespace():
 def test_a_stream_of_other_modes_makes_no_parts_of_chunks():
     assert PartMaker(RUN, ["values", "updates"], False, RUN.id).token_parts(
         chunks("m1", ["Hi"])) == []
+
+
+def model_finished(call: str, text: str) -> dict[str, Any]:
+    """The event of a model call that ended with ``text``."""
+    return {"kind": RunEvent.Kind.MODEL_FINISHED, "namespace": "", "node": "talk", "step": 1,
+            "task_id": "t1", "seq": 8, "created_at": "2026-01-01T00:00:00+00:00",
+            "payload": {"call_id": call, "model": "m", "output": {"text": text}}}
+
+
+def test_a_hidden_call_s_chunks_go_to_events_streams_only_each_as_it_comes():
+    items = chunks("m1", ["Hel", "lo"])
+    items[0].update(call="c1", hidden=True)  # tagged nostream: a planner's own reasoning
+    messages = PartMaker(RUN, ["messages-tuple", "messages"], False, RUN.id)
+    assert messages.token_parts(items) == []
+    events = PartMaker(RUN, ["events"], False, RUN.id)
+    parts = events.token_parts(items)
+    assert [(name, e["event"], e["run_id"], e["data"]["chunk"]["content"])
+            for name, e in parts] == [("events", "on_chat_model_stream", "c1", "Hel"),
+                                      ("events", "on_chat_model_stream", "c1", "lo")]
+    assert parts[0][1]["metadata"]["langgraph_node"] == "talk"
+    # its end is not sent again as one chunk with the whole answer
+    assert [e["event"] for _, e in events.parts(model_finished("c1", "Hello"))] == [
+        "on_chat_model_end"]
+    assert [e["event"] for _, e in PartMaker(RUN, ["events"], False, RUN.id).parts(
+        model_finished("c1", "Hello"))] == ["on_chat_model_stream", "on_chat_model_end"]

@@ -203,6 +203,26 @@ def test_a_stream_of_other_modes_gets_no_chunks(client):
     assert last_message(parts)["content"] == REPLY
 
 
+def test_events_mode_streams_the_answer_chunk_by_chunk_as_the_model_writes_it(
+        client, model_server):
+    """``astream_events`` on LangGraph's server: an ``on_chat_model_stream`` event a chunk
+    (33 chunks from 0.96 s there), not the whole answer as one chunk at the end."""
+    tid = client.threads.create()["thread_id"]
+    arrived = timed(client.runs.stream(tid, "answer", input=HI, stream_mode="events"))
+    assert model_server.requests[-1].get("stream") is True  # an events client listens
+    events = [(at, p.data) for at, p in arrived if p.event == "events"]
+    names = [e["event"] for _, e in events]
+    start, end = names.index("on_chat_model_start"), names.index("on_chat_model_end")
+    chunks = [(at, e) for at, e in events if e["event"] == "on_chat_model_stream"]
+    assert len(chunks) >= 8 and start < names.index("on_chat_model_stream") < end
+    assert "".join(e["data"]["chunk"]["content"] for _, e in chunks) == REPLY
+    call = events[start][1]["run_id"]
+    assert {e["run_id"] for _, e in chunks} == {call} == {events[end][1]["run_id"]}
+    assert chunks[0][1]["metadata"]["langgraph_node"] == "answer"
+    # as the model wrote them: the first long before the last (0.1 s a chunk)
+    assert chunks[-1][0] - chunks[0][0] > 0.4
+
+
 @pytest.mark.postgres
 @pytest.mark.redis
 def test_a_workers_run_streams_its_tokens_through_redis(django_db_blocker, tmp_path, redis_url,

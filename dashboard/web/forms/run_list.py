@@ -35,10 +35,11 @@ class RunListFilters(forms.Form):
                         label="Search", help_text="Words of the goal, or the start of a run id.")
     graph = forms.CharField(required=False, max_length=100)
     status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices])
-    outcome = forms.ChoiceField(required=False, choices=[
-        ("", "Any outcome"), ("failed", "Finished, goal failed"),
-        ("achieved", "Finished, goal achieved")])
-    """A finished run's outcome (its graph returned, its output may say the goal failed)."""
+    """The status the list shows: a finished run's is read from its outcome (a failed plan,
+    or a run its budget stopped, is failed)."""
+    outcome = forms.ChoiceField(required=False, choices=[("", "Any outcome"),
+                                                         *Run.Outcome.choices])
+    """A finished run's outcome, as stored when it stopped."""
     budget = forms.ChoiceField(required=False, label="Budget", choices=[
         ("", "Any budget"), ("reached", "Reached a budget")])
     """Runs that reached one of their budgets (paused or stopped there)."""
@@ -60,7 +61,7 @@ class RunListFilters(forms.Form):
         """The valid filters as :func:`dashboard.selectors.run_list` takes them; a bad field
         filters nothing (its message says so)."""
         data = self.cleaned_data if hasattr(self, "cleaned_data") else {}
-        return {"graph": data.get("graph") or "", "status": data.get("status") or "",
+        return {"graph": data.get("graph") or "", "shown": data.get("status") or "",
                 "outcome": data.get("outcome") or "", "budget": data.get("budget") or "",
                 "q": data.get("q") or "", "since": data.get("since"),
                 "until": data.get("until"), "sort": data.get("sort") if data.get("sort")
@@ -76,5 +77,5 @@ class RunListFilters(forms.Form):
     def is_filtered(self) -> bool:
         """Whether any filter narrows the list (sorting and paging aside)."""
         chosen = self.filters()
-        return any(chosen[name] for name in ("graph", "status", "outcome", "budget", "q",
+        return any(chosen[name] for name in ("graph", "shown", "outcome", "budget", "q",
                                                  "since", "until"))

@@ -20,7 +20,6 @@ from rest_framework.utils.encoders import JSONEncoder
 from dashboard.models import Run, RunEvent
 from dashboard.runs.figures import figures_of
 from dashboard.runs.modelcalls import messages_of
-from dashboard.runs.outcome import run_outcome
 from dashboard.runs.record import event_dict
 
 CHUNK = 500
@@ -66,8 +65,8 @@ def _header(run: Run) -> dict[str, Any]:
         "cost_usd": run.cost_usd,
         # the figures the pages show, folded over the events read in chunks
         "figures": figures_of(_events(run), now=timezone.now()).as_dict(),
-        "outcome": outcome.as_dict() if (outcome := run_outcome(
-            graph=run.graph, status=run.status, output=run.output)) else None,
+        # how it ended, as stored when it stopped (the API's outcome and outcome_reason)
+        "outcome": run.outcome, "outcome_reason": run.outcome_reason,
     }
 
 

@@ -17,7 +17,7 @@ from django.utils.dateparse import parse_datetime
 from dashboard.models import Run, RunEvent
 from dashboard.runs import states
 from dashboard.runs.figures import Figures
-from dashboard.runs.outcome import Outcome, run_outcome
+from dashboard.runs.outcome import Told
 from dashboard.runs.store import ROLLUPS, model_call
 from dashboard.web.presentation.trace import run_duration
 from dashboard.web.presentation.waterfall import seconds_text
@@ -68,8 +68,9 @@ class Head:
     """While it works: the ISO time from which the page ticks the working time."""
     waiting_since: str = ""
     """While it waits for people: the ISO time from which the page ticks the wait."""
-    outcome: Outcome | None = None
-    """A finished run whose graph returned but whose goal failed (its output says so)."""
+    outcome: Told | None = None
+    """A finished run's outcome where its status alone would mislead (a failed plan, a
+    budget that stopped it), as stored when it stopped."""
 
     @property
     def status_label(self) -> str:
@@ -156,7 +157,7 @@ def run_head(run: Run, *, figures: Figures | None = None) -> Head:
                 queue_position=getattr(run, "queue_position", None),
                 working=clocks.working, waiting=clocks.waiting,
                 working_since=clocks.working_since, waiting_since=clocks.waiting_since,
-                outcome=run_outcome(graph=run.graph, status=run.status, output=run.output),
+                outcome=run.told,
                 **{name: getattr(run, name) for name in ROLLUPS})
 
 

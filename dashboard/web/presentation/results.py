@@ -11,7 +11,6 @@ from typing import Any
 
 from dashboard import selectors
 from dashboard.models import Run, RunEvent
-from dashboard.runs.outcome import run_outcome
 from planner.presentation import ResultCard, generic_result_card
 from planner.registry import get_graph
 
@@ -24,7 +23,7 @@ def run_result(*, run: Run, tasks: dict[str, dict[str, Any]] | None = None
     stood: how many of its tasks were done, running or still pending.
     """
     if run.status == Run.Status.SUCCEEDED:
-        outcome = run_outcome(graph=run.graph, status=run.status, output=run.output)
+        outcome = run.told
         return {"kind": "succeeded", "card": result_card(graph=run.graph, output=run.output),
                 "goal_failed": outcome.label if outcome else ""}
     if run.status == Run.Status.FAILED:

@@ -11,7 +11,6 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Run
-from dashboard.runs.outcome import run_outcome
 from dashboard.web.presentation import header, results
 from planner.registry import get_graph
 
@@ -26,20 +25,22 @@ def run_goal(run: Run) -> str:
 
 
 @register.filter
-def run_status_label(run: Run) -> str:
+def run_status_label(run: Run | dict[str, Any]) -> str:
     """The run's status as people read it (see
     :func:`dashboard.web.presentation.header.status_label`)."""
-    outcome = run_outcome(graph=run.graph, status=run.status, output=run.output)
+    run = _as_run(run)
+    outcome = run.told
     if outcome is not None:
         return outcome.headline
     return header.status_label(run.status, getattr(run, "queue_position", None))
 
 
 @register.filter
-def run_badge(run: Run) -> str:
+def run_badge(run: Run | dict[str, Any]) -> str:
     """The class of the run's status badge: its status, or ``outcome-failed`` for a run
-    whose graph returned but whose goal failed."""
-    if run_outcome(graph=run.graph, status=run.status, output=run.output) is not None:
+    whose graph returned but whose goal failed (or a budget stopped)."""
+    run = _as_run(run)
+    if run.told is not None:
         return "outcome-failed"
     return f"status-{run.status}"
 
@@ -89,7 +90,9 @@ def _as_run(run: Run | dict[str, Any]) -> Run:
     if isinstance(run, Run):
         return run
     return Run(status=run["status"], started_at=parse_datetime(run.get("started_at") or ""),
-               finished_at=parse_datetime(run.get("finished_at") or ""))
+               finished_at=parse_datetime(run.get("finished_at") or ""),
+               graph=run.get("graph") or "", outcome=run.get("outcome"),
+               outcome_reason=run.get("outcome_reason") or "")
 
 
 @register.filter

@@ -205,7 +205,9 @@ def test_the_final_write_ends_the_run_and_withdraws_its_questions_in_one_go(exec
     assert doorbells.run_summary(values) == {
         "id": str(run.id), "graph": "test.echo", "status": "failed", "current_node": "ask",
         "last_seq": 4, "started_at": None, "finished_at": now.isoformat(),
-        "error_message": "ValueError: ünïcode"}
+        "error_message": "ValueError: ünïcode",
+        # the outcome decided with the stop, written in the same statement
+        "outcome": "failed", "outcome_reason": "ValueError: ünïcode"}
     run.refresh_from_db()
     assert (run.status, run.owner, run.last_seq, run.finished_at) == ("failed", "", 4, now)
     assert run.error_message == "ValueError: ünïcode" and run.error_traceback == "Traceback …"
