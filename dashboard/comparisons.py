@@ -75,7 +75,8 @@ def result_headline(run: Run) -> str:
 
 def decisions_of(run: Run) -> list[Any]:
     """The run's decisions in order: its graph's decisions channel in its newest
-    checkpoint, or (a graph that declares none) the root nodes it ran."""
+    checkpoint, or (a graph that declares none) the root nodes it ran, a fork's after
+    those its parent ran before the fork's checkpoint."""
     try:
         channel = get_graph(run.graph).decisions_channel
     except KeyError:
@@ -84,9 +85,28 @@ def decisions_of(run: Run) -> list[Any]:
         view = run_checkpoint(run)
         found = (view.values or {}).get(channel) if view is not None else None
         return list(found) if isinstance(found, list) else []
-    return list(RunEvent.objects.filter(run_id=run.id, kind=RunEvent.Kind.NODE_FINISHED,
-                                        namespace="").order_by("seq")
-                .values_list("node", flat=True))
+    return _nodes_run(run.id, upto=None, depth=0)
+
+
+def _nodes_run(run_id: Any, *, upto: int | None, depth: int) -> list[str]:
+    """The root nodes run ``run_id`` finished (before seq ``upto``), after those of the
+    runs it was forked from (``TREE_LIMIT`` generations at most)."""
+    run = Run.objects.filter(id=run_id).values("parent_id", "forked_from_checkpoint").first()
+    if run is None:
+        return []
+    inherited: list[str] = []
+    if run["parent_id"] and run["forked_from_checkpoint"] and depth < TREE_LIMIT:
+        at = (RunEvent.objects.filter(run_id=run["parent_id"], kind=RunEvent.Kind.CHECKPOINT,
+                                      namespace="",
+                                      checkpoint_id=run["forked_from_checkpoint"])
+              .values_list("seq", flat=True).first())
+        if at is not None:
+            inherited = _nodes_run(run["parent_id"], upto=at, depth=depth + 1)
+    own = RunEvent.objects.filter(run_id=run_id, kind=RunEvent.Kind.NODE_FINISHED,
+                                  namespace="")
+    if upto is not None:
+        own = own.filter(seq__lt=upto)
+    return inherited + list(own.order_by("seq").values_list("node", flat=True))
 
 
 def first_divergence(reference: list[Any], other: list[Any]) -> int | None:
