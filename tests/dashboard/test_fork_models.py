@@ -230,3 +230,90 @@ def get_plan_template() -> str:
     from planner.registry import get_graph
 
     return get_graph("decomposition").prompts["plan"].template
+
+
+def test_the_langgraph_api_forks_with_the_model_and_prompt_its_configurable_names(
+        executor, forker, loopback):
+    from django.test import Client
+
+    from tests.conftest import api_token
+
+    forker.user_permissions.add(*Permission.objects.filter(codename="view_all_threads"))
+    token = api_token(forker)
+    lg = Client(headers={"x-api-key": token})
+    thread = lg.post("/langgraph/threads", {}, content_type="application/json").json()
+    tid = thread["thread_id"]
+    first = lg.post(f"/langgraph/threads/{tid}/runs",
+                    {"assistant_id": "decomposition", "input": GOAL},
+                    content_type="application/json")
+    assert first.status_code == 200, first.content
+    parent = wait_run(first.json()["run_id"], statuses=DONE)
+    checkpoint = before_plan(parent)
+    bad = lg.post(f"/langgraph/threads/{tid}/runs", {
+        "assistant_id": "decomposition", "checkpoint_id": checkpoint,
+        "config": {"configurable": {"model": "acme:x", "prompts": {"nope": "x"}}}},
+        content_type="application/json")
+    assert bad.status_code == 422, bad.content
+    assert "config.configurable.model" in bad.content.decode()
+    assert "config.configurable.prompts.nope" in bad.content.decode()
+    made = lg.post(f"/langgraph/threads/{tid}/runs", {
+        "assistant_id": "decomposition", "checkpoint_id": checkpoint,
+        "config": {"configurable": {"model": "openai:lg-model", "temperature": 0.1,
+                                    "prompts": {"synthesize": "Sum up: {goal}"}}}},
+        content_type="application/json")
+    assert made.status_code == 200, made.content
+    wait_run(made.json()["run_id"], statuses=DONE)
+    fork = Run.objects.filter(conversation_id=tid).exclude(id=parent.id).get()
+    assert fork.model_settings == {"model": "openai:lg-model", "temperature": 0.1,
+                                   "prompts": {"synthesize": "Sum up: {goal}"}}
+    assert {c["model"] for c in calls(fork)} == {"lg-model"}
+    assert any(m["content"] == f"Sum up: {GOAL['goal']}"
+               for c in calls(fork, Kind.MODEL_STARTED) for m in c["messages"])
+
+
+def test_the_comparison_names_the_first_divergent_step_and_polls_while_a_run_waits(
+        executor, forker, client):
+    parent = wait_run(services.run_create(graph="test.echo", input={"steps": 3},
+                                          user=forker).id)
+    after_first = parent.events.filter(kind=Kind.CHECKPOINT, namespace="",
+                                       payload__next=["step"]).order_by("seq")[1]
+    short = wait_run(services.run_fork(run=parent, checkpoint_id=after_first.checkpoint_id,
+                                       user=forker, values={"steps": 1}, as_node="step").id,
+                     statuses=DONE)
+    waiting = wait_run(services.run_create(graph="test.echo", input={"steps": 2, "ask": True},
+                                           user=forker).id)
+    assert waiting.status == "interrupted"
+    columns = comparisons.runs_compare(runs=[parent, short, waiting])
+    assert comparisons.decisions_of(parent) == ["step", "step", "step", "done"]
+    assert comparisons.decisions_of(short) == ["step", "done"]  # its parent's first step
+    assert (columns[1].divergence, columns[1].divergent_decision,
+            columns[1].reference_decision) == (1, "done", "step")
+    assert columns[2].active and not columns[1].active
+    client.force_login(forker)
+    url = f"/runs/compare/?runs={parent.id}&runs={short.id}&runs={waiting.id}"
+    live = client.get(url, HTTP_HX_REQUEST="true")
+    assert b'hx-trigger="every 2s"' in live.content  # one of them still waits
+    assert b"step 2:" in live.content and b"&quot;done&quot;" in live.content
+    ended = client.get(f"/runs/compare/?runs={parent.id}&runs={short.id}")
+    assert b"every 2s" not in ended.content
+
+
+def test_only_runs_one_may_read_are_compared(executor, forker, client, django_user_model):
+    theirs = wait_run(services.run_create(graph="test.echo", input={"steps": 1},
+                                          user=forker).id)
+    fork = wait_run(services.run_fork(
+        run=theirs, checkpoint_id=theirs.events.filter(kind=Kind.CHECKPOINT).first()
+        .checkpoint_id, user=forker).id, statuses=DONE)
+    stranger = django_user_model.objects.create_user(username="sam", password="pw-sam-12345")
+    stranger.user_permissions.set(Permission.objects.filter(codename="fork_run"))
+    client.force_login(stranger)
+    assert client.get(f"/runs/compare/?runs={theirs.id}&runs={fork.id}").status_code == 404
+    assert client.get(f"/runs/compare/?tree={fork.id}").status_code == 404
+    assert client.get(f"/api/runs/compare/?runs={theirs.id}&runs={fork.id}").status_code == 404
+    refused = client.post(f"/api/runs/{theirs.id}/fork-ways/", {
+        "checkpoint_id": fork.forked_from_checkpoint,
+        "ways": [{"model": "scripted"}, {"model": "scripted"}]},
+        content_type="application/json")
+    assert refused.status_code == 404
+    client.force_login(forker)
+    assert client.get(f"/api/runs/compare/?runs={theirs.id}&runs={fork.id}").status_code == 200
