@@ -298,7 +298,10 @@ def run_compare(request: HttpRequest, run_id: UUID, other_id: UUID) -> TemplateR
     ends = [run_checkpoint(r) for r in (left, right)]
     at_end = values_diff(ends[0].values if ends[0] else {}, ends[1].values if ends[1] else {})
     at_end.sort(key=lambda c: not str(c["path"]).startswith("result"))  # the outcome first
+    columns = comparisons.runs_compare(runs=[left, right])
     return TemplateResponse(request, "dashboard/run_compare.html", {
+        "columns": columns, "live": any(c.active for c in columns),
+        "refresh": f"{reverse('dashboard:runs_compare')}?runs={left.id}&runs={right.id}",
         "run": run, "other": other, "left": left, "right": right, "at_fork": at_fork,
         "at_end": at_end,
         "left_name": f"{'parent' if related else 'this run'} {str(left.id)[:8]}",
