@@ -426,7 +426,7 @@ class PromptSerializer(serializers.Serializer):
     """A prompt the graph declares, which a fork may replace by name."""
 
     name = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # the wire name shadows a DRF attribute
     template = serializers.CharField(help_text="Its text; {field} placeholders are filled.")
     fields = serializers.ListField(child=serializers.CharField(),  # type: ignore[assignment]  # the wire name shadows a DRF attribute
                                    help_text="The placeholders a template may use.")
