@@ -226,6 +226,13 @@ class LangChainLLM:
         return str(content)
 
 
+def _providers() -> Mapping[str, tuple[Any, ...]]:
+    """The providers ``init_chat_model`` knows: name -> (module, class, …)."""
+    from langchain.chat_models.base import _BUILTIN_PROVIDERS
+
+    return _BUILTIN_PROVIDERS
+
+
 def model_spec_problem(spec: str) -> str:
     """Why ``spec`` names no model a run may choose ("" when it does): ``"scripted"``, or a
     provider's model by name (``"openai:gpt-4o-mini"``) whose LangChain package is
@@ -237,12 +244,11 @@ def model_spec_problem(spec: str) -> str:
     if not sep or not provider or not model.strip():
         return ("is no model; use 'scripted' or 'provider:model' (openai:gpt-4o-mini, "
                 "anthropic:claude-sonnet-4-5, ollama:llama3)")
-    from langchain.chat_models.base import _BUILTIN_PROVIDERS
-
-    known = _BUILTIN_PROVIDERS.get(provider)
+    providers = _providers()
+    known = providers.get(provider)
     if known is None:
         return (f"names no provider {provider!r}; use one of: "
-                f"{', '.join(sorted(_BUILTIN_PROVIDERS))}")
+                f"{', '.join(sorted(providers))}")
     package = known[0].split(".")[0]
     if importlib.util.find_spec(package) is None:
         return (f"needs the package {package.replace('_', '-')}, which is not installed "
@@ -290,8 +296,8 @@ def _with_params(model: Any, params: Mapping[str, Any]) -> Any:
 def _factory(module_name: str, attr: str) -> Any:
     """The factory ``module_name:attr`` names, or None when the setting names a provider's
     model instead (``openai:gpt-4o-mini``: no such attribute, or no such module)."""
-    if not attr.isidentifier():
-        return None
+    if not attr.isidentifier() or module_name in _providers():
+        return None  # a provider's model: "openai:chat" is not the openai package's chat
     try:
         module = importlib.import_module(module_name)
     except ImportError:

@@ -8,7 +8,7 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from planner.llm import model_spec_problem
+from planner.llm import LangChainLLM, make_llm, model_spec_problem
 from planner.registry import get_graph
 from planner.steering import PromptTemplate, SettingsError, render_prompt
 
@@ -89,3 +89,14 @@ async def test_a_node_renders_the_runs_own_prompt_from_its_config():
                               {"configurable": {"prompts": {"greet": "Hi {name}!"}}})
     assert (plain["said"], own["said"]) == ("Hello Ada", "Hi Ada!")
     assert render_prompt(GREET, name="Bo") == "Hello Bo"  # outside a run: the template
+
+
+def test_a_providers_model_named_like_an_attribute_of_its_package_is_the_model(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("PLANWATCH_TEST_OPENAI_URL", "http://127.0.0.1:9/v1")
+    built = make_llm("openai:chat", base_url="http://127.0.0.1:9/v1", temperature=0.5,
+                     max_tokens=7)
+    assert isinstance(built, LangChainLLM)  # not the openai package's ``chat`` called
+    assert (built.model.model_name, built.model.temperature, built.model.max_tokens) == (
+        "chat", 0.5, 7)
+    assert isinstance(make_llm("tests.openai_server:chat_model"), LangChainLLM)
