@@ -174,6 +174,7 @@ def run_fork(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpRespo
     return TemplateResponse(request, "dashboard/run_fork.html", {
         "run": run, "event": event, "checkpoint": view, "form": form,
         "model_form": model_form, "ways_form": ways_form,
+        "error_count": len(form.errors) + len(model_form.errors),
         "can_fork": request.user.has_perm(FORK),
     }, status=status)
 
