@@ -226,6 +226,11 @@ class Run(models.Model):
     cost_usd = models.FloatField(
         null=True, blank=True,
         help_text="USD, from PLANWATCH_MODEL_PRICES; null when no call's model is priced.")
+    model_settings = models.JSONField(
+        default=dict, blank=True,
+        help_text="The model, its parameters and the prompts this run uses instead of its "
+                  "graph's (a fork's choice): {'model': 'openai:gpt-4o-mini', 'temperature': "
+                  "0.2, 'max_tokens': 512, 'prompts': {'plan': '…'}}; {}: its graph's own.")
     recursion_limit = models.PositiveIntegerField(
         null=True, blank=True,
         help_text="The super-steps its graph may take, as the client asked (none: "

@@ -23,6 +23,7 @@ from dashboard.models import Interrupt, LangGraphRun, Run, RunEvent, Thread
 from dashboard.runs import budgets, debugging, dispatch, doorbells, instruments, states, store
 from dashboard.runs.conf import planwatch_setting
 from planner.registry import GraphSpec, InputError, get_graph
+from planner.steering import SettingsError
 
 logger = logging.getLogger("planwatch.services")
 
@@ -74,6 +75,12 @@ class DebugInputError(ServiceError):
     """A breakpoint, checkpoint or state edit that the graph or the run does not have."""
 
     code = "invalid_debug"
+
+
+class ModelSettingsError(ServiceError):
+    """A model, parameter or prompt the graph does not take (422, naming the field)."""
+
+    code = "invalid_model_settings"
 
 
 class InterruptClosed(ServiceError):
@@ -185,6 +192,9 @@ class RunOptions:
     recursion_limit: int | None = None  # None: PLANWATCH_RECURSION_LIMIT
     stream_tokens: bool = False  # a LangGraph client streams its messages: tokens as they come
     budget: Any = None  # the request's own budget, as sent (None: its config's, if any)
+    model_settings: dict[str, Any] = field(default_factory=dict)
+    """Another model, its parameters, other prompts (``planner.steering``; as a client
+    sent them: :func:`run_create` and :func:`run_fork` check them against the graph)."""
 
     def columns(self) -> dict[str, Any]:
         """The options as the run's columns."""
@@ -194,7 +204,8 @@ class RunOptions:
                 "multitask_strategy": self.multitask_strategy,
                 "configurable": dict(self.configurable or {}), "context": self.context,
                 "assistant": self.assistant, "assistant_version": self.assistant_version,
-                "recursion_limit": self.recursion_limit, "stream_tokens": self.stream_tokens}
+                "recursion_limit": self.recursion_limit, "stream_tokens": self.stream_tokens,
+                "model_settings": dict(self.model_settings or {})}
 
 
 DEFAULT_OPTIONS = RunOptions()
@@ -235,6 +246,8 @@ def _queue(spec: GraphSpec, user: User | None, thread: Thread | None, *, graph_v
     fork...)."""
     fields = options.columns()
     fields["budget"] = budget_of(spec, options).as_json() or None
+    fields["model_settings"] = model_settings_check(graph=spec.name,
+                                                    settings=fields["model_settings"])
     before, after = fields["interrupt_before"], fields["interrupt_after"]
     if before or after:
         _check(debugging.check_breakpoints, spec, before=before, after=after)
@@ -323,6 +336,18 @@ def run_budget_stop(*, run: Run, user: User) -> Run:
             raise RunStateError(f"run {run.id} is {locked.status}, not paused at a budget; "
                                 "cancel it instead")
     return run_cancel(run=run, user=user, reason="budget", budget=reached)
+
+
+def model_settings_check(*, graph: str, settings: dict[str, Any] | None) -> dict[str, Any]:
+    """``settings`` (model, temperature, max_tokens, prompts) as graph ``graph`` takes them
+    (what changes, to store on the run), or ``ModelSettingsError`` naming each bad field."""
+    if not settings:
+        return {}
+    try:
+        return get_graph(graph).model_settings(settings).as_dict()
+    except SettingsError as exc:
+        raise ModelSettingsError(f"graph {graph!r} does not take these model settings: {exc}",
+                                 errors=exc.errors) from None
 
 
 def _check_queued(user: User | None) -> None:
@@ -574,6 +599,34 @@ def run_fork(*, run: Run, checkpoint_id: str, user: User, values: Any = None,
         edit = {**(edit or {}), "input": _input(spec, input)}
     return _queue(spec, user, thread, graph_version=run.graph_version, input=run.input,
                   options=options, parent=run, forked_from_checkpoint=checkpoint_id, fork_edit=edit)
+
+
+MAX_FORKS_AT_ONCE = 8
+"""The most forks :func:`run_fork_ways` starts from one checkpoint at once."""
+
+
+def run_fork_ways(*, run: Run, checkpoint_id: str, user: User,
+                  ways: list[dict[str, Any]]) -> list[Run]:
+    """Start one fork of ``run`` from ``checkpoint_id`` for each of ``ways`` (each a model
+    choice: model, temperature, max_tokens, prompts), all or none: every way is checked
+    first (``ModelSettingsError`` naming ``ways.<n>.<field>``)."""
+    if not 2 <= len(ways) <= MAX_FORKS_AT_ONCE:
+        raise ModelSettingsError(
+            f"{len(ways)} ways given; fork 2 to {MAX_FORKS_AT_ONCE} ways at once",
+            errors={"ways": f"give 2 to {MAX_FORKS_AT_ONCE}"})
+    errors: dict[str, str] = {}
+    for index, way in enumerate(ways):
+        try:
+            model_settings_check(graph=run.graph, settings=way)
+        except ModelSettingsError as exc:
+            errors.update({f"ways.{index}.{name}": text for name, text in exc.errors.items()})
+    if errors:
+        raise ModelSettingsError(f"graph {run.graph!r} does not take these model settings: "
+                                 + "; ".join(f"{k}: {v}" for k, v in errors.items()),
+                                 errors=errors)
+    with transaction.atomic():
+        return [run_fork(run=run, checkpoint_id=checkpoint_id, user=user,
+                         options=RunOptions(model_settings=dict(way))) for way in ways]
 
 
 def thread_create(*, user: User | None, thread_id: UUID | None = None, graph: str = "",

@@ -102,6 +102,7 @@ class RunRequest:
     assistant_version: int | None = None
     recursion_limit: int | None = None  # None: PLANWATCH_RECURSION_LIMIT
     stream_tokens: bool = False  # it streams the messages or messages-tuple mode
+    model_settings: dict[str, Any] = field(default_factory=dict)  # its configurable's model
 
     def run_options(self) -> RunOptions:
         """What every new run of the request is created with."""
@@ -110,7 +111,7 @@ class RunRequest:
             metadata=self.metadata, multitask_strategy=self.multitask_strategy,
             configurable=self.configurable, context=self.context, assistant=self.assistant,
             assistant_version=self.assistant_version, recursion_limit=self.recursion_limit,
-            stream_tokens=self.stream_tokens)
+            stream_tokens=self.stream_tokens, model_settings=self.model_settings)
 
 
 class Way(StrEnum):

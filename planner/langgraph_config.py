@@ -118,6 +118,7 @@ def graph_spec(name: str, entry: Any, *, root: Path) -> GraphSpec:
         description=description or f"From {where} (langgraph.json).",
         version=1,
         build=lambda **_ports: builder,
+        takes_model=False,
         make_input=pass_through,
         input_fields=input_fields(schema),
         input_schema=schema,

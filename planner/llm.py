@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
@@ -236,18 +237,53 @@ class LangChainLLM:
         return str(content)
 
 
+def _providers() -> Mapping[str, tuple[Any, ...]]:
+    """The providers ``init_chat_model`` knows: name -> (module, class, …)."""
+    from langchain.chat_models.base import _BUILTIN_PROVIDERS
+
+    return _BUILTIN_PROVIDERS
+
+
+def model_spec_problem(spec: str) -> str:
+    """Why ``spec`` names no model a run may choose ("" when it does): ``"scripted"``, or a
+    provider's model by name (``"openai:gpt-4o-mini"``) whose LangChain package is
+    installed. (A ``package.module:factory`` is the deployment's to set, in
+    ``PLANWATCH_LLM``, never a request's: it would import what the request names.)"""
+    if spec == "scripted":
+        return ""
+    provider, sep, model = spec.partition(":")
+    if not sep or not provider or not model.strip():
+        return ("is no model; use 'scripted' or 'provider:model' (openai:gpt-4o-mini, "
+                "anthropic:claude-sonnet-4-5, ollama:llama3)")
+    providers = _providers()
+    known = providers.get(provider)
+    if known is None:
+        return (f"names no provider {provider!r}; use one of: "
+                f"{', '.join(sorted(providers))}")
+    package = known[0].split(".")[0]
+    if importlib.util.find_spec(package) is None:
+        return (f"needs the package {package.replace('_', '-')}, which is not installed "
+                "here; install it, or choose another provider")
+    return ""
+
+
 def make_llm(spec: str = "scripted", *, think_time: float = 0.0,
-             timeout: float | None = None, base_url: str = "") -> LLMPort:
+             timeout: float | None = None, base_url: str = "",
+             temperature: float | None = None, max_tokens: int | None = None) -> LLMPort:
     """Build the configured model: ``"scripted"``, a provider's model by name
     (``"openai:gpt-4o-mini"``, ``"anthropic:claude-sonnet-4-5"``, ``"ollama:llama3"``: any
     provider LangChain's ``init_chat_model`` knows, its key from the provider's usual
     variable, ``base_url`` for an OpenAI-compatible server) or ``"package.module:factory"``.
 
     A factory is called with no arguments and must return a LangChain chat model; each
-    call of the model fails with ``LLMError`` after ``timeout`` seconds.
+    call of the model fails with ``LLMError`` after ``timeout`` seconds. ``temperature``
+    and ``max_tokens`` (None: the model's own) set its parameters; the scripted model has
+    none.
     """
     if spec in ("", "scripted"):
         return ScriptedLLM(think_time=think_time)
+    params = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens))
+              if v is not None}
     left, sep, right = spec.partition(":")
     if not sep or not left or not right:
         raise ValueError(
@@ -255,15 +291,24 @@ def make_llm(spec: str = "scripted", *, think_time: float = 0.0,
             "(openai:gpt-4o-mini) or 'package.module:factory'")
     factory = _factory(left, right)
     if factory is not None:
-        return LangChainLLM(factory(), timeout=timeout)
-    return LangChainLLM(_provider_model(left, right, base_url), timeout=timeout)
+        return LangChainLLM(_with_params(factory(), params), timeout=timeout)
+    return LangChainLLM(_provider_model(left, right, base_url, params), timeout=timeout)
+
+
+def _with_params(model: Any, params: Mapping[str, Any]) -> Any:
+    """A factory's model with ``params`` set, on a copy (each a field the model has)."""
+    fields = getattr(type(model), "model_fields", {})
+    unknown = sorted(set(params) - set(fields))
+    if unknown:
+        raise ValueError(f"the model {type(model).__name__} has no {', '.join(unknown)}")
+    return model.model_copy(update=dict(params)) if params else model
 
 
 def _factory(module_name: str, attr: str) -> Any:
     """The factory ``module_name:attr`` names, or None when the setting names a provider's
     model instead (``openai:gpt-4o-mini``: no such attribute, or no such module)."""
-    if not attr.isidentifier():
-        return None
+    if not attr.isidentifier() or module_name in _providers():
+        return None  # a provider's model: "openai:chat" is not the openai package's chat
     try:
         module = importlib.import_module(module_name)
     except ImportError:
@@ -273,11 +318,13 @@ def _factory(module_name: str, attr: str) -> Any:
     return getattr(module, attr, None)
 
 
-def _provider_model(provider: str, model: str, base_url: str) -> Any:
+def _provider_model(provider: str, model: str, base_url: str,
+                    params: Mapping[str, Any]) -> Any:
     """``init_chat_model``'s model, its errors saying which setting to change."""
     from langchain.chat_models import init_chat_model
 
     extra: dict[str, Any] = {"base_url": base_url} if base_url else {}
+    extra.update(params)
     try:
         return init_chat_model(model, model_provider=provider, **extra)
     except ImportError as exc:

@@ -19,6 +19,7 @@ from planner.llm import make_llm
 from planner.presentation import ResultCard, default_output, generic_result_card
 from planner.questions import Checked, QuestionKind, fmt
 from planner.search import default_search
+from planner.steering import ModelSettings, PromptTemplate, clean_model_settings
 
 FieldKind = Literal["text", "textarea", "number", "integer", "choice", "boolean", "json"]
 
@@ -436,6 +437,21 @@ class GraphSpec:
     budget: Mapping[str, Any] | None = None
     """Its runs' budgets (the dashboard's ``budget_parse`` form: ``{"max_cost_usd": 0.5,
     "on_limit": "pause"}``), over the server's default, under an assistant's and a run's."""
+
+    prompts: Mapping[str, PromptTemplate] = field(default_factory=dict)
+    """The prompts its nodes send the model, by name: a run (a fork) may replace each with
+    a template of its own (``planner.steering``); empty: none may be replaced."""
+
+    takes_model: bool = True
+    """Its model calls go through the LLM port :attr:`build` is given, so a run may choose
+    another model (``planner.steering.ModelSettings``); False for a graph that makes its
+    own (a ``langgraph.json`` graph)."""
+
+    def model_settings(self, raw: Mapping[str, Any] | None) -> ModelSettings:
+        """A run's choice of model and prompts, checked against this graph
+        (``planner.steering.SettingsError`` naming each bad field)."""
+        return clean_model_settings(raw, prompts=self.prompts, takes_model=self.takes_model,
+                                    graph=f"graph {self.name!r}")
 
     def goal_failure(self, output: Any) -> str | None:
         """Why the goal failed when ``output`` (a returned run's) says so (see

@@ -18,6 +18,7 @@ from dashboard.services import (
     BudgetError,
     InterruptClosed,
     LimitReached,
+    ModelSettingsError,
     RunStateError,
     ServiceError,
 )
@@ -96,8 +97,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         if named and not any(f in detail for f in named):
             detail = f"{', '.join(named)}: {detail}"
         http = 409 if isinstance(exc, CONFLICTS) else 429 if isinstance(exc, LimitReached) \
-            else 403 if isinstance(exc, AnswerForbidden) else 422 if isinstance(
-                exc, BudgetError) else 400
+            else 403 if isinstance(exc, AnswerForbidden) \
+            else 422 if isinstance(exc, (BudgetError, ModelSettingsError)) else 400
         return Response({"detail": detail, "code": exc.code, "errors": exc.errors}, status=http)
     response = drf_exception_handler(exc, context)
     if response is None or not isinstance(exc, exceptions.APIException):

@@ -71,6 +71,35 @@ class ForkSerializer(serializers.Serializer):
     as_node = serializers.CharField(
         max_length=200, required=False, default="", allow_blank=True,
         help_text="The node the edit is applied as (decides what runs next).")
+    model = serializers.JSONField(
+        required=False, default=None,
+        help_text="The chat model the fork calls instead, as PLANWATCH_LLM names one: "
+                  "'scripted' or 'provider:model' (openai:gpt-4o-mini); 422 if unknown.")
+    temperature = serializers.JSONField(
+        required=False, default=None, help_text="The model's temperature, 0 to 2.")
+    max_tokens = serializers.JSONField(
+        required=False, default=None,
+        help_text="The most tokens each answer may take, 1 to 1,000,000.")
+    prompts = serializers.JSONField(
+        required=False, default=None,
+        help_text="Prompt templates by the names the graph declares (see "
+                  "/api/graphs/<name>/: prompts), e.g. {\"plan\": \"Plan {goal} …\"}.")
+
+    def model_settings(self) -> dict[str, Any]:
+        """The model choice as given (the graph checks it: 422 naming the field)."""
+        data = self.validated_data
+        return {k: data[k] for k in ("model", "temperature", "max_tokens", "prompts")
+                if data.get(k) is not None}
+
+
+class ForkWaysSerializer(serializers.Serializer):
+    """Start several forks from one checkpoint, one per model choice, to compare them."""
+
+    checkpoint_id = serializers.CharField(max_length=100)
+    ways = serializers.ListField(
+        child=serializers.DictField(), min_length=1, max_length=50,
+        help_text='One model choice per fork: [{"model": "openai:gpt-4o-mini", '
+                  '"temperature": 0.2}, {"model": "scripted"}, …] (2 to 8).')
 
 
 class QueryFilters(serializers.Serializer):
@@ -87,6 +116,14 @@ class QueryFilters(serializers.Serializer):
             raise serializers.ValidationError(
                 {name: [f"is empty: give a value, or leave {name} out"] for name in blank})
         return super().to_internal_value(data)
+
+
+class CompareFilterSerializer(QueryFilters):
+    """The runs to compare side by side."""
+
+    runs = serializers.ListField(
+        child=serializers.UUIDField(), min_length=2, max_length=12,
+        help_text="Two to twelve run ids (repeat the parameter: ?runs=…&runs=…).")
 
 
 class RunFilterSerializer(QueryFilters):
@@ -248,6 +285,7 @@ class RunSerializer(serializers.ModelSerializer):
                   "error_message", "current_node", "created_by", "created_at", "started_at",
                   "finished_at", "last_seq", "cancel_requested", "interrupt_before",
                   "interrupt_after", "parent", "forked_from_checkpoint", "fork_edit",
+                  "model_settings",
                   "model_calls", "input_tokens", "output_tokens", "total_tokens", "cost_usd",
                   "budget"]
         read_only_fields = fields
@@ -419,11 +457,48 @@ class EdgeSerializer(serializers.Serializer):
     conditional = serializers.BooleanField()
 
 
+class PromptSerializer(serializers.Serializer):
+    """A prompt the graph declares, which a fork may replace by name."""
+
+    name = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # the wire name shadows a DRF attribute
+    template = serializers.CharField(help_text="Its text; {field} placeholders are filled.")
+    fields = serializers.ListField(child=serializers.CharField(),  # type: ignore[assignment]  # the wire name shadows a DRF attribute
+                                   help_text="The placeholders a template may use.")
+    help = serializers.CharField()
+
+
 class GraphDetailSerializer(GraphSerializer):
-    """A registered graph with its topology."""
+    """A registered graph with its topology, and what a fork may change of its model calls."""
 
     nodes = serializers.ListField(child=serializers.CharField())
     edges = EdgeSerializer(many=True)
+    prompts = PromptSerializer(many=True, help_text="Its prompts a fork may replace.")
+    takes_model = serializers.BooleanField(
+        help_text="Whether a fork may choose another model (its calls go through "
+                  "Planwatch's model port).")
+
+
+class CompareColumnSerializer(serializers.Serializer):
+    """One run of a comparison: its outcome, result, first divergent decision and figures."""
+
+    run = RunSerializer()
+    reference = serializers.BooleanField(help_text="The run the others are compared with.")
+    outcome = serializers.CharField(help_text="succeeded, failed (its goal or its graph), "
+                                    "cancelled, or its status while it has not ended.")
+    result = serializers.CharField(help_text="Its result's headline, or why there is none.")
+    models = serializers.ListField(child=serializers.CharField(),
+                                   help_text="The models its calls really used.")
+    decisions = serializers.IntegerField(help_text="Decisions it made.")
+    divergence = serializers.IntegerField(
+        allow_null=True, help_text="The index of its first decision that differs from the "
+        "reference run's (null: none differs; the reference's own is null).")
+    divergent_decision = serializers.JSONField(help_text="That decision (null: none).")
+    reference_decision = serializers.JSONField(
+        help_text="The reference run's decision at the same index (null: it made none).")
+    figures = FiguresSerializer()
+    total_tokens = serializers.IntegerField(allow_null=True)
+    active = serializers.BooleanField(help_text="It has not ended: its figures still move.")
 
 
 class ErrorSerializer(serializers.Serializer):

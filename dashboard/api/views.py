@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer, Serializer
 from rest_framework.views import APIView
 
-from dashboard import policy, selectors, services
+from dashboard import comparisons, policy, selectors, services
 from dashboard.api import serializers as s
 from dashboard.api.pagination import (
     EventCursorPagination,
@@ -91,12 +91,12 @@ class RunViewSet(ApiViewSet):
     body_serializers = {"list": s.RunCreateSerializer, "create": s.RunCreateSerializer,
                         "breakpoints": s.BreakpointsSerializer,
                         "resume": s.ContinueSerializer, "fork": s.ForkSerializer,
-                        "budget": s.BudgetSerializer}
+                        "budget": s.BudgetSerializer, "fork_ways": s.ForkWaysSerializer}
     pagination_class = RunCursorPagination
     action_permissions = {"create": [CanStartRuns], "cancel": [CanCancelRuns],
                           "breakpoints": [CanDebugRuns], "resume": [CanDebugRuns],
                           "budget": [CanCancelRuns],
-                          "fork": [CanForkRuns]}
+                          "fork": [CanForkRuns], "fork_ways": [CanForkRuns]}
 
     def get_queryset(self) -> QuerySet[Run]:
         """The runs the user may read (the browsable API asks for it; the actions call the
@@ -192,11 +192,38 @@ class RunViewSet(ApiViewSet):
     @action(detail=True, methods=["post"])
     def fork(self, request: Request, pk: str) -> Response:
         """Start a new run from one of this run's checkpoints, with its state edited first."""
-        data = validated(s.ForkSerializer, request.data)
+        body = s.ForkSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
         child = services.run_fork(run=run_or_404(request, pk), checkpoint_id=data["checkpoint_id"],
                                   values=data["values"], as_node=data["as_node"],
-                                  user=request.user)
+                                  user=request.user, options=services.RunOptions(
+                                      model_settings=body.model_settings()))
         return Response(s.RunSerializer(child).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(parameters=[RUN_ID], request=s.ForkWaysSerializer,
+                   responses={201: s.RunSerializer(many=True)})
+    @action(detail=True, methods=["post"], url_path="fork-ways")
+    def fork_ways(self, request: Request, pk: str) -> Response:
+        """Start one fork per model choice from one checkpoint (all or none), to compare
+        them (``GET /api/runs/compare/?runs=…``)."""
+        data = validated(s.ForkWaysSerializer, request.data)
+        forks = services.run_fork_ways(run=run_or_404(request, pk),
+                                       checkpoint_id=data["checkpoint_id"],
+                                       user=request.user, ways=data["ways"])
+        return Response(s.RunSerializer(forks, many=True).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(parameters=[s.CompareFilterSerializer],
+                   responses={200: s.CompareColumnSerializer(many=True)})
+    @action(detail=False, methods=["get"], pagination_class=None)
+    def compare(self, request: Request) -> Response:
+        """Runs side by side (the first is the reference): outcome, result, the first
+        decision that differs, model calls, tokens, cost, working and wall time."""
+        ids = validated(s.CompareFilterSerializer, request.query_params)["runs"]
+        runs = [run_or_404(request, str(pk)) for pk in dict.fromkeys(ids)]
+        columns = comparisons.runs_compare(runs=runs)
+        return Response(s.CompareColumnSerializer(
+            [{**vars(c), "figures": c.figures.as_dict()} for c in columns], many=True).data)
 
     @extend_schema(parameters=[RUN_ID, s.EventFilterSerializer],
                    responses={200: s.RunEventSerializer(many=True)})
@@ -335,7 +362,8 @@ class GraphViewSet(ApiViewSet):
         edges = [{"source": source, "target": target, "conditional": conditional}
                  for source, target, conditional in topology.edges]
         return Response(s.GraphDetailSerializer(
-            {**vars(spec), "nodes": list(topology.nodes), "edges": edges}
+            {**vars(spec), "nodes": list(topology.nodes), "edges": edges,
+             "prompts": list(spec.prompts.values())}
         ).data)
 
 

@@ -45,6 +45,7 @@ from dashboard.services import RunStateError, ServiceError
 from dashboard.thread_runs import RunRequest, command_update, end, ends, locked, start
 from planner.registry import GraphSpec
 from planner.spec import InputError
+from planner.steering import SETTINGS_KEYS, SettingsError
 
 VERSION = "0.1"
 
@@ -443,6 +444,7 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
         raise exceptions.ValidationError({"config.recursion_limit": why})
     if why := refusals.reserved_config({**config, "configurable": configurable}):
         raise exceptions.ValidationError({"config.configurable": why})
+    settings = _model_settings(spec, configurable)
     if isinstance(run_input, dict):
         try:
             run_input = dict(spec.chat_input(run_input))
@@ -459,6 +461,7 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
         multitask_strategy=str(data.get("multitask_strategy") or "enqueue"),
         recursion_limit=limit,
         stream_tokens=stream.streams_tokens(data.get("stream_mode")),
+        model_settings=settings,
     )
     if req.input is not None and not isinstance(req.input, dict):
         raise exceptions.ValidationError({"input": "a JSON object (the graph's input)"})
@@ -480,6 +483,21 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     if req.multitask_strategy in ("interrupt", "rollback"):
         require(request, "cancel_run", f"multitask_strategy {req.multitask_strategy!r}")
     return req
+
+
+def _model_settings(spec: GraphSpec, configurable: dict[str, Any]) -> dict[str, Any]:
+    """The model, parameters and prompts a run request (or its assistant) sets in
+    ``config.configurable`` (``model``, ``temperature``, ``max_tokens``, ``prompts``, as
+    LangGraph's templates take their model there) for a graph that lets a run choose
+    them; a bad one is a 422 naming ``config.configurable.<key>``."""
+    if not (spec.takes_model or spec.prompts):
+        return {}  # a graph of its own: its configurable keys are its own business
+    asked = {k: configurable[k] for k in SETTINGS_KEYS if k in configurable}
+    try:
+        return spec.model_settings(asked).as_dict() if asked else {}
+    except SettingsError as exc:
+        raise exceptions.ValidationError(
+            {f"config.configurable.{k}": v for k, v in exc.errors.items()}) from None
 
 
 def _thread_for_run(request: Request, thread_id: str | None, data: dict[str, Any]) -> Thread:

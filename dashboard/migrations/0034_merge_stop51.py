@@ -9,5 +9,6 @@ class Migration(migrations.Migration):
         ("dashboard", "0033_ui_interrupt_answer_key"),
         ("dashboard", "0033_fence_run_epoch"),
         ("dashboard", "0033_outcome_stored"),
+        ("dashboard", "0033_fork_model_settings"),
     ]
     operations: list[migrations.operations.base.Operation] = []

@@ -24,7 +24,7 @@ import logging
 import time
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -51,6 +51,7 @@ from dashboard.runs.store import (
 from dashboard.runs.translate import STREAM_MODES, StreamTranslator
 from planner.langgraph_config import RunUser
 from planner.registry import GraphSpec
+from planner.steering import PROMPTS_KEY, ModelSettings
 
 if TYPE_CHECKING:
     from dashboard.runs.modelcalls import ModelCallRecorder
@@ -316,10 +317,12 @@ class Host(Protocol):
     async def astore(self) -> Any:
         """The LangGraph store the host's graphs are compiled with."""
 
-    async def agraph(self, graph_name: str, builder: Any = None, *, fence: Fence | None = None
+    async def agraph(self, graph_name: str, builder: Any = None, *, fence: Fence | None = None,
+                     settings: ModelSettings | None = None
                      ) -> tuple[GraphSpec, Any, WriteWatch]:
         """The graph's spec and compiled graph (``builder`` compiled, if given: a graph
-        made for this run), with a saver instance for one run whose writes ``fence``
+        made for this run; else one built for this run's model ``settings``, if they
+        change the model), with a saver instance for one run whose writes ``fence``
         guards, and that saver's watch of its checkpoint writes."""
 
 
@@ -333,9 +336,11 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
     """
     run = claim.run
     translator = StreamTranslator(seen_checkpoints=set(claim.checkpoint_ids))
+    settings = ModelSettings.stored(run.model_settings)
     config = _config(run.configurable, run.thread_id, calls,
                      run.recursion_limit or planwatch_setting("RECURSION_LIMIT"),
-                     metadata={"run_id": claim.langgraph_run_id, "graph_id": run.graph})
+                     metadata={"run_id": claim.langgraph_run_id, "graph_id": run.graph},
+                     prompts=settings.prompts)
     breaks = Breakpoints.of(run)
     try:
         # (a run with no budget costs no read: the claim returned its budget column)
@@ -347,7 +352,8 @@ async def aexecute(claim: Claim, *, host: Host, writer: EventWriter,
         async with contextlib.AsyncExitStack() as resources:
             builder = await _aper_run_builder(run, config, host, resources)
             spec, graph, watch = await host.agraph(run.graph, builder,
-                                                   fence=Fence(run.id, run.epoch))
+                                                   fence=Fence(run.id, run.epoch),
+                                                   settings=settings)
             if planwatch_setting("DURABILITY") != "exit":  # "exit" saves the last one only
                 writer.watch_saves(watch)
             payload, start = await _abegin(claim, spec, graph, config, writer,
@@ -426,13 +432,15 @@ async def _aper_run_builder(run: Run, config: RunnableConfig, host: Host,
 
 def _config(configurable: dict[str, Any] | None, thread_id: str,
             calls: ModelCallRecorder, recursion_limit: int,
-            metadata: dict[str, Any] | None = None) -> RunnableConfig:
+            metadata: dict[str, Any] | None = None,
+            prompts: Mapping[str, str] | None = None) -> RunnableConfig:
     """The graph's config: a client's configurable values, Planwatch's thread, the run's
     recursion limit (start, resume and recovery alike), ``metadata`` (the run's id and
     graph, which LangGraph copies into each checkpoint's metadata, as LangGraph's server
-    has them there), and every model call of the graph, whoever makes it, reporting to the
-    run's log."""
-    return {"configurable": {**(configurable or {}), "thread_id": thread_id},
+    has them there), the run's own prompts (which the graph reads there), and every model
+    call of the graph, whoever makes it, reporting to the run's log."""
+    own = {PROMPTS_KEY: dict(prompts)} if prompts else {}
+    return {"configurable": {**(configurable or {}), **own, "thread_id": thread_id},
             "metadata": dict(metadata or {}),
             "recursion_limit": recursion_limit,
             "callbacks": [calls] if planwatch_setting("MODEL_CALLS") else []}

@@ -43,9 +43,10 @@ from dashboard.runs.record import WriteBehind
 from dashboard.runs.savers import Fence, RunLost, SaverHandle, WriteWatch, aopen_saver, is_postgres
 from dashboard.runs.store import RunStore, fail_held, release_runs
 from dashboard.runs.tokens import TokenBell
-from planner.llm import make_llm
+from planner.llm import LLMPort, make_llm
 from planner.registry import GraphSpec, get_graph
 from planner.search import default_search
+from planner.steering import ModelSettings
 
 logger = logging.getLogger("planwatch.runs")
 
@@ -259,26 +260,36 @@ class Executor:
         await self._aopen_saver()
         return self._store
 
-    async def agraph(self, graph_name: str, builder: Any = None, *, fence: Fence | None = None
+    async def agraph(self, graph_name: str, builder: Any = None, *, fence: Fence | None = None,
+                     settings: ModelSettings | None = None
                      ) -> tuple[GraphSpec, Any, WriteWatch]:
         """The graph's spec and compiled graph, with a saver instance for one run (see
         ``SaverHandle``) whose writes ``fence`` guards, and the watch of that saver's
         checkpoint writes; ``builder`` (a graph made for this run) is compiled for it
-        alone."""
+        alone, and so is a graph built on the model a run's ``settings`` choose."""
         await self._aopen_saver()
         assert self._saver is not None
         spec = get_graph(graph_name)
+        if builder is None and settings is not None and settings.changes_model \
+                and spec.takes_model:
+            builder = spec.build(llm=self.llm(settings), search=default_search())
         if builder is not None:
             compiled = builder.compile(checkpointer=self._saver.saver, store=self._store)
             return (spec, *self._saver.for_run(compiled, fence))
         if graph_name not in self._graphs:
-            llm = make_llm(planwatch_setting("LLM"), think_time=self.think_time,
-                           timeout=planwatch_setting("LLM_TIMEOUT"),
-                           base_url=planwatch_setting("LLM_BASE_URL"))
-            builder = spec.build(llm=llm, search=default_search())
+            builder = spec.build(llm=self.llm(), search=default_search())
             self._graphs[graph_name] = builder.compile(checkpointer=self._saver.saver,
                                                        store=self._store)
         return (spec, *self._saver.for_run(self._graphs[graph_name], fence))
+
+    def llm(self, settings: ModelSettings | None = None) -> LLMPort:
+        """The model the graphs call: ``PLANWATCH_LLM``, or the one a run's ``settings``
+        choose, with their parameters (the deployment's timeout and base URL either way)."""
+        chosen = settings or ModelSettings()
+        return make_llm(chosen.model or planwatch_setting("LLM"), think_time=self.think_time,
+                        timeout=planwatch_setting("LLM_TIMEOUT"),
+                        base_url=planwatch_setting("LLM_BASE_URL"),
+                        temperature=chosen.temperature, max_tokens=chosen.max_tokens)
 
     async def aexecute(self, run_id: uuid.UUID, mode: str = "start") -> None:
         """Claim and execute one run until it finishes, interrupts, fails or is cancelled;

@@ -469,7 +469,7 @@ paths, unless it ended already (parameters: :data:`STOP_FIELDS`, run id)."""
 
 RETURNED = ("graph", "thread_id", "input", "current_node", "last_seq", "started_at",
             "interrupt_before", "interrupt_after", "step_once", "configurable", "context",
-            "recursion_limit", "stream_tokens", "budget", "epoch")
+            "recursion_limit", "stream_tokens", "budget", "epoch", "model_settings")
 """The columns :data:`CLAIM` returns: what an execution reads of the run it took."""
 
 

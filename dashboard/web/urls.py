@@ -24,6 +24,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/fork/", debug.run_fork, name="run_fork"),
     path("runs/<uuid:run_id>/state/edit/", debug.run_state_edit, name="run_state_edit"),
     path("runs/<uuid:run_id>/compare/<uuid:other_id>/", debug.run_compare, name="run_compare"),
+    path("runs/compare/", debug.runs_compare, name="runs_compare"),
     path("inbox/", interrupts.inbox, name="inbox"),
     path("inbox/answer/", interrupts.inbox_answer, name="inbox_answer"),
     path("inbox/history/", history.history, name="history"),

@@ -9,6 +9,7 @@ from planner.acquisition import scripted  # noqa: F401  (registers the scripted 
 from planner.acquisition.graph import GRAPH_VERSION, NODES, build_graph
 from planner.acquisition.inputs import INPUT_FIELDS, make_input
 from planner.acquisition.presentation import present_result
+from planner.acquisition.prompting import DECIDE_PROMPT
 from planner.acquisition.state import AcquisitionState, sources_after_edit
 from planner.acquisition.validation import QUESTIONS, state_fields
 from planner.spec import GraphSpec
@@ -31,6 +32,7 @@ SPEC = GraphSpec(
     decisions_channel="decisions",
     tool_nodes=("search",),
     questions=QUESTIONS,
+    prompts={DECIDE_PROMPT.name: DECIDE_PROMPT},
     chat_goal_field="goal",
     messages_channel="messages",
     review_questions=True,

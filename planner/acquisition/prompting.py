@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from planner.acquisition import recipes
 from planner.acquisition.profile import Profile
+from planner.steering import PromptTemplate, render_prompt
 
 
 class PlannerDecision(BaseModel):
@@ -54,15 +55,25 @@ def decide_context(state: Mapping[str, Any], profile: Profile) -> dict[str, Any]
     }
 
 
-def decide_prompt(context: Mapping[str, Any]) -> str:
-    """The instruction a real chat model gets (the context is embedded as JSON)."""
-    return (
+DECIDE_PROMPT = PromptTemplate(
+    name="decide", label="Decide prompt",
+    template=(
         "You plan how to acquire the fields of a market-sizing estimate.\n"
-        f"Goal: {context['goal']}\n"
+        "Goal: {goal}\n"
         "Choose ONE next action: search (web search for a field; give a specific query "
         "naming the region), ask_user (ask the operator for a field), calculate (compute "
         "derived fields), reflect (the plan is stuck), or finish (everything is known).\n"
         "Prefer searching web fields before asking; never repeat a query in queries_run; "
         "derived fields are calculated, not searched.\n"
-        "Facts as JSON:\n" + json.dumps(context, indent=1, default=str)
-    )
+        "Facts as JSON:\n{facts}"),
+    fields=("goal", "facts"),
+    help="Asks the model for the next action; {facts} are the fields, their values and "
+         "the searches run, as JSON.")
+"""The ``decide`` node's prompt, overridable by name (``GraphSpec.prompts``)."""
+
+
+def decide_prompt(context: Mapping[str, Any]) -> str:
+    """The instruction a real chat model gets (the context is embedded as JSON; the run's
+    own decide prompt, if it has one)."""
+    return render_prompt(DECIDE_PROMPT, goal=context["goal"],
+                         facts=json.dumps(context, indent=1, default=str))

@@ -18,8 +18,9 @@ from planner.decomposition.errors import (
     SchemaVersionError,
     UnknownDependencyError,
 )
-from planner.decomposition.graph import build_graph
+from planner.decomposition.graph import SYNTHESIS_PROMPT, build_graph
 from planner.decomposition.parsing import read_plan
+from planner.decomposition.planning import PLAN_PROMPT
 from planner.decomposition.presentation import present_result
 from planner.decomposition.state import (
     INPUT_FIELDS,
@@ -50,6 +51,7 @@ SPEC = (
         # returns, its synthesis step says the plan failed
         failed_when={"status": "failed"}, failure_label="plan failed",
         failure_reason_key="reason",
+        prompts={PLAN_PROMPT.name: PLAN_PROMPT, SYNTHESIS_PROMPT.name: SYNTHESIS_PROMPT},
         tool_nodes=("work",),  # a worker searches, computes or writes one task
         chat_goal_field="goal",
         messages_channel="messages",

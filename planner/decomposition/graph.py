@@ -24,6 +24,7 @@ Divergences from the seeds, kept on purpose (table in ``docs/seed-rules.md``):
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -70,6 +71,15 @@ from planner.decomposition.workers import (
 from planner.llm import LLMError, LLMPort
 from planner.questions import question_text
 from planner.search import SearchError, SearchPort
+from planner.steering import PromptTemplate, render_prompt
+
+SYNTHESIS_PROMPT = PromptTemplate(
+    name="synthesize", label="Synthesis prompt",
+    template="Synthesise the results for: {goal}",
+    fields=("goal", "status", "results"),
+    help="Asks the model for the run's synthesis; {results} are the finished tasks' results "
+         "as JSON, {status} done or failed.")
+"""The synthesis call's prompt, overridable by name (``GraphSpec.prompts``)."""
 
 _SETTINGS = ("breadth", "ask_clarifications", "inject_failure", "max_depth")
 
@@ -280,7 +290,8 @@ def build_graph(
         try:
             synthesis: str | None = await llm.atext(
                 purpose="decomposition.synthesize",
-                prompt=f"Synthesise the results for: {state['goal']}",
+                prompt=render_prompt(SYNTHESIS_PROMPT, goal=state["goal"], status=status,
+                                     results=json.dumps(results, default=str)),
                 context={"goal": state["goal"], "status": status, "results": results,
                          "counts": status_counts(tasks)},
             )

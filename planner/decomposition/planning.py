@@ -15,6 +15,7 @@ from planner.decomposition.errors import PlanError
 from planner.decomposition.metrics import plan_metrics
 from planner.decomposition.parsing import ParsedPlan, PlannedTask, read_plan
 from planner.llm import LLMError, LLMPort
+from planner.steering import PromptTemplate, render_prompt
 
 PLAN_ATTEMPTS = 3
 """One call plus two parse retries, each told what was wrong with the last answer."""
@@ -45,16 +46,25 @@ class RetryDecision(BaseModel):
     reasoning: str = ""
 
 
+PLAN_PROMPT = PromptTemplate(
+    name="plan", label="Plan prompt",
+    template=("Decompose this task into subtasks: {goal}\n"
+              "Mark a subtask atomic when one worker can do it directly.\n"
+              "{form_help}{retry_note}"),
+    fields=("goal", "form_help", "retry_note", "depth"),
+    help="Asks the model to decompose one task; {form_help} says the plan's form, "
+         "{retry_note} what was wrong with its last answer (empty on the first try).")
+"""The planning call's prompt, overridable by name (``GraphSpec.prompts``)."""
+
+
 def plan_prompt(task: Mapping[str, Any], form: str, last_error: str | None) -> str:
-    """The prompt a real model gets for planning ``task`` in ``form``."""
-    lines = [
-        f"Decompose this task into subtasks: {task['goal']}",
-        "Mark a subtask atomic when one worker can do it directly.",
-        _FORM_HELP.get(form, _FORM_HELP["writehere_xml"]),
-    ]
-    if last_error:
-        lines.append(f"Your previous answer could not be used: {last_error}. Fix that.")
-    return "\n".join(lines)
+    """The prompt a real model gets for planning ``task`` in ``form`` (the run's own
+    plan prompt, if it has one)."""
+    retry = (f"\nYour previous answer could not be used: {last_error}. Fix that."
+             if last_error else "")
+    return render_prompt(PLAN_PROMPT, goal=task["goal"], depth=task.get("depth", 0),
+                         form_help=_FORM_HELP.get(form, _FORM_HELP["writehere_xml"]),
+                         retry_note=retry)
 
 
 async def aplan_task(

@@ -195,3 +195,85 @@ def _differs(new: Any, old: Any) -> bool:
     """Whether two values differ as JSON (``47.88`` and ``"47.88"`` do)."""
     return json.dumps(new, sort_keys=True, default=str) != json.dumps(old, sort_keys=True,
                                                                       default=str)
+
+
+class ModelSettingsForm(forms.Form):
+    """A fork's model, its parameters and its graph's declared prompts, as text; the graph
+    checks them (``services.model_settings_check``), naming each bad field."""
+
+    model = forms.CharField(
+        required=False, max_length=200, label="Model",
+        help_text="Blank: the deployment's (PLANWATCH_LLM). 'scripted', or a provider's "
+                  "model: openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, ollama:llama3.")
+    temperature = forms.CharField(required=False, max_length=40, label="Temperature",
+                                  help_text="0 to 2; blank: the model's own.")
+    max_tokens = forms.CharField(required=False, max_length=40, label="Max tokens",
+                                 help_text="Per answer, 1 to 1,000,000; blank: the model's own.")
+
+    def __init__(self, *args: Any, prompts: Mapping[str, Any], takes_model: bool,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.prompts = prompts
+        if not takes_model:
+            for name in ("model", "temperature", "max_tokens"):
+                del self.fields[name]
+        for name, template in prompts.items():
+            self.fields[f"prompt_{name}"] = forms.CharField(
+                required=False, label=template.label, initial=template.template,
+                widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}),
+                help_text=f"{template.help} Placeholders: "
+                          f"{', '.join('{' + f + '}' for f in template.fields)}.")
+
+    def settings(self) -> dict[str, Any]:
+        """What was filled in, as the service takes it (prompts unchanged are left out)."""
+        data = self.cleaned_data
+        found = {k: data[k].strip() for k in ("model", "temperature", "max_tokens")
+                 if (data.get(k) or "").strip()}
+        prompts = {name: data[f"prompt_{name}"].replace("\r\n", "\n")
+                   for name, template in self.prompts.items()
+                   if (data.get(f"prompt_{name}") or "").strip()
+                   and data[f"prompt_{name}"].replace("\r\n", "\n") != template.template}
+        if prompts:
+            found["prompts"] = prompts
+        return found
+
+    def add_errors(self, errors: Mapping[str, str]) -> None:
+        """The service's errors on their fields (``prompts.plan`` on ``prompt_plan``)."""
+        for name, text in errors.items():
+            field = name.replace("prompts.", "prompt_", 1) if name.startswith("prompts.") \
+                else name
+            self.add_error(field if field in self.fields else None, text)
+
+
+FORK_WAYS = 4
+"""The rows of the "fork N ways" form."""
+
+
+class ForkWaysForm(forms.Form):
+    """Several forks from one checkpoint, one per row (model, temperature, max tokens);
+    blank rows are left out."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for i in range(1, FORK_WAYS + 1):
+            self.fields[f"way{i}_model"] = forms.CharField(
+                required=False, max_length=200, label=f"Way {i}: model")
+            self.fields[f"way{i}_temperature"] = forms.CharField(
+                required=False, max_length=40, label=f"Way {i}: temperature")
+            self.fields[f"way{i}_max_tokens"] = forms.CharField(
+                required=False, max_length=40, label=f"Way {i}: max tokens")
+
+    def rows(self) -> list[list[forms.BoundField]]:
+        """The fields, a row per way (for the template)."""
+        return [[self[f"way{i}_{k}"] for k in ("model", "temperature", "max_tokens")]
+                for i in range(1, FORK_WAYS + 1)]
+
+    def ways(self) -> list[tuple[int, dict[str, Any]]]:
+        """The rows filled in: their number and model choice."""
+        found = []
+        for i in range(1, FORK_WAYS + 1):
+            way = {k: v.strip() for k in ("model", "temperature", "max_tokens")
+                   if (v := self.cleaned_data.get(f"way{i}_{k}") or "").strip()}
+            if way:
+                found.append((i, way))
+        return found

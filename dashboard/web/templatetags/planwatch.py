@@ -130,6 +130,14 @@ def wait_text(seconds: float | None) -> str:
 
 
 @register.filter
+def compact_json(value: object) -> str:
+    """A value as one line of JSON ("" for None): a decision in a table cell."""
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+
+
+@register.filter
 def usd(value: float | None) -> str:
     """A cost in USD with its significant digits: ``$1.24``, ``$0.0123``, ``$0.000036``
     (never ``$0.0000`` for a cost that is not 0); "" for None."""

@@ -15,12 +15,18 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from dashboard import selectors, services
+from dashboard import comparisons, selectors, services
 from dashboard.checkpoints import checkpoint_get, run_checkpoint, values_diff
 from dashboard.models import Run, RunEvent
-from dashboard.web.forms.debug import BreakpointsForm, StateEditForm
+from dashboard.web.forms.debug import (
+    BreakpointsForm,
+    ForkWaysForm,
+    ModelSettingsForm,
+    StateEditForm,
+)
 from dashboard.web.htmx import HtmxHttpRequest
 from dashboard.web.presentation import results
 from dashboard.web.presentation.trace import pretty
@@ -109,7 +115,8 @@ def run_continue(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
 
 
 def run_fork(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpResponseRedirect:
-    """Re-run from a checkpoint, optionally with its state edited first (a new run)."""
+    """Re-run from a checkpoint, optionally with its state edited, another model or other
+    prompts first (a new run); or fork it several ways at once and compare them."""
     run = run_or_404(request, run_id)
     checkpoint_id = request.GET.get("checkpoint") or request.POST.get("checkpoint", "")
     event = (selectors.run_events(run_id=run.id)
@@ -121,37 +128,114 @@ def run_fork(request: HttpRequest, run_id: UUID) -> TemplateResponse | HttpRespo
     view = checkpoint_get(thread_id=run.thread_id, checkpoint_id=checkpoint_id)
     if view is None:
         raise Http404(f"checkpoint {checkpoint_id!r} is no longer stored")
-    form = _state_form(request, run, view.values)
+    ways_post = request.method == "POST" and request.POST.get("action") == "ways"
+    fork_post = request.method == "POST" and not ways_post
+    form = _state_form(request, run, view.values, bound=fork_post)
+    model_form = ModelSettingsForm(request.POST if fork_post else None,
+                                   prompts=run.spec.prompts, takes_model=run.spec.takes_model,
+                                   prefix="m")
+    ways_form = ForkWaysForm(request.POST if ways_post else None, prefix="w")
     status = 200
-    if request.method == "POST":
+    if ways_post:
         _need(request, FORK, "forking a run")
-        if form.is_valid():
+        if ways_form.is_valid():
+            rows = ways_form.ways()
+            try:
+                forks = services.run_fork_ways(run=run, checkpoint_id=checkpoint_id,
+                                               user=request.user, ways=[w for _, w in rows])
+            except services.ModelSettingsError as exc:
+                _way_errors(ways_form, rows, exc.errors)
+                status = 422
+            else:
+                messages.success(request, f"Forked {len(forks)} ways from checkpoint "
+                                          f"{checkpoint_id[-8:]}.")
+                query = "&".join(f"runs={r.id}" for r in [run, *forks])
+                return redirect(f"{reverse('dashboard:runs_compare')}?{query}")
+        else:
+            status = 400
+    elif fork_post:
+        _need(request, FORK, "forking a run")
+        if form.is_valid() and model_form.is_valid():
             edit = form.edit()
             try:
                 child = services.run_fork(
                     run=run, checkpoint_id=checkpoint_id, user=request.user,
-                    values=edit or None, as_node=form.cleaned_data.get("as_node") or "")
+                    values=edit or None, as_node=form.cleaned_data.get("as_node") or "",
+                    options=services.RunOptions(model_settings=model_form.settings()))
+            except services.ModelSettingsError as exc:
+                model_form.add_errors(exc.errors)
+                status = 422
             except services.DebugInputError as exc:
                 for name, text in exc.errors.items():
                     field = f"ch_{name}" if f"ch_{name}" in form.fields else (
                         name if name in form.fields else None)
                     form.add_error(field, text)
+                status = 400
             else:
                 messages.success(request, f"Forked from {run.graph} {str(run.id)[:8]} at "
                                           f"checkpoint {checkpoint_id[-8:]}.")
                 return redirect("dashboard:run_detail", run_id=child.id)
-        status = 400
+        else:
+            status = 400
     return TemplateResponse(request, "dashboard/run_fork.html", {
         "run": run, "event": event, "checkpoint": view, "form": form,
+        "model_form": model_form, "ways_form": ways_form,
+        "error_count": len(form.errors) + len(model_form.errors),
         "can_fork": request.user.has_perm(FORK),
     }, status=status)
 
 
-def _state_form(request: HttpRequest, run: Run, values: dict[str, Any]) -> StateEditForm:
-    """The state edit form (fork, edit and continue) of ``run``'s graph, on ``values``;
-    the graph judges the edit (``services.state_edit_errors``)."""
+def _way_errors(form: ForkWaysForm, rows: list[tuple[int, dict[str, Any]]],
+                errors: dict[str, str]) -> None:
+    """The service's ``ways.<n>.<field>`` errors on the form's rows."""
+    for name, text in errors.items():
+        parts = name.split(".")
+        if len(parts) >= 3 and parts[1].isdigit() and int(parts[1]) < len(rows):
+            field = f"way{rows[int(parts[1])][0]}_{parts[2]}"
+            form.add_error(field if field in form.fields else None, text)
+        else:
+            form.add_error(None, text)
+
+
+def runs_compare(request: HttpRequest) -> TemplateResponse:
+    """Runs of a branch tree side by side (``?runs=…&runs=…``, or ``?tree=<run>``: its
+    whole tree), their figures moving while they run (the table polls itself)."""
+    tree = request.GET.get("tree", "")
+    if tree:
+        runs = [r for r in comparisons.run_tree(run=run_or_404(request, _uuid(tree)))
+                if selectors.run_can_view(user=request.user, run=r)]
+    else:
+        ids = list(dict.fromkeys(request.GET.getlist("runs")))
+        if not 2 <= len(ids) <= comparisons.TREE_LIMIT:
+            return TemplateResponse(request, "dashboard/runs_compare.html", {
+                "problem": f"{len(ids)} runs given; compare 2 to {comparisons.TREE_LIMIT} "
+                           "(?runs=<id>&runs=<id>, or ?tree=<id> for a run's branches)"},
+                status=400)
+        runs = [run_or_404(request, _uuid(i)) for i in ids]
+    columns = comparisons.runs_compare(runs=runs)
+    partial = "dashboard/_compare_table.html" if getattr(request, "htmx", False) \
+        else "dashboard/runs_compare.html"
+    return TemplateResponse(request, partial, {
+        "columns": columns, "live": any(c.active for c in columns),
+        "refresh": request.get_full_path()})
+
+
+def _uuid(text: str) -> UUID:
+    """A run id from the query, or a 404 naming it."""
+    try:
+        return UUID(text)
+    except ValueError:
+        raise Http404(f"{text[:60]!r} is not a run id") from None
+
+
+def _state_form(request: HttpRequest, run: Run, values: dict[str, Any],
+                bound: bool | None = None) -> StateEditForm:
+    """The state edit form (fork, edit and continue) of ``run``'s graph, on ``values``
+    (bound to the POST, unless ``bound`` says otherwise); the graph judges the edit
+    (``services.state_edit_errors``)."""
     schema = selectors.graph_debug_schema(graph=run.graph)
-    return StateEditForm(request.POST if request.method == "POST" else None,
+    post = request.method == "POST" if bound is None else bound
+    return StateEditForm(request.POST if post else None,
                          channels=schema.channels, values=values, nodes=schema.nodes,
                          internal=schema.internal, fields=schema.fields(values),
                          check=lambda edit, as_node: services.state_edit_errors(
@@ -221,7 +305,10 @@ def run_compare(request: HttpRequest, run_id: UUID, other_id: UUID) -> TemplateR
     ends = [run_checkpoint(r) for r in (left, right)]
     at_end = values_diff(ends[0].values if ends[0] else {}, ends[1].values if ends[1] else {})
     at_end.sort(key=lambda c: not str(c["path"]).startswith("result"))  # the outcome first
+    columns = comparisons.runs_compare(runs=[left, right])
     return TemplateResponse(request, "dashboard/run_compare.html", {
+        "columns": columns, "live": any(c.active for c in columns),
+        "refresh": f"{reverse('dashboard:runs_compare')}?runs={left.id}&runs={right.id}",
         "run": run, "other": other, "left": left, "right": right, "at_fork": at_fork,
         "at_end": at_end,
         "left_name": f"{'parent' if related else 'this run'} {str(left.id)[:8]}",
