@@ -19,7 +19,6 @@ from django.utils import timezone
 from dashboard.checkpoints import run_checkpoint
 from dashboard.models import Run, RunEvent
 from dashboard.runs.figures import Figures
-from dashboard.runs.outcome import run_outcome
 from dashboard.selectors import run_figures
 from planner.presentation import generic_result_card
 from planner.registry import get_graph
@@ -47,12 +46,10 @@ class CompareColumn:
 
 
 def run_outcome_word(run: Run) -> str:
-    """``succeeded``, ``failed`` (its graph failed, or returned saying its goal failed),
-    ``cancelled``, or its status while it has not ended (the one place the compare page
-    and /api/ read a run's outcome)."""
-    if run_outcome(graph=run.graph, status=run.status, output=run.output) is not None:
-        return "failed"
-    return str(run.status)
+    """A finished run's stored outcome (``succeeded``, ``plan_failed``, ``failed``,
+    ``cancelled``, ``budget_exceeded``: decided once when it stopped), or its status while
+    it has not ended (the one place the compare page and /api/ read it)."""
+    return str(run.outcome or run.status)
 
 
 def result_headline(run: Run) -> str:
@@ -60,7 +57,7 @@ def result_headline(run: Run) -> str:
     if run.status == Run.Status.SUCCEEDED:
         try:
             spec = get_graph(run.graph)
-            found = run_outcome(graph=run.graph, status=run.status, output=run.output)
+            found = run.told
             if found is not None:
                 return f"{found.label}: {found.reason}" if found.reason else found.label
             return spec.present_result(run.output).headline

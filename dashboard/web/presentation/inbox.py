@@ -110,6 +110,8 @@ def _groups(rows: list[Interrupt]) -> list[QuestionGroup]:
         key = getattr(row, "question_key", "")
         if not groups or (groups[-1].graph, groups[-1].key) != (row.run.graph, key):
             form = InterruptAnswerForm(interrupt=row, prefix=f"g{row.pk}")
+            # one run's suggestion (the currency its goal names) is not every run's answer
+            form.fields["answer"].initial = None
             groups.append(QuestionGroup(row.run.graph, key, [], form))
         groups[-1].rows.append(row)
     return groups
@@ -140,6 +142,18 @@ def inbox_context(*, user: Any, filters: dict[str, Any] | None = None, page: int
             "at_budget": selectors.runs_at_budget(user=user),
             "can_budget": bool(user.has_perm("dashboard.cancel_run")),
             "can_answer": bool(user.has_perm(ANSWER_PERMISSION)), "single": None}
+
+
+def inbox_counts(*, user: Any, filters: dict[str, Any], prefix: str, graph: str,
+                 question: str) -> SafeString:
+    """Out-of-band swaps of a compact inbox page's counts as they stand now: the questions
+    waiting under its ``filters``, and those of the group ``prefix`` (``graph``'s
+    ``question``)."""
+    asked = selectors.interrupts_inbox(**filters, user=user)
+    group = (selectors.interrupts_inbox(**{**filters, "graph": graph, "question": question},
+                                        user=user).count() if graph and question else None)
+    return render_to_string("dashboard/_inbox_counts.html", {
+        "total": asked.count(), "prefix": prefix, "group": group})
 
 
 def inbox_update(*, user: Any, graph: str = "", known: PendingState | None,

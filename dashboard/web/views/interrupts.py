@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseRedirect, QueryDict
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -32,6 +32,7 @@ from dashboard.web.presentation.inbox import (
     ANSWER_PERMISSION,
     FRAGMENT,
     inbox_context,
+    inbox_counts,
     run_interrupts_context,
     run_url,
 )
@@ -230,7 +231,13 @@ def _results(request: HtmxHttpRequest, results: list[services.AnswerResult], *, 
                "failed": sum(not r.ok for r in results), "message": message,
                "can_answer": True}
     if request.htmx:
+        shown = InboxFilters(QueryDict(request.POST.get("filters", "")))
+        shown.is_valid()
+        counts = inbox_counts(user=request.user, filters=shown.filters(),
+                              prefix=request.POST.get("prefix", ""),
+                              graph=request.POST.get("graph", ""),
+                              question=request.POST.get("question", ""))
         return TemplateResponse(request, "dashboard/_inbox_results.html",
-                                {**context, "oob_rows": True}, status=status)
+                                {**context, "oob_rows": True, "counts": counts}, status=status)
     return TemplateResponse(request, "dashboard/inbox.html",
                             _inbox_page(request, **context), status=status)
