@@ -70,11 +70,17 @@ def test_three_forks_compared_side_by_side_at_both_widths(
     # the table polls itself until every run ended: then no run is marked live
     expect(table.locator("text=live")).to_have_count(0, timeout=30_000)
     expect(table).not_to_have_attribute("hx-trigger", "every 2s")
-    used = table.locator("tr", has_text="Models used")
+    def row(name: str):
+        return table.locator(f"tr:has(th:text-is('{name}'))")
+
+    used = row("Models used")
     for model in ("scripted", "model-a", "model-b"):
         expect(used).to_contain_text(model)
-    expect(table.locator("tr", has_text="Tokens")).to_contain_text("not reported")
-    calls = table.locator("tr", has_text="Model calls").locator("td")
+    expect(row("Tokens")).to_contain_text("not reported")  # the scripted model's
+    tokens = Run.objects.get(id=forks[1].id).total_tokens
+    assert tokens and tokens % 150 == 0  # the loopback server's 150 a call
+    expect(row("Tokens")).to_contain_text(str(tokens))
+    calls = row("Model calls").locator("td")
     assert all(int(calls.nth(i).inner_text()) > 0 for i in range(4))
     for viewport in (DESKTOP, PHONE):
         page.set_viewport_size(viewport)

@@ -179,7 +179,7 @@ def test_the_schema_is_openapi_3_and_lists_every_resource(operator):
         "/api/graphs/", "/api/graphs/{id}/", "/api/runs/", "/api/runs/{id}/",
         "/api/runs/{id}/cancel/", "/api/runs/{id}/events/", "/api/runs/{id}/checkpoints/",
         "/api/runs/{id}/breakpoints/", "/api/runs/{id}/continue/", "/api/runs/{id}/fork/",
-        "/api/runs/{id}/budget/",
+        "/api/runs/{id}/budget/", "/api/runs/{id}/fork-ways/", "/api/runs/compare/",
         "/api/runs/{id}/export/",
         "/api/runs/{id}/checkpoints/{checkpoint_id}/", "/api/interrupts/",
         "/api/interrupts/{id}/", "/api/interrupts/{id}/answer/", "/api/interrupts/history/",
