@@ -313,6 +313,7 @@ def digest_subject(notices: list[Notice]) -> str:
     """An e-mail's subject: a question alone is named in it; several are counted."""
     if len(notices) == 1:
         (notice,) = notices
+        assert notice.interrupt is not None  # a digest gathers questions' notices only
         asks = question_text(notice.interrupt.payload)
         asks = asks if len(asks) <= 90 else asks[:89] + "…"
         return f"[Planwatch] {HEADLINES[Notice.Kind(notice.kind)]}: {asks}"
