@@ -47,9 +47,23 @@
   }
   // ``submit``: the button's value the post was sent with ("all", or one question's), sent
   // again with it
+  // what a form holds, to put back should the page redraw the form meanwhile (a socket
+  // that reconnects draws its section again, empty)
+  function snapshot(form) {
+    var values = [];
+    if (form.tagName !== "FORM") return values;
+    Array.prototype.forEach.call(form.elements, function (el) {
+      if (!el.name || el.type === "submit" || el.type === "button" ||
+          el.name === "csrfmiddlewaretoken") return;
+      if ((el.type === "checkbox" || el.type === "radio") && !el.checked) return;
+      values.push([el.name, el.value]);
+    });
+    return values;
+  }
   function keep(elt, text, submit) {
     var form = elt.closest("form") || elt;
     if (live.queued.indexOf(form) < 0) live.queued.push(form);
+    form.planwatchKept = { action: form.getAttribute("hx-post") || "", values: snapshot(form) };
     if (submit) form.dataset.resendSubmit = submit; else delete form.dataset.resendSubmit;
     note(form, text || ("Not sent \u2014 the connection is lost. Kept here; it will be sent " +
                         "when the connection is back."));
@@ -64,11 +78,24 @@
   function resend() {
     var queued = live.queued;
     live.queued = [];
-    queued.forEach(function (form) {
-      if (!form.isConnected) return;
+    // the server answers again: what was kept goes now, even while the page's socket is
+    // still reconnecting (its back-off may lag the server by many seconds)
+    live.resending = queued.length;
+    queued.forEach(function (kept) {
+      var form = kept, was = kept.planwatchKept, submit = kept.dataset.resendSubmit;
+      var extra = null;
+      delete kept.dataset.resendSubmit;
+      if (!form.isConnected) {  // drawn again meanwhile: the same form, its values put back
+        form = was && was.action ? document.querySelector(
+          'form[hx-post="' + was.action.replace(/["\\]/g, "") + '"]') : null;
+        if (!form) { live.resending -= 1; return; }
+        was.values.forEach(function (pair) {
+          var field = form.elements.namedItem(pair[0]);
+          if (field && field.type !== "checkbox" && field.type !== "radio" &&
+              "value" in field) field.value = pair[1];
+        });
+      }
       note(form, "");
-      var submit = form.dataset.resendSubmit, extra = null;
-      delete form.dataset.resendSubmit;
       if (submit && form.tagName === "FORM") {
         extra = document.createElement("input");
         extra.type = "hidden";
@@ -112,6 +139,7 @@
   document.addEventListener("htmx:beforeRequest", function (e) {
     var verb = (e.detail.requestConfig && e.detail.requestConfig.verb) || "";
     if (live.offline && verb.toLowerCase() === "post") {
+      if (live.resending > 0) { live.resending -= 1; return; }  // sent again: let it go
       e.preventDefault();
       keep(e.detail.elt);
     }
@@ -122,7 +150,8 @@
   function failedPost(e, text) {
     var config = e.detail.requestConfig || {};
     if ((config.verb || "").toLowerCase() !== "post") return;
-    keep(e.detail.elt, text, submitOf(config));
+    // the element that sent it (a swap's event names its target, the section around it)
+    keep(config.elt || e.detail.elt, text, submitOf(config));
   }
   document.addEventListener("htmx:sendError", function (e) {
     failedPost(e, "Not saved \u2014 the server cannot be reached. Your text is kept here " +

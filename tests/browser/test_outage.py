@@ -35,11 +35,6 @@ def cut_server(django_db_blocker):
         yield proxy, base
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "last run (PostgreSQL, 2026-12-06 21:17): banner, kept text, the form's note and the "
-    "503 page pass; after the proxy is mended /readyz answers 200 but the kept answer was not "
-    "posted again and the run page's socket, closed 1013 by its follow, was not seen to "
-    "reconnect (app.js resends on planwatch:back now, unverified: no lock time left)"))
 @pytest.mark.parametrize("outage", [10, 40])
 def test_an_answer_sent_while_the_database_is_down_is_kept_and_applied_once(
         browser, cut_server, executor, operator, outage):
@@ -83,9 +78,9 @@ def test_an_answer_sent_while_the_database_is_down_is_kept_and_applied_once(
         proxy.mend()
         # the database is back: the banner says so and goes, the answer is sent again, once
         expect(banner).to_contain_text("Back", timeout=30_000)
-        currency = page.locator('#run-interrupts .question[data-field="core.currency"]')
-        currency.wait_for(state="visible", timeout=40_000)
         expect(page.locator("#run-interrupts .offline-note")).to_have_count(0)
+        expect(page.locator("#run-interrupts")).to_contain_text("answer recorded",
+                                                                 timeout=30_000)
         expect(other.locator("h1")).to_have_text("Runs", timeout=30_000)  # loaded itself again
         other_report()
         question.refresh_from_db()
@@ -94,5 +89,13 @@ def test_an_answer_sent_while_the_database_is_down_is_kept_and_applied_once(
             .count() == 1
         screenshot(page, f"outage-{outage}s-back")
         print(f"banner and note within {said_within:.1f} s of the cut")
+        # the run goes on to its next question: the page should show it live
+        currency = page.locator('#run-interrupts .question[data-field="core.currency"]')
+        try:
+            currency.wait_for(state="visible", timeout=40_000)
+        except Exception:
+            pytest.xfail("known gap (stop 51): after the outage the answer is applied once, "
+                         "but the run page's live socket does not show the run's next "
+                         "question until the page is reloaded")
     finally:
         report()
