@@ -211,13 +211,13 @@ def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None
             raise services.AnswerForbidden(reason)
         goes = services.run_cancel(run=goes, user=user, reason=nxt.why)
     elif nxt.way == Way.RESUME:
-        _command_update_of(req, goes, nxt, user)
         if nxt.by_id:
             services.run_resume(run=goes, answers=nxt.answers, user=user, via=nxt.via)
         else:
             (interrupt_id, answer), = nxt.answers.items()
             services.interrupt_answer(interrupt=nxt.questions[interrupt_id], answer=answer,
                                       user=user, via=nxt.via)
+        _command_update_of(req, goes)
         goes.refresh_from_db()
     else:
         services.run_continue(run=goes, user=user)
@@ -235,18 +235,12 @@ def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None
     return goes.current_langgraph_run()
 
 
-def _command_update_of(req: RunRequest, run: Run, nxt: Next, user: User) -> None:
-    """Write a resume's ``Command(update=…)`` into ``run``'s checkpoint: here,
-    under :func:`locked`, once the request is the one that answers ``run`` and ``user`` may
-    answer every question it answers, so a racing resume that loses writes nothing."""
-    update = (req.command or {}).get("update")
-    if update is None:
-        return
-    for interrupt_id in nxt.answers:
-        if reason := services.interrupt_may_answer(interrupt=nxt.questions[interrupt_id],
-                                                   user=user):
-            raise services.AnswerForbidden(reason)
-    services.run_command_update(run=run, update=update)
+def _command_update_of(req: RunRequest, run: Run) -> None:
+    """Write a resume's ``Command(update=…)`` into ``run``'s checkpoint once the request's
+    answers are recorded, under :func:`locked`: a resume that loses a race, or whose answer
+    is refused, writes nothing (the executor takes both once the decision commits)."""
+    if (update := (req.command or {}).get("update")) is not None:
+        services.run_command_update(run=run, update=update)
 
 
 def _decide(thread: Thread, req: RunRequest, current: Run | None) -> Next:
