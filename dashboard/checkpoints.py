@@ -14,6 +14,7 @@ are those whose metadata names it (``run_id``, as LangGraph's server writes it),
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -98,20 +99,35 @@ def close_read_pools() -> None:
         pool.close()
 
 
+@functools.cache
+def _django_sqlite_saver() -> type:
+    """``SqliteSaver`` on Django's connection, leaving the commit to Django's atomic block
+    when one is open (a run request's decision, :func:`dashboard.thread_runs.locked`): its
+    writes then commit, or roll back, with the block, which keeps the write lock."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    class DjangoSqliteSaver(SqliteSaver):
+        @contextmanager
+        def cursor(self, transaction: bool = True) -> Iterator[Any]:
+            with super().cursor(transaction and not connection.in_atomic_block) as cur:
+                yield cur
+
+    return DjangoSqliteSaver
+
+
 @contextmanager
 def sync_saver() -> Iterator[BaseCheckpointSaver]:
     """The database's own sync saver (reads and update_state): on PostgreSQL on a
-    connection of the read pool, on SQLite on Django's connection."""
+    connection of the read pool (its writes commit at once), on SQLite on Django's
+    connection (its writes commit with Django's atomic block, if one is open)."""
     if connection.vendor == "postgresql":
         from langgraph.checkpoint.postgres import PostgresSaver
 
         with _read_pool().connection() as conn:
             yield PostgresSaver(conn)
     else:
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
         connection.ensure_connection()
-        saver = SqliteSaver(connection.connection)
+        saver = _django_sqlite_saver()(connection.connection)
         saver.is_setup = True  # the tables come from a migration; never run DDL on a read
         yield saver
 

@@ -5,7 +5,8 @@ A thread's next run is decided here, and only here (:func:`_decide`, writing not
 :func:`_next_run` applies the decision):
 
 - no run yet: a new run with the input (``services.run_create``);
-- ``command={"update": …}`` (:func:`command_update`) is applied before the rest;
+- ``command={"update": …}`` (:func:`command_update`) is applied before the rest (beside a
+  resume, under the lock, by the request that answers);
 - ``command={"resume": …}``: the thread's interrupted run is answered (one answer, or a
   map by interrupt id) and goes on; the LangGraph run is that same run, with the request's
   breakpoints; a graph that declares ``review_questions`` takes the standard decisions
@@ -210,13 +211,14 @@ def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None
         if reason := services.interrupt_may_answer(interrupt=nxt.declined, user=user):
             raise services.AnswerForbidden(reason)
         goes = services.run_cancel(run=goes, user=user, reason=nxt.why)
-    elif nxt.way == Way.RESUME and nxt.by_id:
-        services.run_resume(run=goes, answers=nxt.answers, user=user, via=nxt.via)
-        goes.refresh_from_db()
     elif nxt.way == Way.RESUME:
-        (interrupt_id, answer), = nxt.answers.items()
-        services.interrupt_answer(interrupt=nxt.questions[interrupt_id], answer=answer,
-                                  user=user, via=nxt.via)
+        if nxt.by_id:
+            services.run_resume(run=goes, answers=nxt.answers, user=user, via=nxt.via)
+        else:
+            (interrupt_id, answer), = nxt.answers.items()
+            services.interrupt_answer(interrupt=nxt.questions[interrupt_id], answer=answer,
+                                      user=user, via=nxt.via)
+        _command_update_of(req, goes)
         goes.refresh_from_db()
     else:
         services.run_continue(run=goes, user=user)
@@ -232,6 +234,14 @@ def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None
         services.run_breakpoints_set(run=goes, interrupt_before=options.interrupt_before,
                                      interrupt_after=options.interrupt_after, user=user)
     return goes.current_langgraph_run()
+
+
+def _command_update_of(req: RunRequest, run: Run) -> None:
+    """Write a resume's ``Command(update=…)`` into ``run``'s checkpoint once the request's
+    answers are recorded, under :func:`locked`: a resume that loses a race, or whose answer
+    is refused, writes nothing (the executor takes both once the decision commits)."""
+    if (update := (req.command or {}).get("update")) is not None:
+        services.run_command_update(run=run, update=update)
 
 
 def _decide(thread: Thread, req: RunRequest, current: Run | None) -> Next:
@@ -254,7 +264,7 @@ def _decide(thread: Thread, req: RunRequest, current: Run | None) -> Next:
     if command and "resume" not in command:
         raise RunInputError("the command has nothing to do: give it a resume, an update or "
                             "goto '__end__'", errors={"command": "empty command"})
-    if "resume" in command:  # its update, if any, was written first (command_update)
+    if "resume" in command:  # its update, if any, is written as it is answered
         return _resume(thread, current, command["resume"])
     if current is None:
         if req.checkpoint_id:
@@ -312,8 +322,9 @@ def _make_room(thread: Thread, current: Run, strategy: str, base: Run | None,
 def command_update(thread: Thread, command: dict[str, Any], user: User) -> Run | None:
     """``Command(update=…)``, with or without a resume. LangGraph's server runs the graph
     with the command: the update is applied first, then the graph goes on from where it
-    stands. So here, before the run request is decided: beside a resume, the waiting run
-    takes the update (then :func:`start` answers it; None is returned); alone, a run waiting
+    stands. So here, before the run request is decided: beside a resume, the update is only
+    checked (None is returned; :func:`start` writes it under :func:`locked` as it answers
+    the run, so a racing resume that loses writes nothing); alone, a run waiting
     for an answer takes it and keeps waiting (LangGraph's graph would ask the same question
     again), a run at a breakpoint takes it and continues, and an ended run's thread gets
     it as a state update (nothing is left to run: LangGraph's run would end at once); that
@@ -329,7 +340,7 @@ def command_update(thread: Thread, command: dict[str, Any], user: User) -> Run |
             state = "answered already" if current.is_busy() else current.status
             raise RunStateError(f"thread {thread.id} is {state}, not waiting for an "
                                 "answer; resume only an interrupted thread")
-        services.run_command_update(run=current, update=update)
+        services.run_state_edit_check(run=current, values=update, as_node="")
         return None
     if current.is_busy() or thread.has_queue():
         raise ThreadBusy(f"thread {thread.id} is busy with run {current.id} "
@@ -349,14 +360,16 @@ def command_update(thread: Thread, command: dict[str, Any], user: User) -> Run |
 def _resume(thread: Thread, current: Run | None, value: Any) -> Next:
     """How the thread's interrupted run is answered with ``value`` (or a map by interrupt
     id): the answers as its questions take them, or the question a review declines."""
-    # a LangGraph resume answers a run that waits on its questions (not one running on)
+    # a LangGraph resume answers a run that waits on its questions (not one running on,
+    # nor one whose questions a request before this one answered)
+    pending = {i.interrupt_id: i for i in current.interrupts.filter(
+        status=Interrupt.Status.PENDING)} if current is not None else {}
     if current is None or current.state not in states.WAITS or not current.allows(
-            states.ANSWER):
-        state = current.status if current else "empty"
+            states.ANSWER) or not pending:
+        state = ("answered already" if current is not None and not pending
+                 else current.status if current else "empty")
         raise RunStateError(f"thread {thread.id} is {state}, not waiting for an answer; "
                             "resume only an interrupted thread")
-    pending = {i.interrupt_id: i for i in current.interrupts.filter(
-        status=Interrupt.Status.PENDING)}
     by_id = isinstance(value, dict) and bool(value) and set(value) <= set(pending)
     if not by_id and len(pending) != 1:
         raise RunInputError(

@@ -311,6 +311,19 @@ def test_command_update_beside_a_resume_is_applied_before_the_node_goes_on(sdk):
         (started, "orders"), (resumed, "orders")}
 
 
+def test_a_resume_whose_answer_is_refused_writes_none_of_its_update(sdk):
+    """The update is written under the thread's lock once the answer is recorded: an
+    answer refused (here, too long) leaves the waiting thread as it was."""
+    from langgraph_sdk.errors import APIStatusError
+
+    tid = asked(sdk)
+    with pytest.raises(APIStatusError, match="the limit is"):
+        sdk.runs.create(tid, "orders", command={"resume": "x" * 70_000,
+                                                "update": {"quantity": 5}})
+    assert sdk.threads.get(tid)["status"] == "interrupted"
+    assert sdk.threads.get_state(tid)["values"] == {"item": "lamp", "quantity": 1}
+
+
 def test_command_update_alone_updates_a_waiting_thread_which_keeps_waiting(sdk):
     from langgraph_sdk.errors import UnprocessableEntityError
 
