@@ -287,8 +287,8 @@ def login(page, base_url: str, username: str, password: str) -> None:
 
 @pytest.fixture(autouse=True)
 def no_writer_left(request):
-    """A transactional test's runs and crons are stopped before its database is flushed
-    (:mod:`tests.support.writers`); a run that does not stop fails the test."""
+    """A transactional test's runs and crons are stopped (or ended and fenced off) before
+    its database is flushed (:mod:`tests.support.writers`)."""
     marker = request.node.get_closest_marker("django_db")
     transactional = "transactional_db" in request.fixturenames or "live_server" in \
         request.fixturenames or bool(marker and marker.kwargs.get("transaction"))
