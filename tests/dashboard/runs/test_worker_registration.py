@@ -45,6 +45,8 @@ def test_a_pruned_worker_registers_again_and_takes_runs(executor, settings, oper
         pytest.skip("procrastinate needs PostgreSQL: this runs in make test's PostgreSQL pass")
     settings.PLANWATCH = {**settings.PLANWATCH, "EXECUTOR": "procrastinate",
                           "STALE_AFTER_SECONDS": 1.5}  # as the worker's (processes.py)
+    with connection.cursor() as cursor:  # rows other tests' workers left: not this one's
+        cursor.execute("DELETE FROM procrastinate_workers")
     worker = spawn(["planwatch_worker"], "worker-pruned", PLANWATCH_EXECUTOR="procrastinate")
     try:
         (first_id,) = _wait(_worker_ids, "the worker did not register", worker)
