@@ -10,6 +10,7 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -41,6 +42,12 @@ def _rolled_back_as_the_process_dies(executor, langgraph_run: LangGraphRun, user
                              f"{langgraph_run.id}/cancel?action=rollback")
     assert answer.status_code == 200, answer.content
     executor.stop()  # the process dies: whatever it held in memory with it
+    if connection.vendor == "postgresql":  # and its connections close with it: a write it
+        # had begun (a fenced checkpoint write's transaction) holds no lock after it
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                           "datname = current_database() AND pid <> pg_backend_pid() AND "
+                           "state = 'idle in transaction'")
     run = Run.objects.get(id=langgraph_run.run_id)
     assert (run.state, run.cancel_requested) == (Run.State.RUNNING, True)
     Run.objects.filter(id=run.id).update(heartbeat_at=timezone.now() - timedelta(hours=1))
