@@ -317,12 +317,7 @@ def run_budget_extend(*, run: Run, extend: Any, user: User) -> Run:
         store.set_budget(run.id, raised.as_json())
         _record(locked, RunEvent.Kind.BUDGET_EXTENDED, user, extend=more.as_json(),
                 budget=raised.as_json())
-        store.append_event(locked, RunEvent.Kind.RUN_CONTINUED,
-                           payload={"by": user.get_username(), "step": False},
-                           then=lambda seq: store.continue_run(
-                               current=locked.state, now=timezone.now(), last_seq=seq,
-                               step=False))
-        transaction.on_commit(lambda: _after_change(run.id, "continue"))
+        _go_on(locked, user, step=False)
     run.refresh_from_db()
     return run
 
@@ -558,14 +553,20 @@ def run_continue(*, run: Run, user: User, step: bool = False) -> Run:
         if not locked.allows(states.CONTINUE):
             raise RunStateError(f"run {run.id} is {locked.status}, not paused at a breakpoint; "
                                 "only paused runs can be continued or stepped")
-        store.append_event(locked, RunEvent.Kind.RUN_CONTINUED,
-                           payload={"by": user.get_username(), "step": step},
-                           then=lambda seq: store.continue_run(
-                               current=locked.state, now=timezone.now(), last_seq=seq,
-                               step=step))
-        transaction.on_commit(lambda: _after_change(run.id, "continue"))
+        _go_on(locked, user, step=step)
     run.refresh_from_db()
     return run
+
+
+def _go_on(locked: Run, user: User, *, step: bool) -> None:
+    """A paused run (``locked``, under its lock) goes on: its ``run_continued`` event and
+    the continue transition, then its executor is told once the change commits."""
+    store.append_event(locked, RunEvent.Kind.RUN_CONTINUED,
+                       payload={"by": user.get_username(), "step": step},
+                       then=lambda seq: store.continue_run(
+                           current=locked.state, now=timezone.now(), last_seq=seq,
+                           step=step))
+    transaction.on_commit(lambda: _after_change(locked.id, "continue"))
 
 
 NO_INPUT = object()
