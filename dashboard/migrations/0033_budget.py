@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0032_langgraph_run_rollback'),
+        ("dashboard", "0033_fence_run_epoch"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -33,7 +33,7 @@ def drop_fence(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0032_langgraph_run_rollback'),
+        ("dashboard", "0033_outcome_stored"),
     ]
 
     operations = [

@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("dashboard", "0032_langgraph_run_rollback")]
+    dependencies = [("dashboard", "0033_budget")]
 
     operations = [
         migrations.AddField(

@@ -52,7 +52,7 @@ def fill_outcomes(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0032_langgraph_run_rollback'),
+        ("dashboard", "0032_langgraph_run_rollback"),
     ]
 
     operations = [

@@ -2,7 +2,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("dashboard", "0032_langgraph_run_rollback")]
+    dependencies = [("dashboard", "0033_fork_model_settings")]
 
     operations = [
         migrations.AddField(
