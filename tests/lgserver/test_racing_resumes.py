@@ -32,17 +32,20 @@ RESUMES = {
 }
 
 
-def waiting_on_locks(holder: psycopg.Connection) -> int:
-    """How many other sessions of the test database wait on a lock."""
-    return holder.execute(
+def waiting_on_locks(watcher: psycopg.Connection) -> int:
+    """How many sessions of the test database wait on a lock. ``watcher`` is in autocommit:
+    inside a transaction PostgreSQL shows pg_stat_activity as it was at the transaction's
+    first look (the holder's own saw one waiter for ever, and the test failed after 60 s
+    in a CI pass)."""
+    return watcher.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()").fetchone()[0]
+        "AND wait_event_type = 'Lock'").fetchone()[0]
 
 
-def wait_for_waiters(holder: psycopg.Connection, count: int) -> None:
+def wait_for_waiters(watcher: psycopg.Connection, count: int) -> None:
     """Wait until ``count`` sessions wait on a lock (a deadlock guard, not a speed test)."""
     deadline = time.monotonic() + 60
-    while waiting_on_locks(holder) < count:
+    while waiting_on_locks(watcher) < count:
         assert time.monotonic() < deadline, f"{count} requests never reached the thread lock"
         time.sleep(0.02)
 
@@ -61,13 +64,15 @@ def test_of_two_racing_resumes_with_updates_only_the_winners_update_is_applied(
             "assistant_id": "orders",
             "command": {"resume": name, "update": RESUMES[name][0]}})
 
-    with psycopg.connect(postgres_conninfo(connection.settings_dict)) as holder, \
+    conninfo = postgres_conninfo(connection.settings_dict)
+    with psycopg.connect(conninfo) as holder, \
+            psycopg.connect(conninfo, autocommit=True) as watcher, \
             ThreadPoolExecutor(2) as pool:
         holder.execute("SELECT 1 FROM dashboard_thread WHERE id = %s FOR UPDATE", [tid])
         first = pool.submit(resume, "first")
-        wait_for_waiters(holder, 1)
+        wait_for_waiters(watcher, 1)
         second = pool.submit(resume, "second")
-        wait_for_waiters(holder, 2)
+        wait_for_waiters(watcher, 2)
         holder.rollback()  # both are at the decision: let them through
         answers = {"first": first.result(), "second": second.result()}
 

@@ -38,9 +38,14 @@ def test_a_live_idle_connection_is_handed_out_without_a_query(pg, monkeypatch):
     checked = []
     monkeypatch.setattr(pgpool.ConnectionPool, "check_connection", checked.append)
     with psycopg.connect(pg, autocommit=True) as conn:
-        conn.execute("SELECT 1")
-        pgpool.check(conn)
-        assert checked == []  # no round trip for a connection with nothing to read
+        for _ in range(10):
+            conn.execute("SELECT 1")
+            pgpool.check(conn)
+        # no round trip for a connection with nothing to read: none, or one if the server
+        # happened to send a message of its own once (seen once in a CI pass: the check's
+        # query reads it, as it should)
+        assert len(checked) <= 1, checked
+        checked.clear()
         terminate(conn)
         pgpool.check(conn)
         assert checked == [conn]  # the real check, once the server has dropped it
