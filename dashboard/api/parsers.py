@@ -19,8 +19,7 @@ from typing import Any
 from rest_framework import exceptions
 from rest_framework.parsers import JSONParser
 
-INT64 = (-(2**63), 2**63 - 1)
-"""The integers a checkpoint (msgpack) and a JSON column can hold."""
+from dashboard.runs.jsonsafe import INT64
 
 
 def _value_problem(item: Any) -> str:

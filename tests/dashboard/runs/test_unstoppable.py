@@ -13,6 +13,7 @@ import tests.dashboard.interrupt_graphs  # noqa: F401  (registers test.ask)
 from dashboard import services
 from dashboard.models import Interrupt, Run, RunEvent
 from dashboard.runs import store
+from dashboard.runs.jsonsafe import from_column
 from tests.conftest import assert_gapless, wait_run
 
 Kind = RunEvent.Kind
@@ -52,3 +53,24 @@ def test_a_cancel_ends_at_once_a_run_whose_executor_died(executor, operator):
     assert assert_gapless(run)[-1].kind == Kind.RUN_CANCELLED
     services.thread_delete(thread=run.conversation)  # and its thread may go
     assert not Run.objects.filter(id=run.id).exists()
+
+
+def test_a_float_past_64_bits_in_an_answer_resumes_the_run_on_either_database(
+        executor, operator):
+    """PostgreSQL's jsonb gives 1e300 back in 301 digits, an integer no checkpoint stores:
+    the graph is resumed with the float the client sent, and the run ends."""
+    run = services.run_create(graph="test.ask", input={"payload": {"prompt": "X?"}},
+                              user=operator)
+    wait_run(run.id, statuses=("interrupted",))
+    services.interrupt_answer(interrupt=Interrupt.objects.get(run=run),
+                              answer={"far": 1e300, "list": [-2e19]}, user=operator)
+    run = wait_run(run.id, statuses=("succeeded", "failed"), timeout=30)
+    assert run.status == Run.Status.SUCCEEDED, run.error_message
+    assert from_column(run.output["answer"]) == {"far": 1e300, "list": [-2e19]}
+
+
+def test_a_number_read_back_from_a_json_column_is_what_was_written():
+    assert from_column({"a": [10**300, -(2**64), 2**63 - 1, True, "1e300"]}) == {
+        "a": [1e300, -float(2**64), 2**63 - 1, True, "1e300"]}
+    assert type(from_column(10**300)) is float
+    assert from_column(10**400) == 10**400  # past any float: the checkpoint write says so
