@@ -4,15 +4,19 @@ whose executor died."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
 
 import tests.dashboard.interrupt_graphs  # noqa: F401  (registers test.ask)
 from dashboard import services
 from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.runs import executor as executor_module
 from dashboard.runs import store
+from dashboard.runs.execution import Outcome
 from dashboard.runs.jsonsafe import from_column
 from tests.conftest import assert_gapless, wait_run
 
@@ -74,3 +78,71 @@ def test_a_number_read_back_from_a_json_column_is_what_was_written():
         "a": [1e300, -float(2**64), 2**63 - 1, True, "1e300"]}
     assert type(from_column(10**300)) is float
     assert from_column(10**400) == 10**400  # past any float: the checkpoint write says so
+
+
+def test_a_run_stopped_by_a_database_fault_at_every_claim_fails_after_its_attempts(
+        executor, operator, settings, monkeypatch):
+    """Each execution stops on a database fault past its own handling (the run is let go,
+    to be recovered when the database is back): the third claim without a checkpoint is
+    the last, and the run fails naming its attempts and the last error, never looping."""
+    settings.PLANWATCH = {**settings.PLANWATCH, "RUN_MAX_ATTEMPTS": 3}
+    claims = []
+
+    async def faulty(claim, **_):
+        claims.append(claim.kind)
+        raise OperationalError(f"server closed the connection unexpectedly ({len(claims)})")
+
+    monkeypatch.setattr(executor_module, "aexecute", faulty)
+    run = services.run_create(graph="test.echo", input={"steps": 2}, user=operator)
+    deadline = time.monotonic() + 60  # a deadlock guard, not a speed test
+    while (run := Run.objects.get(id=run.id)).status != Run.Status.FAILED:
+        assert time.monotonic() < deadline, (run.status, run.attempts, claims)
+        assert len(claims) <= 3, "recovered past its attempts"
+        services.run_recover_stale()  # the reaper's sweep
+        time.sleep(0.1)
+    assert claims == [Kind.RUN_STARTED, Kind.RUN_RECOVERED, Kind.RUN_RECOVERED]
+    assert run.owner == "" and run.epoch == 3
+    assert "claimed 3 times" in run.error_message
+    assert "PLANWATCH_RUN_MAX_ATTEMPTS is 3" in run.error_message
+    assert "OperationalError: server closed the connection unexpectedly (3)" in \
+        run.error_message
+    failed = assert_gapless(run)[-1]
+    assert failed.kind == Kind.RUN_FAILED and failed.payload["attempts"] == 3
+    assert services.run_recover_stale() == []  # nothing left to recover
+    assert len(claims) == 3
+
+
+def test_a_run_that_gets_on_between_faults_is_recovered_past_its_attempts(
+        executor, operator, settings, monkeypatch):
+    """A checkpoint written since the last claim starts the count again: a run stopped by
+    a database fault after each step it takes (a kill storm) is recovered each time and
+    ends, even allowed a single attempt."""
+    settings.PLANWATCH = {**settings.PLANWATCH, "RUN_MAX_ATTEMPTS": 1}
+    real = executor_module.aexecute
+    faults = []
+
+    async def fault_after_a_checkpoint(claim, **kwargs):
+        writer, requests = kwargs["writer"], kwargs["requests"]
+        add = writer.add
+
+        def watch(fields):
+            add(fields)
+            if fields.get("kind") == Kind.CHECKPOINT:
+                requests.handover = True  # it stops at its next node boundary
+        writer.add = watch
+        outcome = await real(claim, **kwargs)
+        if outcome is Outcome.HANDED_OVER:  # as if the database went then
+            faults.append(claim.kind)
+            raise OperationalError("terminating connection due to administrator command")
+        return outcome
+
+    monkeypatch.setattr(executor_module, "aexecute", fault_after_a_checkpoint)
+    run = services.run_create(graph="test.echo", input={"steps": 3}, user=operator)
+    deadline = time.monotonic() + 60  # a deadlock guard, not a speed test
+    while (run := Run.objects.get(id=run.id)).status not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline, (run.status, run.attempts, faults)
+        services.run_recover_stale()
+        time.sleep(0.1)
+    assert run.status == Run.Status.SUCCEEDED, run.error_message
+    assert len(faults) >= 3 and faults[1:] == [Kind.RUN_RECOVERED] * (len(faults) - 1)
+    assert_gapless(run)
