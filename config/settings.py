@@ -330,6 +330,11 @@ PLANWATCH = {
     # or last got on): past them, a run whose executor died or lost the database each
     # time is failed, naming them and its last error, instead of recovered for ever.
     "RUN_MAX_ATTEMPTS": RUN_MAX_ATTEMPTS,
+    # PostgreSQL: seconds a transaction of the executor's pools (checkpoint writes, the
+    # run store) may sit idle before the server ends it (a frozen executor's write held
+    # its run's row, and every claim of it waited); 0: never.
+    "IDLE_TRANSACTION_SECONDS": float(os.environ.get("PLANWATCH_IDLE_TRANSACTION_SECONDS",
+                                                     "60")),
     # Seconds a stopping process (SIGTERM) lets its runs reach their next node boundary
     # before it cancels them where they are; either way another process takes them over.
     "DRAIN_SECONDS": float(os.environ.get("PLANWATCH_DRAIN_SECONDS", "10")),

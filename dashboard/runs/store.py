@@ -69,7 +69,13 @@ from dashboard.runs.doorbells import SUMMARY_FIELDS
 from dashboard.runs.orm import database_sync_to_async, relax_commit, relaxed_commits
 from dashboard.runs.outcome import meaning as outcome_meaning
 from dashboard.runs.outcome import outcome_decide
-from dashboard.runs.savers import Fence, RunLost, SaverHandle, postgres_conninfo
+from dashboard.runs.savers import (
+    Fence,
+    RunLost,
+    SaverHandle,
+    aend_abandoned_transactions,
+    postgres_conninfo,
+)
 from planner.registry import get_graph
 from planner.spec import GraphSpec, QuestionDeadline, answer_groups, question_deadline
 
@@ -1314,6 +1320,8 @@ class RunStore:
             conn.adapters.register_loader("jsonb", TextLoader)
             if relaxed_commits():
                 await conn.execute("SET synchronous_commit TO OFF")
+            # (one statement per write here, but a connection of the executor's all the same)
+            await aend_abandoned_transactions(conn)
 
         # statements are prepared at once: there are a handful, run thousands of times, and
         # the server shares the machine's cores with the graphs
