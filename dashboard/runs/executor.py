@@ -307,6 +307,8 @@ class Executor:
         try:
             if self.draining:  # another process takes it (its reaper, or a worker's job)
                 return
+            if mode == "recover" and run_id in self._active:
+                return  # it executes it (its heartbeat late after a stall): nothing to recover
             async with self._sem:
                 requests = Requests()
                 instruments.RUNS_IN_FLIGHT.inc()
@@ -345,9 +347,13 @@ class Executor:
                             raise
                         except Exception as exc:  # not a node's: those fail the run in it
                             logger.exception("run %s could not be executed", run_id)
-                            await database_sync_to_async(fail_held)(
-                                run_id, owner=self.owner,
-                                error=(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+                            try:
+                                await database_sync_to_async(fail_held)(
+                                    run_id, owner=self.owner, error=(
+                                        f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+                            except DATABASE_ERRORS as fault:  # as above: recovered, counted
+                                await self._arelease_failed(run_id, fault)
+                                raise
                             break
                         # the execution's spans, built and sent on threads of their own
                         otel.export_soon(run.id, after=first - 1, upto=run.last_seq)

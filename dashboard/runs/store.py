@@ -1189,7 +1189,8 @@ def aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
 def _claim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | RunExhausted | None:
     """:func:`aclaim_orm`'s transaction."""
     now = timezone.now()
-    free = free_q(owner=owner, stale=stale_before(now))
+    stale = stale_before(now)
+    free = free_q(owner=owner, stale=stale)
     with transaction.atomic():
         relax_commit()  # a lost claim leaves the run queued: recovery dispatches it again
         run = lock_run(run_id, where=free)
@@ -1205,7 +1206,7 @@ def _claim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | RunExhausted
             kind = Kind.RUN_FORKED if run.parent_id else Kind.RUN_STARTED
         elif run.allows(states.GO_ON) and mode == "continue":
             transition, kind = states.GO_ON, Kind.RUN_RESUMED
-        elif run.allows(states.RECOVER) and run.owner != owner:
+        elif run.allows(states.RECOVER) and (run.owner != owner or _dropped(run, mode, stale)):
             exhausted = attempts_exhausted(run)
             if exhausted is not None:  # it would stop the same way again: it ends here
                 _fail_locked(run, exhausted, attempts=run.attempts,
@@ -1232,6 +1233,13 @@ def _claim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | RunExhausted
             run.events.filter(kind=Kind.CHECKPOINT).values_list("checkpoint_id", flat=True)
         )
     return Claim(run, kind, next_seq(run), checkpoints, answers, run.langgraph_run_ids())
+
+
+def _dropped(run: Run, mode: str, stale: datetime) -> bool:
+    """Whether a run its claimer holds is one it let fall (a recovery of its own run, no
+    longer heart-beating: its execution stopped on a database fault and could not let it
+    go), not one it executes; its executor never asks while it executes the run."""
+    return mode == "recover" and run.heartbeat_at is not None and run.heartbeat_at < stale
 
 
 def attempts_after(run: Run) -> int:
