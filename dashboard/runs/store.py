@@ -149,8 +149,10 @@ def claim(transition: states.Transition, *, current: str, owner: str, now: datet
 
 def release() -> Fields:
     """The executor that holds the run stops (its process drains): the run stays running,
-    held by nobody, for any executor to take over at once (:func:`free_q`)."""
-    return {"owner": ""}
+    held by nobody, for any executor to take over at once (:func:`free_q`); a stop it
+    chose is no failed attempt (a rolling restart may hand a run on before its next
+    checkpoint, process after process)."""
+    return {"owner": "", "attempts": 0}
 
 
 def heartbeat(*, now: datetime) -> Fields:
@@ -1018,7 +1020,7 @@ def release_failed(run_id: Any, *, owner: str, error: str) -> bool:
     fault kept as its last error, so any executor (this one too) recovers it at once
     (:data:`TAKE` counts that attempt), and whether it was still ``owner``'s."""
     return bool(Run.objects.running().filter(id=run_id, owner=owner).update(
-        **orm_fields(release()), attempt_error=error[:10_000]))
+        owner="", attempt_error=error[:10_000]))
 
 
 def withdraw_questions(run_id: Any) -> None:

@@ -8,14 +8,15 @@ import time
 from datetime import timedelta
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import OperationalError
 from django.utils import timezone
 
 import tests.dashboard.interrupt_graphs  # noqa: F401  (registers test.ask)
 from dashboard import services
 from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.runs import execution, store
 from dashboard.runs import executor as executor_module
-from dashboard.runs import store
 from dashboard.runs.execution import Outcome
 from dashboard.runs.jsonsafe import from_column
 from tests.conftest import assert_gapless, wait_run
@@ -145,7 +146,11 @@ def test_a_run_that_gets_on_between_faults_is_recovered_past_its_attempts(
             raise OperationalError("terminating connection due to administrator command")
         return outcome
 
+    async def held_on(run_id, *, owner):  # the fault comes before the run is let go
+        return 0
+
     monkeypatch.setattr(executor_module, "aexecute", fault_after_a_checkpoint)
+    monkeypatch.setattr(execution, "arelease", held_on)
     run = services.run_create(graph="test.echo", input={"steps": 3}, user=operator)
     deadline = time.monotonic() + 60  # a deadlock guard, not a speed test
     while (run := Run.objects.get(id=run.id)).status not in ("succeeded", "failed"):
@@ -155,3 +160,16 @@ def test_a_run_that_gets_on_between_faults_is_recovered_past_its_attempts(
     assert run.status == Run.Status.SUCCEEDED, run.error_message
     assert len(faults) >= 3 and faults[1:] == [Kind.RUN_RECOVERED] * (len(faults) - 1)
     assert_gapless(run)
+
+
+def test_a_run_a_draining_process_handed_on_is_no_failed_attempt(executor, settings):
+    """A rolling restart may hand a run on, process after process, before its next
+    checkpoint: a stop its executor chose does not count against it."""
+    settings.PLANWATCH = {**settings.PLANWATCH, "RUN_MAX_ATTEMPTS": 1}
+    run = Run.objects.create(graph="test.echo", thread_id="drained", input={"steps": 1},
+                             state="running", owner="exec-a", heartbeat_at=timezone.now(),
+                             started_at=timezone.now(), epoch=1, attempts=1)
+    assert store.release_runs(owner="exec-a") == 1
+    claim = async_to_sync(store.aclaim_orm)(run.id, "exec-b", "recover")
+    assert claim is not None and claim.kind == Kind.RUN_RECOVERED
+    assert Run.objects.get(id=run.id).attempts == 1 == claim.run.attempts
