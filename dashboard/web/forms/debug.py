@@ -10,6 +10,7 @@ from typing import Any
 
 from django import forms
 
+from dashboard.api.parsers import loads_bounded
 from planner.spec import StateField
 
 ANY_NODE = "*"
@@ -45,12 +46,14 @@ class LocatedJSONField(forms.JSONField):
         if self.disabled or value in self.empty_values:
             return super().to_python(value)
         try:
-            json.loads(value, cls=self.decoder)
+            loads_bounded(value, name=str(self.label or "the value"))
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}; "
                 'quote text like "yes", and use null, true and false',
                 code="invalid") from None
+        except ValueError as exc:  # a number nothing downstream holds, named
+            raise forms.ValidationError(str(exc), code="invalid") from None
         return super().to_python(value)
 
 
