@@ -198,11 +198,13 @@ def test_a_fork_forms_json_holding_a_number_no_checkpoint_stores_is_refused_nami
     checkpoint = parent.events.filter(kind=Kind.CHECKPOINT, namespace="",
                                       payload__next=["done"]).get().checkpoint_id
     bad = client.post(f"/runs/{parent.id}/fork/", {
-        "checkpoint": checkpoint, "ch_n": "1", "ch_steps": "3",
+        "checkpoint": checkpoint, "ch_n": "1",
         "ch_result": '{"total": [100000000000000000000000]}', "ch_trail": "[]",
+        "ch_steps": "100000000000000000000000",
         "ch_fail_at": "0", "ch_delay": "0.0", "ch_route_delay": "0.0", "ch_held_by": "",
         "as_node": "step"})
     html = bad.content.decode()
     assert bad.status_code == 400
     assert "result.total[0] holds an integer beyond 64 bits" in html, html[-3000:]
+    assert "less than or equal to 9223372036854774784" in html  # steps, a whole number
     assert Run.objects.count() == 1

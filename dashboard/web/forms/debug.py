@@ -11,7 +11,7 @@ from typing import Any
 from django import forms
 
 from dashboard.api.parsers import loads_bounded
-from planner.spec import StateField
+from planner.spec import WHOLE_MAX, StateField
 
 ANY_NODE = "*"
 
@@ -19,6 +19,9 @@ _SCALARS: dict[type, type[forms.Field]] = {
     bool: forms.BooleanField, int: forms.IntegerField, float: forms.FloatField,
     str: forms.CharField,
 }
+_BOUNDS: dict[type, dict[str, Any]] = {
+    int: {"min_value": -WHOLE_MAX, "max_value": WHOLE_MAX}}
+"""What a scalar field takes beyond its type: a whole number a checkpoint holds (64 bits)."""
 
 
 class BreakpointsForm(forms.Form):
@@ -103,7 +106,8 @@ class StateEditForm(forms.Form):
                     self.kinds[f"{name}.{spec.name}"] = "field"
                 continue
             if scalar is not None and (value is None or isinstance(value, scalar)):
-                field = _SCALARS[scalar](required=False, label=name, initial=value)
+                field = _SCALARS[scalar](required=False, label=name, initial=value,
+                                         **_BOUNDS.get(scalar, {}))
                 if scalar is str:
                     field.widget = forms.Textarea(attrs={"rows": 1})
                 self.kinds[name] = scalar.__name__
