@@ -23,10 +23,11 @@ from psycopg_pool import PoolTimeout
 OPERATIONAL = (django_db.OperationalError, psycopg.OperationalError, sqlite3.OperationalError)
 INTERFACE = (django_db.InterfaceError, psycopg.InterfaceError, sqlite3.InterfaceError)
 
-# The server dropped the connection (a restart, ``pg_terminate_backend``, a network cut): a
-# pool may hand one out before the server's goodbye reaches its socket.
+# The server dropped the connection (a restart, ``pg_terminate_backend``, a network cut, a
+# transaction left idle past ``idle_in_transaction_session_timeout``): a pool may hand one
+# out before the server's goodbye reaches its socket.
 LOST = (pg_errors.AdminShutdown, pg_errors.ConnectionFailure, pg_errors.ConnectionTimeout,
-        *INTERFACE)
+        pg_errors.IdleInTransactionSessionTimeout, *INTERFACE)
 LOST_MESSAGES = ("terminating connection", "server closed the connection",
                  "connection is closed", "connection already closed", "consuming input failed",
                  "connection is lost", "the connection is bad", "ssl connection has been closed")
@@ -53,9 +54,11 @@ def caused_by(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> boo
 def connection_lost(exc: BaseException | None) -> bool:
     """Whether ``exc`` (a driver's or Django's database error) says the connection was
     dropped under the statement: a fresh connection would do, nothing is wrong with it."""
-    if exc is None or not caused_by(exc, (*OPERATIONAL, *INTERFACE)):
+    if exc is None:
         return False
-    return caused_by(exc, LOST) or any(
+    if caused_by(exc, LOST):  # (the idle transaction's is psycopg's InternalError)
+        return True
+    return caused_by(exc, (*OPERATIONAL, *INTERFACE)) and any(
         m in str(c).lower() for c in _chain(exc) for m in LOST_MESSAGES)
 
 

@@ -270,6 +270,12 @@ else:
     # in memory, rung from the in-process executor's own loop: see dashboard/runs/layers.py
     CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.runs.layers.InProcessChannelLayer"}}
 
+RUN_MAX_ATTEMPTS = int(os.environ.get("PLANWATCH_RUN_MAX_ATTEMPTS", "3"))
+if RUN_MAX_ATTEMPTS < 1:
+    raise ImproperlyConfigured(
+        f"PLANWATCH_RUN_MAX_ATTEMPTS={RUN_MAX_ATTEMPTS} must be 1 or more (3 by default): "
+        "the claims of a run that gets on no further before it is failed"
+    )
 PLANWATCH = {
     # inprocess: runs execute inside the ASGI server; procrastinate: in worker processes.
     "EXECUTOR": os.environ.get("PLANWATCH_EXECUTOR", "inprocess"),
@@ -320,6 +326,15 @@ PLANWATCH = {
     # heartbeats run on the executor's loop, beside async nodes, so a busy one still beats
     "HEARTBEAT_SECONDS": float(os.environ.get("PLANWATCH_HEARTBEAT_SECONDS", "2")),
     "STALE_AFTER_SECONDS": float(os.environ.get("PLANWATCH_STALE_AFTER_SECONDS", "6")),
+    # Claims of a run without getting on (no checkpoint written since it started, resumed
+    # or last got on): past them, a run whose executor died or lost the database each
+    # time is failed, naming them and its last error, instead of recovered for ever.
+    "RUN_MAX_ATTEMPTS": RUN_MAX_ATTEMPTS,
+    # PostgreSQL: seconds a transaction of the executor's pools (checkpoint writes, the
+    # run store) may sit idle before the server ends it (a frozen executor's write held
+    # its run's row, and every claim of it waited); 0: never.
+    "IDLE_TRANSACTION_SECONDS": float(os.environ.get("PLANWATCH_IDLE_TRANSACTION_SECONDS",
+                                                     "60")),
     # Seconds a stopping process (SIGTERM) lets its runs reach their next node boundary
     # before it cancels them where they are; either way another process takes them over.
     "DRAIN_SECONDS": float(os.environ.get("PLANWATCH_DRAIN_SECONDS", "10")),

@@ -177,6 +177,13 @@ class Run(models.Model):
     epoch = models.PositiveIntegerField(
         default=0, help_text="The fencing token of the run's claim: moved on by every claim, "
         "so a write of an executor that lost the run (its epoch behind) is refused.")
+    attempts = models.PositiveIntegerField(
+        default=0, help_text="Claims of the run since it last stopped or wrote a checkpoint "
+        "(a start or resume is 1, each recovery one more); past PLANWATCH_RUN_MAX_ATTEMPTS "
+        "the run is failed instead of recovered again.")
+    attempt_error = models.TextField(
+        blank=True, default="", help_text="The error its last execution stopped on "
+        "without ending the run (a database fault), named when the run is failed for it.")
     cancel_requested = models.BooleanField(default=False)
     cancel_requested_by = models.CharField(max_length=150, blank=True)
     # Debugging: nodes to pause before or after (LangGraph's interrupt_before/after; "*" is

@@ -123,6 +123,9 @@ class InputField:
         low, high = self.min_value, self.max_value
         if (low is not None and number < low) or (high is not None and number > high):
             raise ValueError(f"{value} is out of range; use {fmt(low)} to {fmt(high)}")
+        if whole and not -WHOLE_MAX <= number <= WHOLE_MAX:
+            raise ValueError(f"{value} is out of range; a whole number here is at most "
+                             f"{WHOLE_MAX:,} either way (a run's checkpoints hold 64 bits)")
         return int(number) if whole else number
 
 
@@ -246,6 +249,10 @@ def answer_groups(declared: Mapping[str, tuple[str, ...]], question: Any
                 return tuple(declared[key])
     return tuple(declared.get("*", ()))
 
+
+WHOLE_MAX = 2**63 - 1024
+"""The largest whole number an ``integer`` input field takes (either sign): the largest
+float below 2**63, so its integer fits the 64 bits a checkpoint (msgpack) holds."""
 
 DEADLINE_SECONDS_MAX = 315_576_000
 """The longest a deadline, its reminder or its escalation may be, in seconds: ten years

@@ -12,6 +12,7 @@ surrogates) and nesting deeper than ``MAX_JSON_DEPTH`` were refused before, by
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -19,8 +20,7 @@ from typing import Any
 from rest_framework import exceptions
 from rest_framework.parsers import JSONParser
 
-INT64 = (-(2**63), 2**63 - 1)
-"""The integers a checkpoint (msgpack) and a JSON column can hold."""
+from dashboard.runs.jsonsafe import INT64
 
 
 def _value_problem(item: Any) -> str:
@@ -49,6 +49,23 @@ def json_problem(value: Any) -> tuple[str, str] | None:
         elif why := _value_problem(item):
             return where or "body", why
     return None
+
+
+def loads_bounded(text: str, *, name: str) -> Any:
+    """``text`` parsed as a form's JSON field ``name``, bounded as a body is: ``ValueError``
+    naming where a number nothing downstream can hold is (``NaN``, ``Infinity``, ``1e400``
+    read as infinity, an integer past 64 bits), or if it is not JSON."""
+    def no_constant(constant: str) -> Any:
+        raise ValueError(f"{name} holds {constant}, which is not a JSON number; send a "
+                         "finite number, or a string")
+
+    value = json.loads(text, parse_constant=no_constant)
+    found = json_problem(value)
+    if found is not None:
+        where, why = found
+        where = name if where == "body" else f"{name}.{where}"
+        raise ValueError(f"{where} {why}")
+    return value
 
 
 def check_json(value: Any) -> Any:

@@ -36,7 +36,7 @@ from dashboard.models import Run, RunEvent
 from dashboard.runs import debugging, doorbells
 from dashboard.runs.budgets import BudgetGuard, BudgetMeter, Trip, ameter_for, trip_event
 from dashboard.runs.conf import planwatch_setting
-from dashboard.runs.jsonsafe import to_jsonable
+from dashboard.runs.jsonsafe import from_column, to_jsonable
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import EVENT_DEFAULTS, TaskClock, WriteBehind, event_dict, track
 from dashboard.runs.savers import CheckpointWriteFailed, Fence, RunLost, WriteWatch
@@ -440,7 +440,8 @@ def _config(configurable: dict[str, Any] | None, thread_id: str,
     has them there), the run's own prompts (which the graph reads there), and every model
     call of the graph, whoever makes it, reporting to the run's log."""
     own = {PROMPTS_KEY: dict(prompts)} if prompts else {}
-    return {"configurable": {**(configurable or {}), **own, "thread_id": thread_id},
+    return {"configurable": {**from_column(configurable or {}), **own,
+                             "thread_id": thread_id},
             "metadata": dict(metadata or {}),
             "recursion_limit": recursion_limit,
             "callbacks": [calls] if planwatch_setting("MODEL_CALLS") else []}
@@ -457,7 +458,8 @@ async def _abegin(claim: Claim, spec: GraphSpec, graph: Any, config: RunnableCon
     if claim.answers:
         for answer in claim.answers:
             writer.add(answer.event())
-        answers: Command[Any] = Command(resume={a.interrupt_id: a.answer for a in claim.answers})
+        answers: Command[Any] = Command(resume={a.interrupt_id: from_column(a.answer)
+                                                for a in claim.answers})
         return answers, await _aown_latest(graph, config, claim.langgraph_run_ids)
     kind = claim.kind
     if kind == Kind.RUN_RECOVERED and not await _abegun(graph, config, claim):
@@ -468,9 +470,9 @@ async def _abegin(claim: Claim, spec: GraphSpec, graph: Any, config: RunnableCon
         start = await _afork(spec, graph, claim, config)
         # go on from the past (maybe edited) checkpoint, with the thread's next input if it
         # has one (LangGraph's server API's next run on a thread)
-        return (run.fork_edit or {}).get("input"), start
+        return from_column((run.fork_edit or {}).get("input")), start
     if kind == Kind.RUN_STARTED:
-        return run.input, config
+        return from_column(run.input), config
     return None, await _aown_latest(graph, config, claim.langgraph_run_ids)  # recover, continue
 
 
@@ -525,7 +527,7 @@ async def _afork(spec: GraphSpec, graph: Any, claim: Claim, config: RunnableConf
         start = _at(config, saved["configurable"])
     edit = run.fork_edit or {}
     if edit.get("values"):
-        saved = await debugging.aapply_edit(graph, start, edit["values"],
+        saved = await debugging.aapply_edit(graph, start, from_column(edit["values"]),
                                             as_node=edit.get("as_node") or "", spec=spec)
         start = await _aaddressed(graph, config, saved["configurable"]["checkpoint_id"])
     return start

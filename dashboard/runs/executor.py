@@ -41,7 +41,13 @@ from dashboard.runs.modelcalls import ContentPolicy, model_call_recorder
 from dashboard.runs.orm import database_sync_to_async
 from dashboard.runs.record import WriteBehind
 from dashboard.runs.savers import Fence, RunLost, SaverHandle, WriteWatch, aopen_saver, is_postgres
-from dashboard.runs.store import RunStore, fail_held, release_runs
+from dashboard.runs.store import (
+    RunExhausted,
+    RunStore,
+    fail_held,
+    release_failed,
+    release_runs,
+)
 from dashboard.runs.tokens import TokenBell
 from planner.llm import LLMPort, make_llm
 from planner.registry import GraphSpec, get_graph
@@ -301,6 +307,8 @@ class Executor:
         try:
             if self.draining:  # another process takes it (its reaper, or a worker's job)
                 return
+            if mode == "recover" and run_id in self._active:
+                return  # it executes it (its heartbeat late after a stall): nothing to recover
             async with self._sem:
                 requests = Requests()
                 instruments.RUNS_IN_FLIGHT.inc()
@@ -332,13 +340,20 @@ class Executor:
                             logger.warning("%s", lost)
                             executed = False  # its new owner hands it on
                             break
-                        except DATABASE_ERRORS:
-                            raise  # the database is away: the run is recovered once it is back
+                        except DATABASE_ERRORS as exc:
+                            # the database is away: the run is recovered once it is back
+                            # (counted: one that stops so every time is failed in the end)
+                            await self._arelease_failed(run_id, exc)
+                            raise
                         except Exception as exc:  # not a node's: those fail the run in it
                             logger.exception("run %s could not be executed", run_id)
-                            await database_sync_to_async(fail_held)(
-                                run_id, owner=self.owner,
-                                error=(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+                            try:
+                                await database_sync_to_async(fail_held)(
+                                    run_id, owner=self.owner, error=(
+                                        f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+                            except DATABASE_ERRORS as fault:  # as above: recovered, counted
+                                await self._arelease_failed(run_id, fault)
+                                raise
                             break
                         # the execution's spans, built and sent on threads of their own
                         otel.export_soon(run.id, after=first - 1, upto=run.last_seq)
@@ -348,6 +363,9 @@ class Executor:
                         if outcome is not Outcome.PAUSED:
                             break
                         mode = "resume"
+                except RunExhausted as exhausted:  # failed instead of recovered again
+                    logger.warning("run %s: %s", run_id, exhausted)
+                    executed = True  # the runs waiting on it go on
                 finally:
                     self._let_go(run_id, requests)
                     instruments.RUNS_IN_FLIGHT.dec()
@@ -356,6 +374,17 @@ class Executor:
                 await database_sync_to_async(_stopped)(self.on_stopped, run_id)
         finally:
             self._jobs.discard(task)
+
+    async def _arelease_failed(self, run_id: uuid.UUID, exc: BaseException) -> None:
+        """Let go of a run whose execution stopped on a database fault, the fault kept as
+        its last error, for any executor (this one too) to recover it at its next sweep;
+        if the database is still away, it is recovered once its heartbeat is stale."""
+        try:
+            await database_sync_to_async(release_failed)(
+                run_id, owner=self.owner, error=f"{type(exc).__name__}: {exc}".strip())
+        except Exception:
+            logger.warning("run %s: letting it go after a database fault failed", run_id,
+                           exc_info=True)
 
     def _hold(self, run_id: uuid.UUID, requests: Requests) -> None:
         """Make ``requests`` the run's once its claim holds: heartbeats, cancels and

@@ -35,3 +35,30 @@ def to_jsonable(value: Any, *, _depth: int = 0) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return repr(value)
+
+
+INT64 = (-(2**63), 2**63 - 1)
+"""The integers a checkpoint (msgpack) can hold."""
+
+
+def from_column(value: Any, *, _depth: int = 0) -> Any:
+    """``value`` read back from a JSON column as it was written, for a graph's state: an
+    integer beyond 64 bits is a float again. PostgreSQL's ``jsonb`` keeps a number as a
+    decimal and gives a float past 2**63 back in digits (``1e300`` as 301 of them), which
+    Python reads as an integer that no checkpoint stores (the run failed at its next
+    write, where SQLite's text gave the float back); no client sends one (the door
+    refuses an integer beyond 64 bits), so such an integer was a float."""
+    if isinstance(value, int) and not isinstance(value, bool) \
+            and not INT64[0] <= value <= INT64[1]:
+        try:
+            return float(value)
+        except OverflowError:  # past any float: the checkpoint write says so
+            return value
+    if _depth > 100:  # deeper than the door lets a body be
+        return value
+    d = _depth + 1
+    if isinstance(value, dict):
+        return {k: from_column(v, _depth=d) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_column(v, _depth=d) for v in value]
+    return value

@@ -33,6 +33,20 @@ SAVER_POOL_TIMEOUT = 5.0
 pool's own default, 30 s, outlasted a short storm's whole retry window)."""
 
 
+async def aend_abandoned_transactions(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Configure a connection of an executor's pool so that the server ends a transaction
+    left open on it for ``PLANWATCH_IDLE_TRANSACTION_SECONDS`` (0: never): an executor
+    whose loop stopped in the middle of a checkpoint write (a stalled or frozen process)
+    held its run's row share-locked (the fence) until it went on, and every claim of the
+    run, and whoever waited on that claim, hung with it. The connection is closed then;
+    the write, if its executor wakes, fails and is retried on another, where the fence
+    refuses it once the run was taken over."""
+    seconds = planwatch_setting("IDLE_TRANSACTION_SECONDS")
+    if seconds > 0:
+        await conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, "
+                           "false)", [str(max(1, round(seconds * 1000)))])
+
+
 def is_postgres(settings_dict: dict[str, Any] | None = None) -> bool:
     """Whether the (default) database is PostgreSQL."""
     engine = (settings_dict or connection.settings_dict)["ENGINE"]
@@ -335,6 +349,7 @@ async def aopen_saver(*, pool_size: int = 10) -> SaverHandle:
             open=False,
             timeout=SAVER_POOL_TIMEOUT,
             check=pgpool.acheck,  # dropped connections replaced
+            configure=aend_abandoned_transactions,
         )
         await pool.open()
         return SaverHandle(FencedPostgresSaver(pool), pool.close,

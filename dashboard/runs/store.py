@@ -69,7 +69,13 @@ from dashboard.runs.doorbells import SUMMARY_FIELDS
 from dashboard.runs.orm import database_sync_to_async, relax_commit, relaxed_commits
 from dashboard.runs.outcome import meaning as outcome_meaning
 from dashboard.runs.outcome import outcome_decide
-from dashboard.runs.savers import Fence, RunLost, SaverHandle, postgres_conninfo
+from dashboard.runs.savers import (
+    Fence,
+    RunLost,
+    SaverHandle,
+    aend_abandoned_transactions,
+    postgres_conninfo,
+)
 from planner.registry import get_graph
 from planner.spec import GraphSpec, QuestionDeadline, answer_groups, question_deadline
 
@@ -143,8 +149,10 @@ def claim(transition: states.Transition, *, current: str, owner: str, now: datet
 
 def release() -> Fields:
     """The executor that holds the run stops (its process drains): the run stays running,
-    held by nobody, for any executor to take over at once (:func:`free_q`)."""
-    return {"owner": ""}
+    held by nobody, for any executor to take over at once (:func:`free_q`); a stop it
+    chose is no failed attempt (a rolling restart may hand a run on before its next
+    checkpoint, process after process)."""
+    return {"owner": "", "attempts": 0}
 
 
 def heartbeat(*, now: datetime) -> Fields:
@@ -376,18 +384,24 @@ PROGRESS = {
         UPDATE dashboard_run SET last_seq = p.last_seq, current_node = p.current_node,
             model_calls = p.model_calls, input_tokens = p.input_tokens,
             output_tokens = p.output_tokens, total_tokens = p.total_tokens,
-            cost_usd = p.cost_usd, heartbeat_at = {mark}
+            cost_usd = p.cost_usd, heartbeat_at = {mark},
+            attempts = CASE WHEN p.checkpointed THEN 0 ELSE dashboard_run.attempts END,
+            attempt_error = CASE WHEN p.checkpointed THEN ''
+                                 ELSE dashboard_run.attempt_error END
         FROM jsonb_to_recordset({mark}::jsonb) AS p(
             id uuid, last_seq integer, current_node text, model_calls integer,
             input_tokens integer, output_tokens integer, total_tokens integer,
-            cost_usd double precision)
+            cost_usd double precision, checkpointed boolean)
         WHERE dashboard_run.id = p.id
     """,
     "sqlite": """
         UPDATE dashboard_run SET last_seq = p.last_seq, current_node = p.current_node,
             model_calls = p.model_calls, input_tokens = p.input_tokens,
             output_tokens = p.output_tokens, total_tokens = p.total_tokens,
-            cost_usd = p.cost_usd, heartbeat_at = {mark}
+            cost_usd = p.cost_usd, heartbeat_at = {mark},
+            attempts = CASE WHEN p.checkpointed THEN 0 ELSE dashboard_run.attempts END,
+            attempt_error = CASE WHEN p.checkpointed THEN ''
+                                 ELSE dashboard_run.attempt_error END
         FROM (SELECT json_extract(j.value, '$.id') AS id,
                      json_extract(j.value, '$.last_seq') AS last_seq,
                      json_extract(j.value, '$.current_node') AS current_node,
@@ -395,14 +409,16 @@ PROGRESS = {
                      json_extract(j.value, '$.input_tokens') AS input_tokens,
                      json_extract(j.value, '$.output_tokens') AS output_tokens,
                      json_extract(j.value, '$.total_tokens') AS total_tokens,
-                     json_extract(j.value, '$.cost_usd') AS cost_usd
+                     json_extract(j.value, '$.cost_usd') AS cost_usd,
+                     json_extract(j.value, '$.checkpointed') AS checkpointed
               FROM json_each({mark}) AS j) AS p
         WHERE dashboard_run.id = p.id
     """,
 }
 """Every run of a write moves on: its last seq, its node, its model-call rollups
-(:data:`ROLLUPS`) and its heartbeat (parameters: heartbeat_at,
-one JSON array of ``{id, last_seq, current_node, <rollups>}``)."""
+(:data:`ROLLUPS`) and its heartbeat, and a run that wrote a checkpoint got on: its
+attempts start again (parameters: heartbeat_at, one JSON array of ``{id, last_seq,
+current_node, <rollups>, checkpointed}``)."""
 
 HEARTBEAT = {
     "postgresql": """
@@ -428,11 +444,15 @@ TAKE = """
     UPDATE dashboard_run
     SET state = {mark}, owner = {mark}, heartbeat_at = {mark},
         started_at = COALESCE(started_at, {mark}), breakpoints_changed = {mark},
-        epoch = epoch + 1
+        epoch = epoch + 1,
+        -- (the right-hand sides read the row as it was: a recovery takes a running run)
+        attempts = CASE WHEN state = 'running' THEN attempts + 1 ELSE 1 END,
+        attempt_error = CASE WHEN state = 'running' THEN attempt_error ELSE '' END
     WHERE id = {mark}"""
 """An executor takes the run: :func:`claim`'s write, on both paths, moving the run's
-fencing epoch on (parameters: the claim's :data:`CLAIM_FIELDS`, run id). The ORM path
-decides under the run's lock; :data:`CLAIM` adds its conditions to decide in the
+fencing epoch on and counting the attempt (a start or resume is the first, a recovery one
+more: :func:`attempts_after`) (parameters: the claim's :data:`CLAIM_FIELDS`, run id). The
+ORM path decides under the run's lock; :data:`CLAIM` adds its conditions to decide in the
 statement."""
 
 UNFINISHED_SQL = ", ".join(f"'{s.value}'" for s in states.UNFINISHED)
@@ -960,12 +980,47 @@ def fail_held(run_id: Any, *, owner: str, error: tuple[str, str]) -> bool:
         locked = lock_run(run_id, where=Q(owner=owner, state=State.RUNNING))
         if locked is None:
             return False
-        append_event(locked, Kind.RUN_FAILED, payload={"error": error[0]},
-                     then=lambda seq: finish(status=Run.State.FAILED, graph=locked.graph,
-                                             current=locked.state, now=timezone.now(),
-                                             last_seq=seq, error=error))
-        withdraw_questions(run_id)
+        _fail_locked(locked, error)
     return True
+
+
+def _fail_locked(locked: Run, error: tuple[str, str], **payload: Any) -> None:
+    """Fail a running run whose row this transaction holds: its ``run_failed`` event
+    (``error``'s message, and ``payload``) and its questions withdrawn."""
+    append_event(locked, Kind.RUN_FAILED, payload={"error": error[0], **payload},
+                 then=lambda seq: finish(status=Run.State.FAILED, graph=locked.graph,
+                                         current=locked.state, now=timezone.now(),
+                                         last_seq=seq, error=error))
+    withdraw_questions(locked.id)
+
+
+class RunExhausted(Exception):
+    """A run was to be recovered once more than ``PLANWATCH_RUN_MAX_ATTEMPTS`` allows:
+    it was failed instead (its log and error say so)."""
+
+
+def attempts_exhausted(run: Run) -> tuple[str, str] | None:
+    """The error a running run fails with instead of being recovered once more (None: it
+    may be): claimed ``PLANWATCH_RUN_MAX_ATTEMPTS`` times since it last stopped or wrote
+    a checkpoint, each execution stopping without ending it."""
+    limit = planwatch_setting("RUN_MAX_ATTEMPTS")
+    if run.attempts < limit:
+        return None
+    last = run.attempt_error or ("none recorded: its executor stopped without a word "
+                                 "(it died, or lost the database)")
+    times = "once" if run.attempts == 1 else f"{run.attempts} times"
+    return (f"the run was claimed {times} without getting on (no checkpoint "
+            f"written since); PLANWATCH_RUN_MAX_ATTEMPTS is {limit}, so it is failed "
+            f"instead of recovered again; the last error: {last}",
+            run.attempt_error)
+
+
+def release_failed(run_id: Any, *, owner: str, error: str) -> bool:
+    """A run ``owner`` holds whose execution stopped on a database fault: let it go, the
+    fault kept as its last error, so any executor (this one too) recovers it at once
+    (:data:`TAKE` counts that attempt), and whether it was still ``owner``'s."""
+    return bool(Run.objects.running().filter(id=run_id, owner=owner).update(
+        owner="", attempt_error=error[:10_000]))
 
 
 def withdraw_questions(run_id: Any) -> None:
@@ -974,11 +1029,14 @@ def withdraw_questions(run_id: Any) -> None:
         status=Interrupt.Status.CANCELLED)
 
 
-def progress_move(run: Run, fields: Fields) -> Fields:
+def progress_move(run: Run, fields: Fields, rows: list[dict[str, Any]] | tuple[()] = ()
+                  ) -> Fields:
     """A run's entry in :data:`PROGRESS`'s batch: where ``fields`` move it on (as
-    :func:`progress` builds them), its other values as they are."""
+    :func:`progress` builds them), its other values as they are, and whether its ``rows``
+    record a checkpoint (it got on: its attempts start again)."""
     return {"id": run.id, **{name: fields.get(name, getattr(run, name))
-                             for name in ("current_node", "last_seq", *ROLLUPS)}}
+                             for name in ("current_node", "last_seq", *ROLLUPS)},
+            "checkpointed": any(row.get("kind") == Kind.CHECKPOINT for row in rows)}
 
 
 def execution_write(sql: Statements, run: Run, rows: list[dict[str, Any]],
@@ -994,7 +1052,7 @@ def execution_write(sql: Statements, run: Run, rows: list[dict[str, Any]],
     status = final.get("status")
     if not status:
         fields = progress(now=now, last_seq=last_seq, current_node=current_node, calls=calls)
-        return [*statements, sql.progress([progress_move(run, fields)], now)], fields
+        return [*statements, sql.progress([progress_move(run, fields, rows)], now)], fields
     fields = stop(status=status, current=run.state, now=now, graph=run.graph,
                   last_seq=last_seq, current_node=current_node, output=final.get("output"),
                   error=final.get("error"), closing=closing_payload(status, rows),
@@ -1122,9 +1180,19 @@ def sibling_running(run: Run) -> bool:
 
 @database_sync_to_async
 def aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
-    """Take any claimable run (start, resume, recover, continue) through the ORM, or None."""
+    """Take any claimable run (start, resume, recover, continue) through the ORM, or None;
+    :class:`RunExhausted` once a run that was to be recovered has been failed instead."""
+    taken = _claim_orm(run_id, owner, mode)
+    if isinstance(taken, RunExhausted):  # raised once its failure committed
+        raise taken
+    return taken
+
+
+def _claim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | RunExhausted | None:
+    """:func:`aclaim_orm`'s transaction."""
     now = timezone.now()
-    free = free_q(owner=owner, stale=stale_before(now))
+    stale = stale_before(now)
+    free = free_q(owner=owner, stale=stale)
     with transaction.atomic():
         relax_commit()  # a lost claim leaves the run queued: recovery dispatches it again
         run = lock_run(run_id, where=free)
@@ -1140,7 +1208,12 @@ def aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
             kind = Kind.RUN_FORKED if run.parent_id else Kind.RUN_STARTED
         elif run.allows(states.GO_ON) and mode == "continue":
             transition, kind = states.GO_ON, Kind.RUN_RESUMED
-        elif run.allows(states.RECOVER) and run.owner != owner:
+        elif run.allows(states.RECOVER) and (run.owner != owner or _dropped(run, mode, stale)):
+            exhausted = attempts_exhausted(run)
+            if exhausted is not None:  # it would stop the same way again: it ends here
+                _fail_locked(run, exhausted, attempts=run.attempts,
+                             last_error=run.attempt_error)
+                return RunExhausted(exhausted[0])
             transition = states.RECOVER
             kind = Kind.RUN_RECOVERED  # its executor died (stale heartbeat)
         elif run.allows(states.RESUME):
@@ -1151,15 +1224,30 @@ def aclaim_orm(run_id: uuid.UUID, owner: str, mode: str) -> Claim | None:
         else:
             return None
         fields = claim(transition, current=run.state, owner=owner, now=now)
+        attempts = attempts_after(run)
         apply(run.id, fields)
         apply_to(run, fields)
         run.epoch += 1  # TAKE moved it on: this execution's fence
+        run.attempts = attempts  # and counted the attempt
         if kind in (Kind.RUN_STARTED, Kind.RUN_FORKED):  # a fresh run: no checkpoints yet
             return Claim(run, kind, next_seq(run), [], answers, [str(run.id)])
         checkpoints = list(
             run.events.filter(kind=Kind.CHECKPOINT).values_list("checkpoint_id", flat=True)
         )
     return Claim(run, kind, next_seq(run), checkpoints, answers, run.langgraph_run_ids())
+
+
+def _dropped(run: Run, mode: str, stale: datetime) -> bool:
+    """Whether a run its claimer holds is one it let fall (a recovery of its own run, no
+    longer heart-beating: its execution stopped on a database fault and could not let it
+    go), not one it executes; its executor never asks while it executes the run."""
+    return mode == "recover" and run.heartbeat_at is not None and run.heartbeat_at < stale
+
+
+def attempts_after(run: Run) -> int:
+    """The run's attempts once claimed (as :data:`TAKE` counts them): one more for a
+    recovery (it was running), else the first."""
+    return run.attempts + 1 if run.state == State.RUNNING else 1
 
 
 def _take_turn(run: Run) -> bool:
@@ -1242,6 +1330,8 @@ class RunStore:
             conn.adapters.register_loader("jsonb", TextLoader)
             if relaxed_commits():
                 await conn.execute("SET synchronous_commit TO OFF")
+            # (one statement per write here, but a connection of the executor's all the same)
+            await aend_abandoned_transactions(conn)
 
         # statements are prepared at once: there are a handful, run thousands of times, and
         # the server shares the machine's cores with the graphs
@@ -1306,6 +1396,7 @@ class RunStore:
             return None
         run = self.sql.run(run_id, row)
         apply_to(run, fields)
+        run.attempts = 1  # TAKE counted its first
         return run
 
     async def aheartbeat(self, run_ids: list[uuid.UUID], *, owner: str
@@ -1341,7 +1432,7 @@ class RunStore:
         """
         moves = [progress_move(run, progress(
             now=now, last_seq=rows[-1]["seq"] if rows else None, current_node=node,
-            calls=rollups_after(run, rows))) for run, rows, node in batches]
+            calls=rollups_after(run, rows)), rows) for run, rows, node in batches]
         statements: list[Statement] = []
         if any(rows for _, rows, _ in batches):
             statements.append(self.sql.insert(batches, now))

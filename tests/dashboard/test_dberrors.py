@@ -65,6 +65,11 @@ def test_what_a_retry_would_not_mend_is_raised_at_once():
     (wrapped(pg_errors.AdminShutdown("terminating connection due to administrator command")),
      False, True),
     (django_db.InterfaceError("connection already closed"), False, True),
+    # an executor's transaction left idle: the server ended it (and closed the connection)
+    (pg_errors.IdleInTransactionSessionTimeout(
+        "terminating connection due to idle-in-transaction timeout"), False, True),
+    (pg_errors.InternalError_("terminating connection, said in an unrelated error"), False,
+     False),
     (wrapped(pg_errors.UndefinedTable('relation "x" does not exist')), False, False),
     (django_db.IntegrityError("duplicate key"), False, False),
     (ValueError("database is locked"), False, False),

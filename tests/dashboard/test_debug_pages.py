@@ -188,3 +188,23 @@ def test_a_state_edit_is_typed_per_field_with_the_graphs_own_checks(executor, de
     typed = debugging.typed_edit({"values": {"market.price": "47.5", "core.currency": "eur"}},
                                  get_graph("acquisition").state_fields({}))
     assert typed == {"values": {"market.price": 47.5, "core.currency": "EUR"}}
+
+
+def test_a_fork_forms_json_holding_a_number_no_checkpoint_stores_is_refused_naming_it(
+        executor, debugger, client):
+    client.force_login(debugger)
+    parent = wait_run(services.run_create(graph="test.echo", input={"steps": 3},
+                                          user=debugger).id)
+    checkpoint = parent.events.filter(kind=Kind.CHECKPOINT, namespace="",
+                                      payload__next=["done"]).get().checkpoint_id
+    bad = client.post(f"/runs/{parent.id}/fork/", {
+        "checkpoint": checkpoint, "ch_n": "1",
+        "ch_result": '{"total": [100000000000000000000000]}', "ch_trail": "[]",
+        "ch_steps": "100000000000000000000000",
+        "ch_fail_at": "0", "ch_delay": "0.0", "ch_route_delay": "0.0", "ch_held_by": "",
+        "as_node": "step"})
+    html = bad.content.decode()
+    assert bad.status_code == 400
+    assert "result.total[0] holds an integer beyond 64 bits" in html, html[-3000:]
+    assert "less than or equal to 9223372036854774784" in html  # steps, a whole number
+    assert Run.objects.count() == 1

@@ -89,6 +89,11 @@ def test_a_good_number_resumes_with_a_number(executor, operator, client):
     ("Bare question?", '{"ok": [1, 2]}', '{"ok": [1, 2]}', None),
     ("Bare question?", "Lisbon", "Lisbon", None),
     ({"question": "No kind"}, "{not json", None, "not valid JSON"),
+    # numbers no checkpoint holds: refused at the form, named, as the JSON API refuses them
+    ({"question": "No kind"}, '{"n": [100000000000000000000000]}', None,
+     "answer.n[0] holds an integer beyond 64 bits"),
+    ({"question": "No kind"}, "1e400", None, "answer is a number too large"),
+    ({"question": "No kind"}, '{"n": NaN}', None, "answer holds NaN"),
     (["a", "list", 3], '"yes"', "yes", None),
 ])
 def test_each_kind_validates_its_answer(executor, operator, client, payload, answer, stored,

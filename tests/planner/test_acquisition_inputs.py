@@ -10,6 +10,7 @@ from planner.acquisition.inputs import DEFAULT_GOAL, make_input
 from planner.acquisition.profile import MARKET_SIZING
 from planner.acquisition.validation import check_answer, check_currency, check_number
 from planner.registry import InputError
+from planner.spec import InputField
 
 
 def errors_of(data: dict[str, object]) -> dict[str, str]:
@@ -92,3 +93,12 @@ def test_currency_codes_are_iso_4217() -> None:
     assert check_currency(" chf ") == ("CHF", None)
     assert check_currency("ABC")[0] is None
     assert check_currency("")[1].startswith("the answer was empty")
+
+
+@pytest.mark.parametrize("raw", ["1e30", -(2**64), "9223372036854775807"])
+def test_a_whole_number_past_64_bits_is_out_of_range_naming_the_bound(raw: object) -> None:
+    field = InputField(name="n", label="N", kind="integer")  # no bounds of its own
+    with pytest.raises(ValueError, match=r"out of range; a whole number here is at most "
+                                         r"9,223,372,036,854,774,784 either way"):
+        field.clean(raw)
+    assert field.clean("9223372036854774784") == 2**63 - 1024

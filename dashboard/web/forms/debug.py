@@ -10,7 +10,8 @@ from typing import Any
 
 from django import forms
 
-from planner.spec import StateField
+from dashboard.api.parsers import loads_bounded
+from planner.spec import WHOLE_MAX, StateField
 
 ANY_NODE = "*"
 
@@ -18,6 +19,9 @@ _SCALARS: dict[type, type[forms.Field]] = {
     bool: forms.BooleanField, int: forms.IntegerField, float: forms.FloatField,
     str: forms.CharField,
 }
+_BOUNDS: dict[type, dict[str, Any]] = {
+    int: {"min_value": -WHOLE_MAX, "max_value": WHOLE_MAX}}
+"""What a scalar field takes beyond its type: a whole number a checkpoint holds (64 bits)."""
 
 
 class BreakpointsForm(forms.Form):
@@ -45,12 +49,14 @@ class LocatedJSONField(forms.JSONField):
         if self.disabled or value in self.empty_values:
             return super().to_python(value)
         try:
-            json.loads(value, cls=self.decoder)
+            loads_bounded(value, name=str(self.label or "the value"))
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}; "
                 'quote text like "yes", and use null, true and false',
                 code="invalid") from None
+        except ValueError as exc:  # a number nothing downstream holds, named
+            raise forms.ValidationError(str(exc), code="invalid") from None
         return super().to_python(value)
 
 
@@ -100,7 +106,8 @@ class StateEditForm(forms.Form):
                     self.kinds[f"{name}.{spec.name}"] = "field"
                 continue
             if scalar is not None and (value is None or isinstance(value, scalar)):
-                field = _SCALARS[scalar](required=False, label=name, initial=value)
+                field = _SCALARS[scalar](required=False, label=name, initial=value,
+                                         **_BOUNDS.get(scalar, {}))
                 if scalar is str:
                     field.widget = forms.Textarea(attrs={"rows": 1})
                 self.kinds[name] = scalar.__name__

@@ -8,6 +8,7 @@ from typing import Any
 
 from django import forms
 
+from dashboard.api.parsers import loads_bounded
 from dashboard.models import Interrupt
 from dashboard.services import MAX_ANSWER_BYTES
 from planner.questions import QuestionKind, question_kind
@@ -121,11 +122,13 @@ class InterruptAnswerForm(forms.Form):
         if self.plain:
             return text
         try:
-            return json.loads(text)
-        except ValueError as exc:
+            return loads_bounded(text, name="answer")
+        except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 f"not valid JSON ({exc}); quote text like \"yes\", or give a number, "
                 "true/false, a list or an object") from None
+        except ValueError as exc:  # a number nothing downstream holds, named
+            raise forms.ValidationError(str(exc)) from None
 
     def clean(self) -> dict[str, Any]:
         """Refuse answers larger than the service accepts, with the limit in the message."""

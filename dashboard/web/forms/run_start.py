@@ -12,6 +12,7 @@ from typing import Any
 
 from django import forms
 
+from dashboard.api.parsers import loads_bounded
 from planner.registry import GraphSpec, InputError, InputField, clean_inputs
 
 
@@ -74,7 +75,9 @@ class RunStartForm(forms.Form):
 def _json(text: str, form: RunStartForm, name: str) -> Any:
     """A JSON field's text parsed (an error on the field if it is not JSON)."""
     try:
-        return json.loads(text)
-    except ValueError as exc:
+        return loads_bounded(text, name=name)
+    except json.JSONDecodeError as exc:
         form.add_error(name, f"not valid JSON ({exc}); give a JSON value")
-        return None
+    except ValueError as exc:  # a number nothing downstream holds, named
+        form.add_error(name, str(exc))
+    return None

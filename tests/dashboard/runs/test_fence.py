@@ -142,3 +142,44 @@ def test_an_executor_whose_run_is_taken_over_stops_and_writes_nothing(executor, 
     assert RunEvent.objects.filter(run_id=run.id).count() == events
     assert _checkpoints(run.thread_id) == checkpoints
     assert (after.state, after.owner) == ("running", "exec-b")  # left to its new owner
+
+
+def test_a_checkpoint_write_abandoned_mid_transaction_is_ended_and_its_run_taken_over(
+        executor, settings):
+    """An executor frozen in the middle of a checkpoint write (its loop stopped after the
+    fence share-locked the run's row) no longer hangs every claim of its run: the server
+    ends its transaction after PLANWATCH_IDLE_TRANSACTION_SECONDS, and the run is taken
+    over; the frozen write, when it goes on, finds its connection closed."""
+    if connection.vendor != "postgresql":
+        pytest.skip("idle_in_transaction_session_timeout is PostgreSQL's: its pass runs this")
+    import psycopg
+
+    from config.dberrors import connection_lost
+    from dashboard.runs.savers import PG_FENCE, aopen_saver
+
+    settings.PLANWATCH = {**settings.PLANWATCH, "IDLE_TRANSACTION_SECONDS": 1}
+    run = _held_run()
+    Run.objects.filter(id=run.id).update(heartbeat_at=timezone.now() - timezone.timedelta(
+        hours=1))  # its executor is frozen: it stopped heart-beating too
+    handle = _on_loop(executor, aopen_saver(pool_size=1))
+    pool = handle.saver.conn
+
+    async def abandon():
+        conn = await pool.getconn()
+        await conn.execute("BEGIN")  # a write's transaction, its fence taken first
+        await conn.execute(PG_FENCE, [str(run.id), run.epoch])
+        return conn
+
+    frozen = _on_loop(executor, abandon())
+    try:
+        claim = _on_loop(executor, store.aclaim_orm(run.id, "exec-b", "recover"))
+        assert claim is not None and claim.run.epoch == 2
+        assert Run.objects.get(id=run.id).owner == "exec-b"
+        with pytest.raises(psycopg.Error) as ended:  # the frozen write goes on: too late
+            _on_loop(executor, frozen.execute("COMMIT"))
+        # a dropped connection: the saver tries the write again, where the fence refuses it
+        assert connection_lost(ended.value), repr(ended.value)
+    finally:
+        _on_loop(executor, frozen.close())  # (without the timeout: what lets the claim go)
+        _on_loop(executor, pool.putconn(frozen))
+        _on_loop(executor, handle.aclose())
