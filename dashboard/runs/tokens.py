@@ -32,7 +32,6 @@ import asyncio
 import itertools
 import json
 import logging
-import math
 import time
 import uuid
 import weakref
@@ -88,7 +87,7 @@ async def alisten(run_id: UUID | str) -> None:
         _marks[str(run_id)] = now + LISTEN_SECONDS
         return
     try:
-        await _redis().set(_key(run_id), 1, ex=math.ceil(LISTEN_SECONDS))
+        await _redis().set(_key(run_id), 1, px=max(1, round(LISTEN_SECONDS * 1000)))
     except Exception:  # Redis away: the doorbells are too; the stream reads the log
         logger.warning("marking run %s's tokens listened failed", run_id, exc_info=True)
 
