@@ -370,16 +370,29 @@ def written(thread: Thread, started: Started, user: User) -> Started:
     them, through LangGraph's own saver (``services.run_update_state``); what the request
     answers with. Nothing to write: ``started`` as it is.
 
-    The decision is made and recorded under the lock (an end's waiting run is cancelled
-    there), so racing requests have already decided one after another; the write is
-    guarded by what the run is when it is written: still the thread's latest run, not
-    busy, no executor holding it (``run_update_state`` refuses that), each write a child
-    of the run's own newest checkpoint, never of another run's. A run request decided
-    meanwhile that moved the thread on (a new run, with input) refuses the write with
-    a 409 saying so, nothing written."""
+    The decision was made and recorded under the lock (an end's waiting run cancelled
+    there), so racing requests have decided one after another, each seeing the one before
+    it. The write is a transaction of its own: on PostgreSQL under :func:`locked` again,
+    holding the thread's row alone while the saver writes (its connection takes no row
+    Planwatch locks, and the run's row is locked only after, to record the checkpoint),
+    so racing edits write one after another, each on the one before it; on SQLite after
+    the decision's commit, unlocked (the IMMEDIATE transaction would keep the saver's own
+    connection waiting for the database's one write lock it holds). Either way the write is
+    guarded by what the run is then: still the thread's latest run, not busy, no executor
+    holding it (``run_update_state`` refuses that), and each write a child of the run's
+    own newest checkpoint, never of another run's. A request decided meanwhile that moved
+    the thread on (a new run, with input) refuses the write with a 409 saying so."""
     edit = started.edit
     if edit is None:
         return started
+    if connection.vendor == "sqlite":
+        return _write(thread, edit, user)
+    with locked(thread):
+        return _write(thread, edit, user)
+
+
+def _write(thread: Thread, edit: Edit, user: User) -> Started:
+    """:func:`written`'s guard and writes."""
     run = edit.run
     latest = thread.latest_run()
     if latest is None or latest.pk != run.pk or latest.is_busy() or thread.has_queue():
@@ -513,8 +526,8 @@ def _resume(thread: Thread, current: Run | None, value: Any) -> Next:
         status=Interrupt.Status.PENDING)} if current is not None else {}
     if current is None or current.state not in states.WAITS or not current.allows(
             states.ANSWER) or not pending:
-        state = ("answered already" if current is not None and not pending
-                 else current.status if current else "empty")
+        state = ("empty" if current is None else "answered already"
+                 if current.status == Run.Status.INTERRUPTED else current.status)
         raise RunStateError(f"thread {thread.id} is {state}, not waiting for an answer; "
                             "resume only an interrupted thread")
     by_id = isinstance(value, dict) and bool(value) and set(value) <= set(pending)
