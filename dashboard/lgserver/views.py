@@ -560,7 +560,8 @@ def create_run(request: Request, thread_id: str | None
                 services.thread_delete(thread=thread)
         raise
     # what a command's update or end writes on LangGraph's own saver, once decided
-    started = written(thread, started, request.user)
+    started = retried(lambda: written(thread, started, request.user),
+                      attempts=DECISION_ATTEMPTS)
     # its events: a resumed or continued Run's from the first after what it had written
     return started.langgraph_run, started.after, data
 
