@@ -198,7 +198,7 @@ def _start(cron: Cron) -> Run:
         interrupt_after=list(payload.get("interrupt_after") or []),
         multitask_strategy=str(payload.get("multitask_strategy") or "enqueue"),
         **run_assistant_fields(resolved))
-    return start(thread, req, user, thread.latest_run()).run
+    return start(thread, req, user, thread.latest_run()).langgraph_run.run
 
 
 def poll_once() -> list[Run]:

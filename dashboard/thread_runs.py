@@ -5,12 +5,15 @@ A thread's next run is decided here, and only here (:func:`_decide`, writing not
 :func:`_next_run` applies the decision):
 
 - no run yet: a new run with the input (``services.run_create``);
-- ``command={"update": …}`` (:func:`command_update`) is applied before the rest (beside a
-  resume, under the lock, by the request that answers);
+- a command (:class:`Command`, parsed once where the request comes in: a resume, an update
+  alone, or goto ``'__end__'``) is decided here too, under the same lock, and applied once
+  (:func:`_decide_command`); what it writes through LangGraph's own saver is written once
+  the decision committed (:func:`written`);
 - ``command={"resume": …}``: the thread's interrupted run is answered (one answer, or a
   map by interrupt id) and goes on; the LangGraph run is that same run, with the request's
   breakpoints; a graph that declares ``review_questions`` takes the standard decisions
   (``planner.questions.review_of``): an answer, or a declined question, which stops the run;
+  its update, if any, is written as the answer is recorded;
 - ``input=None`` on a run paused at a breakpoint: it continues (``services.run_continue``);
 - otherwise (new input on an ended run, or ``checkpoint_id``): a fork of the run holding
   the checkpoint, from there, with the input (``services.run_fork``);
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -85,13 +88,70 @@ def reserved_config(config: Any) -> str:
             "the URL and a past checkpoint as checkpoint_id")
 
 
-@dataclass
+class CommandKind(StrEnum):
+    """What a run request's :class:`Command` does to its thread."""
+
+    RESUME = "resume"  # its interrupted run is answered (its update, if any, goes in first)
+    UPDATE = "update"  # the update alone: a waiting run takes it, an ended one's state too
+    END = "end"  # goto '__end__': its run ends where it stands (its update, if any, first)
+
+
+COMMAND_KEYS = ("resume", "update", "goto")
+"""The keys of LangGraph's ``Command`` a run request may send (langgraph-sdk's)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """A run request's ``command``, parsed once where the request comes in
+    (:meth:`parse`): nothing later reads the client's dict again."""
+
+    kind: CommandKind
+    resume: Any = None  # a resume's answer (a value, or a map by interrupt id)
+    update: Any = None  # None: no update
+
+    @classmethod
+    def parse(cls, raw: Any) -> Command | None:
+        """The command a client sent (None for none, or ``{}``); a shape Planwatch does
+        not serve is refused naming ``command.<field>`` and the way out."""
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            raise RunInputError("command is an object such as {\"resume\": …}",
+                                errors={"command": "an object such as {\"resume\": …}"})
+        if not raw:
+            return None  # as LangGraph's server: an empty command is none
+        if unknown := sorted(str(k) for k in raw if k not in COMMAND_KEYS):
+            raise Unsupported(
+                f"command {unknown} is not served here; a run request takes "
+                "Command(resume=…, update=…), or goto '__end__'",
+                errors={f"command.{k}": "only resume, update and goto '__end__'"
+                        for k in unknown})
+        update = raw.get("update")
+        if "goto" in raw:
+            if raw["goto"] != END or "resume" in raw:
+                field = "command.goto" if raw["goto"] != END else "command.resume"
+                raise Unsupported(
+                    f"command {raw!r} is not served: Planwatch takes goto '__end__' (with an "
+                    "optional update, and no resume) to end a thread's run; answer with "
+                    "Command(resume=…) alone, and edit state with POST /threads/<id>/state",
+                    errors={field: "only goto '__end__', without a resume"})
+            return cls(CommandKind.END, update=update)
+        if "resume" in raw:
+            return cls(CommandKind.RESUME, resume=raw["resume"], update=update)
+        if update is None:
+            raise RunInputError("the command has nothing to do: give it a resume, an update "
+                                "or goto '__end__'",
+                                errors={"command.update": "empty command"})
+        return cls(CommandKind.UPDATE, update=update)
+
+
+@dataclass(frozen=True)
 class RunRequest:
-    """The parts of a LangGraph run request that decide what happens."""
+    """The parts of a LangGraph run request that decide what happens, parsed once."""
 
     assistant_id: str
     input: Any = None
-    command: dict[str, Any] | None = None
+    command: Command | None = None
     checkpoint_id: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     interrupt_before: list[str] = field(default_factory=list)
@@ -123,6 +183,9 @@ class Way(StrEnum):
     CREATE = "create"  # a new run from nothing (no run yet, or nothing to go on from)
     ENQUEUE = "enqueue"  # a new run waits behind the busy one
     FORK = "fork"  # a new run from a checkpoint of one of its runs
+    UPDATE = "update"  # its waiting run takes a command's update (one paused goes on)
+    EDIT = "edit"  # its ended run's state takes a command's update (:func:`written`)
+    END = "end"  # its run ends where it stands (goto '__end__'; :func:`written`)
 
 
 @dataclass(frozen=True)
@@ -142,6 +205,29 @@ class Next:
     via: str = ""
     declined: Interrupt | None = None
     why: str = ""
+    update: Any = None  # a command's update (None: none)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """What a command writes through LangGraph's own saver once its decision committed
+    (:func:`written`): ``update`` (None: none) into ``run``'s state, then, if ``ends``,
+    the ``__end__`` that ends it there."""
+
+    run: Run
+    update: Any = None
+    ends: bool = False
+
+
+@dataclass(frozen=True)
+class Started:
+    """What a run request did under the thread's lock: the LangGraph run it made or goes
+    on with, the seq of its ``Run``'s log the request's stream starts after, and the edit
+    still to write once the decision committed (None: nothing)."""
+
+    langgraph_run: LangGraphRun
+    after: int
+    edit: Edit | None = None
 
 
 @contextmanager
@@ -174,34 +260,37 @@ def holder_of(thread: Thread, checkpoint_id: str) -> Run:
     return run
 
 
-def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> LangGraphRun:
-    """Start (or resume, or continue) the thread's next run after ``current`` (its
-    :meth:`~dashboard.models.Thread.latest_run`); returns the LangGraph run the request
-    made (its ``run`` is the ``Run`` that goes on): a new ``Run``'s first, or the one a
-    resume or a continue of ``current`` made (``store.apply``, as any answer or continue
-    does), read in the caller's transaction (:func:`locked`); a new ``Run``'s as it was
-    written, not read back."""
+def start(thread: Thread, req: RunRequest, user: User, current: Run | None) -> Started:
+    """Start (or resume, or continue, or update, or end) the thread's next run after
+    ``current`` (its :meth:`~dashboard.models.Thread.latest_run`), under :func:`locked`:
+    the LangGraph run the request made (its ``run`` is the ``Run`` that goes on), a new
+    ``Run``'s first, or the one a resume or a continue of ``current`` made (``store.apply``,
+    as any answer or continue does), read in the caller's transaction; a new ``Run``'s as
+    it was written, not read back. An update of an ended run, or an end, leaves its
+    :class:`Edit` for :func:`written` once the caller's transaction committed."""
     return _next_run(thread, req, user, current)
 
 
 def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None
-              ) -> LangGraphRun:
+              ) -> Started:
     """The LangGraph run of the ``Run`` that goes on for :func:`start`: decided
     (:func:`_decide`), then done, here and only here."""
     nxt = _decide(thread, req, current)
+    options = req.run_options()
+    if nxt.way in (Way.UPDATE, Way.EDIT, Way.END):
+        return _command_applied(thread, nxt, user)
     for run in nxt.cancel:
         services.run_cancel(run=run, user=user)
-    options = req.run_options()
     if nxt.way == Way.CREATE:
-        return store.first_langgraph_run(services.run_create(
+        return _first(services.run_create(
             graph=req.assistant_id, input=req.input or {}, user=user, thread=thread,
             options=options))
     assert nxt.run is not None
     if nxt.way == Way.ENQUEUE:
-        return store.first_langgraph_run(services.run_enqueue(
+        return _first(services.run_enqueue(
             after=nxt.run, input=req.input, user=user, thread=thread, options=options))
     if nxt.way == Way.FORK:
-        return store.first_langgraph_run(services.run_fork(
+        return _first(services.run_fork(
             run=nxt.run, checkpoint_id=nxt.checkpoint, user=user, thread=thread,
             input=req.input if req.input is not None else services.NO_INPUT,
             options=options))
@@ -218,7 +307,11 @@ def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None
             (interrupt_id, answer), = nxt.answers.items()
             services.interrupt_answer(interrupt=nxt.questions[interrupt_id], answer=answer,
                                       user=user, via=nxt.via)
-        _command_update_of(req, goes)
+        # its update into the checkpoint the run goes on from, once the answers are
+        # recorded: a resume that loses the race, or whose answer is refused, writes
+        # nothing (the executor takes both once the decision commits)
+        if nxt.update is not None:
+            services.run_command_update(run=goes, update=nxt.update)
         goes.refresh_from_db()
     else:
         services.run_continue(run=goes, user=user)
@@ -233,15 +326,90 @@ def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None
             options.interrupt_before, options.interrupt_after):
         services.run_breakpoints_set(run=goes, interrupt_before=options.interrupt_before,
                                      interrupt_after=options.interrupt_after, user=user)
-    return goes.current_langgraph_run()
+    langgraph_run = goes.current_langgraph_run()
+    return Started(langgraph_run, langgraph_run.first_seq - 1)
 
 
-def _command_update_of(req: RunRequest, run: Run) -> None:
-    """Write a resume's ``Command(update=…)`` into ``run``'s checkpoint once the request's
-    answers are recorded, under :func:`locked`: a resume that loses a race, or whose answer
-    is refused, writes nothing (the executor takes both once the decision commits)."""
-    if (update := (req.command or {}).get("update")) is not None:
-        services.run_command_update(run=run, update=update)
+def _first(run: Run) -> Started:
+    """A new ``Run``'s LangGraph run, its stream from its first event."""
+    langgraph_run = store.first_langgraph_run(run)
+    return Started(langgraph_run, langgraph_run.first_seq - 1)
+
+
+def _command_applied(thread: Thread, nxt: Next, user: User) -> Started:
+    """A command's update alone, or its end, applied under :func:`locked` as
+    :func:`_decide_command` decided it.
+
+    What the thread's lock may hold is written here: a waiting run's update (writes of no
+    task on its checkpoint, on the saver's connection as a resume's update is) and, for a
+    run paused at a breakpoint, its continue; an end's record, the waiting run cancelled
+    (its questions withdrawn), so a request decided after this one sees the run ended (a
+    resume is refused as any late resume is). What LangGraph writes on a saver of its own
+    (``update_state``: a checkpoint) waits for the commit (:func:`written`): that saver's
+    connection is not this transaction's, and inside it (SQLite's one write lock, or the
+    run's row a fenced write would share) it would wait for this very transaction."""
+    run = nxt.run
+    assert run is not None
+    if nxt.way == Way.UPDATE:
+        services.run_command_update(run=run, update=nxt.update)
+        if run.status == Run.Status.PAUSED:  # LangGraph's run would go on with it
+            run = services.run_continue(run=run, user=user)
+        run.refresh_from_db()
+        return Started(run.current_langgraph_run(), run.last_seq)
+    if nxt.way == Way.END and run.state in states.WAITS:
+        run = services.run_cancel(run=run, user=user, reason=(
+            f"thread {thread.id} was ended with Command(goto='__end__') by a LangGraph "
+            "client; the question was withdrawn unanswered"))
+    return Started(run.current_langgraph_run(), run.last_seq,
+                   Edit(run, update=nxt.update, ends=nxt.way == Way.END))
+
+
+def written(thread: Thread, started: Started, user: User) -> Started:
+    """Write the :class:`Edit` a command's decision left (:func:`_command_applied`), once
+    that decision committed: the update, then the ``__end__``, as ``update_state`` writes
+    them, through LangGraph's own saver (``services.run_update_state``); what the request
+    answers with. Nothing to write: ``started`` as it is.
+
+    The decision was made and recorded under the lock (an end's waiting run cancelled
+    there), so racing requests have decided one after another, each seeing the one before
+    it. The write is a transaction of its own: on PostgreSQL under :func:`locked` again,
+    holding the thread's row alone while the saver writes (its connection takes no row
+    Planwatch locks, and the run's row is locked only after, to record the checkpoint),
+    so racing edits write one after another, each on the one before it; on SQLite after
+    the decision's commit, unlocked (the IMMEDIATE transaction would keep the saver's own
+    connection waiting for the database's one write lock it holds). Either way the write is
+    guarded by what the run is then: still the thread's latest run, not busy, no executor
+    holding it (``run_update_state`` refuses that), and each write a child of the run's
+    own newest checkpoint, never of another run's. A request decided meanwhile that moved
+    the thread on (a new run, with input) refuses the write with a 409 saying so."""
+    edit = started.edit
+    if edit is None:
+        return started
+    if connection.vendor == "sqlite":
+        return _write(thread, edit, user)
+    with locked(thread):
+        return _write(thread, edit, user)
+
+
+def _write(thread: Thread, edit: Edit, user: User) -> Started:
+    """:func:`written`'s guard and writes."""
+    run = edit.run
+    latest = thread.latest_run()
+    if latest is None or latest.pk != run.pk or latest.is_busy() or thread.has_queue():
+        what = "its update and end" if edit.ends else "its update"
+        moved = f"run {latest.id} ({latest.status})" if latest is not None else "no run"
+        raise RunStateError(
+            f"thread {thread.id} moved on before {what} was written (its latest run is "
+            f"{moved}); nothing was written: send it again once the thread is idle")
+    base = run.last_root_checkpoint()
+    if edit.update is not None:  # written as a node would, then the end
+        base = services.run_update_state(run=run, values=edit.update, as_node="", user=user,
+                                         checkpoint_id=base)
+    if edit.ends:
+        services.run_update_state(run=run, values=None, as_node=END, user=user,
+                                  checkpoint_id=base)
+    run.refresh_from_db()
+    return Started(run.current_langgraph_run(), run.last_seq)
 
 
 def _decide(thread: Thread, req: RunRequest, current: Run | None) -> Next:
@@ -255,17 +423,8 @@ def _decide(thread: Thread, req: RunRequest, current: Run | None) -> Next:
         raise RunInputError(
             f"thread {thread.id} runs graph {current.graph!r}, not {req.assistant_id!r}; "
             "use a new thread for another graph", errors={"assistant_id": "another graph"})
-    command = req.command or {}
-    if set(command) - {"resume", "update"}:
-        raise Unsupported(f"command {sorted(set(command) - {'resume', 'update'})} is not "
-                          "served here; a run request takes Command(resume=…, update=…), or "
-                          "goto '__end__' (thread_runs.end)",
-                          errors={"command": "only resume and update"})
-    if command and "resume" not in command:
-        raise RunInputError("the command has nothing to do: give it a resume, an update or "
-                            "goto '__end__'", errors={"command": "empty command"})
-    if "resume" in command:  # its update, if any, is written as it is answered
-        return _resume(thread, current, command["resume"])
+    if req.command is not None:
+        return _decide_command(thread, current, req.command)
     if current is None:
         if req.checkpoint_id:
             raise RunInputError(f"thread {thread.id} has no runs, so no checkpoint "
@@ -290,6 +449,45 @@ def _decide(thread: Thread, req: RunRequest, current: Run | None) -> Next:
     if base is None or not checkpoint:  # nothing to go on from: a fresh run
         return Next(Way.CREATE, cancel=cancel)
     return Next(Way.FORK, cancel=cancel, run=base, checkpoint=checkpoint)
+
+
+def _decide_command(thread: Thread, current: Run | None, command: Command) -> Next:
+    """What ``command`` does to ``thread`` (latest run ``current``), as LangGraph's server
+    runs a command (its update first, then the graph goes on from where it stands):
+
+    - a resume answers the waiting run (:func:`_resume`), its update written beside;
+    - an update alone: a run waiting for an answer takes it and keeps waiting (LangGraph's
+      graph would ask the same question again), a run at a breakpoint takes it and
+      continues, and an ended run's thread gets it as a state update (nothing is left to
+      run: LangGraph's run would end at once);
+    - goto ``'__end__'``: the run ends where it stands (Agent Chat UI's "Mark as
+      Resolved"), its update written first, then ``update_state`` as ``__end__``.
+
+    Every update is checked against the graph's state schema here, before anything is
+    recorded (a 422 naming the channel). Nothing is written."""
+    if command.kind == CommandKind.RESUME:
+        nxt = _resume(thread, current, command.resume)
+        if command.update is not None and current is not None:
+            services.run_state_edit_check(run=current, values=command.update, as_node="")
+        return replace(nxt, update=command.update)
+    ends = command.kind == CommandKind.END
+    if current is None:
+        raise RunStateError(f"thread {thread.id} has no run to end; start one first" if ends
+                            else f"thread {thread.id} has no state to update yet; start a "
+                            "run with input first")
+    if current.is_busy() or (not ends and thread.has_queue()):
+        then = "cancel it to end it" if ends else (
+            "wait for it (runs.join) or cancel it, then send the update")
+        raise ThreadBusy(f"thread {thread.id} is busy with run {current.id} "
+                         f"({current.status}); {then}")
+    if command.update is not None:
+        services.run_state_edit_check(run=current, values=command.update, as_node="")
+    if ends:
+        services.run_state_edit_check(run=current, values=None, as_node=END)
+        return Next(Way.END, run=current, update=command.update)
+    if current.status in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
+        return Next(Way.UPDATE, run=current, update=command.update)
+    return Next(Way.EDIT, run=current, update=command.update)
 
 
 def _last_queued(current: Run) -> Run:
@@ -319,44 +517,6 @@ def _make_room(thread: Thread, current: Run, strategy: str, base: Run | None,
     return cancel, current, ""  # interrupt: from the busy run's last checkpoint
 
 
-def command_update(thread: Thread, command: dict[str, Any], user: User) -> Run | None:
-    """``Command(update=…)``, with or without a resume. LangGraph's server runs the graph
-    with the command: the update is applied first, then the graph goes on from where it
-    stands. So here, before the run request is decided: beside a resume, the update is only
-    checked (None is returned; :func:`start` writes it under :func:`locked` as it answers
-    the run, so a racing resume that loses writes nothing); alone, a run waiting
-    for an answer takes it and keeps waiting (LangGraph's graph would ask the same question
-    again), a run at a breakpoint takes it and continues, and an ended run's thread gets
-    it as a state update (nothing is left to run: LangGraph's run would end at once); that
-    run is returned. Called outside :func:`locked` (the checkpoints are written on a saver
-    of their own)."""
-    update = command["update"]
-    current = thread.latest_run()
-    if current is None:
-        raise RunStateError(f"thread {thread.id} has no state to update yet; start a run "
-                            "with input first")
-    if "resume" in command:
-        if current.status != Run.Status.INTERRUPTED or current.is_busy():
-            state = "answered already" if current.is_busy() else current.status
-            raise RunStateError(f"thread {thread.id} is {state}, not waiting for an "
-                                "answer; resume only an interrupted thread")
-        services.run_state_edit_check(run=current, values=update, as_node="")
-        return None
-    if current.is_busy() or thread.has_queue():
-        raise ThreadBusy(f"thread {thread.id} is busy with run {current.id} "
-                         f"({current.status}); wait for it (runs.join) or cancel it, then "
-                         "send the update")
-    if current.status == Run.Status.INTERRUPTED:
-        services.run_command_update(run=current, update=update)
-        return current
-    if current.status == Run.Status.PAUSED:
-        services.run_command_update(run=current, update=update)
-        return services.run_continue(run=current, user=user)
-    update_state(thread, current, values=update, as_node="", user=user, checkpoint_id="")
-    current.refresh_from_db()
-    return current
-
-
 def _resume(thread: Thread, current: Run | None, value: Any) -> Next:
     """How the thread's interrupted run is answered with ``value`` (or a map by interrupt
     id): the answers as its questions take them, or the question a review declines."""
@@ -366,8 +526,8 @@ def _resume(thread: Thread, current: Run | None, value: Any) -> Next:
         status=Interrupt.Status.PENDING)} if current is not None else {}
     if current is None or current.state not in states.WAITS or not current.allows(
             states.ANSWER) or not pending:
-        state = ("answered already" if current is not None and not pending
-                 else current.status if current else "empty")
+        state = ("empty" if current is None else "answered already"
+                 if current.status == Run.Status.INTERRUPTED else current.status)
         raise RunStateError(f"thread {thread.id} is {state}, not waiting for an answer; "
                             "resume only an interrupted thread")
     by_id = isinstance(value, dict) and bool(value) and set(value) <= set(pending)
@@ -391,38 +551,6 @@ def _resume(thread: Thread, current: Run | None, value: Any) -> Next:
                 answers[interrupt_id] = review.answer
     return Next(Way.RESUME, run=current, answers=answers, questions=pending, by_id=by_id,
                 via=via)
-
-
-def ends(command: dict[str, Any] | None) -> bool:
-    """Whether a run request's command is for :func:`end` (it names a goto)."""
-    return command is not None and "goto" in command
-
-
-def end(thread: Thread, command: dict[str, Any], user: User) -> Run:
-    """``Command(goto="__end__", update=…)``: the thread's run ends where it stands (Agent
-    Chat UI's "Mark as Resolved"), its update written first (as POST /threads/<id>/state
-    writes one), then :func:`update_state` as ``__end__``; the run. Any other goto, an
-    update without one, or with a resume, is refused naming the way out. Called outside
-    :func:`locked` (LangGraph writes the checkpoints on a saver of its own)."""
-    current = thread.latest_run()
-    goto = command.get("goto")
-    if goto != END or "resume" in command:
-        raise Unsupported(
-            f"command {command!r} is not served: Planwatch takes goto '__end__' (with an "
-            "optional update, and no resume) to end a thread's run; answer with "
-            "Command(resume=…) alone, and edit state with POST /threads/<id>/state",
-            errors={"command": "only goto '__end__'"})
-    if current is None:
-        raise RunStateError(f"thread {thread.id} has no run to end; start one first")
-    if current.is_busy():
-        raise ThreadBusy(f"thread {thread.id} is busy with run {current.id} "
-                         f"({current.status}); cancel it to end it")
-    if command.get("update") is not None:  # written as a node would, then the end
-        update_state(thread, current, values=command["update"], as_node="", user=user,
-                     checkpoint_id="")
-    update_state(thread, current, values=None, as_node=END, user=user, checkpoint_id="")
-    current.refresh_from_db()
-    return current
 
 
 def _declined(question: Interrupt, note: str) -> str:

@@ -42,7 +42,15 @@ from dashboard.lgserver.openapi import LangGraphSchema
 from dashboard.limits import SlottedStream, StreamSlot, stream_slot_take
 from dashboard.models import LangGraphRun, Run, Thread
 from dashboard.services import RunStateError, ServiceError
-from dashboard.thread_runs import RunRequest, command_update, end, ends, locked, start
+from dashboard.thread_runs import (
+    Command,
+    CommandKind,
+    RunRequest,
+    Started,
+    locked,
+    start,
+    written,
+)
 from planner.registry import GraphSpec
 from planner.spec import InputError
 from planner.steering import SETTINGS_KEYS, SettingsError
@@ -420,12 +428,10 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
         raise exceptions.ValidationError({"assistant_id": "required: the graph to run"})
     resolved = visible(request, resolve(data["assistant_id"]), data["assistant_id"])
     spec = resolved.spec
-    command = data.get("command")
-    if command is not None and not isinstance(command, dict):
-        raise exceptions.ValidationError({"command": "an object such as {\"resume\": …}"})
+    command = Command.parse(data.get("command"))  # here only: it is a typed value after
     # with both, the command wins, as on LangGraph's server (Agent Chat UI answers an
     # interrupt with input {} beside command.resume)
-    run_input = None if command else data.get("input")
+    run_input = None if command is not None else data.get("input")
     checkpoint = data.get("checkpoint")
     checkpoint_id = data.get("checkpoint_id") or (
         checkpoint.get("checkpoint_id") if isinstance(checkpoint, dict) else None) or ""
@@ -465,14 +471,12 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     )
     if req.input is not None and not isinstance(req.input, dict):
         raise exceptions.ValidationError({"input": "a JSON object (the graph's input)"})
-    if command and "goto" in command:
-        require(request, "cancel_run", "ending a run with command.goto")
-        if command.get("update") is not None:
-            require(request, "fork_run", "editing a thread's state with command.update")
-    elif command and ("resume" in command or command.get("update") is not None):
-        if "resume" in command:
+    if command is not None:
+        if command.kind == CommandKind.END:
+            require(request, "cancel_run", "ending a run with command.goto")
+        if command.kind == CommandKind.RESUME:
             require(request, "answer_interrupt", "resuming a run with an answer")
-        if command.get("update") is not None:
+        if command.update is not None:
             require(request, "fork_run", "editing a thread's state with command.update")
     else:
         require(request, "start_run", "starting a run")
@@ -525,13 +529,15 @@ def _thread_for_run(request: Request, thread_id: str | None, data: dict[str, Any
 DECISION_ATTEMPTS = 3
 
 
-def _decide(request: Request, thread: Thread, req: RunRequest) -> LangGraphRun:
-    """Start the LangGraph run the request asks for on ``thread``: decided again should
+def _decide(request: Request, thread: Thread, req: RunRequest) -> Started:
+    """Start the LangGraph run the request asks for on ``thread`` (or apply its command,
+    whose edit :func:`~dashboard.thread_runs.written` writes once this committed): decided
+    again should
     PostgreSQL roll the decision back as a deadlock's victim (past the attempts, the
     handler answers 503 with Retry-After). Every writer of a run and its thread takes the
     thread's row first (store.lock_run, the claim's SQL), so that is a guard, not an
     expected path (before that order, an executor's claim took them the other way round)."""
-    def decide() -> LangGraphRun:
+    def decide() -> Started:
         with locked(thread):  # concurrent requests on one thread decide one at a time
             return start(thread, req, request.user, thread.latest_run())
 
@@ -545,22 +551,19 @@ def create_run(request: Request, thread_id: str | None
     data = body(request)
     req = run_request(request, data)
     thread = _thread_for_run(request, thread_id, data)
-    if ends(req.command):  # goto '__end__': no new run, the thread's one ends
-        ended = end(thread, req.command or {}, request.user)
-        return ended.current_langgraph_run(), ended.last_seq, data
-    if req.command and req.command.get("update") is not None:
-        updated = command_update(thread, req.command, request.user)
-        if updated is not None:  # the update alone: nothing more to decide
-            return updated.current_langgraph_run(), updated.last_seq, data
     try:
-        langgraph_run = _decide(request, thread, req)
+        # every request, a command's too, decided under the thread's lock, one at a time
+        started = _decide(request, thread, req)
     except Exception:
         if thread_id is None:  # a stateless run's thread, made for a run that was refused
             with contextlib.suppress(Exception):  # the refusal is the answer, not this
                 services.thread_delete(thread=thread)
         raise
+    # what a command's update or end writes on LangGraph's own saver, once decided
+    started = retried(lambda: written(thread, started, request.user),
+                      attempts=DECISION_ATTEMPTS)
     # its events: a resumed or continued Run's from the first after what it had written
-    return langgraph_run, langgraph_run.first_seq - 1, data
+    return started.langgraph_run, started.after, data
 
 
 def location_of(langgraph_run: LangGraphRun, then: str = "") -> dict[str, str]:

@@ -1,0 +1,103 @@
+"""A command racing a resume (or another command) on one waiting thread: an update alone,
+goto '__end__'. Every command is decided under the thread's lock (``thread_runs``), so
+the two decide one after another, the second seeing what the first did: a request the
+first made moot gets the 409 a late one gets, and writes nothing.
+
+A connection of the test's own holds the thread's row until both requests wait on it,
+the first before the second (``tests.support.racing``), so both reach the decision before
+either is decided, in a known order, whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from dashboard.models import Interrupt, Run, RunEvent
+from tests.conftest import api_token, wait_run
+from tests.support.racing import race
+
+pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True), pytest.mark.server]
+
+ASKED = {"item": "lamp", "quantity": 1}  # the orders graph's state as it asks
+
+
+@pytest.fixture
+def waiting(lg_url, sdk_user):
+    """A thread of the orders graph waiting for its approval, and a request on it."""
+    headers = {"x-api-key": api_token(sdk_user)}
+    tid = httpx.post(f"{lg_url}/threads", json={}, headers=headers).json()["thread_id"]
+    httpx.post(f"{lg_url}/threads/{tid}/runs/wait", headers=headers, timeout=60,
+               json={"assistant_id": "orders", "input": {"item": "lamp"}})
+    [run] = Run.objects.filter(conversation_id=tid)
+    assert run.status == Run.Status.INTERRUPTED
+
+    def send(command):
+        return lambda: httpx.post(f"{lg_url}/threads/{tid}/runs", headers=headers,
+                                  timeout=60, json={"assistant_id": "orders",
+                                                    "command": command})
+
+    def state():
+        return httpx.get(f"{lg_url}/threads/{tid}/state", headers=headers).json()
+
+    return tid, run, send, state
+
+
+def test_a_resume_before_an_update_wins_and_the_update_is_refused(waiting):
+    tid, run, send, state = waiting
+    resumed, updated = race(tid, send({"resume": "yes"}), send({"update": {"item": "desk"}}))
+    assert resumed.status_code == 200, resumed.text
+    assert updated.status_code == 409, updated.text  # as an update of any busy thread
+    assert "is busy with run" in updated.json()["detail"]
+    wait_run(run.id, statuses=("succeeded",))
+    assert state()["values"] == {**ASKED, "approved": "yes"}  # none of the update
+
+
+def test_an_update_before_a_resume_is_in_the_state_the_resume_goes_on_from(waiting):
+    tid, run, send, state = waiting
+    updated, resumed = race(tid, send({"update": {"item": "desk"}}), send({"resume": "yes"}))
+    assert updated.status_code == 200 and updated.json()["status"] == "interrupted", (
+        updated.text)
+    assert resumed.status_code == 200, resumed.text
+    wait_run(run.id, statuses=("succeeded",))
+    assert state()["values"] == {"item": "desk", "quantity": 1, "approved": "yes"}
+
+
+def test_a_resume_before_an_end_wins_and_the_end_is_refused(waiting):
+    tid, run, send, state = waiting
+    resumed, ended = race(tid, send({"resume": "yes"}),
+                          send({"goto": "__end__", "update": {"item": "desk"}}))
+    assert resumed.status_code == 200, resumed.text
+    assert ended.status_code == 409, ended.text
+    assert "is busy with run" in ended.json()["detail"]
+    wait_run(run.id, statuses=("succeeded",))
+    assert state()["values"] == {**ASKED, "approved": "yes"}  # none of the end's update
+    assert not run.events.filter(kind=RunEvent.Kind.RUN_CANCELLED).exists()
+
+
+def test_an_end_before_a_resume_wins_and_the_resume_is_refused(waiting):
+    tid, run, send, state = waiting
+    ended, resumed = race(tid, send({"goto": "__end__", "update": {"item": "desk"}}),
+                          send({"resume": "yes"}))
+    assert ended.status_code == 200, ended.text
+    assert resumed.status_code == 409, resumed.text  # as a resume of any ended thread
+    assert "is cancelled, not waiting for an answer" in resumed.json()["detail"]
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert [(i.status, i.answer) for i in run.interrupts.all()] == [
+        (Interrupt.Status.CANCELLED, None)]
+    now = state()
+    assert now["values"] == {"item": "desk", "quantity": 1} and now["next"] == []
+
+
+def test_of_two_racing_ends_each_is_written_on_the_one_before(waiting):
+    """Both end the thread, one after the other (the second ends an ended thread, as it
+    would sent later): the run is cancelled once, and the state holds both updates (each
+    written on the checkpoint the other left, not beside it)."""
+    tid, run, send, state = waiting
+    first, second = race(tid, send({"goto": "__end__", "update": {"item": "desk"}}),
+                         send({"goto": "__end__", "update": {"quantity": 9}}))
+    assert (first.status_code, second.status_code) == (200, 200), (first.text, second.text)
+    assert run.events.filter(kind=RunEvent.Kind.RUN_CANCELLED).count() == 1
+    now = state()
+    assert now["values"] == {"item": "desk", "quantity": 9} and now["next"] == []
