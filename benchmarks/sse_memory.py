@@ -3,10 +3,10 @@ times, on Planwatch scale-out (one daphne, ``manage.py serve --processes 1``; on
 worker; PostgreSQL; Redis's pub/sub channel layer), driven by the official ``langgraph-sdk``.
 
 Each round starts ``--streams`` runs of the 4-node loop (:mod:`benchmarks.loop_graph`) on new
-threads and streams them (``--modes``, by default ``custom`` + ``updates``). ``--leave N``: each client closes its
-stream after N parts instead (the run goes on without it). After a round the web process's
-resident memory is read once the streams closed (``--settle`` seconds later); the login
-page's slowest answer during the round is measured too.
+threads and streams them (``--modes``, by default ``custom`` + ``updates``). ``--leave N``:
+each client closes its stream after N parts instead (the run goes on without it). After a
+round the web process's resident memory is read once the streams closed (``--settle``
+seconds later); the login page's slowest answer during the round is measured too.
 
 ``python -m benchmarks.sse_memory [--streams 300] [--rounds 3] [--leave 0]``; environment:
 ``BENCH_INFLIGHT_DB`` (the PostgreSQL database, re-created), ``BENCH_REDIS_URL``,
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -55,10 +56,8 @@ async def alogin_probe(base: str, stop: asyncio.Event) -> float:
     async with httpx.AsyncClient(timeout=60) as http:
         while not stop.is_set():
             began = time.monotonic()
-            try:
+            with contextlib.suppress(httpx.HTTPError):
                 (await http.get(f"{base}/accounts/login/")).raise_for_status()
-            except httpx.HTTPError:
-                pass
             worst = max(worst, time.monotonic() - began)
             await asyncio.sleep(0.5)
     return worst
