@@ -63,15 +63,25 @@ async def alogin_probe(base: str, stop: asyncio.Event) -> float:
     return worst
 
 
-async def around(served: inflight.Served, streams: int, leave: int, modes: list[str]
-                 ) -> dict[str, Any]:
+async def atimed(stream: Any, seconds: float) -> str:
+    """A stream's outcome, or 'timed out' (a run that never ends: heartbeats keep its
+    stream open past any read timeout)."""
+    try:
+        return str(await asyncio.wait_for(stream, seconds))
+    except TimeoutError:
+        return "timed out"
+
+
+async def around(served: inflight.Served, streams: int, leave: int, modes: list[str],
+                 seconds: float) -> dict[str, Any]:
     """One round: ``streams`` streams at once; their failures and the login page's worst."""
     client = inflight.sdk_client(served.url, served.api_key)
     stop = asyncio.Event()
     probe = asyncio.ensure_future(alogin_probe(served.url.removesuffix("/langgraph"), stop))
     began = time.monotonic()
     try:
-        results = await asyncio.gather(*(astream(client, leave, modes) for _ in range(streams)))
+        results = await asyncio.gather(*(atimed(astream(client, leave, modes), seconds)
+                                         for _ in range(streams)))
     finally:
         stop.set()
         await client.http.client.aclose()
@@ -88,6 +98,8 @@ def main() -> None:
                         help="close each stream after this many parts (0: read to the end)")
     parser.add_argument("--modes", default="custom,updates",
                         help="the stream modes, comma-separated")
+    parser.add_argument("--timeout", type=float, default=300,
+                        help="seconds a stream may take before it is closed and counted failed")
     parser.add_argument("--settle", type=float, default=5.0,
                         help="seconds after a round before its memory is read")
     parser.add_argument("--dump", action="store_true",
@@ -104,7 +116,8 @@ def main() -> None:
         if args.dump:
             os.kill(web, signal.SIGUSR2)
         for index in range(args.rounds):
-            seen = asyncio.run(around(served, args.streams, args.leave, args.modes.split(",")))
+            seen = asyncio.run(around(served, args.streams, args.leave, args.modes.split(","),
+                                     args.timeout))
             time.sleep(args.settle)
             seen["web_mb"] = round(rss_mib(web), 1)
             out["rounds"].append(seen)
