@@ -25,7 +25,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -472,11 +472,15 @@ async def _aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after
     if metadata:
         yield sse("metadata", {"run_id": str(langgraph_run_id), "attempt": 1})
     sent = after
+    # closed with this stream, not whenever the collector finds it: its follower leaves
+    # the run's doorbell then (a stream closed at a part left it for the loop's finalizer)
+    parts = _aparts(run_id, modes=modes, subgraphs=subgraphs, after=after,
+                    langgraph_run_id=langgraph_run_id, upto=upto)
     try:
-        async for part, seq in _aparts(run_id, modes=modes, subgraphs=subgraphs, after=after,
-                                       langgraph_run_id=langgraph_run_id, upto=upto):
-            yield part
-            sent = seq or sent
+        async with contextlib.aclosing(parts):
+            async for part, seq in parts:
+                yield part
+                sent = seq or sent
     except StreamCut:
         raise
     except Exception as exc:  # after the response started: end it with an error, not hang
@@ -486,7 +490,7 @@ async def _aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after
 
 async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
                   langgraph_run_id: UUID, upto: int | None
-                  ) -> AsyncIterator[tuple[bytes, int | None]]:
+                  ) -> AsyncGenerator[tuple[bytes, int | None]]:
     """The stream's SSE parts, each with the seq it carries (None: no id)."""
     modes = set(modes)
     maker: PartMaker | None = None
@@ -500,25 +504,28 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
             yield sse("end", run_end(run, langgraph_run_id, superseded=True)), None
         return
     stopped = False
-    async for step in follow(run_id, after, until=_stopped, runs=runs,
-                             tokens=bool(CHUNK_MODES.intersection(modes))):
-        stopped = step.last
-        if maker is None:  # the first step is read from the log
-            if step.run is None:
-                return  # the run was deleted
-            maker = PartMaker(step.run, modes, subgraphs, langgraph_run_id)
-        if step.tokens:
-            for name, data in maker.token_parts(step.tokens):
-                yield sse(name, data), None
-            continue
-        async for item in _aevent_parts(maker, step.events):
-            yield item
-        if step.last and step.run is not None:
-            # a failed run's stream ends with its error (as LangGraph's server ends it);
-            # another's with ``end``, so a client knows the run stopped without asking it
-            yield (sse("error", run_error(step.run.error_message))
-                   if step.run.status == Run.Status.FAILED
-                   else sse("end", run_end(step.run, langgraph_run_id, superseded=False))), None
+    steps = follow(run_id, after, until=_stopped, runs=runs,
+                   tokens=bool(CHUNK_MODES.intersection(modes)))
+    async with contextlib.aclosing(steps):
+        async for step in steps:
+            stopped = step.last
+            if maker is None:  # the first step is read from the log
+                if step.run is None:
+                    return  # the run was deleted
+                maker = PartMaker(step.run, modes, subgraphs, langgraph_run_id)
+            if step.tokens:
+                for name, data in maker.token_parts(step.tokens):
+                    yield sse(name, data), None
+                continue
+            async for item in _aevent_parts(maker, step.events):
+                yield item
+            if step.last and step.run is not None:
+                # a failed run's stream ends with its error (as LangGraph's server ends it);
+                # another's with ``end``, so a client knows the run stopped without asking
+                yield (sse("error", run_error(step.run.error_message))
+                       if step.run.status == Run.Status.FAILED
+                       else sse("end", run_end(step.run, langgraph_run_id,
+                                               superseded=False))), None
     if not stopped:  # (the follower gives a last step unless this process drains)
         raise StreamCut(f"this process drains: the stream of run {run_id} is cut, to be "
                         "resumed on another process")
