@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from django.db import connection
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver
 from langgraph.checkpoint.postgres import _ainternal
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -203,6 +204,24 @@ class FencedPostgresSaver(AsyncPostgresSaver):
     pipelined transaction that the fence begins."""
 
     fence: Fence | None = None
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
+                          task_id: str, task_path: str = "") -> None:
+        """The saver's ``aput_writes``, its rows serialised on the loop rather than on a
+        thread of the default executor when fenced: a task's writes are its update, small,
+        and their serialiser holds the GIL anyway; the hop to a thread and back cost more
+        CPU than the serialising (0.1-0.2 ms a task)."""
+        if self.fence is None or self.pipe is not None:
+            await super().aput_writes(config, writes, task_id, task_path)
+            return
+        query = (self.UPSERT_CHECKPOINT_WRITES_SQL
+                 if all(w[0] in WRITES_IDX_MAP for w in writes)
+                 else self.INSERT_CHECKPOINT_WRITES_SQL)
+        params = self._dump_writes(
+            config["configurable"]["thread_id"], config["configurable"]["checkpoint_ns"],
+            config["configurable"]["checkpoint_id"], task_id, task_path, writes)
+        async with self._cursor(pipeline=True) as cur:
+            await cur.executemany(query, params)
 
     @contextlib.asynccontextmanager
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[Any]:
