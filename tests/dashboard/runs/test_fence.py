@@ -127,6 +127,21 @@ def test_a_fenced_write_stores_what_the_savers_own_write_stores(executor, monkey
         assert len(statements) == 3 and None not in statements
 
 
+def test_the_fenced_savers_copies_are_of_the_installed_savers_writes():
+    """``FencedPostgresSaver.aput`` and ``aput_writes`` copy langgraph-checkpoint-postgres
+    3.2's own (less the hop to a thread): a new version of them is to be copied again."""
+    import hashlib
+    import inspect
+
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    def digest(method):
+        return hashlib.sha256(inspect.getsource(method).encode()).hexdigest()[:16]
+
+    assert (digest(AsyncPostgresSaver.aput), digest(AsyncPostgresSaver.aput_writes)) == (
+        "c685c7a8c88b7431", "a2970ab04a7d7d5d")
+
+
 def test_event_progress_and_final_writes_of_a_stale_epoch_are_refused(executor):
     sink = _on_loop(executor, executor._aopen_saver())
     run = _held_run()
