@@ -13,10 +13,11 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.constants import INTERRUPT
 
 from dashboard import services
 from dashboard.models import Run, RunEvent, Thread
-from dashboard.runs import store
+from dashboard.runs import savers, store
 from dashboard.runs.record import EVENT_DEFAULTS
 from dashboard.runs.savers import Fence, RunLost
 
@@ -90,6 +91,55 @@ def test_a_checkpoint_write_of_a_stale_epoch_is_refused(executor):
         _on_loop(executor, saver.aput_writes(saved, [("n", 2)], "task-2"))
     assert _checkpoints(run.thread_id) == [first["id"]]  # nothing of the stale writer
     assert _writes(run.thread_id) == 1
+
+
+def test_a_fenced_write_stores_what_the_savers_own_write_stores(executor, monkeypatch):
+    """On PostgreSQL a fenced checkpoint (its blobs) and a task's writes go out as one
+    statement each; what they store is what the saver's unfenced writes store, the last of
+    two writes of one key kept as writing them one after the other keeps it."""
+    statements = []
+    made = savers.fenced_statement
+    monkeypatch.setattr(savers, "fenced_statement", lambda calls, fence: statements.append(
+        made(calls, fence)) or statements[-1])
+    run = _held_run()
+    fenced = _on_loop(executor, executor.agraph("test.echo", fence=Fence(run.id, run.epoch)))
+    plain = _on_loop(executor, executor.agraph("test.echo"))
+    stored = []
+    for (_spec, graph, _watch), thread in ((fenced, run.thread_id), (plain, f"plain-{run.id}")):
+        saver = graph.checkpointer
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"plan": [1, {"a": "b"}], "n": 3, "notes": {"x": [2]}}
+        checkpoint["channel_versions"] = {"plan": 1, "n": 1, "notes": 1}
+        saved = _on_loop(executor, saver.aput(config, checkpoint, {"source": "loop",
+                                                                    "step": 0},
+                                              {"plan": 1, "n": 1, "notes": 1}))
+        _on_loop(executor, saver.aput_writes(saved, [("plan", [3]), ("notes", {"y": 1})],
+                                             "task-1"))
+        _on_loop(executor, saver.aput_writes(saved, [(INTERRUPT, "first"),
+                                                     (INTERRUPT, "second")], "task-2"))
+        got = _on_loop(executor, saver.aget_tuple(saved))
+        stored.append((got.checkpoint["channel_values"], sorted(got.pending_writes)))
+    assert stored[0] == stored[1]
+    assert stored[0][0] == {"plan": [1, {"a": "b"}], "n": 3, "notes": {"x": [2]}}
+    assert ("task-2", INTERRUPT, "second") in stored[0][1]
+    if connection.vendor == "postgresql":  # one statement a write, none replayed
+        assert len(statements) == 3 and None not in statements
+
+
+def test_the_fenced_savers_copies_are_of_the_installed_savers_writes():
+    """``FencedPostgresSaver.aput`` and ``aput_writes`` copy langgraph-checkpoint-postgres
+    3.2's own (less the hop to a thread): a new version of them is to be copied again."""
+    import hashlib
+    import inspect
+
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    def digest(method):
+        return hashlib.sha256(inspect.getsource(method).encode()).hexdigest()[:16]
+
+    assert (digest(AsyncPostgresSaver.aput), digest(AsyncPostgresSaver.aput_writes)) == (
+        "c685c7a8c88b7431", "a2970ab04a7d7d5d")
 
 
 def test_event_progress_and_final_writes_of_a_stale_epoch_are_refused(executor):

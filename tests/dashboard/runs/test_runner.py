@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from dashboard import services
 from dashboard.models import Interrupt, Run, RunEvent
+from dashboard.runs.savers import FencedPostgresSaver
 from tests.conftest import assert_gapless, wait_run, wait_started
 
 pytestmark = pytest.mark.pg
@@ -230,7 +230,8 @@ def test_an_event_naming_a_checkpoint_is_written_once_the_checkpoint_can_be_read
     from dashboard import checkpoints
     from dashboard.runs import doorbells
 
-    saver_class = (AsyncPostgresSaver if connection.vendor == "postgresql"
+    # (a run's fenced saver on PostgreSQL writes with its own aput)
+    saver_class = (FencedPostgresSaver if connection.vendor == "postgresql"
                    else AsyncSqliteSaver)
     slow_put = saver_class.aput
 
