@@ -114,7 +114,10 @@ def body(request: Request) -> dict[str, Any]:
     """The JSON object sent (``{}`` for none), bounded by the one JSON parser
     (:mod:`dashboard.api.parsers`), then checked and converted by the shape its view
     declares for the method (``request_shapes``, :mod:`~dashboard.lgserver.bodies`);
-    422 naming the bad field."""
+    422 naming the bad field. Parsed once a request, however often a view asks."""
+    parsed: dict[str, Any] | None = getattr(request, "_planwatch_body", None)
+    if parsed is not None:
+        return parsed
     data = request.data if request.data not in (None, "") else {}
     if not isinstance(data, dict):
         raise exceptions.ValidationError({"body": "send a JSON object"})
@@ -126,6 +129,7 @@ def body(request: Request) -> dict[str, Any]:
         raise exceptions.ValidationError({"webhook": (
             "webhooks are not served by Planwatch; follow the run with runs.join or "
             "runs.join_stream instead")})
+    request._planwatch_body = data  # type: ignore[attr-defined]
     return data
 
 
