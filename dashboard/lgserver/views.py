@@ -608,8 +608,11 @@ class RunStreamView(LangGraphView):
         with stream_slot(request) as slot:
             langgraph_run, after, data = create_run(request, thread_id)
             modes, subgraphs = _modes(data.get("stream_mode")), bool(data.get("stream_subgraphs"))
+            # a new run is streamed from its row as written (not read again unless it moved)
+            fresh = langgraph_run.run if after == 0 == langgraph_run.run.last_seq else None
             events = stream.aevents(langgraph_run.run_id, modes=modes, subgraphs=subgraphs,
-                                    after=after, langgraph_run_id=langgraph_run.id)
+                                    after=after, langgraph_run_id=langgraph_run.id,
+                                    known=fresh)
             if cancels:  # the run's own stream: its client going away cancels it
                 events = stream.cancel_on_disconnect(events, functools.partial(
                     _acancel_busy, langgraph_run.id, request.user))
