@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.http import StreamingHttpResponse
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
@@ -659,11 +659,23 @@ def stream_slot(request: Request) -> Iterator[StreamSlot]:
         raise
 
 
+def _release_connections() -> None:
+    """Hand the request's database connections back to the pool (as Django does when the
+    request finishes) before its response streams: a stream reads in short statements of
+    its own (dashboard/runs/follow.py), and a new run's stream may read nothing at first,
+    so the connection would otherwise stay out of the pool for the whole stream (fifty
+    streams, fifty connections). One inside a transaction (a test's) is left be."""
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block:
+            conn.close_if_unusable_or_obsolete()
+
+
 def sse_response(events: AsyncIterable[bytes], run: LangGraphRun, *, modes: list[str],
                  subgraphs: bool) -> StreamingHttpResponse:
     """A text/event-stream response that is never buffered or cached; its ``Location`` is
     where a client reconnects (with ``Last-Event-ID``) when the stream is cut, a server
     restart say (LangGraph's clients do): the run's join stream, in the same modes."""
+    _release_connections()
     response = StreamingHttpResponse(events, content_type="text/event-stream")
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"
