@@ -376,14 +376,15 @@ def _queued_locked(user_id: Any, limit: int) -> int:
     """Lock the user's row (PostgreSQL) and count their queued runs, up to ``limit``."""
     quote = connection.ops.quote_name
     run_meta, user_meta = Run._meta, AuthUser._meta
+    runs, users = str(run_meta.db_table), str(user_meta.db_table)
     with connection.cursor() as cursor:
         if connection.features.has_select_for_update:
-            cursor.execute(LOCK_USER.format(users=quote(user_meta.db_table),
-                                            user_pk=quote(user_meta.pk.column)), [user_id])
+            cursor.execute(LOCK_USER.format(users=quote(users),
+                                            user_pk=quote(str(user_meta.pk.column))), [user_id])
         cursor.execute(QUEUED_RUNS_OF_USER.format(
-            runs=quote(run_meta.db_table),
-            created_by=quote(run_meta.get_field("created_by").column),
-            state=quote(run_meta.get_field("state").column)),
+            runs=quote(runs),
+            created_by=quote(str(run_meta.get_field("created_by").column)),
+            state=quote(str(run_meta.get_field("state").column))),
             [user_id, Run.State.QUEUED.value, limit])
         row = cursor.fetchone()
     return int(row[0]) if row else 0

@@ -188,14 +188,16 @@ KEPT = KeptChecks()
 
 def _connect_forgetting() -> None:
     user_model = get_user_model()
-    for model in (get_token_model(), user_model, Group, Permission):
+    models: list[Any] = [get_token_model(), user_model, Group, Permission]
+    for model in models:
         post_save.connect(KEPT.forget_all, sender=model, weak=False,
                           dispatch_uid=f"planwatch-kept-checks-save-{model._meta.label}")
         post_delete.connect(KEPT.forget_all, sender=model, weak=False,
                             dispatch_uid=f"planwatch-kept-checks-delete-{model._meta.label}")
-    for through in (user_model._meta.get_field("groups").remote_field.through,
-                    user_model._meta.get_field("user_permissions").remote_field.through,
-                    Group.permissions.through):
+    throughs: list[Any] = [user_model._meta.get_field("groups").remote_field.through,
+                           user_model._meta.get_field("user_permissions").remote_field.through,
+                           Group.permissions.through]
+    for through in throughs:
         m2m_changed.connect(KEPT.forget_all, sender=through, weak=False,
                             dispatch_uid=f"planwatch-kept-checks-m2m-{through._meta.label}")
     setting_changed.connect(KEPT.forget_all, weak=False,

@@ -305,7 +305,7 @@ def _plain_fields(shape: type[serializers.Serializer]) -> dict[str, tuple[str, i
                             isinstance(v, _TEXT_CHECKS) for v in f.validators):
                     known[name] = (_TEXT, f.max_length)
                 elif type(f) in (serializers.JSONField, JSONObjectField) and f.allow_null \
-                        and not f.binary and not f.validators:
+                        and not getattr(f, "binary", True) and not f.validators:
                     known[name] = (_OBJECT if type(f) is JSONObjectField else _JSON, None)
         _PLAIN[shape] = known
     return known

@@ -612,7 +612,7 @@ class RunStreamView(LangGraphView):
             fresh = langgraph_run.run if after == 0 == langgraph_run.run.last_seq else None
             events = stream.aevents(langgraph_run.run_id, modes=modes, subgraphs=subgraphs,
                                     after=after, langgraph_run_id=langgraph_run.id,
-                                    known=fresh)
+                                    written=fresh)
             if cancels:  # the run's own stream: its client going away cancels it
                 events = stream.cancel_on_disconnect(events, functools.partial(
                     _acancel_busy, langgraph_run.id, request.user))

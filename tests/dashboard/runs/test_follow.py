@@ -92,7 +92,7 @@ def test_a_follower_given_the_run_as_written_reads_it_again_only_if_it_moved(mon
     Run.objects.filter(id=moved.id).update(state=Run.State.RUNNING, last_seq=1)
 
     async def first_step(run: Run) -> follow.Step:
-        steps = follow.follow(run.id, 0, known=run)
+        steps = follow.follow(run.id, 0, written=run)
         try:
             return await anext(steps)
         finally:
