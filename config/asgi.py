@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 
-from django.core.asgi import get_asgi_application
+# Django's handler, its middleware run in one thread hop a request (dashboard/web/handler.py)
+from dashboard.web.handler import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()

@@ -304,6 +304,11 @@ PLANWATCH = {
     # do not close a response waiting on a long node.
     "STREAM_KEEPALIVE_SECONDS": float(os.environ.get("PLANWATCH_STREAM_KEEPALIVE_SECONDS",
                                                      "5")),
+    # Seconds a web process keeps an API token's check (its user, their permissions) that
+    # passed, so a client's requests do not each read them again (dashboard/api/auth.py);
+    # a change seen by this process forgets them at once, one made elsewhere (another
+    # process, a bulk UPDATE) takes effect within this. 0: check every request afresh.
+    "AUTH_CACHE_SECONDS": float(os.environ.get("PLANWATCH_AUTH_CACHE_SECONDS", "5")),
     # Runs one user may have queued (waiting for a slot) at once; past it, 429.
     "MAX_QUEUED_RUNS_PER_USER": int(os.environ.get("PLANWATCH_MAX_QUEUED_RUNS_PER_USER",
                                                    "1000")),

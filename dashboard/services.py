@@ -11,7 +11,7 @@ from uuid import UUID, uuid4
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.models import User as AuthUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from langgraph._internal._constants import NULL_TASK_ID
@@ -354,14 +354,40 @@ def _check_queued(user: User | None) -> None:
     """
     if user is None or not user.is_authenticated:
         return
-    AuthUser.objects.select_for_update().filter(pk=user.pk).values_list("pk").first()
     limit = int(planwatch_setting("MAX_QUEUED_RUNS_PER_USER"))
-    queued = Run.objects.filter(created_by=user, state=Run.State.QUEUED)[:limit].count()
+    queued = _queued_locked(user.pk, limit)
     if queued >= limit:
         raise LimitReached(
             f"you have {queued} runs queued, your limit (PLANWATCH_MAX_QUEUED_RUNS_PER_USER="
             f"{limit}); wait for some to start, or cancel some", limit=(
                 "PLANWATCH_MAX_QUEUED_RUNS_PER_USER"))
+
+
+LOCK_USER = "SELECT 1 FROM {users} WHERE {user_pk} = %s FOR UPDATE"
+QUEUED_RUNS_OF_USER = ("SELECT COUNT(*) FROM (SELECT 1 FROM {runs} WHERE {created_by} = %s"
+                       " AND {state} = %s LIMIT %s) AS queued")
+"""A user's row locked (PostgreSQL), then their queued runs counted up to the limit, in a
+statement of its own (with a snapshot taken once the lock is held: one statement would
+count with the snapshot from before it waited, and let a burst past the limit). Literal
+SQL: the ORM's lock and count were a tenth of a start's CPU."""
+
+
+def _queued_locked(user_id: Any, limit: int) -> int:
+    """Lock the user's row (PostgreSQL) and count their queued runs, up to ``limit``."""
+    quote = connection.ops.quote_name
+    run_meta, user_meta = Run._meta, AuthUser._meta
+    runs, users = str(run_meta.db_table), str(user_meta.db_table)
+    with connection.cursor() as cursor:
+        if connection.features.has_select_for_update:
+            cursor.execute(LOCK_USER.format(users=quote(users),
+                                            user_pk=quote(str(user_meta.pk.column))), [user_id])
+        cursor.execute(QUEUED_RUNS_OF_USER.format(
+            runs=quote(runs),
+            created_by=quote(str(run_meta.get_field("created_by").column)),
+            state=quote(str(run_meta.get_field("state").column))),
+            [user_id, Run.State.QUEUED.value, limit])
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
 
 
 def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User,

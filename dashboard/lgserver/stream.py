@@ -441,19 +441,20 @@ class StreamCut(RequestAborted):
 
 def aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
             metadata: bool = True, keepalive: float | None = None,
-            langgraph_run_id: UUID | None = None, upto: int | None = None
-            ) -> AsyncIterator[bytes]:
+            langgraph_run_id: UUID | None = None, upto: int | None = None,
+            written: Run | None = None) -> AsyncIterator[bytes]:
     """The run's events after seq ``after`` as SSE, until it stops and all were sent (see
     :func:`~dashboard.runs.follow.follow`); a failed run's last event is ``error``, another's
     ``end`` (:func:`run_end`); a
     ``: heartbeat`` comment every ``keepalive`` seconds (default :func:`keepalive_seconds`).
     ``langgraph_run_id``: the LangGraph run of the run streamed (its id in the parts; the
     run's own by default); ``upto``: the last seq of one that ended (another went on after
-    it), streamed as it was, not followed. Raises :class:`StreamCut` if this process stops
-    following first (it drains)."""
+    it), streamed as it was, not followed; ``written``: the run as the request just wrote it,
+    not read again while nothing happened to it (``follow``'s). Raises :class:`StreamCut` if
+    this process stops following first (it drains)."""
     events = _aevents(run_id, modes=modes, subgraphs=subgraphs, after=after,
                       metadata=metadata, langgraph_run_id=langgraph_run_id or run_id,
-                      upto=upto)
+                      upto=upto, written=written)
     every = keepalive_seconds() if keepalive is None else keepalive
     return with_heartbeats(events, every) if every > 0 else events
 
@@ -467,15 +468,15 @@ def stream_failed(exc: BaseException, last_seq: int) -> dict[str, str]:
 
 
 async def _aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
-                   metadata: bool, langgraph_run_id: UUID, upto: int | None
-                   ) -> AsyncIterator[bytes]:
+                   metadata: bool, langgraph_run_id: UUID, upto: int | None,
+                   written: Run | None = None) -> AsyncIterator[bytes]:
     if metadata:
         yield sse("metadata", {"run_id": str(langgraph_run_id), "attempt": 1})
     sent = after
     # closed with this stream, not whenever the collector finds it: its follower leaves
     # the run's doorbell then (a stream closed at a part left it for the loop's finalizer)
     parts = _aparts(run_id, modes=modes, subgraphs=subgraphs, after=after,
-                    langgraph_run_id=langgraph_run_id, upto=upto)
+                    langgraph_run_id=langgraph_run_id, upto=upto, written=written)
     try:
         async with contextlib.aclosing(parts):
             async for part, seq in parts:
@@ -489,7 +490,7 @@ async def _aevents(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after
 
 
 async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after: int,
-                  langgraph_run_id: UUID, upto: int | None
+                  langgraph_run_id: UUID, upto: int | None, written: Run | None = None
                   ) -> AsyncGenerator[tuple[bytes, int | None]]:
     """The stream's SSE parts, each with the seq it carries (None: no id)."""
     modes = set(modes)
@@ -505,7 +506,7 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
         return
     stopped = False
     steps = follow(run_id, after, until=_stopped, runs=runs,
-                   tokens=bool(CHUNK_MODES.intersection(modes)))
+                   tokens=bool(CHUNK_MODES.intersection(modes)), written=written)
     async with contextlib.aclosing(steps):
         async for step in steps:
             stopped = step.last

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.http import StreamingHttpResponse
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
@@ -122,7 +122,10 @@ def body(request: Request) -> dict[str, Any]:
     """The JSON object sent (``{}`` for none), bounded by the one JSON parser
     (:mod:`dashboard.api.parsers`), then checked and converted by the shape its view
     declares for the method (``request_shapes``, :mod:`~dashboard.lgserver.bodies`);
-    422 naming the bad field."""
+    422 naming the bad field. Parsed once a request, however often a view asks."""
+    parsed: dict[str, Any] | None = getattr(request, "_planwatch_body", None)
+    if parsed is not None:
+        return parsed
     data = request.data if request.data not in (None, "") else {}
     if not isinstance(data, dict):
         raise exceptions.ValidationError({"body": "send a JSON object"})
@@ -134,6 +137,7 @@ def body(request: Request) -> dict[str, Any]:
         raise exceptions.ValidationError({"webhook": (
             "webhooks are not served by Planwatch; follow the run with runs.join or "
             "runs.join_stream instead")})
+    request._planwatch_body = data  # type: ignore[attr-defined]
     return data
 
 
@@ -607,8 +611,11 @@ class RunStreamView(LangGraphView):
         with stream_slot(request) as slot:
             langgraph_run, after, data = create_run(request, thread_id)
             modes, subgraphs = _modes(data.get("stream_mode")), bool(data.get("stream_subgraphs"))
+            # a new run is streamed from its row as written (not read again unless it moved)
+            fresh = langgraph_run.run if after == 0 == langgraph_run.run.last_seq else None
             events = stream.aevents(langgraph_run.run_id, modes=modes, subgraphs=subgraphs,
-                                    after=after, langgraph_run_id=langgraph_run.id)
+                                    after=after, langgraph_run_id=langgraph_run.id,
+                                    written=fresh)
             if cancels:  # the run's own stream: its client going away cancels it
                 events = stream.cancel_on_disconnect(events, functools.partial(
                     _acancel_busy, langgraph_run.id, request.user))
@@ -655,11 +662,23 @@ def stream_slot(request: Request) -> Iterator[StreamSlot]:
         raise
 
 
+def _release_connections() -> None:
+    """Hand the request's database connections back to the pool (as Django does when the
+    request finishes) before its response streams: a stream reads in short statements of
+    its own (dashboard/runs/follow.py), and a new run's stream may read nothing at first,
+    so the connection would otherwise stay out of the pool for the whole stream (fifty
+    streams, fifty connections). One inside a transaction (a test's) is left be."""
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block:
+            conn.close_if_unusable_or_obsolete()
+
+
 def sse_response(events: AsyncIterable[bytes], run: LangGraphRun, *, modes: list[str],
                  subgraphs: bool) -> StreamingHttpResponse:
     """A text/event-stream response that is never buffered or cached; its ``Location`` is
     where a client reconnects (with ``Last-Event-ID``) when the stream is cut, a server
     restart say (LangGraph's clients do): the run's join stream, in the same modes."""
+    _release_connections()
     response = StreamingHttpResponse(events, content_type="text/event-stream")
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"

@@ -263,13 +263,17 @@ async def follow(run_id: UUID | str, after: int = 0, *,
                  until: Callable[[Run], bool] = settled,
                  runs: QuerySet[Run] | None = None,
                  wake_every: float | None = None,
-                 tokens: bool = False) -> AsyncGenerator[Step]:
+                 tokens: bool = False,
+                 written: Run | None = None) -> AsyncGenerator[Step]:
     """The run's events after seq ``after``, step by step, until ``until(run)`` holds for
     the run as read from the log and every event up to its last seq was given.
 
     ``runs`` is the queryset the run is read through (annotated, say, for ``until``).
     A deleted run ends the following (a last step with no run). With ``tokens``, the
     chunks of its model answers come too, as steps of their own, as they are heard.
+    ``written``: the run as its caller just wrote it (a new run, say): its first step is that
+    run, with no events, when its last seq and status are still those (asked together with
+    the other followers' looks, :func:`acursor`), instead of a read of the run and its log.
     """
     runs = Run.objects.all() if runs is None else runs
     doorbell = Doorbell(run_id)
@@ -282,7 +286,7 @@ async def follow(run_id: UUID | str, after: int = 0, *,
         if tokens:  # before the run's first chunk: a client that asks for them comes first
             listened_at = loop.time()
             await alisten(run_id)
-        run, events = await aread(runs, run_id, cursor)
+        run, events = await _afirst(runs, run_id, cursor, written)
         summary: dict[str, Any] | None = None
         while True:
             if run is None:
@@ -333,6 +337,18 @@ async def follow(run_id: UUID | str, after: int = 0, *,
             run, events = await aread(runs, run_id, cursor)
     finally:
         await doorbell.aclose()
+
+
+async def _afirst(runs: QuerySet[Run], run_id: UUID | str, after: int, written: Run | None
+                  ) -> tuple[Run | None, list[dict[str, Any]]]:
+    """A follower's first read: ``written`` (nothing after ``after`` yet) while the log says
+    its last seq and status are still those, else the run and its events as read."""
+    status = written.__dict__.get("status") if written is not None else None  # not deferred
+    if written is not None and status is not None and written.last_seq <= after:
+        look = await acursor(run_id)
+        if look is not None and look == (written.last_seq, status):
+            return written, []
+    return await aread(runs, run_id, after)
 
 
 def _pushed(message: dict[str, Any], cursor: int) -> Step | None:

@@ -103,8 +103,12 @@ def test_a_token_is_checked_with_one_query_and_expired_ones_go_with_the_next_tok
     key = create_token(operator)
     assert AuthToken.objects.filter(user=operator).count() == 1  # the expired one went
     AuthToken.objects.create(user=operator, expiry=timedelta(seconds=-1))
-    with django_assert_num_queries(1):  # knox also read every token of the user: 2
+    # the token with its user (knox also read every token of the user), then the user's
+    # permissions and their groups' in one statement (ModelBackend: two, at the first
+    # has_perm)
+    with django_assert_num_queries(2):
         user, token = TokenAuthentication().authenticate_credentials(key.encode())
+        assert user.has_perm("dashboard.start_run") and not user.has_perm("dashboard.fork_run")
     assert user == operator and token.user_id == operator.pk
     expired = AuthToken.objects.create(user=operator, expiry=timedelta(seconds=-1))[1]
     assert Client().get("/api/runs/", headers={"Authorization": f"Token {expired}"}
@@ -122,6 +126,110 @@ def test_a_session_authenticates_and_writes_need_its_csrf_token(operator):
                            content_type="application/json")
     assert refused.status_code == 403
     assert "CSRF" in refused.json()["detail"]
+
+
+def _check(key: str):
+    from dashboard.api.auth import TokenAuthentication
+
+    return TokenAuthentication().authenticate_credentials(key.encode())
+
+
+def test_a_check_that_passed_is_kept_and_asks_nothing_while_it_is(
+        operator, django_assert_num_queries):
+    key = api_token(operator)
+    first, _ = _check(key)
+    with django_assert_num_queries(0):
+        user, token = _check(key)
+        assert user.has_perm("dashboard.start_run") and policy_is_team(user)
+        assert not user.has_perm("dashboard.fork_run")
+    assert user == operator and token.user_id == operator.pk
+    user.first_name = "changed by one request"  # a request's own copy
+    assert _check(key)[0].first_name == "" and first is not user
+
+
+def policy_is_team(user) -> bool:
+    from dashboard import policy
+
+    return policy.is_team(user)
+
+
+def test_a_change_seen_by_the_process_takes_effect_at_once(operator, django_assert_num_queries):
+    from django.contrib.auth.models import Group, Permission
+    from knox.models import AuthToken
+    from rest_framework.exceptions import AuthenticationFailed
+
+    key = api_token(operator)
+    _check(key)
+    operator.user_permissions.remove(Permission.objects.get(codename="start_run"))
+    with django_assert_num_queries(2):  # read again
+        assert not _check(key)[0].has_perm("dashboard.start_run")
+    group = Group.objects.create(name="forkers")
+    operator.groups.add(group)
+    _check(key)
+    group.permissions.add(Permission.objects.get(codename="fork_run"))
+    assert _check(key)[0].has_perm("dashboard.fork_run")  # a group's permission
+    operator.is_active = False
+    operator.save()
+    with pytest.raises(AuthenticationFailed, match="inactive"):
+        _check(key)
+    operator.is_active = True
+    operator.save()
+    _check(key)
+    AuthToken.objects.filter(user=operator).delete()  # revoked (the admin, knox's logout)
+    with pytest.raises(AuthenticationFailed, match="Invalid token"):
+        _check(key)
+
+
+def test_a_change_made_elsewhere_takes_effect_within_auth_cache_seconds(
+        operator, settings, monkeypatch):
+    from django.contrib.auth.models import Permission
+
+    from dashboard.api import auth
+
+    settings.PLANWATCH = {**settings.PLANWATCH, "AUTH_CACHE_SECONDS": 5.0}
+    key = api_token(operator)
+    _check(key)
+    # a bulk UPDATE, or another process's change: this process sees no signal
+    operator.user_permissions.through.objects.filter(
+        user=operator, permission__codename="start_run").delete()
+    assert _check(key)[0].has_perm("dashboard.start_run")  # kept: as checked 0 s ago
+    now = auth.time.monotonic()
+    monkeypatch.setattr(auth.time, "monotonic", lambda: now + 5.0)
+    assert not _check(key)[0].has_perm("dashboard.start_run")
+    assert Permission.objects.filter(codename="start_run").exists()
+
+
+def test_no_check_is_kept_with_auth_cache_seconds_0(operator, settings,
+                                                    django_assert_num_queries):
+    settings.PLANWATCH = {**settings.PLANWATCH, "AUTH_CACHE_SECONDS": 0}
+    key = api_token(operator)
+    _check(key)
+    with django_assert_num_queries(2):
+        assert _check(key)[0].has_perm("dashboard.start_run")
+
+
+def test_a_kept_token_that_expired_is_refused_and_deleted(operator, monkeypatch):
+    from datetime import timedelta
+
+    from knox.models import AuthToken
+    from rest_framework.exceptions import AuthenticationFailed
+
+    key = AuthToken.objects.create(user=operator, expiry=timedelta(hours=1))[1]
+    _check(key)
+    later = timezone.now() + timedelta(hours=2)
+    monkeypatch.setattr(timezone, "now", lambda: later)
+    with pytest.raises(AuthenticationFailed):
+        _check(key)
+    assert not AuthToken.objects.filter(user=operator).exists()
+
+
+def test_a_superusers_check_holds_every_permission(admin_user, django_assert_num_queries):
+    key = api_token(admin_user)
+    _check(key)
+    with django_assert_num_queries(0):
+        user, _ = _check(key)
+        assert user.has_perm("dashboard.fork_run")
+        assert "dashboard.fork_run" in user.get_all_permissions()
 
 
 def test_an_inactive_users_token_is_refused(operator):

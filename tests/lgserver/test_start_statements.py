@@ -52,3 +52,19 @@ def test_a_start_reads_back_none_of_the_rows_it_wrote(client, told):
              and "dashboard_langgraphrun" in q["sql"].split("WHERE")[0]]
     assert reads == []
     assert told == [doorbells.RUNS_GROUP]  # its own group: nobody could watch it yet
+
+
+def test_a_stream_request_hands_its_connection_back_before_it_streams(client, told):
+    """The stream reads in short statements of its own (a new run's reads nothing at
+    first): the request's connection is back in the pool as its response starts, not held
+    for the whole stream (fifty streams took fifty of a pool of twelve)."""
+    thread = client.post("/langgraph/threads", "{}", content_type="application/json").json()
+    response = client.post(f"/langgraph/threads/{thread['thread_id']}/runs/stream",
+                           json.dumps({"assistant_id": "acquisition",
+                                       "input": {"goal": "a budgeting app's TAM"}}),
+                           content_type="application/json")
+    try:
+        assert response.status_code == 200 and response.streaming
+        assert connection.connection is None  # closed: back in the pool (CONN_MAX_AGE=0)
+    finally:
+        response.close()

@@ -168,3 +168,34 @@ def test_a_follower_that_a_runs_last_doorbell_ends_leaves_nothing_on_its_layer(
     before, after, steps = async_to_sync(scenario)()
     assert [step.last for step in steps] == [False, True]
     assert after == before, after
+
+
+def test_a_follower_given_the_run_as_written_reads_it_again_only_if_it_moved(monkeypatch):
+    """A stream of a run its request just wrote starts from that row (one look at its last
+    seq and status, with the other followers'), not from a read of the run and its log;
+    a run that moved meanwhile is read."""
+    reads: list[str] = []
+    read = follow.aread
+
+    async def counted(runs: Any, run_id: Any, after: int) -> Any:
+        reads.append(str(run_id))
+        return await read(runs, run_id, after)
+
+    monkeypatch.setattr(follow, "aread", counted)
+    still, moved = (Run.objects.create(graph="test.echo", thread_id=f"known-{n}:planner")
+                    for n in range(2))
+    Run.objects.filter(id=moved.id).update(state=Run.State.RUNNING, last_seq=1)
+
+    async def first_step(run: Run) -> follow.Step:
+        steps = follow.follow(run.id, 0, written=run)
+        try:
+            return await anext(steps)
+        finally:
+            await steps.aclose()
+
+    step = async_to_sync(first_step)(still)
+    assert step.run is still and step.events == [] and not step.last
+    assert reads == []
+    step = async_to_sync(first_step)(moved)
+    assert step.run is not moved and step.run.status == "running"
+    assert reads == [str(moved.id)]
