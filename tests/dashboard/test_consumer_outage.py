@@ -83,3 +83,11 @@ def test_a_socket_whose_session_cannot_be_read_is_accepted_then_closed_try_again
 
     accepted, closed = async_to_sync(scenario)()
     assert accepted and closed == {"type": "websocket.close", "code": 4013}
+
+
+def test_a_handshake_outlasts_the_wait_for_a_database_connection(settings):
+    from dashboard.web.serving import handshake_seconds
+
+    # daphne's default (5 s) equals the web's wait: it cut the handshake first
+    settings.DB_WAIT_SECONDS = 5.0
+    assert handshake_seconds() >= settings.DB_WAIT_SECONDS + 5
