@@ -343,6 +343,10 @@ class WebsocketGate:
             if not seen["accept"]:
                 await send({"type": "websocket.accept"})
             await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER})
+            # held until the client's goodbye, as a consumer is (an application that ended
+            # at once left some handshakes to daphne's timeout: a reset in the console)
+            while (await receive()).get("type") != "websocket.disconnect":
+                pass
 
     @staticmethod
     async def _close(receive: Any, send: Any, code: int) -> None:

@@ -79,6 +79,7 @@ def test_a_socket_whose_session_cannot_be_read_is_accepted_then_closed_try_again
     async def scenario() -> tuple[bool, dict]:
         accepted, _ = await comm.connect(timeout=5)
         closed = await comm.receive_output(timeout=5)
+        await comm.disconnect()  # the page's goodbye: the gate waited for it
         return accepted, closed
 
     accepted, closed = async_to_sync(scenario)()
