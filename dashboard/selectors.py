@@ -187,6 +187,15 @@ def budget_question(reached: Mapping[str, Any]) -> str:
     return budgets.extend_text(reached)
 
 
+def run_paused_at_budget(*, run: Run) -> str:
+    """What a run paused at one of its budgets asks (``model calls budget of 2 reached (2
+    used)``); "" when it is not paused, or paused at a breakpoint."""
+    if run.status != Run.Status.PAUSED:
+        return ""
+    reached = budgets.paused_on(run)
+    return budgets.extend_text(reached) if reached else ""
+
+
 def runs_at_budget(*, user: Any, limit: int = 50) -> list[tuple[Run, str, dict[str, Any]]]:
     """Runs ``user`` may read that wait at one of their budgets (paused there), oldest
     first: each with its question (``budget of $0.50 reached``) and the budget."""

@@ -50,6 +50,14 @@ def ai(text: str) -> dict[str, Any]:
     return AIMessage(content=text, id=new_id()).model_dump()
 
 
+def ending_text(said: str, reason: str | None) -> str:
+    """The chat's last words on a run that did not reach its goal: what happened, then why,
+    as one sentence (``The plan failed: task t2 failed.``). Every such message is worded
+    here: a failed plan's (its graph's last message), a failed run's and a budget's stop
+    (``dashboard.runs.outcome.outcome_message``, where no node is left to say it)."""
+    return f"{said}: {(reason or 'no reason was given').strip().rstrip('.')}."
+
+
 def split_messages(values: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
     """``values`` without ``messages``, and the messages a chat client sent (None if none)."""
     rest = {k: v for k, v in values.items() if k != "messages"}

@@ -15,6 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 from planner import registry
+from planner.chat import ChatMessages, ai, opening_messages
 from planner.registry import GraphSpec, InputError, InputField, register
 
 
@@ -103,6 +104,45 @@ ECHO = register(GraphSpec(
     name="test.echo", title="Echo (tests)", description="Counts; may ask; may fail.",
     version=1, build=build, make_input=make_input,
     input_fields=(InputField("steps", "Steps", kind="integer", default=3),),
+))
+
+
+class ChatState(TypedDict, total=False):
+    """A goal and its transcript; the answer fails when ``fail`` names why."""
+
+    goal: str
+    fail: str
+    messages: ChatMessages
+
+
+async def think(state: ChatState) -> dict[str, Any]:
+    """Say something in the chat, then (``fail``) raise as a crashing node does."""
+    said = {"messages": [ai(f"Working on: {state.get('goal')}")]}
+    if state.get("fail"):
+        raise RuntimeError(state["fail"])
+    return said
+
+
+def build_chat(*, llm: Any = None, search: Any = None) -> StateGraph:
+    """The chat graph: think."""
+    g = StateGraph(ChatState)
+    g.add_node("think", think)
+    g.add_edge(START, "think")
+    g.add_edge("think", END)
+    return g
+
+
+def make_chat_input(values: dict[str, Any]) -> dict[str, Any]:
+    """A goal (a chat's last human message), its transcript, and why to fail ("" : not)."""
+    goal = str(values.get("goal") or "a goal")
+    return {"goal": goal, "fail": str(values.get("fail") or ""),
+            "messages": opening_messages(values.get("messages"), goal)}
+
+
+CHAT = register(GraphSpec(
+    name="test.chat", title="Chat (tests)", description="Says one thing; may crash.",
+    version=1, build=build_chat, make_input=make_chat_input, chat_goal_field="goal",
+    messages_channel="messages",
 ))
 
 

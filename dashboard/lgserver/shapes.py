@@ -12,12 +12,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import OuterRef, Subquery
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
 from dashboard.checkpoints import config_of, graph_for
 from dashboard.models import LangGraphRun, Run, Thread
 from dashboard.runs.jsonsafe import to_jsonable
+from dashboard.runs.outcome import outcome_message
 from planner.questions import review_request
 from planner.registry import GraphSpec, get_graph
 
@@ -61,6 +63,46 @@ def outcome_metadata(run: Run | None) -> dict[str, Any]:
     if run is None or not run.outcome:
         return {}
     return {"planwatch_outcome": {"outcome": run.outcome, "reason": run.outcome_reason}}
+
+
+def outcome_said(run: Run | None) -> dict[str, Any] | None:
+    """The chat message that tells how ``run`` ended where no node of its graph was left to
+    say it (it failed, or a budget stopped it: :func:`dashboard.runs.outcome.outcome_message`,
+    from the outcome stored when it stopped), as JSON with an id of its own; None for
+    another run."""
+    if run is None or not run.is_finished:
+        return None
+    text = outcome_message(outcome=run.outcome, reason=run.outcome_reason)
+    if not text:
+        return None
+    return AIMessage(content=text, id=f"planwatch-outcome-{run.id}").model_dump()
+
+
+def transcript_channel(graph: str, values: Any) -> str:
+    """The channel of ``values`` chat clients read as the conversation: the graph's
+    declared ``messages_channel``, else ``messages`` if it holds a list ("" if none)."""
+    try:
+        channel = get_graph(graph).messages_channel
+    except KeyError:
+        channel = ""
+    channel = channel or "messages"
+    return channel if isinstance(values, dict) and isinstance(values.get(channel), list) \
+        else ""
+
+
+def with_outcome(values: Any, run: Run | None) -> Any:
+    """``values`` (the state a finished ``run`` ended with) with :func:`outcome_said` last
+    in its transcript, where it has one: a chat client (Agent Chat UI reads the thread's
+    messages) shows how the run ended. Not written to the checkpoint: a retry or a continue
+    goes on from the state as the run left it."""
+    said = outcome_said(run)
+    channel = transcript_channel(run.graph, values) if said and run else ""
+    if not channel or not said:
+        return values
+    transcript = values[channel]
+    if transcript and isinstance(transcript[-1], dict) and transcript[-1].get("id") == said["id"]:
+        return values
+    return {**values, channel: [*transcript, said]}
 
 
 def run(langgraph_run: LangGraphRun) -> dict[str, Any]:
@@ -163,7 +205,10 @@ def run_state(run: Run | None, thread_id: str, checkpoint_id: str | None = None,
     snap = graph.get_state(config_of(run, checkpoint_id), subgraphs=subgraphs)
     if not snap.config:
         return empty_state(thread_id)
-    return state(thread_id, snap, run.graph)
+    found = state(thread_id, snap, run.graph)
+    if not checkpoint_id:  # the state the run ended with: how it ended, said last
+        found["values"] = with_outcome(found["values"], run)
+    return found
 
 
 def threads(page: Sequence[Thread]) -> list[dict[str, Any]]:
@@ -225,4 +270,7 @@ def history(thread_obj: Thread, *, limit: int, before: str | None = None,
             for snap in graph.get_state_history(config_of(held), before=upto,
                                                 limit=limit - len(out)):
                 out.append(state(str(thread_obj.id), snap, held.graph))
+                if not before and len(out) == 1:  # the newest: how its run ended, said last
+                    out[0]["values"] = with_outcome(out[0]["values"],
+                                                    thread_obj.latest_run())
     return out[:limit]

@@ -247,6 +247,21 @@ class PartMaker:
                 out.append(("messages/complete", [message]))
         return out
 
+    def ending_parts(self, run: Run, values: Any) -> list[tuple[str, Any]]:
+        """The parts of the message that says how ``run`` ended where no node of its graph
+        was left to say it (it failed, or a budget stopped it): ``values``, its final state
+        with that message last (:func:`shapes.with_outcome`), once more in ``values`` mode;
+        the message whole in the messages modes. None for another run."""
+        said = shapes.outcome_said(run)
+        channel = shapes.transcript_channel(run.graph, values) if said else ""
+        transcript = values[channel] if channel else []
+        if not said or not transcript or transcript[-1].get("id") != said["id"]:
+            return []
+        out: list[tuple[str, Any]] = [("values", values)] if "values" in self.modes else []
+        ending = {"node": run.current_node or "", "step": None, "namespace": "",
+                  "seq": run.last_seq}
+        return out + self._messages(ending, {"messages": [said]})
+
     def token_parts(self, items: list[dict[str, Any]]) -> list[tuple[str, Any]]:
         """The parts of chunks of model answers (items of :mod:`dashboard.runs.tokens`), as
         LangGraph's server streams them: ``messages-tuple`` sends each chunk beside its
@@ -521,6 +536,10 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
             async for item in _aevent_parts(maker, step.events):
                 yield item
             if step.last and step.run is not None:
+                if shapes.outcome_said(step.run) is not None:  # how it ended, in the chat
+                    final = await _afinal_state(step.run)
+                    for name, data in maker.ending_parts(step.run, final["values"]):
+                        yield sse(name, to_jsonable(data)), None
                 # a failed run's stream ends with its error (as LangGraph's server ends it);
                 # another's with ``end``, so a client knows the run stopped without asking
                 yield (sse("error", run_error(step.run.error_message))
@@ -530,6 +549,12 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
     if not stopped:  # (the follower gives a last step unless this process drains)
         raise StreamCut(f"this process drains: the stream of run {run_id} is cut, to be "
                         "resumed on another process")
+
+
+@database_sync_to_async
+def _afinal_state(run: Run) -> dict[str, Any]:
+    """The state ``run`` ended with, as a thread's state is read (how it ended, said last)."""
+    return shapes.run_state(run, str(run.conversation_id))
 
 
 async def _aevent_parts(maker: PartMaker, events: list[dict[str, Any]]

@@ -19,6 +19,7 @@ from typing import Any
 from django.db import models
 
 from dashboard.runs.states import State, Status, ThreadStatus
+from planner.chat import ending_text
 from planner.registry import get_graph
 from planner.spec import GraphSpec
 
@@ -142,3 +143,24 @@ def told(*, outcome: str | None, reason: str, graph: str) -> Told | None:
     except KeyError:  # a graph no longer registered
         label = "goal failed"
     return Told(Outcome.PLAN_FAILED, label, reason)
+
+
+ENDED_BY = {Outcome.FAILED: "The run failed",
+            Outcome.BUDGET_EXCEEDED: "The run was stopped by its budget"}
+"""What a chat's last message says first of a run that ended where no node of its graph
+was left to say so (a failed plan's graph says it itself, in its last message)."""
+MESSAGE_REASON_CHARS = 500
+"""A failed run's error may be long (a model provider's answer): the chat gets its start."""
+
+
+def outcome_message(*, outcome: str | None, reason: str) -> str:
+    """The chat's last message for a run that failed or that a budget stopped (``The run
+    was stopped by its budget: tokens budget exceeded: 12,400 used of 10,000.``), as
+    :func:`planner.chat.ending_text` words a failed plan's; "" for another outcome (its
+    graph's own last message says how it ended: a result, a failed plan and why)."""
+    said = ENDED_BY.get(Outcome(outcome)) if outcome in Outcome.values else None
+    if said is None:
+        return ""
+    if len(reason) > MESSAGE_REASON_CHARS:
+        reason = reason[:MESSAGE_REASON_CHARS].rstrip() + "\u2026"
+    return ending_text(said, reason)

@@ -27,6 +27,7 @@ from dashboard.runs.figures import FiguresFold
 from dashboard.runs.follow import Step, ended, follow, with_rollback
 from dashboard.services import LimitReached
 from dashboard.web.forms.inbox import PAGE_SIZE, InboxFilters
+from dashboard.web.middleware import CLOSE_TRY_AGAIN_LATER
 from dashboard.web.presentation import header, inbox, results, trace
 from dashboard.web.presentation.timeline import ROWS_PER_PARTIAL
 
@@ -35,8 +36,6 @@ logger = logging.getLogger(__name__)
 WATERFALL_TICK_SECONDS = 2.0
 """How long an active run's waterfall may stand still on its page before it is drawn to now."""
 
-CLOSE_TRY_AGAIN_LATER = 1013
-"""The database cannot be reached now: the page's socket reconnects after a pause."""
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 
@@ -53,11 +52,33 @@ class PlanwatchConsumer(AsyncWebsocketConsumer):
     """
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        """Call the handler for ``message["type"]`` directly."""
+        """Call the handler for ``message["type"]`` directly; one that fails because the
+        database cannot be reached closes the socket "try again later"
+        (:meth:`try_again_later`), so the page reconnects and catches up once it can."""
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
+        try:
+            await handler(message)
+        except Exception as exc:
+            if message["type"] == "websocket.disconnect" or not database_unreachable(exc):
+                raise
+            logger.warning("%s: database unreachable under %s; closing the socket for the "
+                           "page to reconnect", type(self).__name__, message["type"])
+            await self.try_again_later()
+
+    async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
+        """Accept the socket (and remember it was)."""
+        self.accepted = True
+        await super().accept(subprotocol, headers)
+
+    async def try_again_later(self) -> None:
+        """Close the socket with :data:`CLOSE_TRY_AGAIN_LATER`, accepted first if it was
+        not yet (a handshake refused is an error in the page's console, and is not
+        tried again)."""
+        if not getattr(self, "accepted", False):
+            await self.accept()
+        await self.close(code=CLOSE_TRY_AGAIN_LATER)
 
     async def websocket_connect(self, message: dict[str, Any]) -> None:
         """Make sure the layer keeps listening (see :func:`_akeep_listening`), then connect;
@@ -391,7 +412,7 @@ class RunConsumer(PlanwatchConsumer):
             # (saying so meanwhile) and catches up from its last event once it can
             logger.warning("run %s: database unreachable while following; closing the "
                            "socket for the page to reconnect", self.run_key)
-            await self.close(code=CLOSE_TRY_AGAIN_LATER)
+            await self.try_again_later()
 
     async def _send_rolled_back(self, run: Run) -> None:
         """The run's last LangGraph run was rolled back (LangGraph's cancel with

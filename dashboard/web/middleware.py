@@ -43,6 +43,11 @@ MAX_JSON_DEPTH = 100
 
 CLOSE_NO_ROUTE = 4404
 CLOSE_BAD_ORIGIN = 4403
+CLOSE_TRY_AGAIN_LATER = 4013
+"""The database cannot be reached now: the page's socket reconnects after a pause
+(``static/planwatch/app.js``). WebSocket's own 1013 is never sent: autobahn, under daphne,
+refuses every close code below 3000 but 1000, so a consumer that closed with 1013 left the
+socket open and silent (a run page missed the run's next question after an outage)."""
 
 _BAD = re.compile("[\x00\ud800-\udfff]")
 _JSON_PATHS = ("/api/", "/langgraph/")
@@ -306,12 +311,42 @@ class WebsocketGate:
         if not (host_allowed(scope) and origin_allowed(scope)):
             await self._close(receive, send, CLOSE_BAD_ORIGIN)
             return
+        seen = {"connect": False, "accept": False, "close": False}
+
+        async def receiving() -> Any:
+            message = await receive()
+            seen["connect"] |= message.get("type") == "websocket.connect"
+            return message
+
+        async def sending(message: dict[str, Any]) -> None:
+            kind = str(message.get("type", "")).removeprefix("websocket.")
+            if kind in seen:
+                seen[kind] = True
+            await send(message)
+
         try:
-            await self.inner(scope, receive, send)
+            await self.inner(scope, receiving, sending)
         except ValueError as exc:
             if "No route found" not in str(exc):
                 raise
             await self._close(receive, send, CLOSE_NO_ROUTE)
+        except Exception as exc:
+            # the session or the user could not be read (the database cannot be reached):
+            # closed "try again later", the page reconnects once it can, without an error
+            # in its console for a handshake refused
+            if not database_unreachable(exc) or seen["close"]:
+                raise
+            logger.warning("database unreachable under websocket %s; closing it for the "
+                           "page to reconnect", scope.get("path", ""))
+            if not seen["connect"]:
+                await receive()
+            if not seen["accept"]:
+                await send({"type": "websocket.accept"})
+            await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER})
+            # held until the client's goodbye, as a consumer is (an application that ended
+            # at once left some handshakes to daphne's timeout: a reset in the console)
+            while (await receive()).get("type") != "websocket.disconnect":
+                pass
 
     @staticmethod
     async def _close(receive: Any, send: Any, code: int) -> None:

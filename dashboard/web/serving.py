@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import os
 import shutil
 import signal
@@ -76,6 +77,15 @@ class DrainingCommandLine(CommandLineInterface):  # type: ignore[misc]  # daphne
     server_class = DrainingServer
 
 
+def handshake_seconds() -> int:
+    """How long a websocket's opening handshake may take: longer than a request waits for a
+    database connection (``DB_WAIT_SECONDS``), so a socket whose session cannot be read
+    while the database is away is answered "try again later" (``WebsocketGate``), not cut
+    by daphne first (its default, 5 s, equals that wait: the page's console showed a
+    handshake reset on every reconnect during an outage)."""
+    return math.ceil(settings.DB_WAIT_SECONDS) + 5
+
+
 def serve_here(*, host: str = "127.0.0.1", port: int = 8000, fd: int | None = None) -> None:
     """Serve in this process until daphne stops, then drain this process's executor."""
     duties_start()  # before it serves (the application would on its first connection)
@@ -89,7 +99,8 @@ def serve_here(*, host: str = "127.0.0.1", port: int = 8000, fd: int | None = No
     else:
         (endpoint,) = build_endpoint_description_strings(file_descriptor=fd)
     try:
-        DrainingCommandLine().run(["-e", endpoint, "config.asgi:application"])
+        DrainingCommandLine().run(["-e", endpoint, "--websocket_connect_timeout",
+                                   str(handshake_seconds()), "config.asgi:application"])
     finally:
         # its runs go on in another process, from the node boundary where they were left
         # (or their last checkpoint: a run cancelled mid-step saves no part of the step)

@@ -32,7 +32,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from planner.chat import ai, human
+from planner.chat import ai, ending_text, human
 from planner.decomposition.errors import PlanError
 from planner.decomposition.f02 import (
     UNCERTAIN,
@@ -336,7 +336,7 @@ def build_graph(
 def failure_message(reason: str | None, synthesis: str | None) -> str:
     """The chat's last message for a failed plan: that it failed and why first, then what
     its synthesis made of the tasks that finished (a chat client shows it as the answer)."""
-    said = f"The plan failed: {(reason or 'no reason was given').rstrip('.')}."
+    said = ending_text("The plan failed", reason)
     return f"{said}\n\nWhat the finished tasks gave: {synthesis}" if synthesis else said
 
 

@@ -18,6 +18,22 @@
   htmx.config.wsReconnectDelay = function (retries) {  // capped: back within 5 s of the server
     return Math.min(5000, 250 * Math.pow(2, retries)) * (0.5 + Math.random() / 2);
   };
+  // A socket the server closed "try again later" (4013: its database cannot be reached;
+  // daphne sends no close code below 3000 but 1000, so not WebSocket's own 1013) connects
+  // again after a pause, as htmx's extension does for 1012 and 1013: a run's page asks for
+  // the events after its last one (trace.js) and so catches up with what the run did.
+  var TRY_AGAIN_LATER = 4013;
+  document.addEventListener("htmx:wsClose", function (e) {
+    var closed = e.detail.event, wrapper = e.detail.socketWrapper, elt = e.target;
+    if (!closed || closed.code !== TRY_AGAIN_LATER || !wrapper) return;
+    var tries = elt.planwatchTries || 0;
+    setTimeout(function () {
+      if (!elt.isConnected) return;
+      elt.planwatchTries = tries + 1;
+      wrapper.reconnect();
+    }, htmx.config.wsReconnectDelay(tries));
+  });
+  document.addEventListener("htmx:wsOpen", function (e) { e.target.planwatchTries = 0; });
   function seqNow() {
     var cursor = document.getElementById("trace-cursor");
     return cursor ? parseInt(cursor.dataset.lastSeq || "0", 10) : null;

@@ -113,7 +113,7 @@ def test_an_acquisition_run_from_form_to_result_and_replay(live_server_url, page
     for at in (1, asked, run.last_seq // 2, run.last_seq):
         page.goto(f"{live_server_url}/runs/{run.id}/?at={at}")
         fold, shown = trace.trace_fold(run=run, upto=at)
-        head = header.replay_head(shown, current=fold.current)
+        head = header.replay_head(shown, current=fold.current, run=run)
         expect(page.locator("#trace-status")).to_have_text(head.status_label)
         expect(page.locator("#trace-current")).to_have_text(head.node or "—")
         expect(page.locator("#trace-duration")).to_have_text(head.duration)

@@ -207,3 +207,66 @@ def the_dag_counts_picks_out_lights_up_and_folds(page) -> None:
     expect(group.locator(".dag-folded-n")).to_contain_text("tasks folded")
     group.locator(".dag-fold").click()
     expect(group.locator(".dag-levels")).to_be_visible()
+
+
+AXIS_LABELS = """() => {
+  // the text each label of the axis shows, as drawn: a tick's, a break mark's
+  const out = [];
+  document.querySelectorAll('#wf-axis .wf-tick, #wf-axis .wf-break, #wf-axis .wf-break-label'
+                            ).forEach(e => {
+    if (getComputedStyle(e).visibility === 'hidden' || !e.textContent.trim()) return;
+    const range = document.createRange();
+    range.selectNodeContents(e);
+    const r = range.getBoundingClientRect();
+    out.push({text: e.textContent.trim(), tick: e.classList.contains('wf-tick'),
+              left: r.left, right: r.right, top: r.top, bottom: r.bottom});
+  });
+  return out;
+}"""
+
+
+def overlapping(labels: list[dict]) -> list[tuple[str, str]]:
+    """The pairs of axis labels whose text boxes meet (a pixel of slack)."""
+    return [(a["text"], b["text"]) for i, a in enumerate(labels) for b in labels[i + 1:]
+            if a["left"] < b["right"] - 1 and b["left"] < a["right"] - 1
+            and a["top"] < b["bottom"] - 1 and b["top"] < a["bottom"] - 1]
+
+
+@pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["1400", "390"])
+def test_the_axis_labels_of_shortened_waits_stay_apart(live_server_url, page, executor,
+                                                       operator):
+    run = services.run_create(graph="acquisition", input={}, user=operator)
+    login(page, live_server_url, "olga", "pw-olga-1234")
+    page.goto(f"{live_server_url}/runs/{run.id}/")
+    while (run := wait_run(run.id)).status == Run.Status.INTERRUPTED:
+        page.wait_for_timeout(2500)  # a wait for a human far longer than the work
+        for question in run.interrupts.filter(status=Interrupt.Status.PENDING):
+            field = (question.payload or {}).get("field")
+            services.interrupt_answer(interrupt=question, answer=ANSWERS[field], user=operator)
+    assert run.status == Run.Status.SUCCEEDED
+    page.wait_for_function(
+        f"() => document.getElementById('trace-cursor').dataset.lastSeq === '{run.last_seq}'",
+        timeout=30_000)
+    for shown in (page, None):  # live, then the page loaded again
+        if shown is None:
+            page.reload()
+        axis = page.locator("#wf-axis")
+        expect(axis.locator(".wf-break")).to_have_count(3)  # each wait drawn shortened
+        labels = page.evaluate(AXIS_LABELS)
+        ticks = [label["text"] for label in labels if label["tick"]]
+        assert overlapping(labels) == [], labels
+        assert ticks[0] == "0 ms" and ticks[-1].endswith(" s"), ticks  # its start and end
+        # each break's label shown (none hidden for want of room here)
+        assert sum(not label["tick"] for label in labels) == 3, labels
+        # each break says what it left out, in words or on hover
+        for mark in axis.locator(".wf-break").all():
+            assert mark.get_attribute("title").endswith("left out")
+        # no label is cut where it is shown
+        assert page.evaluate("() => [...document.querySelectorAll('#wf-axis .wf-tick,"
+                             " #wf-axis .wf-break, #wf-axis .wf-break-label')].every(e =>"
+                             " e.scrollWidth <= e.clientWidth + 1)")
+    no_overflow(page)
+    wide = page.viewport_size["width"] >= 500
+    page.locator("#trace-waterfall").scroll_into_view_if_needed()
+    page.locator("#trace-waterfall").screenshot(path=str(ARTIFACTS / (
+        "waterfall-shortened-waits" + ("" if wide else "-390") + ".png")))

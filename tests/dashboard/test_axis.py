@@ -64,6 +64,12 @@ def test_shortened_waits_keep_their_widths_ordered_by_length():
     assert [text for _, _, text in view.breaks][2].endswith("left out")
     # the shortened waits still leave the work most of the axis
     assert sum(widths) < 60
+    # each labelled on the axis's second line, within the axis: from where it begins, or
+    # (past 70 %) up to where it ends
+    for (left, width, text), (at, ends, cut) in zip(view.breaks, view.break_labels,
+                                                     strict=True):
+        assert text == f"{cut} left out"
+        assert (at, ends) == ((round(left + width, 3), True) if left > 70 else (left, False))
 
 
 def test_ticks_fall_on_round_times_evenly_spaced_and_leave_room_for_the_end():

@@ -245,6 +245,9 @@ def test_the_trace_header_shows_each_budget_and_a_paused_run_extended_from_it_fi
     assert 'id="budget-max_wall_minutes"' in page and "at the limit: pause" in page
     # the debug panel says why it is paused, and asks (reloaded as the status moves)
     assert "at its budget: model calls budget of 2 reached" in page
+    # the questions panel says so too, and not that it waits at a breakpoint
+    assert 'id="questions-paused-budget"' in page and "paused at a breakpoint" not in page
+    assert "paused at its budget</strong>" in page
     assert page.count(f'id="budget-form-{run.id}"') == 1
     assert client.get(f"/runs/{run.id}/debug/").content.decode().count(
         f'id="budget-extend-{run.id}"') == 1

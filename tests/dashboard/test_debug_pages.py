@@ -32,6 +32,8 @@ def test_a_paused_run_says_where_and_offers_continue_and_step(executor, debugger
     page = client.get(f"/runs/{run.id}/").content.decode()
     assert "Paused before" in page and ">done<" in page
     assert 'id="debug-continue"' in page and 'id="debug-step"' in page
+    # the questions panel names the breakpoint, not a budget
+    assert 'id="questions-paused-breakpoint"' in page and "at its budget" not in page
     response = client.post(f"/runs/{run.id}/continue/", {"step": "0"})
     assert response.status_code == 302
     assert wait_run(run.id, statuses=DONE).status == Run.Status.SUCCEEDED

@@ -61,6 +61,13 @@ def test_a_failed_plan_reads_failed_on_every_surface(failed_plan, operator, clie
     fold, _ = trace.trace_fold(run=run)
     last = list(fold.timeline.rows.values())[-1]
     assert (last.title, last.status) == ("Run finished \u2014 plan failed", "failed")
+    # its replay, at its last event (a run_succeeded): the stored outcome, as live
+    replay = client.get(f"/runs/{run.id}/?at={run.last_seq}").content.decode()
+    replayed = replay[replay.index('id="trace-live"'):replay.index('id="trace-actions"')]
+    assert "Finished \u2014 plan failed" in replayed and ">Succeeded<" not in replayed
+    before = client.get(f"/runs/{run.id}/?at={run.last_seq - 1}").content.decode()
+    assert "plan failed" not in before[before.index('id="trace-live"'):
+                                       before.index('id="trace-actions"')]
 
     # the runs list: its badge, and its "Status = Failed" and outcome filters
     short = str(run.id)[:8]

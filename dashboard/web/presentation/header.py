@@ -161,8 +161,11 @@ def run_head(run: Run, *, figures: Figures | None = None) -> Head:
                 **{name: getattr(run, name) for name in ROLLUPS})
 
 
-def replay_head(events: list[dict[str, Any]], *, current: str) -> Head:
-    """The header as it stood after the last of ``events`` (``event_dict`` form, in order)."""
+def replay_head(events: list[dict[str, Any]], *, current: str, run: Run | None = None) -> Head:
+    """The header as it stood after the last of ``events`` (``event_dict`` form, in order);
+    replayed to the end of ``run``, its status and outcome are the ones stored when it
+    stopped (``Run.outcome``, as the live header, the API and the export read them: a
+    failed plan's last event is a ``run_succeeded``, a budget's stop a ``run_cancelled``)."""
     status = Run.Status.QUEUED.value
     started = None
     calls = Run()  # the rollups as they stood: counted from the calls finished so far
@@ -177,5 +180,8 @@ def replay_head(events: list[dict[str, Any]], *, current: str) -> Head:
             started = parse_datetime(event["at"] or "")
     at = parse_datetime(events[-1]["at"] or "") if events else None
     duration = f"{(at - started).total_seconds():.1f} s" if started and at else "—"
-    return Head(status=str(status), node=current, duration=duration,
+    ended = run is not None and run.is_finished and bool(events) \
+        and events[-1]["seq"] >= run.last_seq
+    return Head(status=run.status if ended and run else str(status), node=current,
+                duration=duration, outcome=run.told if ended and run else None,
                 **{name: getattr(calls, name) for name in ROLLUPS})

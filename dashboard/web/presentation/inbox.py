@@ -61,6 +61,8 @@ def run_interrupts_context(
         "closed": [i for i in interrupts if i.status != Interrupt.Status.PENDING],
         "can_answer": bool(user.has_perm(ANSWER_PERMISSION)), "can_assign": can_assign,
         "viewer": user,
+        # paused with no question: at its budget (what it asks), or at a breakpoint ("")
+        "paused_budget": selectors.run_paused_at_budget(run=run) if not forms else "",
         "permission": ANSWER_PERMISSION, "message": message, "level": level,
     }
 

@@ -468,6 +468,10 @@ class Drawn:
         return out
 
 
+LABEL_ENDS_PAST = 70.0
+"""A break that begins past this percent of the axis has its label end where it ends."""
+
+
 @dataclass(frozen=True)
 class WaterfallView:
     """What ``_waterfall.html`` draws: the summary, the axis and the rows' HTML."""
@@ -486,6 +490,17 @@ class WaterfallView:
     """The axis's length in drawn seconds: bars are placed in drawn seconds, as shares of it."""
     drawn: Drawn | None = None
     """The rows as parts (a live page is sent the parts that changed)."""
+
+    @property
+    def break_labels(self) -> tuple[tuple[float, bool, str], ...]:
+        """Each break's label, on a line of the axis below its ticks (the two never meet):
+        where it stands (percent), whether it ends there (a break in the axis's last
+        :data:`LABEL_ENDS_PAST` percent is labelled leftwards, within the axis) and the time
+        left out (``9.5 s``)."""
+        return tuple(
+            (round(left + width, 3), True, text.removesuffix(" left out"))
+            if left > LABEL_ENDS_PAST else (left, False, text.removesuffix(" left out"))
+            for left, width, text in self.breaks)
 
     def delta(self, before: Drawn | None) -> SafeString | None:
         """The OOB swaps that turn a page showing ``before`` into this view: changed rows

@@ -58,7 +58,7 @@ def run_detail(request: HtmxHttpRequest, run_id: UUID) -> TemplateResponse:
         context["interrupts_html"] = render_run_interrupts(run=run, user=request.user,
                                                            request=request)
     else:
-        head = header.replay_head(events, current=fold.current)
+        head = header.replay_head(events, current=fold.current, run=run)
         context.update(head=head, point=point, prev_at=max(point.at - 1, 1),
                        next_at=min(point.at + 1, run.last_seq),
                        state=trace.state_at(run=run, events=events),
