@@ -423,8 +423,13 @@ current_node, <rollups>, checkpointed}``)."""
 HEARTBEAT = {
     "postgresql": """
         UPDATE dashboard_run SET heartbeat_at = {mark}
-        WHERE id IN (SELECT value::uuid FROM jsonb_array_elements_text({mark}::jsonb))
-          AND owner = {mark}
+        WHERE id IN (SELECT id FROM dashboard_run
+                     WHERE id IN (SELECT value::uuid
+                                  FROM jsonb_array_elements_text({mark}::jsonb))
+                       AND owner = {mark}
+                     -- the rows locked in the ids' order, as every write of several runs
+                     -- locks them (a batched event write's fence): else the two deadlock
+                     ORDER BY id FOR NO KEY UPDATE)
         RETURNING id, cancel_requested, breakpoints_changed
     """,
     "sqlite": """
@@ -557,6 +562,17 @@ FENCE = {
     "postgresql": """
         SELECT planwatch_fence(f.id, f.epoch)
         FROM jsonb_to_recordset({mark}::jsonb) AS f(id uuid, epoch integer)
+        -- first (an init plan), the runs' rows locked for the write's UPDATEs in their
+        -- ids' order, as a heartbeat locks them: the fence's share lock, upgraded by the
+        -- write's UPDATE of the run while a heartbeat or a claim waited on the row,
+        -- deadlocked (a stuck run: the victim's write was retried run by run, and a
+        -- stop chosen as one failed its job)
+        WHERE (SELECT count(*) FROM (
+                   SELECT 1 FROM dashboard_run
+                   WHERE id IN (SELECT (held->>'id')::uuid
+                                FROM jsonb_array_elements({mark}::jsonb) AS held)
+                   {lock_threads}
+                   ORDER BY id FOR NO KEY UPDATE) AS locked) >= 0
     """,
     # inside the write's transaction, which holds SQLite's one write lock
     "sqlite": """
@@ -580,6 +596,19 @@ LOCK_THREAD = """
 """
 """PostgreSQL's part of :data:`CLAIM` (SQLite has one writer at a time: no row locks)."""
 
+LOCK_THREADS_FIRST = """
+                     -- a stop writes the thread too: its row first, as a claim and a run
+                     -- request's decision take them (thread, then run)
+                     AND (SELECT count(*) FROM (
+                              SELECT 1 FROM dashboard_thread
+                              WHERE id IN (SELECT conversation_id FROM dashboard_run
+                                           WHERE id IN (SELECT (held->>'id')::uuid
+                                                        FROM jsonb_array_elements(
+                                                            {mark}::jsonb) AS held))
+                              ORDER BY id FOR NO KEY UPDATE) AS threads) >= 0
+"""
+"""PostgreSQL's part of a stop's :data:`FENCE`."""
+
 
 def _sql(statement: str, postgres: bool, *, django_cursor: bool = False) -> str:
     """``statement`` for a driver's own cursor: psycopg's ``%s`` or sqlite3's ``?``.
@@ -588,7 +617,8 @@ def _sql(statement: str, postgres: bool, *, django_cursor: bool = False) -> str:
     the driver's style itself, and its debug cursor (``DEBUG=true``) formats the statement
     with ``%`` to log it, which a ``?`` statement with parameters fails."""
     return statement.format(mark="%s" if postgres or django_cursor else "?",
-                            lock_thread=LOCK_THREAD.strip() if postgres else "")
+                            lock_thread=LOCK_THREAD.strip() if postgres else "",
+                            lock_threads="")
 
 
 class Statements:
@@ -606,6 +636,8 @@ class Statements:
                 for text in (INSERT_EVENTS[vendor], PROGRESS[vendor], HEARTBEAT[vendor],
                              CLAIM, TAKE, STOP, WITHDRAW_QUESTIONS, SET_THREAD_STATUS,
                              STOP_THREAD_STATUS, FENCE[vendor]))
+        self.stop_fence_sql = (FENCE[vendor].replace("{lock_threads}", LOCK_THREADS_FIRST)
+                               .format(mark="%s") if postgres else self.fence_sql)
         self._connection = connections["default"]  # its fields' conversions, never a query
 
     def insert(self, batches: list[Batch], now: datetime) -> Statement:
@@ -620,18 +652,25 @@ class Statements:
 
     def progress(self, moves: list[Fields], now: datetime) -> Statement:
         """:data:`PROGRESS` of each run's ``{id, current_node, last_seq, <rollups>}``."""
-        moved = [{**move, "id": str(self.prep("id", move["id"]))} for move in moves]
+        moved = sorted(({**move, "id": str(self.prep("id", move["id"]))} for move in moves),
+                       key=lambda move: move["id"])  # in the order rows are locked
         return self.progress_sql, [self._moment(now), json.dumps(moved)]
 
-    def fence(self, runs: list[Run]) -> Statement:
-        """:data:`FENCE`: each run's epoch as its claim left it."""
-        held = json.dumps([{"id": str(self.prep("id", run.id)), "epoch": run.epoch}
-                           for run in runs])
-        return self.fence_sql, [held]
+    def fence(self, runs: list[Run], *, stop: bool = False) -> Statement:
+        """:data:`FENCE`: each run's epoch as its claim left it (``stop``: a write that
+        writes the runs' threads too, whose rows it locks first)."""
+        # in the runs' ids' order (a UUID's text sorts as its bytes do): every writer of
+        # several runs locks them in that order, so two never wait on each other
+        held = json.dumps(sorted(({"id": str(self.prep("id", run.id)), "epoch": run.epoch}
+                                  for run in runs), key=lambda row: row["id"]))
+        if not self.postgres:
+            return self.fence_sql, [held]
+        return (self.stop_fence_sql, [held, held, held]) if stop else (self.fence_sql,
+                                                                       [held, held])
 
     def heartbeat(self, run_ids: list[uuid.UUID], owner: str, fields: Fields) -> Statement:
         """:data:`HEARTBEAT`: :func:`heartbeat`'s ``fields`` for the runs ``owner`` holds."""
-        ids = json.dumps([str(self.prep("id", run_id)) for run_id in run_ids])
+        ids = json.dumps(sorted(str(self.prep("id", run_id)) for run_id in run_ids))
         return self.heartbeat_sql, [self.prep("heartbeat_at", fields["heartbeat_at"]), ids,
                                     owner]
 
@@ -1463,7 +1502,7 @@ class RunStore:
                     return await awrite_orm(run, rows, current_node, final)
         statements, fields = execution_write(self.sql, run, rows, current_node, final, now)
         with instruments.event_write(len(rows)):
-            await self._aexecute(statements, fence=[run])
+            await self._aexecute(statements, fence=[run], stop="state" in fields)
         apply_to(run, fields)
         return {name: getattr(run, name) for name in SUMMARY_FIELDS}
 
@@ -1476,7 +1515,7 @@ class RunStore:
 
     async def _aexecute(self, statements: list[Statement], *,
                         returning: bool | Literal["all"] = False,
-                        fence: list[Run] | None = None) -> Any:
+                        fence: list[Run] | None = None, stop: bool = False) -> Any:
         """Run ``statements`` atomically; the last one's first row if ``returning``
         (``"all"``: all its rows). With a ``fence`` (the runs an execution writes), the
         write commits only if each run's epoch is still the one its claim left
@@ -1487,7 +1526,7 @@ class RunStore:
         SQLite: each statement is one hop to aiosqlite's thread, then one for the commit.
         """
         if fence:
-            statements = [*statements, self.sql.fence(fence)]
+            statements = [*statements, self.sql.fence(fence, stop=stop)]
         if self.postgres:
             head = [f"w{i} AS ({sql})" for i, (sql, _) in enumerate(statements[:-1])]
             sql = (f"WITH {', '.join(head)} " if head else "") + statements[-1][0]
