@@ -290,6 +290,18 @@ _TEXT, _JSON, _OBJECT = "text", "json", "object"
 _PLAIN: dict[type[serializers.Serializer], dict[str, tuple[str, int | None]]] = {}
 """Each shape's fields by name: how a value passes it unchanged (None: one that may
 change or refuse it, a whole number say, or a field the shape validates itself)."""
+_FILLED: dict[type[serializers.Serializer], frozenset[str]] = {}
+"""Each shape's fields the serializer acts on when they are absent: a required one (it
+refuses the body) or one with a default (it fills it in)."""
+
+
+def _filled_fields(shape: type[serializers.Serializer]) -> frozenset[str]:
+    known = _FILLED.get(shape)
+    if known is None:
+        known = _FILLED[shape] = frozenset(
+            name for name, f in shape().fields.items()
+            if f.required or f.default is not serializers.empty)
+    return known
 
 
 def _plain_fields(shape: type[serializers.Serializer]) -> dict[str, tuple[str, int | None]]:
@@ -323,7 +335,10 @@ def taken_as_sent(data: dict[str, Any], shape: type[serializers.Serializer]) -> 
     """Whether ``shape`` would take every field of ``data`` it declares unchanged: a text
     field's string that fits (no NUL, no lone surrogate, as DRF's validators refuse), a
     JSON object's object, any JSON value (the body was JSON), or null for each; absent
-    fields are skipped as the serializer skips them."""
+    fields are skipped as the serializer skips them, unless it would refuse or fill one
+    (a required field, or one with a default: the serializer's answer then)."""
+    if not _filled_fields(shape).issubset(data):
+        return False
     plain = _plain_fields(shape)
     declared = shape._declared_fields
     for name, value in data.items():
