@@ -66,7 +66,7 @@ def test_a_heartbeat_and_a_batched_event_write_of_the_same_runs_never_deadlock()
     def guarded(work, seed: int) -> None:
         try:
             work(random.Random(seed))
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:  # reported by the test
             failures.append(exc)
 
     workers = [threading.Thread(target=guarded, args=(work, seed))
