@@ -53,7 +53,9 @@ def test_a_cancel_ends_at_once_a_run_whose_executor_died(executor, operator):
         state=Run.State.RUNNING, owner="gone:1:dead",
         heartbeat_at=timezone.now() - timedelta(hours=1))
     services.run_cancel(run=run, user=operator)
-    run.refresh_from_db()
+    # ended by the cancel itself; or, had the executor's reaper recovered the stale run in
+    # the moment before (once in a loaded PostgreSQL pass), by the live executor it asks
+    run = wait_run(run.id, statuses=("cancelled",), timeout=30)
     assert run.status == Run.Status.CANCELLED and run.owner == ""
     assert assert_gapless(run)[-1].kind == Kind.RUN_CANCELLED
     services.thread_delete(thread=run.conversation)  # and its thread may go
