@@ -69,12 +69,18 @@ def test_debugging_needs_its_own_permissions(executor, operator, viewer, client)
     assert Run.objects.count() == 1
 
 
+def _echo_before_done(user) -> tuple[Run, str]:
+    """A finished three-step echo run and its checkpoint before its ``done`` node (a fork
+    form's starting point)."""
+    parent = wait_run(services.run_create(graph="test.echo", input={"steps": 3},
+                                          user=user).id)
+    return parent, parent.events.filter(kind=Kind.CHECKPOINT, namespace="",
+                                        payload__next=["done"]).get().checkpoint_id
+
+
 def test_edit_state_and_fork_from_a_page_then_compare_the_branches(executor, debugger, client):
     client.force_login(debugger)
-    parent = wait_run(services.run_create(graph="test.echo", input={"steps": 3},
-                                          user=debugger).id)
-    checkpoint = parent.events.filter(kind=Kind.CHECKPOINT, namespace="",
-                                      payload__next=["done"]).get().checkpoint_id
+    parent, checkpoint = _echo_before_done(debugger)
     form = client.get(f"/runs/{parent.id}/fork/?checkpoint={checkpoint}").content.decode()
     assert 'name="ch_n"' in form and 'type="number"' in form  # typed from the state schema
     bad = client.post(f"/runs/{parent.id}/fork/", {
@@ -130,10 +136,7 @@ def test_the_new_run_form_sets_breakpoints_for_those_who_may_debug(executor, deb
 def test_a_fork_form_reports_every_error_in_one_round_with_json_positions(
         executor, debugger, client):
     client.force_login(debugger)
-    parent = wait_run(services.run_create(graph="test.echo", input={"steps": 3},
-                                          user=debugger).id)
-    checkpoint = parent.events.filter(kind=Kind.CHECKPOINT, namespace="",
-                                      payload__next=["done"]).get().checkpoint_id
+    parent, checkpoint = _echo_before_done(debugger)
     bad = client.post(f"/runs/{parent.id}/fork/", {
         "checkpoint": checkpoint, "ch_n": "lots", "ch_steps": "3",
         "ch_result": '{"total": 3,\n "ok": tru}', "ch_trail": "[1, 2]", "ch_fail_at": "0",
@@ -195,10 +198,7 @@ def test_a_state_edit_is_typed_per_field_with_the_graphs_own_checks(executor, de
 def test_a_fork_forms_json_holding_a_number_no_checkpoint_stores_is_refused_naming_it(
         executor, debugger, client):
     client.force_login(debugger)
-    parent = wait_run(services.run_create(graph="test.echo", input={"steps": 3},
-                                          user=debugger).id)
-    checkpoint = parent.events.filter(kind=Kind.CHECKPOINT, namespace="",
-                                      payload__next=["done"]).get().checkpoint_id
+    parent, checkpoint = _echo_before_done(debugger)
     bad = client.post(f"/runs/{parent.id}/fork/", {
         "checkpoint": checkpoint, "ch_n": "1",
         "ch_result": '{"total": [100000000000000000000000]}', "ch_trail": "[]",

@@ -15,7 +15,7 @@ import pytest
 
 from dashboard.models import Interrupt, Run, RunEvent
 from tests.conftest import api_token, wait_run
-from tests.support.racing import race
+from tests.support.racing import race, waiting_thread
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True), pytest.mark.server]
 
@@ -26,11 +26,7 @@ ASKED = {"item": "lamp", "quantity": 1}  # the orders graph's state as it asks
 def waiting(lg_url, sdk_user):
     """A thread of the orders graph waiting for its approval, and a request on it."""
     headers = {"x-api-key": api_token(sdk_user)}
-    tid = httpx.post(f"{lg_url}/threads", json={}, headers=headers).json()["thread_id"]
-    httpx.post(f"{lg_url}/threads/{tid}/runs/wait", headers=headers, timeout=60,
-               json={"assistant_id": "orders", "input": {"item": "lamp"}})
-    [run] = Run.objects.filter(conversation_id=tid)
-    assert run.status == Run.Status.INTERRUPTED
+    tid, run = waiting_thread(lg_url, headers)
 
     def send(command):
         return lambda: httpx.post(f"{lg_url}/threads/{tid}/runs", headers=headers,

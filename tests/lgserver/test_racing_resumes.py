@@ -12,9 +12,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from dashboard.models import Run
 from tests.conftest import api_token, wait_run
-from tests.support.racing import race
+from tests.support.racing import race, waiting_thread
 
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True), pytest.mark.server]
 
@@ -31,11 +30,7 @@ RESUMES = {
 def test_of_two_racing_resumes_with_updates_only_the_winners_update_is_applied(
         lg_url, sdk_user):
     headers = {"x-api-key": api_token(sdk_user)}
-    tid = httpx.post(f"{lg_url}/threads", json={}, headers=headers).json()["thread_id"]
-    httpx.post(f"{lg_url}/threads/{tid}/runs/wait", headers=headers, timeout=60,
-               json={"assistant_id": "orders", "input": {"item": "lamp"}})
-    [run] = Run.objects.filter(conversation_id=tid)
-    assert run.status == Run.Status.INTERRUPTED
+    tid, run = waiting_thread(lg_url, headers)
 
     def resume(name: str) -> httpx.Response:
         return httpx.post(f"{lg_url}/threads/{tid}/runs", headers=headers, timeout=60, json={

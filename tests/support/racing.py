@@ -13,6 +13,7 @@ import httpx
 import psycopg
 from django.db import connection
 
+from dashboard.models import Run
 from dashboard.runs.savers import postgres_conninfo
 
 
@@ -49,3 +50,14 @@ def race(thread_id: str, first: Callable[[], httpx.Response],
         wait_for_waiters(watcher, 2)
         holder.rollback()  # both are at the decision: let them through
         return one.result(), two.result()
+
+
+def waiting_thread(lg_url: str, headers: dict[str, str]) -> tuple[str, Run]:
+    """A thread of the orders graph waiting for its approval, and its run (the thread
+    both racing requests go to)."""
+    tid = httpx.post(f"{lg_url}/threads", json={}, headers=headers).json()["thread_id"]
+    httpx.post(f"{lg_url}/threads/{tid}/runs/wait", headers=headers, timeout=60,
+               json={"assistant_id": "orders", "input": {"item": "lamp"}})
+    [run] = Run.objects.filter(conversation_id=tid)
+    assert run.status == Run.Status.INTERRUPTED
+    return tid, run
