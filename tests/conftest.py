@@ -394,6 +394,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.long)
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
+        if item.get_closest_marker("long") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(1200))  # hundreds of streams, storms
     # the slow modules first: pytest-xdist hands modules out in this order, and a slow one
     # handed out last is the tail of its pass, one core idle
     items.sort(key=lambda item: (item.get_closest_marker("browser") is not None,

@@ -40,9 +40,11 @@ def race(thread_id: str, first: Callable[[], httpx.Response],
     """Send ``first``, then ``second`` once ``first`` waits on the thread's row, and let
     both through once both wait: their answers."""
     conninfo = postgres_conninfo(connection.settings_dict)
-    with psycopg.connect(conninfo) as holder, \
-            psycopg.connect(conninfo, autocommit=True) as watcher, \
-            ThreadPoolExecutor(2) as pool:
+    # the pool is left last: were a wait to fail, the holder's connection closes first and
+    # lets the requests through, where the pool's exit would otherwise wait on them for ever
+    # (a CI pass hung here until its limit)
+    with ThreadPoolExecutor(2) as pool, psycopg.connect(conninfo) as holder, \
+            psycopg.connect(conninfo, autocommit=True) as watcher:
         holder.execute("SELECT 1 FROM dashboard_thread WHERE id = %s FOR UPDATE", [thread_id])
         one = pool.submit(first)
         wait_for_waiters(watcher, 1)
