@@ -33,7 +33,7 @@ from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections
 
 from config.connections import run_pool_sizes
-from dashboard.runs import doorbells, instruments, otel
+from dashboard.runs import doorbells, instruments, otel, tokens
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.execution import EventWriter, Outcome, Requests, aexecute
 from dashboard.runs.langgraph_store import aopen_store
@@ -129,6 +129,17 @@ class Executor:
         self._heartbeat_task = loop.create_task(self._heartbeat_forever())
         self._started.set()
         loop.run_forever()
+        # stopped: what lives on this loop goes with it (the tokens' Redis client, then,
+        # as the loop closes, channels-redis's layer on it), else each executor stopped
+        # leaves its loop and two Redis connections open (five descriptors; test processes
+        # ran past 1024)
+        try:
+            loop.run_until_complete(tokens.aclose_client())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        except Exception:  # Redis away: the descriptors go with the process
+            logger.warning("closing the executor's loop failed", exc_info=True)
+        finally:
+            loop.close()
 
     def stop(self, timeout: float = 10) -> None:
         """Stop the loop after closing the saver (used by tests and shutdown)."""

@@ -73,6 +73,13 @@ def _redis() -> Any:
     return client
 
 
+async def aclose_client() -> None:
+    """Close this event loop's Redis client, if it made one (a loop that ends)."""
+    client = _clients.pop(asyncio.get_running_loop(), None)
+    if client is not None:
+        await client.aclose()
+
+
 def _key(run_id: UUID | str) -> str:
     return f"planwatch:tokens-listened:{run_id}"
 

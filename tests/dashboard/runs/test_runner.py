@@ -294,3 +294,27 @@ def test_a_live_runs_heartbeat_lands_while_the_orm_thread_is_busy(transactional_
         assert Kind.RUN_RECOVERED not in kinds(events)
     finally:
         reset_executor()
+
+
+def _descriptors() -> set[str]:
+    import os
+
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_a_stopped_executor_leaves_no_descriptor_behind(transactional_db, operator, settings):
+    """Its loop, the tokens' Redis client and the channel layer's connections on it close
+    with it (each stopped executor used to leave five open: the test processes of the
+    PostgreSQL pass ran past 1024, where select() fails)."""
+    import tests.graphs  # noqa: F401  (registers the test graphs)
+    from dashboard.runs.dispatch import get_executor, reset_executor
+
+    settings.PLANWATCH = {**settings.PLANWATCH, "THINK_TIME": 0.0}
+    reset_executor()
+    for _ in range(2):  # the first run opens what the process keeps (its database, say)
+        before = _descriptors()
+        get_executor()
+        run = services.run_create(graph="test.echo", input={"steps": 2}, user=operator)
+        assert wait_run(run.id).status == Run.Status.SUCCEEDED
+        reset_executor()
+    assert _descriptors() - before == set()
