@@ -12,6 +12,33 @@ document.addEventListener("htmx:beforeSwap", (event) => {
   }
 });
 
+// A render of a run's questions older than the one shown is not swapped in: an answer's
+// reply, rendered before the run asked again, can come back after the live update that
+// shows the next question (a loaded server), and would take that question away from under
+// the operator's typing. The version is "newest question's id.questions closed".
+(function () {
+  "use strict";
+  function version(text) {
+    const m = /class="interrupts" data-run="([^"]*)" data-version="(\d+)\.(\d+)"/.exec(text || "");
+    return m ? {run: m[1], newest: +m[2], closed: +m[3]} : null;
+  }
+  function older(a, b) {
+    return a.newest < b.newest || (a.newest === b.newest && a.closed < b.closed);
+  }
+  // (htmx fires beforeSwap on the swap's target, in the document, so this runs before the
+  // drafts' keeper below, registered after it)
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    const status = event.detail.xhr.status;
+    const target = event.detail.target;
+    if (status >= 300 || !target || !target.querySelector) return;
+    const shown = target.querySelector(".interrupts[data-version]");
+    const coming = version(event.detail.serverResponse);
+    if (!shown || !coming || shown.dataset.run !== coming.run) return;
+    const [newest, closed] = (shown.dataset.version || "0.0").split(".").map(Number);
+    if (older(coming, {newest: newest, closed: closed})) event.detail.shouldSwap = false;
+  });
+})();
+
 // After an answer the keyboard goes on: to the next open question, else to the status line
 // that says what happened. A question that arrives a moment later (the run resumed and asked
 // again) takes the focus if the operator has not moved it elsewhere meanwhile.
@@ -174,6 +201,7 @@ document.addEventListener("htmx:beforeSwap", (event) => {
   }
 
   document.addEventListener("htmx:beforeSwap", (e) => {
+    if (!e.detail.shouldSwap) return;  // an older render, not swapped in (above)
     const config = e.detail.requestConfig || {};
     fromPost = config.verb === "post";
     before(e.detail.target);

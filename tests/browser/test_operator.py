@@ -50,6 +50,43 @@ def answer_by_keyboard(page, before_send: str = "") -> int:
         answered += answer_by_keyboard_once(page, before_send)
 
 
+FOCUSED_PK = "() => document.activeElement.closest('.question').dataset.pk"
+INTERRUPTS = re.compile(r"/runs/[0-9a-f-]+/interrupts/$")
+
+
+def answer_held_until_asked_again(page) -> int:
+    """Answer the first question with the keyboard, its reply held back until the run has
+    asked its next question (a loaded server's reply can come back after the live update):
+    the late reply leaves the next question where it is, the keyboard in it."""
+    held: list = []
+
+    def hold(route) -> None:
+        if route.request.method == "POST" and not held:
+            held.append((route, route.fetch()))  # sent, its reply kept
+        else:
+            route.continue_()
+
+    page.route(INTERRUPTS, hold)
+    # counted on the answer's form itself: replaced by then, it is out of the document and
+    # htmx's afterRequest on it reaches no listener of the document
+    page.evaluate("() => { window.pwReplies = 0; document.addEventListener("
+                  "'htmx:beforeRequest', e => { if (e.detail.requestConfig.verb === 'post')"
+                  " e.detail.elt.addEventListener('htmx:afterRequest',"
+                  " () => window.pwReplies++, {once: true}); }); }")
+    first = page.evaluate(FOCUSED_PK)
+    answered = answer_by_keyboard_once(page)
+    page.wait_for_function(f"() => ({FOCUSED_QUESTION})() && ({FOCUSED_PK})() !== {first!r}",
+                           timeout=30_000)
+    second = page.evaluate(FOCUSED_PK)
+    [(route, reply)] = held
+    route.fulfill(response=reply)
+    page.wait_for_function("() => window.pwReplies > 0")
+    page.unroute(INTERRUPTS, hold)
+    assert page.evaluate(FOCUSED_QUESTION) and page.evaluate(FOCUSED_PK) == second, (
+        "the first answer's late reply took the next question away")
+    return answered
+
+
 FINISHED_JS = ("['Succeeded', 'Failed', 'Cancelled'].includes("
                "document.getElementById('trace-status').textContent.trim())")
 
@@ -75,7 +112,8 @@ def test_an_acquisition_run_from_form_to_result_and_replay(live_server_url, page
     expect(page.locator("#trace-current")).to_have_text("ask_user")
     no_overflow(page)
     shot(page, "acquisition-question")
-    answered = answer_by_keyboard(page, before_send=SCROLL_AWAY)
+    answered = answer_held_until_asked_again(page)
+    answered += answer_by_keyboard(page, before_send=SCROLL_AWAY)
     header_says(page, "Succeeded")
     # the live timeline follows new rows; scrolled away (before the last answer went out),
     # it counts the rows that came below in a pill instead, which brings the reader back

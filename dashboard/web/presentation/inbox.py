@@ -53,12 +53,16 @@ def run_interrupts_context(
         if can_assign:
             i.candidates = selectors.interrupt_answerers(  # type: ignore[attr-defined]
                 interrupt=i)
+    closed = [i for i in interrupts if i.status != Interrupt.Status.PENDING]
     return {
         "answer_key": uuid4().hex,  # this render's answers, applied once however often sent
+        # how far the run's questions had come when rendered (its newest question, how many
+        # were closed): a page keeps a newer render over one that comes back later
+        "version": f"{max((i.pk for i in interrupts), default=0)}.{len(closed)}",
         "run": run, "forms": forms,
         "answerable": any(not form.interrupt.not_yours  # type: ignore[attr-defined]
                           for form in forms),
-        "closed": [i for i in interrupts if i.status != Interrupt.Status.PENDING],
+        "closed": closed,
         "can_answer": bool(user.has_perm(ANSWER_PERMISSION)), "can_assign": can_assign,
         "viewer": user,
         # paused with no question: at its budget (what it asks), or at a breakpoint ("")
