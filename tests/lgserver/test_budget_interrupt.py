@@ -31,9 +31,11 @@ PAUSE_AT_ONCE = {"configurable": {"budget": {"max_wall_minutes": 0, "on_limit": 
 def paused(sdk, config=PAUSE_AT_ONE_CALL) -> tuple[str, Run]:
     """A thread whose decomposition run waits at its budget (of one model call)."""
     tid = sdk.threads.create()["thread_id"]
-    sdk.runs.wait(tid, "decomposition", input=GOAL, config=config)
+    waited = sdk.runs.wait(tid, "decomposition", input=GOAL, config=config)
     run = Run.objects.get(conversation_id=tid)
     assert run.state == Run.State.PAUSED
+    [item] = waited["__interrupt__"]  # as runs.wait answers a run stopped at a question
+    assert item["id"].startswith(f"planwatch-budget-{run.id}-")
     return tid, run
 
 
