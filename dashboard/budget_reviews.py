@@ -23,7 +23,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dashboard.runs.budgets import LABELS, LIMITS, BudgetPause, extend_text, shown
+from dashboard.runs.budgets import (
+    LABELS,
+    LIMITS,
+    BudgetInvalid,
+    BudgetPause,
+    budget_parse,
+    extend_text,
+    shown,
+)
 from dashboard.services import BudgetError, RunStateError
 
 PREFIX = "planwatch-budget-"
@@ -107,8 +115,19 @@ REVIEW_TYPES = ("accept", "approve", "edit", "response", "ignore", "reject")
 
 def answer_of(resume: Any, *, run_id: Any, pause: BudgetPause) -> BudgetAnswer:
     """What ``resume`` (a run request's ``command.resume``) asks of the budget pause
-    ``pause`` of run ``run_id``; ``BudgetError`` (422) says what to send instead,
-    ``RunStateError`` (409) names the open pause when ``resume`` answers another."""
+    ``pause`` of run ``run_id``, its extension checked by the one budget parser;
+    ``BudgetError`` (422) says what to send instead, ``RunStateError`` (409) names the open
+    pause when ``resume`` answers another."""
+    answer = _answer(resume, run_id=run_id, pause=pause)
+    if answer.extend is not None:
+        try:
+            budget_parse(answer.extend, field="command.resume.extend")
+        except BudgetInvalid as exc:
+            raise BudgetError(str(exc), errors={exc.field: exc.message}) from None
+    return answer
+
+
+def _answer(resume: Any, *, run_id: Any, pause: BudgetPause) -> BudgetAnswer:
     wanted = interrupt_id(run_id, pause)
     value = resume
     if isinstance(resume, Mapping) and any(str(k).startswith(PREFIX) for k in resume):

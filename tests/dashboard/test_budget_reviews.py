@@ -78,6 +78,17 @@ def test_any_other_resume_is_refused_saying_what_to_send(resume):
     assert '{"extend": {"max_cost_usd": 0.5}}' in said and '"stop"' in said
 
 
+@pytest.mark.parametrize(("resume", "field", "words"), [
+    ([{"type": "edit", "args": {"action": "budget", "args": {"extend_by": 1e12}}}],
+     "command.resume.extend.max_cost_usd", "largest accepted"),
+    ({"extend": {"max_dollars": 1}}, "command.resume.extend.max_dollars", "unknown budget"),
+])
+def test_an_extension_is_checked_by_the_one_budget_parser(resume, field, words):
+    with pytest.raises(BudgetError) as refused:
+        answer_of(resume, run_id=RUN, pause=COST)
+    assert field in refused.value.errors and words in refused.value.message
+
+
 def test_a_resume_of_another_pause_names_the_open_one():
     with pytest.raises(RunStateError, match=ID):
         answer_of({f"planwatch-budget-{RUN}-3": "stop"}, run_id=RUN, pause=COST)
