@@ -86,6 +86,17 @@ def test_a_run_paused_at_its_budget_shows_one_interrupt_and_none_in_its_checkpoi
     assert at["interrupts"] == [] and all(not t["interrupts"] for t in at["tasks"])
 
 
+def test_a_fork_from_where_a_run_paused_at_its_budget_knows_nothing_of_the_pause(sdk):
+    tid, run = paused(sdk, PAUSE_AT_ONCE)
+    at = sdk.threads.get_state(tid)["checkpoint"]["checkpoint_id"]
+    forked = sdk.runs.wait(tid, "decomposition", input=None, checkpoint_id=at)
+    assert "__interrupt__" not in forked and forked["status"] == "done"
+    fork = Run.objects.filter(conversation_id=tid).exclude(id=run.id).get()
+    assert (fork.outcome, fork.budget) == (Outcome.SUCCEEDED, None)
+    run.refresh_from_db()  # the thread moved on without answering: the pause is withdrawn
+    assert run.state == Run.State.CANCELLED and sdk.threads.get(tid)["interrupts"] == {}
+
+
 def test_a_resume_extending_the_budget_goes_on_and_finishes(sdk):
     tid, run = paused(sdk, PAUSE_AT_ONCE)
     item = only_interrupt(sdk.threads.get(tid))
