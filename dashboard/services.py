@@ -297,6 +297,20 @@ def budget_check(*, value: Any, field: str) -> None:
         raise BudgetError(str(exc), errors={exc.field: exc.message}) from None
 
 
+BUDGET_PERMISSION = "dashboard.cancel_run"
+"""Who may extend or stop a run paused at its budget (a stop ends it, as a cancel does)."""
+
+
+def run_budget_may_answer(*, user: User) -> str:
+    """Why ``user`` may not extend or stop a run paused at its budget ("" when they may):
+    the run page and /langgraph/'s resume ask it (the REST API's ``budget`` action holds
+    :data:`BUDGET_PERMISSION` through its permission class, ``CanCancelRuns``)."""
+    if user.has_perm(BUDGET_PERMISSION):
+        return ""
+    return ("you need the 'Can cancel runs' permission (dashboard.cancel_run) to extend or "
+            "stop a run's budget; ask an administrator to grant it")
+
+
 def run_budget_extend(*, run: Run, extend: Any, user: User) -> Run:
     """Raise the budgets of a run paused at one (``extend``: the limits to add, in
     ``budget_parse``'s form) and have it go on."""

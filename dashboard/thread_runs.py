@@ -14,6 +14,9 @@ A thread's next run is decided here, and only here (:func:`_decide`, writing not
   breakpoints; a graph that declares ``review_questions`` takes the standard decisions
   (``planner.questions.review_of``): an answer, or a declined question, which stops the run;
   its update, if any, is written as the answer is recorded;
+- ``command={"resume": …}`` on a run paused at its budget: the interrupt Planwatch shows
+  for that pause (:mod:`dashboard.budget_reviews`) is answered: the budget extended (the
+  run goes on) or the run stopped, by the services the run page and the REST API call;
 - ``input=None`` on a run paused at a breakpoint: it continues (``services.run_continue``);
 - otherwise (new input on an ended run, or ``checkpoint_id``): a fork of the run holding
   the checkpoint, from there, with the input (``services.run_fork``);
@@ -35,9 +38,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 from langgraph.constants import END
 
-from dashboard import services
+from dashboard import budget_reviews, services
 from dashboard.models import Interrupt, LangGraphRun, Run, RunEvent, Thread
-from dashboard.runs import states, store
+from dashboard.runs import budgets, states, store
 from dashboard.services import RunInputError, RunOptions, RunStateError, ServiceError, User
 from planner.questions import review_of
 
@@ -179,6 +182,7 @@ class Way(StrEnum):
     """How a thread goes on after a run request (:class:`Next`)."""
 
     RESUME = "resume"  # its interrupted run is answered and goes on
+    BUDGET = "budget"  # its run paused at its budget is extended (goes on) or stopped
     CONTINUE = "continue"  # its run paused at a breakpoint goes on
     CREATE = "create"  # a new run from nothing (no run yet, or nothing to go on from)
     ENQUEUE = "enqueue"  # a new run waits behind the busy one
@@ -206,6 +210,7 @@ class Next:
     declined: Interrupt | None = None
     why: str = ""
     update: Any = None  # a command's update (None: none)
+    budget: budget_reviews.BudgetAnswer | None = None  # a budget pause's answer
 
 
 @dataclass(frozen=True)
@@ -295,11 +300,21 @@ def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None
             input=req.input if req.input is not None else services.NO_INPUT,
             options=options))
     goes = nxt.run
+    stops = nxt.declined is not None or (nxt.budget is not None and nxt.budget.stops)
     if nxt.declined is not None:
         # declining ends the run: only one who may answer the question may decline it
         if reason := services.interrupt_may_answer(interrupt=nxt.declined, user=user):
             raise services.AnswerForbidden(reason)
         goes = services.run_cancel(run=goes, user=user, reason=nxt.why)
+    elif nxt.budget is not None:  # as the run page and the REST API extend or stop it
+        if reason := services.run_budget_may_answer(user=user):
+            raise services.AnswerForbidden(reason)
+        if nxt.budget.extend is None:
+            goes = services.run_budget_stop(run=goes, user=user)
+        else:
+            goes = services.run_budget_extend(run=goes, extend=nxt.budget.extend, user=user)
+            if nxt.update is not None:  # into the checkpoint it goes on from, as a resume's
+                services.run_command_update(run=goes, update=nxt.update)
     elif nxt.way == Way.RESUME:
         if nxt.by_id:
             services.run_resume(run=goes, answers=nxt.answers, user=user, via=nxt.via)
@@ -315,7 +330,7 @@ def _next_run(thread: Thread, req: RunRequest, user: User, current: Run | None
         goes.refresh_from_db()
     else:
         services.run_continue(run=goes, user=user)
-    if nxt.declined is None:  # its tokens stream if this request streams its messages
+    if not stops:  # its tokens stream if this request streams its messages
         services.run_stream_tokens_set(run=goes, stream_tokens=options.stream_tokens)
     # then the request's breakpoints, recorded in the LangGraph run the resume or the
     # continue makes (the executor takes both once this decision commits): on LangGraph's
@@ -466,7 +481,11 @@ def _decide_command(thread: Thread, current: Run | None, command: Command) -> Ne
     Every update is checked against the graph's state schema here, before anything is
     recorded (a 422 naming the channel). Nothing is written."""
     if command.kind == CommandKind.RESUME:
-        nxt = _resume(thread, current, command.resume)
+        pause = budgets.pause_of(current) if current is not None else None
+        if current is not None and pause is not None:
+            nxt = _budget_resume(current, pause, command)
+        else:
+            nxt = _resume(thread, current, command.resume)
         if command.update is not None and current is not None:
             services.run_state_edit_check(run=current, values=command.update, as_node="")
         return replace(nxt, update=command.update)
@@ -551,6 +570,17 @@ def _resume(thread: Thread, current: Run | None, value: Any) -> Next:
                 answers[interrupt_id] = review.answer
     return Next(Way.RESUME, run=current, answers=answers, questions=pending, by_id=by_id,
                 via=via)
+
+
+def _budget_resume(current: Run, pause: budgets.BudgetPause, command: Command) -> Next:
+    """How the thread's run paused at its budget is answered with ``command.resume``: the
+    budget extended or the run stopped (a stop takes no update: nothing goes on to take it)."""
+    answer = budget_reviews.answer_of(command.resume, run_id=current.id, pause=pause)
+    if answer.stops and command.update is not None:
+        raise RunInputError("command.update: a resume that stops the run at its budget takes "
+                            "no update; send the update with an extension, or stop alone",
+                            errors={"command.update": "not with a stop"})
+    return Next(Way.BUDGET, run=current, budget=answer)
 
 
 def _declined(question: Interrupt, note: str) -> str:

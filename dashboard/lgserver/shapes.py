@@ -2,7 +2,9 @@
 
 Reads only: the state of a thread is read through LangGraph itself (``get_state`` on the
 graph compiled with the database's sync saver), so ``next``, ``tasks`` and interrupts are
-what LangGraph says they are.
+what LangGraph says they are; a run paused at its budget adds the one interrupt
+Planwatch shows for that pause (:mod:`dashboard.budget_reviews`), never written into the
+checkpoint.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
+from dashboard.budget_reviews import budget_interrupt
 from dashboard.checkpoints import config_of, graph_for
 from dashboard.models import LangGraphRun, Run, Thread
+from dashboard.runs.budgets import pause_of
 from dashboard.runs.jsonsafe import to_jsonable
 from dashboard.runs.outcome import outcome_message
 from planner.questions import review_request
@@ -208,7 +212,22 @@ def run_state(run: Run | None, thread_id: str, checkpoint_id: str | None = None,
     found = state(thread_id, snap, run.graph)
     if not checkpoint_id:  # the state the run ended with: how it ended, said last
         found["values"] = with_outcome(found["values"], run)
+        found = with_budget_pause(found, run)
     return found
+
+
+def with_budget_pause(found: dict[str, Any], run: Run) -> dict[str, Any]:
+    """A thread's current state with the interrupt of its run's budget pause, if the run
+    waits at one: on the task it goes on with (LangGraph's ``tasks[].interrupts``) and in
+    ``interrupts``, as a question's would be."""
+    pause = pause_of(run)
+    if pause is None or not found["tasks"]:
+        return found
+    pending = budget_interrupt(run.id, pause)
+    first, *rest = found["tasks"]
+    return {**found, "tasks": [{**first, "interrupts": [*first["interrupts"], pending]},
+                               *rest],
+            "interrupts": [*found["interrupts"], pending]}
 
 
 def threads(page: Sequence[Thread]) -> list[dict[str, Any]]:

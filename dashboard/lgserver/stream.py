@@ -35,11 +35,13 @@ from django.core.exceptions import RequestAborted
 from langchain_core.messages import AIMessageChunk
 
 from config.dberrors import transient
+from dashboard.budget_reviews import budget_interrupt
 from dashboard.checkpoints import CheckpointView, checkpoint_get
 from dashboard.lgserver import shapes
 from dashboard.lgserver.events import stream_events
 from dashboard.models import Run, RunEvent
 from dashboard.runs import instruments, states
+from dashboard.runs.budgets import BudgetPause
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.follow import aread, follow
 from dashboard.runs.jsonsafe import to_jsonable
@@ -191,8 +193,12 @@ class PartMaker:
                 out.append((_name("debug", ns, self.subgraphs),
                             self._debug("task_result", event, result)))
             out.extend(self._messages(event, update))
-        elif kind == Kind.INTERRUPT_RAISED:
-            interrupts = _interrupts(event, self.run.graph)
+        elif kind == Kind.INTERRUPT_RAISED or (kind == Kind.RUN_PAUSED and isinstance(
+                event["payload"].get("budget"), dict)):
+            # a question, or the interrupt Planwatch shows while the run waits at its budget
+            interrupts = _interrupts(event, self.run.graph) if kind == Kind.INTERRUPT_RAISED \
+                else [budget_interrupt(self.run.id, BudgetPause(event["seq"],
+                                                                event["payload"]["budget"]))]
             for mode in ("values", "updates"):
                 if mode in modes:
                     out.append((_name(mode, ns, self.subgraphs), {"__interrupt__": interrupts}))

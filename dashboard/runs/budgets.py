@@ -532,17 +532,33 @@ def ameter_for(run_id: uuid.UUID, *, emit: Callable[[dict[str, Any]], None]
     return BudgetMeter(budget, spent, warned=warned, emit=emit)
 
 
-def paused_on(run: Run) -> dict[str, Any] | None:
-    """The budget a paused run waits at (``{"kind", "limit", "used"}``), or None: it is
-    not paused, or paused at a breakpoint."""
+@dataclass(frozen=True)
+class BudgetPause:
+    """Where a run paused at its budget waits: the seq of its ``run_paused`` event (one
+    pause apart from the next, once extended) and the budget reached there."""
+
+    seq: int
+    reached: dict[str, Any]
+
+
+def pause_of(run: Run) -> BudgetPause | None:
+    """The budget pause a run waits at, or None: it is not paused, or paused at a
+    breakpoint."""
     if run.state != Run.State.PAUSED:
         return None
     last = run.events.filter(kind__in=(Kind.RUN_PAUSED, Kind.RUN_CONTINUED)).order_by(
-        "-seq").values_list("kind", "payload").first()
+        "-seq").values_list("kind", "payload", "seq").first()
     if last is None or last[0] != Kind.RUN_PAUSED or not isinstance(last[1], dict):
         return None
     budget = last[1].get("budget")
-    return dict(budget) if isinstance(budget, dict) else None
+    return BudgetPause(last[2], dict(budget)) if isinstance(budget, dict) else None
+
+
+def paused_on(run: Run) -> dict[str, Any] | None:
+    """The budget a paused run waits at (``{"kind", "limit", "used"}``), or None: it is
+    not paused, or paused at a breakpoint."""
+    pause = pause_of(run)
+    return pause.reached if pause is not None else None
 
 
 # -- what the pages show -------------------------------------------------------------------

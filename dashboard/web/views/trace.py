@@ -182,9 +182,8 @@ def run_budget(request: HtmxHttpRequest, run_id: UUID) -> HttpResponse:
     """Answer a run paused at its budget: extend it by the amount given (it goes on), or
     stop it (needs the cancel permission)."""
     run = run_or_404(request, run_id)
-    if not request.user.has_perm("dashboard.cancel_run"):
-        raise PermissionDenied("you need the 'Can cancel runs' permission to extend or stop "
-                               "a run's budget")
+    if reason := services.run_budget_may_answer(user=request.user):
+        raise PermissionDenied(reason)
     try:
         if request.POST.get("action") == "stop":
             services.run_budget_stop(run=run, user=request.user)
