@@ -362,6 +362,7 @@ BROWSER_GATE = (
     "tests/browser/test_notifications.py::",
     "tests/lgserver/test_chat_ui_client.py::",
     "tests/lgserver/test_js_client.py::",
+    "tests/lgserver/test_budget_inbox.py::",  # Agent Inbox's reading of a budget pause
     "tests/dashboard/test_api_docs.py::",
 )
 """The browser tests CI's ``make test`` runs (2 min 32 s in CI on this machine): an operator's
