@@ -230,9 +230,11 @@ class Edit:
     """What a command or a state update writes through LangGraph's own saver once its
     decision committed (:func:`written`): each of ``updates`` into ``run``'s state as
     ``as_node`` (the first on ``checkpoint``, else the run's newest), then, if ``ends``,
-    the ``__end__`` that ends it there."""
+    the ``__end__`` that ends it there; only while the run's newest checkpoint is still
+    ``seen``, the one it was decided on."""
 
     run: Run
+    seen: str  # the run's newest checkpoint when it was decided: written only if still so
     updates: tuple[Any, ...] = ()
     as_node: str = ""
     checkpoint: str = ""
@@ -394,15 +396,19 @@ def written(thread: Thread, started: Started, user: User) -> Started:
     it. The write is a transaction of its own: on PostgreSQL under :func:`locked` again,
     holding the thread's row alone while the saver writes (its connection takes no row
     Planwatch locks, and the run's row is locked only after, to record the checkpoint),
-    so racing edits write one after another, each on the one before it; on SQLite after
-    the decision's commit, unlocked (the IMMEDIATE transaction would keep the saver's own
-    connection waiting for the database's one write lock it holds). Either way the write is
-    guarded by what the run is then: still the thread's latest run, not busy, no executor
-    holding it (``run_update_state`` refuses that), and each write a child of the run's
-    own newest checkpoint (or of the checkpoint a state update names: the branch it asked
-    for), never of another run's. A request decided meanwhile that moved the thread on (a
-    new run, with input; a resume of the run a state update was decided on) refuses the
-    write with a 409 saying so."""
+    so racing edits write one after another; on SQLite after the decision's commit,
+    unlocked (the IMMEDIATE transaction would keep the saver's own connection waiting for
+    the database's one write lock it holds). Either way the write is guarded by what the
+    run is then: still the thread's latest run, not busy, no executor holding it
+    (``run_update_state`` refuses that), its newest checkpoint still the one the edit was
+    decided on (:attr:`Edit.seen`), and each write a child of that checkpoint (or of the
+    checkpoint a state update names: the branch it asked for), never of another run's. A
+    request decided meanwhile that moved the thread on (a new run, with input; a resume of
+    the run a state update was decided on; an edit or an end decided beside it and written
+    first) refuses the write with a 409 saying so: as LangGraph's server refuses a run on
+    a thread with one in flight under ``multitask_strategy: "reject"``, and as Planwatch
+    refuses a command on a busy thread whatever the strategy; an edit sent once the one
+    before it was written is decided on that one's checkpoint, and written."""
     edit = started.edit
     if edit is None:
         return started
@@ -416,13 +422,21 @@ def _write(thread: Thread, edit: Edit, user: User) -> Started:
     """:func:`written`'s guard and writes."""
     run = edit.run
     latest = thread.latest_run()
+    what = ("its update and end" if edit.ends and edit.updates else "its end" if edit.ends
+            else "its update")
     if latest is None or latest.pk != run.pk or latest.is_busy() or thread.has_queue():
-        what = "its update and end" if edit.ends else "its update"
         moved = f"run {latest.id} ({latest.status})" if latest is not None else "no run"
         raise RunStateError(
             f"thread {thread.id} moved on before {what} was written (its latest run is "
             f"{moved}); nothing was written: send it again once the thread is idle")
-    base = edit.checkpoint or run.last_root_checkpoint()
+    newest = run.last_root_checkpoint()
+    if newest != edit.seen:  # a request decided beside it wrote first
+        raise RunStateError(
+            f"thread {thread.id} moved on before {what} was written: it was decided on "
+            f"checkpoint {edit.seen or '(none)'}, and a request decided beside it has "
+            f"written {newest} since; nothing was written: read the state again, then "
+            "send it again if it still applies")
+    base = edit.checkpoint or newest
     for update in edit.updates:  # each as its node would write it, on the one before
         base = services.run_update_state(run=run, values=update, as_node=edit.as_node,
                                          user=user, checkpoint_id=base)
@@ -512,8 +526,8 @@ def _decide_command(thread: Thread, current: Run | None, command: Command,
             holder_of(thread, checkpoint_id)
         for update in command.updates:  # all checked before any is written
             services.run_state_edit_check(run=current, values=update, as_node=command.as_node)
-        edit = Edit(current, updates=command.updates, as_node=command.as_node,
-                    checkpoint=checkpoint_id)
+        edit = Edit(current, current.last_root_checkpoint(), updates=command.updates,
+                    as_node=command.as_node, checkpoint=checkpoint_id)
         if not ends:
             return Next(Way.EDIT, run=current, edit=edit)
         return Next(Way.END, run=current, edit=edit, why=(
@@ -524,12 +538,14 @@ def _decide_command(thread: Thread, current: Run | None, command: Command,
         services.run_state_edit_check(run=current, values=command.update, as_node="")
     if ends:
         services.run_state_edit_check(run=current, values=None, as_node=END)
-        return Next(Way.END, run=current, edit=Edit(current, updates=updates, ends=True),
+        return Next(Way.END, run=current, edit=Edit(
+            current, current.last_root_checkpoint(), updates=updates, ends=True),
                     why=(f"thread {thread.id} was ended with Command(goto='__end__') by a "
                          "LangGraph client; the question was withdrawn unanswered"))
     if current.status in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
         return Next(Way.UPDATE, run=current, update=command.update)
-    return Next(Way.EDIT, run=current, edit=Edit(current, updates=updates))
+    return Next(Way.EDIT, run=current,
+                edit=Edit(current, current.last_root_checkpoint(), updates=updates))
 
 
 def _last_queued(current: Run) -> Run:

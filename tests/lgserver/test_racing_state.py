@@ -1,9 +1,9 @@
 """A state update (``POST /threads/<id>/state``) racing a resume, or another state update, on
 one waiting thread. A state update is decided as a run request's command is
 (``thread_runs``): under the thread's lock, the two one after the other, the second seeing
-what the first did, and written once that decision committed, while the thread is still
-where it was decided (else a 409 that writes nothing), so it never lands on a checkpoint
-a resume already moved past.
+what the first did, and written once that decision committed, on the checkpoint it was
+decided on (else a 409 that writes nothing), so it never lands on a checkpoint another
+request already moved past, and is never lost beside it.
 
 A connection of the test's own holds the thread's row until both requests wait on it,
 the first before the second (``tests.support.racing``), so both reach the decision before
@@ -78,3 +78,19 @@ def test_a_state_update_that_a_resume_moved_past_is_refused_and_writes_nothing(w
     assert [(i.answer, i.status) for i in run.interrupts.all()] == [
         ("yes", Interrupt.Status.ANSWERED)]
 
+
+def test_of_two_racing_state_updates_the_second_is_refused_once_the_first_moved_on(
+        waiting):
+    """Both decided on the waiting checkpoint: the first is written on it; the second,
+    decided on a checkpoint that is no longer the thread's newest, is refused (written
+    there it would be a branch beside the first's, which would be lost)."""
+    tid, run, _, update, state = waiting
+    first, second = race(tid, update({"item": "desk"}), update({"quantity": 9}))
+    assert first.status_code == 200, first.text
+    assert second.status_code == 409, second.text
+    assert "moved on before its update was written: it was decided on checkpoint" in (
+        second.json()["detail"])
+    now = state()
+    assert now["values"] == {"item": "desk", "quantity": 1}
+    assert now["checkpoint"]["checkpoint_id"] == first.json()["checkpoint_id"]
+    assert edits(run) == [{"item": "desk"}]
