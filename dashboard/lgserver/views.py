@@ -430,6 +430,10 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     """Parse a run request and check the permissions its parts need."""
     if "assistant_id" not in data:
         raise exceptions.ValidationError({"assistant_id": "required: the graph to run"})
+    if data.get("after_seconds") not in (None, 0):  # see the README's table of fields
+        raise exceptions.ValidationError({"after_seconds": (
+            "a delayed start is not served by Planwatch (the run would start now); send "
+            "the request when the run is due, or schedule it with a cron (POST /runs/crons)")})
     resolved = visible(request, resolve(data["assistant_id"]), data["assistant_id"])
     spec = resolved.spec
     command = Command.parse(data.get("command"))  # here only: it is a typed value after
