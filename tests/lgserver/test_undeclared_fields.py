@@ -106,3 +106,15 @@ def test_runs_batch_is_not_served(lg_url, sdk_user):
     assert answer.status_code == 404, answer.text
     assert "is not served by Planwatch" in answer.json()["detail"]
     assert not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.server
+@pytest.mark.parametrize("after", [0, None])
+def test_after_seconds_zero_or_null_starts_the_run_now_as_asked(after, lg_url, sdk_user):
+    headers = {"x-api-key": api_token(sdk_user)}
+    answer = httpx.post(f"{lg_url}/runs/wait", headers=headers, timeout=60, json={
+        "assistant_id": "orders", "input": {"item": "lamp"}, "after_seconds": after,
+        "on_completion": "keep"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["item"] == "lamp"
