@@ -1,5 +1,6 @@
 """What a run request does to a thread, through the run service: the LangGraph API's
-run requests (``lgserver``) and the crons' runs (``crons``) both decide here.
+run requests (``lgserver``), its state updates (``POST /threads/<id>/state``, a
+:class:`Command` too) and the crons' runs (``crons``) all decide here.
 
 A thread's next run is decided here, and only here (:func:`_decide`, writing nothing, then
 :func:`_next_run` applies the decision):
@@ -20,6 +21,9 @@ A thread's next run is decided here, and only here (:func:`_decide`, writing not
 - ``input=None`` on a run paused at a breakpoint: it continues (``services.run_continue``);
 - otherwise (new input on an ended run, or ``checkpoint_id``): a fork of the run holding
   the checkpoint, from there, with the input (``services.run_fork``);
+- a state update (``Command.state_update``): as an update alone of an ended thread, on
+  any thread no run is busy on, its updates written as its ``as_node``; as ``__end__`` on
+  a waiting run, that run ends as goto ``'__end__'`` ends it;
 - the thread is busy: ``multitask_strategy`` decides — ``reject`` (409), ``interrupt``
   (the busy run is cancelled, the new one starts from its last checkpoint), ``rollback``
   (cancelled, and the new one starts from where the busy run started) or ``enqueue`` (the
@@ -28,7 +32,7 @@ A thread's next run is decided here, and only here (:func:`_decide`, writing not
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -92,11 +96,12 @@ def reserved_config(config: Any) -> str:
 
 
 class CommandKind(StrEnum):
-    """What a run request's :class:`Command` does to its thread."""
+    """What a request's :class:`Command` does to its thread."""
 
     RESUME = "resume"  # its interrupted run is answered (its update, if any, goes in first)
     UPDATE = "update"  # the update alone: a waiting run takes it, an ended one's state too
     END = "end"  # goto '__end__': its run ends where it stands (its update, if any, first)
+    STATE = "state"  # POST /threads/<id>/state: update_state, one checkpoint an update
 
 
 COMMAND_KEYS = ("resume", "update", "goto")
@@ -106,11 +111,22 @@ COMMAND_KEYS = ("resume", "update", "goto")
 @dataclass(frozen=True)
 class Command:
     """A run request's ``command``, parsed once where the request comes in
-    (:meth:`parse`): nothing later reads the client's dict again."""
+    (:meth:`parse`): nothing later reads the client's dict again; or a state update
+    (:meth:`state_update`), decided and written by the same rules."""
 
     kind: CommandKind
     resume: Any = None  # a resume's answer (a value, or a map by interrupt id)
     update: Any = None  # None: no update
+    updates: tuple[Any, ...] = ()  # a state update's, in order (None: as_node wrote nothing)
+    as_node: str = ""  # a state update's: the node its updates are written as
+
+    @classmethod
+    def state_update(cls, updates: Sequence[Any], as_node: str) -> Command:
+        """``POST /threads/<id>/state`` (LangGraph's ``update_state``): ``updates`` written
+        as ``as_node``, one checkpoint each, in order (its request's ``checkpoint_id``, if
+        any, the first's parent); as ``__end__`` it ends the thread's run, as goto
+        ``'__end__'`` does."""
+        return cls(CommandKind.STATE, updates=tuple(updates), as_node=as_node)
 
     @classmethod
     def parse(cls, raw: Any) -> Command | None:
@@ -208,19 +224,25 @@ class Next:
     by_id: bool = False
     via: str = ""
     declined: Interrupt | None = None
-    why: str = ""
-    update: Any = None  # a command's update (None: none)
+    why: str = ""  # or why an end stops the run waiting
+    update: Any = None  # a resume's or a waiting run's command update (None: none)
+    edit: Edit | None = None  # what an edit or an end writes once decided (:func:`written`)
     budget: budget_reviews.BudgetAnswer | None = None  # a budget pause's answer
 
 
 @dataclass(frozen=True)
 class Edit:
-    """What a command writes through LangGraph's own saver once its decision committed
-    (:func:`written`): ``update`` (None: none) into ``run``'s state, then, if ``ends``,
-    the ``__end__`` that ends it there."""
+    """What a command or a state update writes through LangGraph's own saver once its
+    decision committed (:func:`written`): each of ``updates`` into ``run``'s state as
+    ``as_node`` (the first on ``checkpoint``, else the run's newest), then, if ``ends``,
+    the ``__end__`` that ends it there; only while the run's newest checkpoint is still
+    ``seen``, the one it was decided on."""
 
     run: Run
-    update: Any = None
+    seen: str  # the run's newest checkpoint when it was decided: written only if still so
+    updates: tuple[Any, ...] = ()
+    as_node: str = ""
+    checkpoint: str = ""
     ends: bool = False
 
 
@@ -233,6 +255,7 @@ class Started:
     langgraph_run: LangGraphRun
     after: int
     edit: Edit | None = None
+    checkpoint: str = ""  # the last checkpoint its edit wrote (once written)
 
 
 @contextmanager
@@ -352,8 +375,8 @@ def _first(run: Run) -> Started:
 
 
 def _command_applied(thread: Thread, nxt: Next, user: User) -> Started:
-    """A command's update alone, or its end, applied under :func:`locked` as
-    :func:`_decide_command` decided it.
+    """A command's update alone, its end, or a state update, applied under :func:`locked`
+    as :func:`_decide_command` decided it.
 
     What the thread's lock may hold is written here: a waiting run's update (writes of no
     task on its checkpoint, on the saver's connection as a resume's update is) and, for a
@@ -372,31 +395,35 @@ def _command_applied(thread: Thread, nxt: Next, user: User) -> Started:
         run.refresh_from_db()
         return Started(run.current_langgraph_run(), run.last_seq)
     if nxt.way == Way.END and run.state in states.WAITS:
-        run = services.run_cancel(run=run, user=user, reason=(
-            f"thread {thread.id} was ended with Command(goto='__end__') by a LangGraph "
-            "client; the question was withdrawn unanswered"))
-    return Started(run.current_langgraph_run(), run.last_seq,
-                   Edit(run, update=nxt.update, ends=nxt.way == Way.END))
+        run = services.run_cancel(run=run, user=user, reason=nxt.why)
+    return Started(run.current_langgraph_run(), run.last_seq, nxt.edit)
 
 
 def written(thread: Thread, started: Started, user: User) -> Started:
-    """Write the :class:`Edit` a command's decision left (:func:`_command_applied`), once
-    that decision committed: the update, then the ``__end__``, as ``update_state`` writes
-    them, through LangGraph's own saver (``services.run_update_state``); what the request
-    answers with. Nothing to write: ``started`` as it is.
+    """Write the :class:`Edit` a command's (or a state update's) decision left
+    (:func:`_command_applied`), once that decision committed: the updates, then the
+    ``__end__``, as ``update_state`` writes them, through LangGraph's own saver
+    (``services.run_update_state``); what the request answers with (its ``checkpoint``
+    the last written). Nothing to write: ``started`` as it is.
 
     The decision was made and recorded under the lock (an end's waiting run cancelled
     there), so racing requests have decided one after another, each seeing the one before
     it. The write is a transaction of its own: on PostgreSQL under :func:`locked` again,
     holding the thread's row alone while the saver writes (its connection takes no row
     Planwatch locks, and the run's row is locked only after, to record the checkpoint),
-    so racing edits write one after another, each on the one before it; on SQLite after
-    the decision's commit, unlocked (the IMMEDIATE transaction would keep the saver's own
-    connection waiting for the database's one write lock it holds). Either way the write is
-    guarded by what the run is then: still the thread's latest run, not busy, no executor
-    holding it (``run_update_state`` refuses that), and each write a child of the run's
-    own newest checkpoint, never of another run's. A request decided meanwhile that moved
-    the thread on (a new run, with input) refuses the write with a 409 saying so."""
+    so racing edits write one after another; on SQLite after the decision's commit,
+    unlocked (the IMMEDIATE transaction would keep the saver's own connection waiting for
+    the database's one write lock it holds). Either way the write is guarded by what the
+    run is then: still the thread's latest run, not busy, no executor holding it
+    (``run_update_state`` refuses that), its newest checkpoint still the one the edit was
+    decided on (:attr:`Edit.seen`), and each write a child of that checkpoint (or of the
+    checkpoint a state update names: the branch it asked for), never of another run's. A
+    request decided meanwhile that moved the thread on (a new run, with input; a resume of
+    the run a state update was decided on; an edit or an end decided beside it and written
+    first) refuses the write with a 409 saying so: as LangGraph's server refuses a run on
+    a thread with one in flight under ``multitask_strategy: "reject"``, and as Planwatch
+    refuses a command on a busy thread whatever the strategy; an edit sent once the one
+    before it was written is decided on that one's checkpoint, and written."""
     edit = started.edit
     if edit is None:
         return started
@@ -410,21 +437,29 @@ def _write(thread: Thread, edit: Edit, user: User) -> Started:
     """:func:`written`'s guard and writes."""
     run = edit.run
     latest = thread.latest_run()
+    what = ("its update and end" if edit.ends and edit.updates else "its end" if edit.ends
+            else "its update")
     if latest is None or latest.pk != run.pk or latest.is_busy() or thread.has_queue():
-        what = "its update and end" if edit.ends else "its update"
         moved = f"run {latest.id} ({latest.status})" if latest is not None else "no run"
         raise RunStateError(
             f"thread {thread.id} moved on before {what} was written (its latest run is "
             f"{moved}); nothing was written: send it again once the thread is idle")
-    base = run.last_root_checkpoint()
-    if edit.update is not None:  # written as a node would, then the end
-        base = services.run_update_state(run=run, values=edit.update, as_node="", user=user,
-                                         checkpoint_id=base)
+    newest = run.last_root_checkpoint()
+    if newest != edit.seen:  # a request decided beside it wrote first
+        raise RunStateError(
+            f"thread {thread.id} moved on before {what} was written: it was decided on "
+            f"checkpoint {edit.seen or '(none)'}, and a request decided beside it has "
+            f"written {newest} since; nothing was written: read the state again, then "
+            "send it again if it still applies")
+    base = edit.checkpoint or newest
+    for update in edit.updates:  # each as its node would write it, on the one before
+        base = services.run_update_state(run=run, values=update, as_node=edit.as_node,
+                                         user=user, checkpoint_id=base)
     if edit.ends:
-        services.run_update_state(run=run, values=None, as_node=END, user=user,
-                                  checkpoint_id=base)
+        base = services.run_update_state(run=run, values=None, as_node=END, user=user,
+                                         checkpoint_id=base)
     run.refresh_from_db()
-    return Started(run.current_langgraph_run(), run.last_seq)
+    return Started(run.current_langgraph_run(), run.last_seq, checkpoint=base)
 
 
 def _decide(thread: Thread, req: RunRequest, current: Run | None) -> Next:
@@ -439,7 +474,7 @@ def _decide(thread: Thread, req: RunRequest, current: Run | None) -> Next:
             f"thread {thread.id} runs graph {current.graph!r}, not {req.assistant_id!r}; "
             "use a new thread for another graph", errors={"assistant_id": "another graph"})
     if req.command is not None:
-        return _decide_command(thread, current, req.command)
+        return _decide_command(thread, current, req.command, req.checkpoint_id)
     if current is None:
         if req.checkpoint_id:
             raise RunInputError(f"thread {thread.id} has no runs, so no checkpoint "
@@ -466,7 +501,8 @@ def _decide(thread: Thread, req: RunRequest, current: Run | None) -> Next:
     return Next(Way.FORK, cancel=cancel, run=base, checkpoint=checkpoint)
 
 
-def _decide_command(thread: Thread, current: Run | None, command: Command) -> Next:
+def _decide_command(thread: Thread, current: Run | None, command: Command,
+                    checkpoint_id: str = "") -> Next:
     """What ``command`` does to ``thread`` (latest run ``current``), as LangGraph's server
     runs a command (its update first, then the graph goes on from where it stands):
 
@@ -476,7 +512,11 @@ def _decide_command(thread: Thread, current: Run | None, command: Command) -> Ne
       continues, and an ended run's thread gets it as a state update (nothing is left to
       run: LangGraph's run would end at once);
     - goto ``'__end__'``: the run ends where it stands (Agent Chat UI's "Mark as
-      Resolved"), its update written first, then ``update_state`` as ``__end__``.
+      Resolved"), its update written first, then ``update_state`` as ``__end__``;
+    - a state update (``update_state``, at ``checkpoint_id`` if given): its updates
+      written as its node, on a thread no run is busy on, as an update alone on an ended
+      thread is; as ``__end__`` on a waiting run (Agent Inbox's "resolve") the run ends,
+      as goto ``'__end__'`` ends it.
 
     Every update is checked against the graph's state schema here, before anything is
     recorded (a 422 naming the channel). Nothing is written."""
@@ -489,7 +529,8 @@ def _decide_command(thread: Thread, current: Run | None, command: Command) -> Ne
         if command.update is not None and current is not None:
             services.run_state_edit_check(run=current, values=command.update, as_node="")
         return replace(nxt, update=command.update)
-    ends = command.kind == CommandKind.END
+    state = command.kind == CommandKind.STATE
+    ends = command.kind == CommandKind.END or (state and command.as_node == END)
     if current is None:
         raise RunStateError(f"thread {thread.id} has no run to end; start one first" if ends
                             else f"thread {thread.id} has no state to update yet; start a "
@@ -499,14 +540,31 @@ def _decide_command(thread: Thread, current: Run | None, command: Command) -> Ne
             "wait for it (runs.join) or cancel it, then send the update")
         raise ThreadBusy(f"thread {thread.id} is busy with run {current.id} "
                          f"({current.status}); {then}")
+    if state:
+        if checkpoint_id:  # any checkpoint of the thread: the update branches from it
+            holder_of(thread, checkpoint_id)
+        for update in command.updates:  # all checked before any is written
+            services.run_state_edit_check(run=current, values=update, as_node=command.as_node)
+        edit = Edit(current, current.last_root_checkpoint(), updates=command.updates,
+                    as_node=command.as_node, checkpoint=checkpoint_id)
+        if not ends:
+            return Next(Way.EDIT, run=current, edit=edit)
+        return Next(Way.END, run=current, edit=edit, why=(
+            f"thread {thread.id} was ended with update_state(as_node='__end__') by a "
+            "LangGraph client; the question was withdrawn unanswered"))
+    updates = () if command.update is None else (command.update,)
     if command.update is not None:
         services.run_state_edit_check(run=current, values=command.update, as_node="")
     if ends:
         services.run_state_edit_check(run=current, values=None, as_node=END)
-        return Next(Way.END, run=current, update=command.update)
+        return Next(Way.END, run=current, edit=Edit(
+            current, current.last_root_checkpoint(), updates=updates, ends=True),
+                    why=(f"thread {thread.id} was ended with Command(goto='__end__') by a "
+                         "LangGraph client; the question was withdrawn unanswered"))
     if current.status in (Run.Status.INTERRUPTED, Run.Status.PAUSED):
         return Next(Way.UPDATE, run=current, update=command.update)
-    return Next(Way.EDIT, run=current, update=command.update)
+    return Next(Way.EDIT, run=current,
+                edit=Edit(current, current.last_root_checkpoint(), updates=updates))
 
 
 def _last_queued(current: Run) -> Run:
@@ -591,18 +649,3 @@ def _declined(question: Interrupt, note: str) -> str:
     return (f"question {field or question.interrupt_id!r} was declined from a LangGraph "
             f"client (ignore / reject){said}; the run stopped unanswered")
 
-
-def update_state(thread: Thread, latest: Run, *, values: Any, as_node: str, user: User,
-                 checkpoint_id: str) -> str:
-    """Write ``values`` into the thread's state as ``as_node`` (LangGraph's update_state);
-    the new checkpoint's id. As ``__end__`` on a run waiting for an answer or at a
-    breakpoint (Agent Inbox's "mark as resolved"), the graph ends there and the run stops:
-    its question is withdrawn and the run is cancelled, saying why."""
-    new_id = services.run_update_state(run=latest, values=values, as_node=as_node, user=user,
-                                       checkpoint_id=checkpoint_id)
-    latest.refresh_from_db()
-    if as_node == END and latest.state in states.WAITS:
-        services.run_cancel(run=latest, user=user, reason=(
-            f"thread {thread.id} was ended with update_state(as_node='__end__') by a "
-            "LangGraph client; the question was withdrawn unanswered"))
-    return new_id

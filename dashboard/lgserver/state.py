@@ -22,13 +22,12 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from dashboard import services
 from dashboard.lgserver import bodies, shapes
 from dashboard.lgserver.subgraphs import FALSE, TRUE
-from dashboard.lgserver.views import LangGraphView, body, require, thread_of
+from dashboard.lgserver.views import LangGraphView, applied, body, require, thread_of
 from dashboard.models import Thread
 from dashboard.services import RunStateError
-from dashboard.thread_runs import holder_of, update_state
+from dashboard.thread_runs import Command, RunRequest, holder_of
 
 
 class NoGraph(exceptions.APIException):
@@ -99,15 +98,11 @@ class ThreadStateView(LangGraphView):
             raise NoGraph(f"thread {thread.id} has no associated graph (no assigned graph "
                           "ID): no run has been made on it yet; start a run on the thread "
                           "first, then update its state")
-        if checkpoint:  # any checkpoint of the thread: the update branches from it
-            holder_of(thread, checkpoint)
-        for update in updates:  # all checked before any is written
-            services.run_state_edit_check(run=latest, values=update, as_node=as_node)
-        new_id = ""
-        for update in updates:
-            new_id = update_state(thread, latest, values=update, as_node=as_node,
-                                  user=request.user, checkpoint_id=checkpoint)
-            checkpoint = ""  # the next one goes on from the one just written
+        # decided under the thread's lock as a run request's command is, and written on
+        # the checkpoint it was decided on (else a 409 that writes nothing)
+        new_id = applied(request, thread, RunRequest(
+            assistant_id=latest.graph, checkpoint_id=checkpoint,
+            command=Command.state_update(updates, as_node))).checkpoint
         written = {"thread_id": str(thread.id), "checkpoint_ns": "", "checkpoint_id": new_id,
                    "checkpoint_map": None}
         # as LangGraph's server answers it, its deprecated keys included

@@ -430,6 +430,10 @@ def run_request(request: Request, data: dict[str, Any]) -> RunRequest:
     """Parse a run request and check the permissions its parts need."""
     if "assistant_id" not in data:
         raise exceptions.ValidationError({"assistant_id": "required: the graph to run"})
+    if data.get("after_seconds") not in (None, 0):  # see the README's table of fields
+        raise exceptions.ValidationError({"after_seconds": (
+            "a delayed start is not served by Planwatch (the run would start now); send "
+            "the request when the run is due, or schedule it with a cron (POST /runs/crons)")})
     resolved = visible(request, resolve(data["assistant_id"]), data["assistant_id"])
     spec = resolved.spec
     command = Command.parse(data.get("command"))  # here only: it is a typed value after
@@ -563,11 +567,22 @@ def create_run(request: Request, thread_id: str | None
             with contextlib.suppress(Exception):  # the refusal is the answer, not this
                 services.thread_delete(thread=thread)
         raise
-    # what a command's update or end writes on LangGraph's own saver, once decided
-    started = retried(lambda: written(thread, started, request.user),
-                      attempts=DECISION_ATTEMPTS)
+    started = _written(request, thread, started)
     # its events: a resumed or continued Run's from the first after what it had written
     return started.langgraph_run, started.after, data
+
+
+def applied(request: Request, thread: Thread, req: RunRequest) -> Started:
+    """``req`` (a state update's, say) decided under the thread's lock as every run
+    request is, then what it writes on LangGraph's own saver written."""
+    return _written(request, thread, _decide(request, thread, req))
+
+
+def _written(request: Request, thread: Thread, started: Started) -> Started:
+    """What a command's update or end (or a state update) writes on LangGraph's own saver,
+    once decided (:func:`~dashboard.thread_runs.written`)."""
+    return retried(lambda: written(thread, started, request.user),
+                   attempts=DECISION_ATTEMPTS)
 
 
 def location_of(langgraph_run: LangGraphRun, then: str = "") -> dict[str, str]:

@@ -50,3 +50,16 @@ def test_the_request_and_its_command_are_frozen():
         req.command = None  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         req.command.update = {"item": "x"}  # type: ignore[misc,union-attr]
+
+
+def test_a_state_update_is_a_command_of_its_own_kind_its_updates_a_tuple():
+    """``POST /threads/<id>/state`` is decided by the same function as a run request's
+    command (``thread_runs._decide_command``): parsed once into a frozen value too."""
+    updates = [{"item": "desk"}, None]
+    command = Command.state_update(updates, "__end__")
+    assert command == Command(CommandKind.STATE, updates=({"item": "desk"}, None),
+                              as_node="__end__")
+    updates.append({"quantity": 9})  # the client's list, changed later, changes nothing
+    assert len(command.updates) == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        command.as_node = "price"  # type: ignore[misc]

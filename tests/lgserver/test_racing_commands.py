@@ -86,14 +86,37 @@ def test_an_end_before_a_resume_wins_and_the_resume_is_refused(waiting):
     assert now["values"] == {"item": "desk", "quantity": 1} and now["next"] == []
 
 
-def test_of_two_racing_ends_each_is_written_on_the_one_before(waiting):
-    """Both end the thread, one after the other (the second ends an ended thread, as it
-    would sent later): the run is cancelled once, and the state holds both updates (each
-    written on the checkpoint the other left, not beside it)."""
+def test_of_two_racing_ends_one_is_written_and_the_other_refused(waiting):
+    """Both end the thread, both decided on the waiting checkpoint (the second seeing the
+    run the first ended): the one written first is written there; the other would land
+    its update on a state it was never decided on, so it is refused and writes nothing
+    (as LangGraph's server refuses a run on a thread with one in flight under
+    multitask_strategy 'reject'; Planwatch refuses a command on a busy thread so). Which
+    one writes first is the machine's to say: each request writes once its decision
+    committed, as its thread gets there."""
     tid, run, send, state = waiting
-    first, second = race(tid, send({"goto": "__end__", "update": {"item": "desk"}}),
-                         send({"goto": "__end__", "update": {"quantity": 9}}))
-    assert (first.status_code, second.status_code) == (200, 200), (first.text, second.text)
+    updates = {"first": {"item": "desk"}, "second": {"quantity": 9}}
+    first, second = race(tid, send({"goto": "__end__", "update": updates["first"]}),
+                         send({"goto": "__end__", "update": updates["second"]}))
+    answers = {"first": first, "second": second}
+    written = [n for n, r in answers.items() if r.status_code == 200]
+    assert len(written) == 1, {n: r.text for n, r in answers.items()}
+    [winner], [loser] = written, set(answers) - set(written)
+    assert answers[loser].status_code == 409, answers[loser].text
+    assert "moved on before its update and end was written: it was decided on checkpoint" \
+        in answers[loser].json()["detail"]
     assert run.events.filter(kind=RunEvent.Kind.RUN_CANCELLED).count() == 1
     now = state()
-    assert now["values"] == {"item": "desk", "quantity": 9} and now["next"] == []
+    assert now["values"] == {**ASKED, **updates[winner]} and now["next"] == []
+    assert [e.payload["values"] for e in run.events.filter(
+        kind=RunEvent.Kind.CHECKPOINT, payload__source="update").order_by("seq")] == [
+        updates[winner], None]  # its update, then its end: none of the other's
+
+
+def test_an_end_sent_after_an_end_was_written_is_written_on_it(waiting):
+    """Not racing: the second is decided on the checkpoint the first wrote, and written."""
+    _, _, send, state = waiting
+    assert send({"goto": "__end__", "update": {"item": "desk"}})().status_code == 200
+    later = send({"goto": "__end__", "update": {"quantity": 9}})()
+    assert later.status_code == 200, later.text
+    assert state()["values"] == {"item": "desk", "quantity": 9}
