@@ -225,8 +225,9 @@ class EventWriter:
             self.on_lost()
 
     def flush_behind(self) -> None:
-        """Have what is buffered written behind the graph (see :class:`WriteBehind`)."""
-        if self.buffer:
+        """Have what is buffered written behind the graph (see :class:`WriteBehind`); not
+        once the run's final write is under way (it takes everything)."""
+        if self.buffer and not self.closed:
             self.behind.note(self)
 
     def watch_saves(self, watch: WriteWatch) -> None:

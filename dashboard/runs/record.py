@@ -148,9 +148,15 @@ class WriteBehind:
             self._task = track(self.tasks, self._arun())
 
     async def arelease(self, writer: Buffered) -> None:
-        """Leave ``writer`` out of the next write; wait for one in flight with its events."""
-        self.waiting.pop(writer.run.id, None)
-        if writer.run.id in self._writing and self._written is not None:
+        """Leave ``writer`` out of the next write; wait for one in flight with its events,
+        and for the next one too if the writer was noted again meanwhile (a checkpoint
+        saved while it waited): the write that follows is then the run's last. (It used
+        to return while that next write was in flight: the run's final status landed
+        before its last events, a succeeded run read with an older ``last_seq``.)"""
+        while True:
+            self.waiting.pop(writer.run.id, None)
+            if writer.run.id not in self._writing or self._written is None:
+                return
             await self._written.wait()
 
     async def _arun(self) -> None:

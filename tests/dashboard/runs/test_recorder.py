@@ -184,6 +184,49 @@ async def test_the_final_write_takes_the_events_still_waiting_for_the_next_write
     assert sink.writes == [([1], None), ([2, 3], Run.Status.SUCCEEDED)]
 
 
+class OverlapSink(SlowSink):
+    """Records, for each final write, how many other writes were in flight as it began."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds)
+        self.flying = 0
+        self.overlaps: list[int] = []
+
+    async def aprogress(self, batches: list[Any], *, now: Any) -> list[dict[str, Any]]:
+        self.flying += 1
+        try:
+            return await super().aprogress(batches, now=now)
+        finally:
+            self.flying -= 1
+
+    async def astop(self, run: Run, rows: list[dict[str, Any]], *, current_node: str,
+                    now: Any, final: dict[str, Any]) -> dict[str, Any]:
+        self.overlaps.append(self.flying)
+        return await super().astop(run, rows, current_node=current_node, now=now,
+                                   final=final)
+
+
+async def test_the_final_write_is_the_last_even_if_the_run_was_noted_again_meanwhile():
+    # The final write waits for the write in flight; meanwhile the run is noted again (its
+    # checkpoint saved), and the next write behind may take its last rows: the final
+    # status must not be written beside it (on PostgreSQL it committed first under load: a
+    # succeeded run read with last_seq 23, its log up to 25)
+    sink = OverlapSink(0.05)
+    writer = _writer(sink, interval=0)
+    writer.add({"kind": "run_started"})
+    writer.flush_behind()
+    await asyncio.sleep(0)  # in flight
+    writer.add({"kind": "checkpoint"})
+    writer.add({"kind": "run_succeeded"})
+    finishing = asyncio.create_task(writer.afinish(status=Run.State.SUCCEEDED))
+    await asyncio.sleep(0)  # the final write waits for the one in flight
+    writer.behind.note(writer)
+    await asyncio.wait_for(finishing, 5)
+    assert sink.overlaps == [0], "the final status was written beside a write of its rows"
+    assert sink.writes[-1][1] == Run.Status.SUCCEEDED
+    assert [seq for seqs, _ in sink.writes for seq in seqs] == [1, 2, 3]
+
+
 class FlakySink(SlowSink):
     """Fails its first ``failures`` writes (a dropped connection), then writes."""
 
