@@ -33,7 +33,7 @@ A thread's next run is decided here, and only here (:func:`_decide`, writing not
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -273,6 +273,26 @@ def locked(thread: Thread) -> Iterator[None]:
     with transaction.atomic():
         if connection.vendor != "sqlite":
             Thread.objects.filter(pk=thread.pk).update(updated_at=timezone.now())
+        yield
+
+
+@contextmanager
+def page_edit(run: Run, seen: str) -> Iterator[None]:
+    """A run page's edit of ``run``'s paused state (and its continue), decided on
+    checkpoint ``seen`` (the one the page showed): held as a run request's edit is
+    (:func:`written`), on PostgreSQL under the thread's lock (on SQLite unlocked: the
+    saver's own connection writes), and only while ``seen`` is still the run's newest
+    checkpoint; else :class:`RunStateError` (409), nothing written."""
+    thread = run.conversation
+    hold = locked(thread) if thread is not None and connection.vendor != "sqlite" \
+        else nullcontext()
+    with hold:
+        newest = run.last_root_checkpoint()
+        if newest != seen:
+            raise RunStateError(
+                f"run {run.id} moved on since its state was shown (it was at checkpoint "
+                f"{seen or '(none)'}, it is now at {newest or '(none)'}); nothing was "
+                "written: reload its state, then edit it again if the edit still applies")
         yield
 
 

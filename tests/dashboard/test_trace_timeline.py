@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from django.contrib.auth.models import Permission
 
 from dashboard import services
-from dashboard.models import Interrupt, RunEvent
-from tests.conftest import wait_run
+from dashboard.models import Interrupt, Run, RunEvent
+from tests.conftest import wait_run, wait_started
 
 
 def row_ids(html: str) -> list[str]:
@@ -156,3 +157,33 @@ def test_only_a_paused_run_is_edited_in_place_and_only_with_the_permission(
     run = wait_run(run.id, statuses=("succeeded", "failed"))
     refused = client.get(f"/runs/{run.id}/state/edit/")
     assert refused.status_code == 409 and "Re-run from here" in refused.content.decode()
+
+
+def test_a_state_edit_sent_from_a_page_the_run_moved_past_is_refused_and_writes_nothing(
+        executor, operator, client):
+    """Decided on the checkpoint the page showed, as a run request's edit is: the run went
+    on and paused again meanwhile (another tab continued it), so the edit would land on a
+    state its sender never saw."""
+    operator.user_permissions.add(*Permission.objects.filter(
+        codename__in=["debug_run", "fork_run"]))
+    run = services.run_create(graph="test.echo", input={"steps": 3}, user=operator,
+                              options=services.RunOptions(interrupt_before=["step"]))
+    run = wait_run(run.id, statuses=("paused",))
+    client.force_login(operator)
+    shown = run.last_root_checkpoint()
+    form = client.get(f"/runs/{run.id}/state/edit/").content.decode()
+    assert f'name="checkpoint" value="{shown}"' in form
+    services.run_continue(run=run, user=operator)  # another tab: it runs on, pauses again
+    wait_started(run)
+    deadline = time.monotonic() + 30
+    while (run := wait_run(run.id, statuses=("paused",))).last_root_checkpoint() == shown:
+        assert time.monotonic() < deadline, "the run never paused again"
+        time.sleep(0.05)
+    before = run.last_seq
+    sent = client.post(f"/runs/{run.id}/state/edit/",
+                       {**EDIT, "checkpoint": shown, "continue": "0"}, follow=True)
+    assert "moved on since its state was shown" in sent.content.decode()
+    run.refresh_from_db()
+    assert run.last_seq == before and run.status == Run.Status.PAUSED
+    assert not run.events.filter(kind=RunEvent.Kind.CHECKPOINT,
+                                 payload__source="update").exists()

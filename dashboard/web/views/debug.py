@@ -18,7 +18,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from dashboard import comparisons, selectors, services
+from dashboard import comparisons, selectors, services, thread_runs
 from dashboard.checkpoints import checkpoint_get, run_checkpoint, values_diff
 from dashboard.models import Run, RunEvent
 from dashboard.web.forms.debug import (
@@ -262,12 +262,16 @@ def run_state_edit(request: HttpRequest, run_id: UUID
             _need(request, DEBUG, "continuing a run")
         if form.is_valid():
             edit, as_node = form.edit(), form.cleaned_data.get("as_node") or ""
+            # decided on the checkpoint the page showed, as a run request's edit is
+            seen = str(request.POST.get("checkpoint") or checkpoint_id)[:64]
             try:
-                if edit or as_node:
-                    services.run_update_state(run=run, values=edit or None, as_node=as_node,
-                                              user=request.user, checkpoint_id=checkpoint_id)
-                if go_on:
-                    services.run_continue(run=run, user=request.user)
+                with thread_runs.page_edit(run, seen):
+                    if edit or as_node:
+                        services.run_update_state(run=run, values=edit or None,
+                                                  as_node=as_node, user=request.user,
+                                                  checkpoint_id=seen)
+                    if go_on:
+                        services.run_continue(run=run, user=request.user)
             except services.DebugInputError as exc:
                 for name, text in exc.errors.items():
                     form.add_error(f"ch_{name}" if f"ch_{name}" in form.fields else None, text)
