@@ -38,6 +38,7 @@ from typing import Any
 from django.utils import timezone
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.outputs import LLMResult
+from langgraph.errors import GraphBubbleUp
 
 from dashboard.models import Run, RunEvent
 from dashboard.runs import instruments
@@ -267,8 +268,13 @@ class Trip:
         return {"kind": self.kind, "limit": self.limit, "used": self.used}
 
 
-class BudgetReached(Exception):
-    """Raised into a model call that would cross a budget: it is never sent."""
+class BudgetReached(GraphBubbleUp):
+    """Raised into a model call that would cross a budget: it is never sent. A signal to
+    the runtime, as LangGraph's own interrupt is: graph code that catches ``Exception``
+    around its calls and lets ``GraphBubbleUp`` through (LangGraph's rule, which the
+    planners keep) leaves it to stop the run at its last checkpoint, rather than recording
+    the refused call as the node's failure (a decomposition paused at its budget, then
+    extended, used to end "plan failed"); and no retry policy retries it."""
 
     def __init__(self, trip: Trip) -> None:
         """The budget the call would cross."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, TypedDict
 
+from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 
 from planner.llm import scripted_responder
@@ -24,6 +25,7 @@ class SpendState(TypedDict, total=False):
     delay: float
     max_tokens: int
     fan: int
+    careful: bool
     said: list[str]
 
 
@@ -50,6 +52,13 @@ def build(*, llm: Any = None, search: Any = None) -> StateGraph:
         elif state.get("max_tokens"):
             model = chat_model().bind(max_tokens=state["max_tokens"])
             text = str((await model.ainvoke(f"say {n}")).content)
+        elif state.get("careful"):  # as the planners' workers: a failed call is an answer
+            try:
+                text = await llm.atext(purpose=PURPOSE, prompt=f"say {n}", context={"n": n})
+            except GraphBubbleUp:
+                raise  # LangGraph's rule: its signals pass through
+            except Exception as exc:
+                text = f"failed: {exc}"
         else:
             text = await llm.atext(purpose=PURPOSE, prompt=f"say {n}", context={"n": n})
         return {"n": n, "said": [*state.get("said", []), text]}
@@ -69,7 +78,7 @@ def make_input(values: dict[str, Any]) -> dict[str, Any]:
     return {"n": 0, "said": [], "steps": int(values.get("steps", 3)),
             "delay": float(values.get("delay") or 0),
             "max_tokens": int(values.get("max_tokens") or 0),
-            "fan": int(values.get("fan") or 0)}
+            "fan": int(values.get("fan") or 0), "careful": bool(values.get("careful"))}
 
 
 NAME = "test.budget"

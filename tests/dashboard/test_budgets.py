@@ -443,6 +443,22 @@ def test_the_inbox_lists_runs_waiting_at_their_budget_and_extends_them(
     assert 'id="inbox-budgets"' not in client.get("/inbox/").content.decode()
 
 
+def test_a_node_that_catches_its_calls_failures_still_pauses_at_the_refused_call(
+        executor, operator):
+    """As the decomposition planner's workers do (a failed call is a failed task): the
+    refused call passes through their ``except Exception`` as LangGraph's own signals do,
+    so the run pauses before the call and, extended, makes it, rather than going on with
+    the refusal recorded as the node's answer."""
+    run = _start(operator, {"max_model_calls": 2, "on_limit": "pause"}, steps=4,
+                 careful=True)
+    assert run.state == Run.State.PAUSED and run.model_calls == 2
+    assert _last(run).payload["before"] == ["call"]
+    services.run_budget_extend(run=run, extend={"max_model_calls": 2}, user=operator)
+    run = wait_run(run.id)
+    assert run.status == Run.Status.SUCCEEDED and run.model_calls == 4
+    assert run.output == {"said": ["call 1", "call 2", "call 3", "call 4"]}
+
+
 def test_a_run_paused_at_a_refused_call_goes_on_with_that_call_once_extended(
         on_test_model, operator, openai_server, client):
     run = _start(operator, {"max_tokens": 200, "on_limit": "pause"}, steps=3, max_tokens=100)
@@ -518,3 +534,28 @@ def test_the_trace_socket_redraws_the_budgets_as_they_are_warned_and_reached(exe
     seen = async_to_sync(scenario)()
     assert 'id="trace-budget" aria-labelledby="trace-budget-title" hx-swap-oob="true"' in seen
     assert 'class="budget-use is-reached" id="budget-max_model_calls"' in seen
+
+
+DECOMPOSITION_GOAL = {"goal": "Write a short market note", "breadth": 2}
+
+
+def test_a_decomposition_paused_at_any_call_and_extended_ends_as_if_never_paused(
+        executor, operator):
+    """Its workers catch their calls' failures (a failed task), its planner and synthesis
+    call too: paused before each of its calls in turn, then extended, the run makes every
+    call once and ends with the unpaused run's result (4 of the 7 ended "plan failed",
+    the refused call recorded as a worker's crash)."""
+    free = wait_run(services.run_create(graph="decomposition", input=DECOMPOSITION_GOAL,
+                                        user=operator).id)
+    assert free.status == Run.Status.SUCCEEDED and free.model_calls > 2
+    for calls in range(1, free.model_calls):
+        run = wait_run(services.run_create(
+            graph="decomposition", input=DECOMPOSITION_GOAL, user=operator,
+            options=services.RunOptions(budget={"max_model_calls": calls,
+                                                "on_limit": "pause"})).id, PAUSED_OR_DONE)
+        assert run.state == Run.State.PAUSED and run.model_calls == calls, calls
+        services.run_budget_extend(run=run, extend={"max_model_calls": free.model_calls},
+                                   user=operator)
+        run = wait_run(run.id)
+        assert (run.status, run.outcome, run.model_calls, run.output) == (
+            Run.Status.SUCCEEDED, free.outcome, free.model_calls, free.output), calls
