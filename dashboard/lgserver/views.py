@@ -47,6 +47,7 @@ from dashboard.thread_runs import (
     CommandKind,
     RunRequest,
     Started,
+    creates_runs,
     locked,
     start,
     written,
@@ -542,7 +543,9 @@ def _decide(request: Request, thread: Thread, req: RunRequest) -> Started:
     thread's row first (store.lock_run, the claim's SQL), so that is a guard, not an
     expected path (before that order, an executor's claim took them the other way round)."""
     def decide() -> Started:
-        with locked(thread):  # concurrent requests on one thread decide one at a time
+        # concurrent requests on one thread decide one at a time (a request that may create
+        # a run holds its user's row too: their queued runs are counted under it)
+        with locked(thread, user=request.user if creates_runs(req) else None):
             return start(thread, req, request.user, thread.latest_run())
 
     return retried(decide, attempts=DECISION_ATTEMPTS)
