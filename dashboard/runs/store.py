@@ -783,7 +783,7 @@ NEW_RUN = """
               LIMIT %s) AS queued) < %s
 """
 """Insert a new queued run unless its user has their limit of queued runs (parameters: the
-run's :func:`_new_run_columns`, whether its user's runs count, the user's id, the limit
+run's :func:`_new_run_fields`, whether its user's runs count, the user's id, the limit
 twice)."""
 
 NEW_LANGGRAPH_RUN = """
