@@ -11,7 +11,7 @@ from uuid import UUID, uuid4
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.models import User as AuthUser
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from langgraph._internal._constants import NULL_TASK_ID
@@ -252,20 +252,27 @@ def _queue(spec: GraphSpec, user: User | None, thread: Thread | None, *, graph_v
     if before or after:
         _check(debugging.check_breakpoints, spec, before=before, after=after)
     run_uuid = uuid4()
+    limit = int(planwatch_setting("MAX_QUEUED_RUNS_PER_USER"))
     # no savepoint inside a caller's transaction (a thread's run decision, which holds
     # SQLite's one write lock): its error ends that transaction anyway, and every statement
     # under the lock keeps the executor's writes and the other requests waiting
     with transaction.atomic(savepoint=False):
         owner = _thread_for(thread, run_uuid, spec.name, user)
-        # counted and written in one transaction, under the user's lock (taken after the
-        # thread's, as a thread's run decision takes them: one order, no deadlock)
-        _check_queued(user)
-        # the thread's one checkpoint thread, under the thread's own id (LangGraph's)
-        run = store.create_run(
-            id=run_uuid, graph=spec.name, graph_version=graph_version,
-            thread_id=str(owner.id), input=input,
-            created_by=_user_or_none(user), created_by_name=_name(user),
-            conversation=owner, **fields, **columns)
+        # the thread's one checkpoint thread, under the thread's own id (LangGraph's); the
+        # user's queued runs counted and the run written in one transaction, under the
+        # user's lock (taken after the thread's, as a thread's run decision takes them: one
+        # order, no deadlock)
+        try:
+            run = store.create_run(
+                queued_limit=limit, id=run_uuid, graph=spec.name, graph_version=graph_version,
+                thread_id=str(owner.id), input=input,
+                created_by=_user_or_none(user), created_by_name=_name(user),
+                conversation=owner, **fields, **columns)
+        except store.QueueFull:
+            raise LimitReached(
+                f"you have {limit} runs queued, your limit (PLANWATCH_MAX_QUEUED_RUNS_PER_USER="
+                f"{limit}); wait for some to start, or cancel some", limit=(
+                    "PLANWATCH_MAX_QUEUED_RUNS_PER_USER")) from None
         transaction.on_commit(lambda: _after_create(run))
     return run
 
@@ -357,51 +364,6 @@ def model_settings_check(*, graph: str, settings: dict[str, Any] | None) -> dict
     except SettingsError as exc:
         raise ModelSettingsError(f"graph {graph!r} does not take these model settings: {exc}",
                                  errors=exc.errors) from None
-
-
-def _check_queued(user: User | None) -> None:
-    """Refuse a run past the user's ``PLANWATCH_MAX_QUEUED_RUNS_PER_USER`` queued runs.
-
-    Called inside the transaction that stores the run, it locks the user's row first (on
-    PostgreSQL; SQLite's transactions take its one write lock): a burst of requests counts
-    one at a time, each seeing the runs the ones before it queued, so none passes the limit.
-    """
-    if user is None or not user.is_authenticated:
-        return
-    limit = int(planwatch_setting("MAX_QUEUED_RUNS_PER_USER"))
-    queued = _queued_locked(user.pk, limit)
-    if queued >= limit:
-        raise LimitReached(
-            f"you have {queued} runs queued, your limit (PLANWATCH_MAX_QUEUED_RUNS_PER_USER="
-            f"{limit}); wait for some to start, or cancel some", limit=(
-                "PLANWATCH_MAX_QUEUED_RUNS_PER_USER"))
-
-
-LOCK_USER = "SELECT 1 FROM {users} WHERE {user_pk} = %s FOR UPDATE"
-QUEUED_RUNS_OF_USER = ("SELECT COUNT(*) FROM (SELECT 1 FROM {runs} WHERE {created_by} = %s"
-                       " AND {state} = %s LIMIT %s) AS queued")
-"""A user's row locked (PostgreSQL), then their queued runs counted up to the limit, in a
-statement of its own (with a snapshot taken once the lock is held: one statement would
-count with the snapshot from before it waited, and let a burst past the limit). Literal
-SQL: the ORM's lock and count were a tenth of a start's CPU."""
-
-
-def _queued_locked(user_id: Any, limit: int) -> int:
-    """Lock the user's row (PostgreSQL) and count their queued runs, up to ``limit``."""
-    quote = connection.ops.quote_name
-    run_meta, user_meta = Run._meta, AuthUser._meta
-    runs, users = str(run_meta.db_table), str(user_meta.db_table)
-    with connection.cursor() as cursor:
-        if connection.features.has_select_for_update:
-            cursor.execute(LOCK_USER.format(users=quote(users),
-                                            user_pk=quote(str(user_meta.pk.column))), [user_id])
-        cursor.execute(QUEUED_RUNS_OF_USER.format(
-            runs=quote(runs),
-            created_by=quote(str(run_meta.get_field("created_by").column)),
-            state=quote(str(run_meta.get_field("state").column))),
-            [user_id, Run.State.QUEUED.value, limit])
-        row = cursor.fetchone()
-    return int(row[0]) if row else 0
 
 
 def interrupt_answer(*, interrupt: Interrupt, answer: Any, user: User,
@@ -749,12 +711,11 @@ def run_enqueue(*, after: Run, input: Any, user: User, thread: Thread,
 
 def _thread_for(thread: Thread | None, run_uuid: UUID, graph: str, user: User | None
                 ) -> Thread:
-    """``thread`` (now of ``graph``), or a new thread for the run, with the run's id."""
+    """``thread`` (now of ``graph``: the run's write records it), or a new thread for the
+    run, with the run's id."""
     if thread is None:
         return thread_create(user=user, thread_id=run_uuid, graph=graph)
-    if thread.graph != graph:
-        thread.graph = graph
-        Thread.objects.filter(pk=thread.pk).update(graph=graph, updated_at=timezone.now())
+    thread.graph = graph
     return thread
 
 

@@ -39,7 +39,6 @@ from enum import StrEnum
 from typing import Any
 
 from django.db import connection, transaction
-from django.utils import timezone
 from langgraph.constants import END
 
 from dashboard import budget_reviews, services
@@ -259,8 +258,10 @@ class Started:
 
 
 @contextmanager
-def locked(thread: Thread) -> Iterator[None]:
-    """Hold the thread's row for the decision about its next run, until it is committed.
+def locked(thread: Thread, *, user: User | None = None) -> Iterator[None]:
+    """Hold the thread's row for the decision about its next run, until it is committed;
+    with ``user`` (a request that may create a run), the user's row after it, whose queued
+    runs a new run counts (``store.thread_locked``: one statement).
 
     A conditional UPDATE takes the row's lock on PostgreSQL; on SQLite the IMMEDIATE
     transaction already holds the database's one write lock, and every statement inside
@@ -270,9 +271,8 @@ def locked(thread: Thread) -> Iterator[None]:
     ``run_one_running_per_thread``'s to guarantee; this keeps the requests' answers and
     queues consistent.
     """
-    with transaction.atomic():
-        if connection.vendor != "sqlite":
-            Thread.objects.filter(pk=thread.pk).update(updated_at=timezone.now())
+    user_id = user.pk if user is not None and user.is_authenticated else None
+    with transaction.atomic(), store.thread_locked(thread.pk, user_id=user_id):
         yield
 
 
@@ -294,6 +294,12 @@ def page_edit(run: Run, seen: str) -> Iterator[None]:
                 f"{seen or '(none)'}, it is now at {newest or '(none)'}); nothing was "
                 "written: reload its state, then edit it again if the edit still applies")
         yield
+
+
+def creates_runs(req: RunRequest) -> bool:
+    """Whether ``req`` may create a run (a command never does: it answers, continues or
+    ends the thread's run)."""
+    return req.command is None
 
 
 def holder_of(thread: Thread, checkpoint_id: str) -> Run:

@@ -47,6 +47,7 @@ from dashboard.thread_runs import (
     CommandKind,
     RunRequest,
     Started,
+    creates_runs,
     locked,
     start,
     written,
@@ -103,10 +104,11 @@ class LangGraphView(APIView):
                 wanted = uuid.UUID(str(kwargs["thread_id"]))
             except ValueError:
                 return  # the view answers an id that is not a UUID
-            theirs = Thread.objects.filter(id=wanted).exclude(
-                id__in=policy.threads_visible(request.user).filter(id=wanted).values("id"))
-            if theirs.exists():
+            row = Thread.objects.filter(id=wanted).first()
+            if row is not None and not policy.may_read(request.user, row.created_by_id):
                 raise exceptions.NotFound(f"no thread {wanted}; create it with POST /threads")
+            # kept for the view (thread_seen): one read of the thread a request
+            request._planwatch_thread = (kwargs["thread_id"], row)  # type: ignore[attr-defined]
         if "assistant_id" in kwargs:
             visible(request, resolve(kwargs["assistant_id"]), kwargs["assistant_id"])
 
@@ -170,8 +172,25 @@ def thread_of(thread_id: Any) -> Thread:
     try:
         return Thread.objects.get(id=uuid.UUID(str(thread_id)))
     except (ValueError, Thread.DoesNotExist):
-        raise exceptions.NotFound(f"thread {thread_id} not found (no thread has that id); "
-                                  "create it with POST /threads") from None
+        raise _no_thread(thread_id) from None
+
+
+def thread_seen(request: Request, thread_id: Any) -> Thread:
+    """:func:`thread_of`, as the door read it for ``request`` (:meth:`LangGraphView.initial`,
+    for one who is not of the team) if it did, else read now."""
+    kept = getattr(request, "_planwatch_thread", None)
+    if kept is None or kept[0] != thread_id:
+        return thread_of(thread_id)
+    if kept[1] is None:
+        raise _no_thread(thread_id)
+    thread: Thread = kept[1]
+    return thread
+
+
+def _no_thread(thread_id: Any) -> exceptions.NotFound:
+    """The 404 of a thread id no thread has."""
+    return exceptions.NotFound(f"thread {thread_id} not found (no thread has that id); "
+                               "create it with POST /threads")
 
 
 def run_of(thread: Thread, run_id: Any) -> LangGraphRun:
@@ -517,7 +536,7 @@ def _thread_for_run(request: Request, thread_id: str | None, data: dict[str, Any
     if thread_id is None:
         return services.thread_create(user=request.user)
     try:
-        return thread_of(thread_id)
+        return thread_seen(request, thread_id)
     except exceptions.NotFound:
         if data.get("if_not_exists") != "create":
             raise
@@ -546,7 +565,9 @@ def _decide(request: Request, thread: Thread, req: RunRequest) -> Started:
     thread's row first (store.lock_run, the claim's SQL), so that is a guard, not an
     expected path (before that order, an executor's claim took them the other way round)."""
     def decide() -> Started:
-        with locked(thread):  # concurrent requests on one thread decide one at a time
+        # concurrent requests on one thread decide one at a time (a request that may create
+        # a run holds its user's row too: their queued runs are counted under it)
+        with locked(thread, user=request.user if creates_runs(req) else None):
             return start(thread, req, request.user, thread.latest_run())
 
     return retried(decide, attempts=DECISION_ATTEMPTS)

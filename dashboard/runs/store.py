@@ -45,12 +45,14 @@ from its checkpoint. A crash of Planwatch itself loses nothing.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
+import functools
 import json
 import logging
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import SimpleNamespace
@@ -769,13 +771,165 @@ def orm_fields(fields: Fields) -> dict[str, Any]:
             else value for name, value in fields.items()}
 
 
-def create_run(**columns: Any) -> Run:
+NEW_RUN = """
+    INSERT INTO dashboard_run ({columns})
+    SELECT {values}
+    -- the user's queued runs counted up to the limit: refused (nothing written) at it; the
+    -- statement comes after the user's row was locked (a statement of its own before it,
+    -- or the thread's lock: thread_locked), so its snapshot sees every run a request
+    -- that held the lock before queued
+    WHERE NOT %s OR (SELECT count(*) FROM (
+              SELECT 1 FROM dashboard_run WHERE created_by_id = %s AND state = 'queued'
+              LIMIT %s) AS queued) < %s
+"""
+"""Insert a new queued run unless its user has their limit of queued runs (parameters: the
+run's :func:`_new_run_fields`, whether its user's runs count, the user's id, the limit
+twice)."""
+
+NEW_LANGGRAPH_RUN = """
+    INSERT INTO dashboard_langgraphrun (id, run_id, first_seq, created_at, superseded_at,
+                                        went_on_from, rollback_requested_at)
+    SELECT id, id, 1, created_at, NULL, '', NULL FROM {run} WHERE id = %s
+"""
+"""A new run's first LangGraph run (:func:`first_langgraph_run`), from the run's row as
+inserted: nothing if it was refused (parameter: run id)."""
+
+THREAD_OF_NEW_RUN = """
+    UPDATE dashboard_thread SET graph = %s,
+        updated_at = CASE WHEN graph = %s THEN updated_at ELSE %s END,
+        -- SET_THREAD_STATUS's rule for a run just inserted (which PostgreSQL's CTEs do not
+        -- see: named by its id and creation time): from the thread's latest run only, and
+        -- busy while runs are enqueued on it
+        status = CASE
+            WHEN EXISTS (SELECT 1 FROM dashboard_run AS newer
+                         WHERE newer.conversation_id = dashboard_thread.id
+                           AND newer.id <> %s AND newer.created_at > %s
+                           AND NOT (newer.state = 'queued' AND newer.waits_for_id IS NOT NULL))
+                THEN status
+            WHEN EXISTS (SELECT 1 FROM dashboard_run AS queued
+                         WHERE queued.conversation_id = dashboard_thread.id
+                           AND queued.state = 'queued' AND queued.waits_for_id IS NOT NULL
+                           AND queued.id <> %s) THEN 'busy'
+            ELSE %s END
+    WHERE id = %s AND EXISTS (SELECT 1 FROM {run} WHERE id = %s)
+"""
+"""A new run's thread runs its graph (``updated_at`` moves if that changed) and is busy
+with it, if the run was inserted (parameters: graph twice, now, run id, created_at, run id,
+thread status, thread id, run id)."""
+
+LOCK_THREAD_AND_USER = """
+    WITH thread AS (UPDATE dashboard_thread SET updated_at = %s WHERE id = %s RETURNING id)
+    SELECT 1 FROM auth_user
+    -- the thread's row first (an init plan: the CTE runs before the user's row is read),
+    -- then the user's, the order of every transaction that holds both
+    WHERE id = %s AND (SELECT count(*) FROM thread) >= 0
+    FOR UPDATE
+"""
+"""PostgreSQL: hold a thread's row, then its run request's user's (whose queued runs a new
+run counts), in one statement (parameters: now, thread id, user id or null)."""
+
+LOCK_USER = "SELECT 1 FROM auth_user WHERE id = %s FOR UPDATE"
+"""PostgreSQL: hold a user's row, so that their queued runs are counted one request at a
+time (parameter: user id)."""
+
+_USER_HELD: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar(
+    "planwatch_user_held", default=None)
+"""The connection and the user whose row :func:`thread_locked` holds in its transaction."""
+
+
+@contextlib.contextmanager
+def thread_locked(thread_id: Any, *, user_id: Any = None) -> Iterator[None]:
+    """Inside the caller's transaction, hold the thread's row until it ends, then (with
+    ``user_id``) the user's, so a run the transaction creates counts the user's queued runs
+    without another statement (:func:`create_run`). PostgreSQL: one statement; SQLite: the
+    IMMEDIATE transaction already holds the database's one write lock."""
+    if connection.vendor == "sqlite":
+        yield
+        return
+    now = Thread._meta.get_field("updated_at").get_db_prep_save(timezone.now(), connection)
+    with connection.cursor() as cursor:
+        cursor.execute(LOCK_THREAD_AND_USER, [now, thread_id, user_id])
+    token = _USER_HELD.set((connections["default"], user_id) if user_id is not None else None)
+    try:
+        yield
+    finally:
+        _USER_HELD.reset(token)
+
+
+def _lock_user(user_id: Any) -> None:
+    """Hold the user's row until the transaction ends, unless :func:`thread_locked` does
+    (PostgreSQL; SQLite's transactions take its one write lock)."""
+    if connection.vendor == "sqlite" or _USER_HELD.get() == (connections["default"], user_id):
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(LOCK_USER, [user_id])
+
+
+@functools.cache
+def _new_run_fields() -> tuple[Any, ...]:
+    """The columns a new run's INSERT writes: all of Run's but the generated ``status``."""
+    return tuple(f for f in Run._meta.local_concrete_fields if not f.generated)
+
+
+@functools.cache
+def _new_run_sql(postgres: bool) -> tuple[str, ...]:
+    """:data:`NEW_RUN`, its first LangGraph run and its thread's update: on PostgreSQL one
+    statement (data-modifying CTEs, answering 1 if the run was inserted), on SQLite three."""
+    fields = _new_run_fields()
+    run = NEW_RUN.format(columns=", ".join(f.column for f in fields),
+                         values=", ".join(["%s"] * len(fields)))
+    if not postgres:
+        return (run, NEW_LANGGRAPH_RUN.format(run="dashboard_run"),
+                THREAD_OF_NEW_RUN.format(run="dashboard_run"))
+    return (f"WITH run AS ({run} RETURNING id, created_at), "
+            f"langgraph_run AS ({NEW_LANGGRAPH_RUN.format(run='run')}), "
+            f"thread AS ({THREAD_OF_NEW_RUN.format(run='run')}) "
+            "SELECT count(*) FROM run",)
+
+
+def create_run(*, queued_limit: int | None = None, **columns: Any) -> Run:
     """A new run, queued (started, forked or enqueued), its first LangGraph run (with the
-    run's id, :func:`first_langgraph_run`), and its thread busy with it."""
-    run = Run.objects.create(**columns)
-    first_langgraph_run(run).save(force_insert=True)
-    set_thread_status(run.id, QUEUED_THREAD)
+    run's id, :func:`first_langgraph_run`), and its thread running its graph and busy with
+    it, written together (PostgreSQL: one statement), nothing read back.
+
+    ``queued_limit``: refused (:class:`QueueFull`, nothing written) if its creator has that
+    many queued runs already, counted under the creator's row lock (taken here, unless
+    :func:`thread_locked` holds it)."""
+    run = Run(**columns)
+    counted = queued_limit is not None and run.created_by_id is not None
+    if counted:
+        _lock_user(run.created_by_id)
+    values = [f.get_db_prep_save(f.pre_save(run, True), connection) for f in _new_run_fields()]
+    moment = Run._meta.get_field("created_at").get_db_prep_save
+    now, created = moment(timezone.now(), connection), moment(run.created_at, connection)
+    uid = Run._meta.pk.get_db_prep_save(run.id, connection)
+    thread = Thread._meta.pk.get_db_prep_save(run.conversation_id, connection)
+    params = [[*values, counted, run.created_by_id, queued_limit or 0, queued_limit or 0],
+              [uid],
+              [run.graph, run.graph, now, uid, created, uid, str(QUEUED_THREAD), thread, uid]]
+    statements = _new_run_sql(connection.vendor == "postgresql")
+    with connection.cursor() as cursor:
+        if len(statements) == 1:  # PostgreSQL: one statement
+            cursor.execute(statements[0], [p for ps in params for p in ps])
+            written = bool(cursor.fetchone()[0])
+        else:
+            cursor.execute(statements[0], params[0])
+            if written := cursor.rowcount == 1:
+                for sql, ps in zip(statements[1:], params[1:], strict=True):
+                    cursor.execute(sql, ps)
+    if not written:
+        raise QueueFull(queued_limit or 0)
+    run._state.adding, run._state.db = False, connection.alias
+    run.status = states.status_of(run.state)  # the database's to derive: as it derives it
     return run
+
+
+class QueueFull(Exception):
+    """A new run was refused: its creator has ``limit`` queued runs (:func:`create_run`)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"{limit} runs queued")
+        self.limit = limit
 
 
 def first_langgraph_run(run: Run) -> LangGraphRun:

@@ -157,3 +157,65 @@ def test_a_burst_of_run_requests_queues_no_more_than_the_limit(settings, operato
         thread.join()
     assert sorted(statuses) == [200] * 5 + [429] * 25
     assert Run.objects.filter(created_by=operator, state=Run.State.QUEUED).count() == 5
+
+
+@pytest.mark.postgres
+def test_a_start_counts_the_run_queued_by_the_request_it_waited_for(settings, operator):
+    """Another request of the user holds the user's row with a run queued, not committed
+    yet; a start on a thread of the same user (a limit of 1) waits for that row, then counts
+    that run and answers 429. A count not behind the user's lock, or in the statement that
+    waited for it (its snapshot from before the wait), sees no run and queues a second."""
+    import threading
+
+    import psycopg
+    from django.db import connection, connections, transaction
+
+    from dashboard.runs.savers import postgres_conninfo
+    from tests.support.racing import wait_for_waiters
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the race is PostgreSQL's (SQLite's transactions take one write lock)")
+    # no executor: the runs stay queued (a worker's job waits for a worker that never comes)
+    settings.PLANWATCH = {**settings.PLANWATCH, "EXECUTOR": "procrastinate",
+                          "MAX_QUEUED_RUNS_PER_USER": 1}
+    client = Client(headers={"x-api-key": api_token(operator)})
+    thread = client.post("/langgraph/threads", {}, content_type="application/json").json()
+    holding, release = threading.Event(), threading.Event()
+    statuses: list[int] = []
+
+    def hold() -> None:  # as a request that queues a run holds the user's row until it commits
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT 1 FROM auth_user WHERE id = %s FOR UPDATE",
+                                   [operator.pk])
+                Run.objects.create(graph="test.echo", thread_id="held:planner",
+                                   created_by=operator)
+                holding.set()
+                release.wait(60)
+        finally:
+            connections.close_all()
+
+    def start() -> None:
+        try:
+            statuses.append(client.post(f"/langgraph/threads/{thread['thread_id']}/runs", {
+                "assistant_id": "test.echo", "input": {"steps": 1}},
+                content_type="application/json").status_code)
+        finally:
+            connections.close_all()
+
+    holder, starter = threading.Thread(target=hold), threading.Thread(target=start)
+    holder.start()
+    try:
+        assert holding.wait(60)
+        starter.start()
+        with psycopg.connect(postgres_conninfo(connection.settings_dict),
+                             autocommit=True) as watcher:
+            wait_for_waiters(watcher, 1)
+        assert statuses == []  # it waits for the user's row
+    finally:
+        release.set()
+        holder.join(60)
+    starter.join(60)
+    assert statuses == [429]
+    assert Run.objects.filter(created_by=operator, state=Run.State.QUEUED).count() == 1
