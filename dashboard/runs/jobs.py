@@ -222,10 +222,14 @@ async def arun_worker_once(*, concurrency: int) -> None:
     from procrastinate.psycopg_connector import PsycopgConnector
 
     from config.connections import QUEUE_POOL_SIZE
+    from dashboard.runs.savers import aend_abandoned_transactions
 
-    # procrastinate's get_worker_connector(), with its pool bounded (config/connections.py)
+    # procrastinate's get_worker_connector(), with its pool bounded (config/connections.py);
+    # a transaction a stalled worker leaves open on it is ended by the server, as on the
+    # executor's pools, rather than holding the rows another worker's sweep must change
     connector = PsycopgConnector(kwargs=utils.connector_params("default"), min_size=1,
-                                 max_size=QUEUE_POOL_SIZE)
+                                 max_size=QUEUE_POOL_SIZE,
+                                 configure=aend_abandoned_transactions)
     with app.replace_connector(connector):
         async with app.open_async():
             app.perform_import_paths()  # type: ignore[no-untyped-call]

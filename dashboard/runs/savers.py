@@ -54,6 +54,8 @@ async def aend_abandoned_transactions(conn: psycopg.AsyncConnection[Any]) -> Non
     if seconds > 0:
         await conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, "
                            "false)", [str(max(1, round(seconds * 1000)))])
+        if not conn.autocommit:  # procrastinate's pool: a pool takes no connection in one
+            await conn.commit()
 
 
 def is_postgres(settings_dict: dict[str, Any] | None = None) -> bool:

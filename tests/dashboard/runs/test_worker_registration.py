@@ -8,7 +8,7 @@ import signal
 import time
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from dashboard import health, services
 from tests.conftest import wait_run
@@ -25,8 +25,11 @@ def _worker_ids() -> list[int]:
 
 def _prune(seconds: float) -> list[int]:
     """What another worker's sweep does (``recover_runs``): drop workers whose heartbeat
-    is older than ``seconds``."""
-    with connection.cursor() as cursor:
+    is older than ``seconds``. A lock it waits on longer than 20 s fails the test by name:
+    the stopped worker held one in a transaction it never ended (the test hung here once,
+    before the worker's connections ended abandoned transactions)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL lock_timeout = '20s'")
         cursor.execute("SELECT * FROM procrastinate_prune_stalled_workers_v1(%s)", [seconds])
         return [row[0] for row in cursor.fetchall()]
 
@@ -47,7 +50,9 @@ def test_a_pruned_worker_registers_again_and_takes_runs(executor, settings, oper
                           "STALE_AFTER_SECONDS": 1.5}  # as the worker's (processes.py)
     with connection.cursor() as cursor:  # rows other tests' workers left: not this one's
         cursor.execute("DELETE FROM procrastinate_workers")
-    worker = spawn(["planwatch_worker"], "worker-pruned", PLANWATCH_EXECUTOR="procrastinate")
+    # a transaction it is stopped in is ended within a second (its pools' setting)
+    worker = spawn(["planwatch_worker"], "worker-pruned", PLANWATCH_EXECUTOR="procrastinate",
+                   PLANWATCH_IDLE_TRANSACTION_SECONDS="1")
     try:
         (first_id,) = _wait(_worker_ids, "the worker did not register", worker)
         os.killpg(worker.pid, signal.SIGSTOP)  # its heartbeat (0.3 s) lapses
