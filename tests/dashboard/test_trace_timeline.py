@@ -115,9 +115,9 @@ def test_a_paused_run_shows_its_state_in_the_debug_panel_with_a_way_to_edit_it(
     assert f'href="/runs/{run.id}/fork/?checkpoint={checkpoint}" id="paused-fork"' in panel
 
 
-def paused_echo(operator):
-    run = services.run_create(graph="test.echo", input={"steps": 2}, user=operator,
-                              options=services.RunOptions(interrupt_before=["done"]))
+def paused_echo(operator, *, steps: int = 2, before: str = "done"):
+    run = services.run_create(graph="test.echo", input={"steps": steps}, user=operator,
+                              options=services.RunOptions(interrupt_before=[before]))
     return wait_run(run.id, statuses=("paused",))
 
 
@@ -166,9 +166,7 @@ def test_a_state_edit_sent_from_a_page_the_run_moved_past_is_refused_and_writes_
     state its sender never saw."""
     operator.user_permissions.add(*Permission.objects.filter(
         codename__in=["debug_run", "fork_run"]))
-    run = services.run_create(graph="test.echo", input={"steps": 3}, user=operator,
-                              options=services.RunOptions(interrupt_before=["step"]))
-    run = wait_run(run.id, statuses=("paused",))
+    run = paused_echo(operator, steps=3, before="step")
     client.force_login(operator)
     shown = run.last_root_checkpoint()
     form = client.get(f"/runs/{run.id}/state/edit/").content.decode()

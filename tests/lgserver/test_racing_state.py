@@ -3,11 +3,8 @@ one waiting thread. A state update is decided as a run request's command is
 (``thread_runs``): under the thread's lock, the two one after the other, the second seeing
 what the first did, and written once that decision committed, on the checkpoint it was
 decided on (else a 409 that writes nothing), so it never lands on a checkpoint another
-request already moved past, and is never lost beside it.
-
-A connection of the test's own holds the thread's row until both requests wait on it,
-the first before the second (``tests.support.racing``), so both reach the decision before
-either is decided, in a known order, whatever the machine's speed.
+request already moved past, and is never lost beside it. Raced as
+``test_racing_commands`` races commands (``tests.support.racing``).
 """
 
 from __future__ import annotations
