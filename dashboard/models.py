@@ -347,8 +347,11 @@ class Run(models.Model):
         return get_graph(self.graph)
 
     def current_langgraph_run(self) -> LangGraphRun:
-        """Its LangGraph run now: the one that made it, or the last resume or continue."""
-        return self.langgraph_runs.current().get()
+        """Its LangGraph run now: the one that made it, or the last resume or continue; a
+        run made outside the store (as some tests make one) has none recorded: its first,
+        as the store would have written it (its own id, as :meth:`langgraph_run_ids`)."""
+        found = self.langgraph_runs.current().first()
+        return found if found is not None else LangGraphRun.first_of(self)
 
     def langgraph_run_ids(self) -> list[str]:
         """The ids of its LangGraph runs, the current one first: its checkpoints are those
@@ -433,6 +436,11 @@ class LangGraphRun(models.Model):
 
     def __str__(self) -> str:
         return f"LangGraph run {str(self.id)[:8]} of {self.run_id}"
+
+    @classmethod
+    def first_of(cls, run: Run) -> LangGraphRun:
+        """``run``'s first LangGraph run, as the store writes it with a new run (its id)."""
+        return cls(id=run.id, run=run, first_seq=1, created_at=run.created_at)
 
     @property
     def is_first(self) -> bool:

@@ -935,7 +935,7 @@ class QueueFull(Exception):
 def first_langgraph_run(run: Run) -> LangGraphRun:
     """A new run's first LangGraph run, as :func:`create_run` writes it (so its caller
     need not read it back)."""
-    return LangGraphRun(id=run.id, run=run, first_seq=1, created_at=run.created_at)
+    return LangGraphRun.first_of(run)
 
 
 def apply(run_id: Any, fields: Fields, *, before: Run | None = None) -> None:
