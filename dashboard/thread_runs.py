@@ -33,7 +33,7 @@ A thread's next run is decided here, and only here (:func:`_decide`, writing not
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -283,10 +283,7 @@ def page_edit(run: Run, seen: str) -> Iterator[None]:
     (:func:`written`), on PostgreSQL under the thread's lock (on SQLite unlocked: the
     saver's own connection writes), and only while ``seen`` is still the run's newest
     checkpoint; else :class:`RunStateError` (409), nothing written."""
-    thread = run.conversation
-    hold = locked(thread) if thread is not None and connection.vendor != "sqlite" \
-        else nullcontext()
-    with hold:
+    with edit_held(run.conversation):
         newest = run.last_root_checkpoint()
         if newest != seen:
             raise RunStateError(
@@ -453,10 +450,18 @@ def written(thread: Thread, started: Started, user: User) -> Started:
     edit = started.edit
     if edit is None:
         return started
-    if connection.vendor == "sqlite":
+    with edit_held(thread):
         return _write(thread, edit, user)
-    with locked(thread):
-        return _write(thread, edit, user)
+
+
+def edit_held(thread: Thread | None) -> AbstractContextManager[None]:
+    """Where an edit decided earlier is written (:func:`written`, :func:`page_edit`): on
+    PostgreSQL under :func:`locked` again; on SQLite (or a run of no thread) unlocked, since
+    the IMMEDIATE transaction would keep the saver's own connection waiting for the
+    database's one write lock it holds."""
+    if thread is None or connection.vendor == "sqlite":
+        return nullcontext()
+    return locked(thread)
 
 
 def _write(thread: Thread, edit: Edit, user: User) -> Started:
@@ -548,10 +553,8 @@ def _decide_command(thread: Thread, current: Run | None, command: Command,
     recorded (a 422 naming the channel). Nothing is written."""
     if command.kind == CommandKind.RESUME:
         pause = budgets.pause_of(current) if current is not None else None
-        if current is not None and pause is not None:
-            nxt = _budget_resume(current, pause, command)
-        else:
-            nxt = _resume(thread, current, command.resume)
+        nxt = _budget_resume(current, pause, command) if current is not None and pause \
+            else _resume(thread, current, command.resume)
         if command.update is not None and current is not None:
             services.run_state_edit_check(run=current, values=command.update, as_node="")
         return replace(nxt, update=command.update)

@@ -193,12 +193,11 @@ class PartMaker:
                 out.append((_name("debug", ns, self.subgraphs),
                             self._debug("task_result", event, result)))
             out.extend(self._messages(event, update))
-        elif kind == Kind.INTERRUPT_RAISED or (kind == Kind.RUN_PAUSED and isinstance(
-                event["payload"].get("budget"), dict)):
+        elif (pause := BudgetPause.of_event(event["seq"], kind, event["payload"])) \
+                or kind == Kind.INTERRUPT_RAISED:
             # a question, or the interrupt Planwatch shows while the run waits at its budget
-            interrupts = _interrupts(event, self.run.graph) if kind == Kind.INTERRUPT_RAISED \
-                else [budget_interrupt(self.run.id, BudgetPause(event["seq"],
-                                                                event["payload"]["budget"]))]
+            interrupts = [budget_interrupt(self.run.id, pause)] if pause \
+                else _interrupts(event, self.run.graph)
             for mode in ("values", "updates"):
                 if mode in modes:
                     out.append((_name(mode, ns, self.subgraphs), {"__interrupt__": interrupts}))

@@ -546,6 +546,14 @@ class BudgetPause:
     seq: int
     reached: dict[str, Any]
 
+    @classmethod
+    def of_event(cls, seq: int, kind: str, payload: Any) -> BudgetPause | None:
+        """The pause a ``run_paused`` event records if it paused at a budget (its payload
+        names it), else None (a breakpoint's, or another event)."""
+        budget = payload.get("budget") if kind == Kind.RUN_PAUSED and isinstance(
+            payload, dict) else None
+        return cls(seq, dict(budget)) if isinstance(budget, dict) else None
+
 
 def pause_of(run: Run) -> BudgetPause | None:
     """The budget pause a run waits at, or None: it is not paused, or paused at a
@@ -553,11 +561,8 @@ def pause_of(run: Run) -> BudgetPause | None:
     if run.state != Run.State.PAUSED:
         return None
     last = run.events.filter(kind__in=(Kind.RUN_PAUSED, Kind.RUN_CONTINUED)).order_by(
-        "-seq").values_list("kind", "payload", "seq").first()
-    if last is None or last[0] != Kind.RUN_PAUSED or not isinstance(last[1], dict):
-        return None
-    budget = last[1].get("budget")
-    return BudgetPause(last[2], dict(budget)) if isinstance(budget, dict) else None
+        "-seq").values_list("seq", "kind", "payload").first()
+    return None if last is None else BudgetPause.of_event(*last)
 
 
 def paused_on(run: Run) -> dict[str, Any] | None:
