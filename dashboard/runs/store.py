@@ -540,7 +540,8 @@ SET_THREAD_STATUS = """
 """
 """How a run's new status reaches its thread, on both paths (parameters: run id, thread
 status, run id, run id): the thread takes it only from its latest run (runs enqueued
-behind it aside), and stays busy while runs are enqueued on it."""
+behind it aside), and stays busy while runs are enqueued on it. :data:`THREAD_OF_NEW_RUN`
+says the same rule for a run its own statement inserts: change both together."""
 
 STOP_THREAD_STATUS = SET_THREAD_STATUS + """
       -- only from a stop that moved the run (STOP leaves a run that ended already): as
