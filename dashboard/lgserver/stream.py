@@ -515,9 +515,8 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
     """The stream's SSE parts, each with the seq it carries (None: no id)."""
     modes = set(modes)
     maker: PartMaker | None = None
-    runs = Run.objects.all()
     if upto is not None:  # a LangGraph run that ended: its events, read once
-        run, events = await aread(runs, run_id, after)
+        run, events = await aread(None, run_id, after)
         if run is not None:
             maker = PartMaker(run, modes, subgraphs, langgraph_run_id)
             async for item in _aevent_parts(maker, [e for e in events if e["seq"] <= upto]):
@@ -525,7 +524,7 @@ async def _aparts(run_id: UUID, *, modes: Iterable[str], subgraphs: bool, after:
             yield sse("end", run_end(run, langgraph_run_id, superseded=True)), None
         return
     stopped = False
-    steps = follow(run_id, after, until=_stopped, runs=runs,
+    steps = follow(run_id, after, until=_stopped,
                    tokens=bool(CHUNK_MODES.intersection(modes)), written=written)
     async with contextlib.aclosing(steps):
         async for step in steps:

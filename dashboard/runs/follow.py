@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import math
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 from uuid import UUID
@@ -32,6 +34,7 @@ from uuid import UUID
 from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels_redis.pubsub import RedisPubSubChannelLayer
+from django.db import connection
 from django.db.models import Exists, OuterRef, QuerySet
 
 from dashboard.models import LangGraphRun, Run, RunEvent
@@ -99,15 +102,39 @@ def settled(run: Run) -> bool:
 
 
 @short
-def aread(runs: QuerySet[Run], run_id: UUID | str, after: int
+def aread(runs: QuerySet[Run] | None, run_id: UUID | str, after: int
           ) -> tuple[Run | None, list[dict[str, Any]]]:
-    """The run, and its events after ``after`` up to the last seq read with it."""
-    run = runs.filter(id=run_id).first()
+    """The run (read through ``runs``, or as it is stored), and its events after ``after``
+    up to the last seq read with it."""
+    if runs is not None:
+        run = runs.filter(id=run_id).first()
+        if run is None:
+            return None, []
+        rows: Iterable[RunEvent] = RunEvent.objects.filter(
+            run_id=run_id, seq__gt=after, seq__lte=run.last_seq).order_by("seq")
+        return run, [event_dict(row) for row in rows]
+    pk = Run._meta.pk.get_db_prep_value(run_id, connection)
+    run_sql, events_sql = _read_sql(connection.vendor)
+    run = next(iter(Run.objects.raw(run_sql, [pk])), None)
     if run is None:
         return None, []
-    rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after, seq__lte=run.last_seq
-                                   ).order_by("seq")
+    rows = RunEvent.objects.raw(events_sql, [pk, after, run.last_seq])
     return run, [event_dict(row) for row in rows]
+
+
+@functools.cache
+def _read_sql(vendor: str) -> tuple[str, str]:
+    """The SQL of :func:`aread`'s two statements on ``vendor``'s database, as the ORM
+    compiles them, compiled once (compiling them was most of a read's CPU: every stream
+    reads its run when it stops). Parameters: the run's id; then its id, the seq after
+    which, the last seq."""
+    zero = UUID(int=0)
+    run_sql, params = Run.objects.filter(id=zero)[:1].query.sql_with_params()
+    assert len(params) == 1, f"a run's read took parameters of its own: {params!r}"
+    events_sql, params = RunEvent.objects.filter(run_id=zero, seq__gt=7, seq__lte=9
+                                                 ).order_by("seq").query.sql_with_params()
+    assert list(params)[1:] == [7, 9], f"an event read's parameters moved: {params!r}"
+    return str(run_sql), str(events_sql)
 
 
 @short
@@ -268,14 +295,14 @@ async def follow(run_id: UUID | str, after: int = 0, *,
     """The run's events after seq ``after``, step by step, until ``until(run)`` holds for
     the run as read from the log and every event up to its last seq was given.
 
-    ``runs`` is the queryset the run is read through (annotated, say, for ``until``).
+    ``runs`` is the queryset the run is read through (annotated, say, for ``until``); None
+    reads it as stored, with SQL compiled once.
     A deleted run ends the following (a last step with no run). With ``tokens``, the
     chunks of its model answers come too, as steps of their own, as they are heard.
     ``written``: the run as its caller just wrote it (a new run, say): its first step is that
     run, with no events, when its last seq and status are still those (asked together with
     the other followers' looks, :func:`acursor`), instead of a read of the run and its log.
     """
-    runs = Run.objects.all() if runs is None else runs
     doorbell = Doorbell(run_id)
     await doorbell.aopen()  # before the first read: nothing committed after it is missed
     cursor, status = after, ""
@@ -299,7 +326,7 @@ async def follow(run_id: UUID | str, after: int = 0, *,
             yield Step(events, run=run, summary=summary, last=last)
             if last:
                 return
-            quiet_until = loop.time() + wake  # chunks do not count: only doorbells do
+            quiet_until = _look_at(loop.time(), wake)  # chunks do not count: only doorbells
             while True:  # doorbells, until the log must be read
                 if _leaving.is_set():
                     return
@@ -323,7 +350,7 @@ async def follow(run_id: UUID | str, after: int = 0, *,
                     if known is None or known[0] > cursor or known[1] != status:
                         summary = None
                         break
-                    quiet_until = loop.time() + wake
+                    quiet_until = _look_at(loop.time(), wake)
                     continue
                 pushed = _pushed(message, cursor)
                 if pushed is None:
@@ -331,15 +358,28 @@ async def follow(run_id: UUID | str, after: int = 0, *,
                     break
                 if pushed.events:
                     cursor = pushed.events[-1]["seq"]
+                if pushed.summary:  # the status a look compares with is the latest told
+                    status = pushed.summary.get("status", status)
                 if pushed.events or pushed.summary:
                     yield pushed
-                quiet_until = loop.time() + wake
+                quiet_until = _look_at(loop.time(), wake)
             run, events = await aread(runs, run_id, cursor)
     finally:
         await doorbell.aclose()
 
 
-async def _afirst(runs: QuerySet[Run], run_id: UUID | str, after: int, written: Run | None
+def _look_at(now: float, wake: float) -> float:
+    """When a follower that heard its last doorbell at ``now`` looks at the log: ``wake``
+    seconds later, rounded up to the next quarter of ``wake`` on the loop's clock. The
+    followers of one process that are due within a quarter look at the same moment, so
+    :class:`_Looks` answers them with one query: at most four a ``wake`` a process, however
+    many streams are open (each asked on its own second, 200 quiet streams made ~100 a
+    second)."""
+    grain = wake / 4
+    return math.ceil((now + wake) / grain) * grain
+
+
+async def _afirst(runs: QuerySet[Run] | None, run_id: UUID | str, after: int, written: Run | None
                   ) -> tuple[Run | None, list[dict[str, Any]]]:
     """A follower's first read: ``written`` (nothing after ``after`` yet) while the log says
     its last seq and status are still those, else the run and its events as read."""

@@ -199,3 +199,88 @@ def test_a_follower_given_the_run_as_written_reads_it_again_only_if_it_moved(mon
     step = async_to_sync(first_step)(moved)
     assert step.run is not moved and step.run.status == "running"
     assert reads == [str(moved.id)]
+
+
+def test_quiet_followers_look_together_on_a_shared_clock(monkeypatch):
+    """Followers whose runs went quiet at different moments look at the log at the same
+    moments (a quarter of a wake apart at most), so their looks are one query: each on its
+    own clock, 200 quiet streams asked ~100 queries a second of a web process."""
+    runs = [Run.objects.create(graph="test.echo", thread_id=f"grid-{n}:planner",
+                               state=Run.State.RUNNING) for n in range(5)]
+    looks: list[list[str]] = []
+    read = follow._acursors
+
+    async def counted(run_ids: list[str]) -> dict[str, tuple[int, str]]:
+        looks.append(sorted(run_ids))
+        return await read(run_ids)
+
+    monkeypatch.setattr(follow, "_acursors", counted)
+
+    async def one(run: Run, delay: float) -> None:
+        await asyncio.sleep(delay)
+        async for _ in follow.follow(run.id, 0, wake_every=0.8):
+            pass
+
+    async def scenario() -> None:
+        # their first reads 25 ms apart: each one's first look would be 25 ms after the last's
+        followers = [asyncio.ensure_future(one(run, 0.025 * n)) for n, run in enumerate(runs)]
+        await asyncio.sleep(1.5)  # every first look (0.8-1.2 s after its read), no second
+        for task in followers:
+            task.cancel()
+        await asyncio.gather(*followers, return_exceptions=True)
+
+    async_to_sync(scenario)()
+    assert sorted(r for batch in looks for r in batch) == sorted(str(r.id) for r in runs)
+    assert len(looks) <= 2, looks  # one moment, or two when a quarter's edge fell between
+
+
+def test_a_look_lands_a_wake_to_a_wake_and_a_quarter_after_the_last_doorbell():
+    for now in (0.0, 0.01, 0.249, 0.25, 0.26, 17.3, 12345.678):
+        at = follow._look_at(now, 1.0)
+        assert 1.0 <= at - now < 1.25 + 1e-9, (now, at)
+        assert abs(at * 4 - round(at * 4)) < 1e-9, at  # on the quarter grid
+
+
+def test_a_follower_told_its_runs_status_by_a_doorbell_does_not_read_the_run_again(
+        monkeypatch):
+    """A stream starts from its new run as written (queued); the worker's first events come
+    with the run's summary (running). The follower's next quiet look finds the run running
+    with no event it has not had: nothing to read. (It compared with the status it had
+    read, queued, and read the run and its log again: a read a stream under 200 in flight.)"""
+    from dashboard.runs import doorbells
+
+    run = Run.objects.create(graph="test.echo", thread_id="told:planner")
+    reads: list[int] = []
+    read = follow.aread
+
+    async def counted(runs: Any, run_id: Any, after: int) -> Any:
+        reads.append(after)
+        return await read(runs, run_id, after)
+
+    monkeypatch.setattr(follow, "aread", counted)
+    event = {"seq": 1, "kind": "node_started", "node": "a", "namespace": "", "step": 1,
+             "task_id": "", "checkpoint_id": "", "payload": {}, "duration_ms": None,
+             "created_at": None, "at": None}
+
+    async def scenario() -> list[follow.Step]:
+        steps: list[follow.Step] = []
+        follower = follow.follow(run.id, 0, written=run, wake_every=0.3)
+        try:
+            steps.append(await anext(follower))  # the run as written: queued
+            await follow.short(Run.objects.filter(id=run.id).update)(
+                state=Run.State.RUNNING, last_seq=1)
+            summary = {"id": str(run.id), "status": "running", "last_seq": 1}
+            await doorbells.abroadcast_events(run.id, [event], run=summary)
+            steps.append(await anext(follower))  # the event, with the run's summary
+            nxt = asyncio.ensure_future(anext(follower))
+            await asyncio.sleep(0.8)  # two quiet looks: running, seq 1, as told
+            nxt.cancel()
+            await asyncio.gather(nxt, return_exceptions=True)
+        finally:
+            await follower.aclose()
+        return steps
+
+    steps = async_to_sync(scenario)()
+    assert steps[0].run is run and steps[1].events[0]["seq"] == 1
+    assert steps[1].summary["status"] == "running"
+    assert reads == []  # no read: not at the start (as written), not at the looks
