@@ -565,9 +565,10 @@ async def _aevent_parts(maker: PartMaker, events: list[dict[str, Any]]
                         ) -> AsyncIterator[tuple[bytes, int | None]]:
     """The SSE parts of ``events``, each with the seq it carries (None: no id)."""
     for event in events:
-        instruments.event_delivered(event["created_at"])
         view = await _asaved(maker, event) if maker.reads_saver(event) else None
         parts = maker.parts(event, view)
+        if parts:  # (most events make no part of a stream's modes: those are not sent)
+            instruments.event_delivered(event["created_at"])
         for index, (name, data) in enumerate(parts):
             last = index == len(parts) - 1
             yield (sse(name, to_jsonable(data), str(event["seq"]) if last else None),

@@ -1,14 +1,18 @@
 """How a stream shapes the chunks of a model's answer (``PartMaker.token_parts``) and the
 whole message its node returns: a message is sent chunk by chunk from its first chunk, or
-whole at its node's end, never both (a client joins what carries one id into one message)."""
+whole at its node's end, never both (a client joins what carries one id into one message);
+and an event counts as delivered when a part of it is sent, not when the stream's modes make
+none of it."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
-from dashboard.lgserver.stream import PartMaker
+from dashboard.lgserver.stream import PartMaker, _aevent_parts
 from dashboard.models import Run, RunEvent
+from dashboard.runs import instruments
 
 RUN = Run(id=uuid.uuid4(), conversation_id=uuid.uuid4(), graph="talk")
 META = {"langgraph_node": "talk", "langgraph_step": 1, "ls_model_name": "m"}
@@ -113,3 +117,22 @@ def test_a_hidden_call_s_chunks_go_to_events_streams_only_each_as_it_comes():
         "on_chat_model_end"]
     assert [e["event"] for _, e in PartMaker(RUN, ["events"], False, RUN.id).parts(
         model_finished("c1", "Hello"))] == ["on_chat_model_stream", "on_chat_model_end"]
+
+
+def delivered() -> float:
+    """Events the delivery histogram has counted in this process so far."""
+    return sum(sample.value for metric in instruments.EVENT_DELIVERY_SECONDS.collect()
+               for sample in metric.samples if sample.name.endswith("_count"))
+
+
+def test_an_event_counts_as_delivered_only_when_the_stream_sends_a_part_of_it():
+    started = {**node_end(), "kind": RunEvent.Kind.NODE_STARTED, "seq": 8, "payload": {}}
+    maker = PartMaker(RUN, ["updates"], False, RUN.id)  # a node's start makes no update part
+
+    async def sent() -> list[tuple[bytes, int | None]]:
+        return [item async for item in _aevent_parts(maker, [started, node_end()])]
+
+    before = delivered()
+    parts = asyncio.run(sent())
+    assert [seq for _, seq in parts] == [9]  # the node's end, its update
+    assert delivered() - before == 1
