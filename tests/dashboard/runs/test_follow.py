@@ -16,18 +16,24 @@ from dashboard.runs.doorbells import run_group
 pytestmark = [pytest.mark.pg, pytest.mark.django_db(transaction=True)]
 
 
+def counted_looks(monkeypatch) -> list[list[str]]:
+    """The runs of each quiet-spell look query (:func:`follow._acursors`), as they come."""
+    looks: list[list[str]] = []
+    read = follow._acursors
+
+    async def counted(run_ids: list[str]) -> dict[str, tuple[int, str]]:
+        looks.append(sorted(run_ids))
+        return await read(run_ids)
+
+    monkeypatch.setattr(follow, "_acursors", counted)
+    return looks
+
+
 def test_the_looks_of_many_followers_are_one_query(monkeypatch):
     runs = [Run.objects.create(graph="test.echo", thread_id=f"look-{n}:planner", last_seq=n,
                                state=Run.State.RUNNING) for n in range(5)]
     gone = str(uuid.uuid4())  # a run deleted meanwhile: its followers hear None
-    reads: list[list[str]] = []
-    read = follow._acursors
-
-    async def counted(run_ids: list[str]) -> dict[str, tuple[int, str]]:
-        reads.append(sorted(run_ids))
-        return await read(run_ids)
-
-    monkeypatch.setattr(follow, "_acursors", counted)
+    reads = counted_looks(monkeypatch)
 
     async def scenario() -> list[tuple[int, str] | None]:
         # two followers of each run (a page and an SDK stream), all quiet at once
@@ -207,14 +213,7 @@ def test_quiet_followers_look_together_on_a_shared_clock(monkeypatch):
     own clock, 200 quiet streams asked ~100 queries a second of a web process."""
     runs = [Run.objects.create(graph="test.echo", thread_id=f"grid-{n}:planner",
                                state=Run.State.RUNNING) for n in range(5)]
-    looks: list[list[str]] = []
-    read = follow._acursors
-
-    async def counted(run_ids: list[str]) -> dict[str, tuple[int, str]]:
-        looks.append(sorted(run_ids))
-        return await read(run_ids)
-
-    monkeypatch.setattr(follow, "_acursors", counted)
+    looks = counted_looks(monkeypatch)
 
     async def one(run: Run, delay: float) -> None:
         await asyncio.sleep(delay)
