@@ -188,11 +188,20 @@ def _check_executed_by(workers: list[Any]) -> None:
 
 
 def _operator() -> None:
+    """The operator whose sockets watch the runs: on the team (the runs are made as the
+    engine makes them, with no creator, and only their owner or the team may watch a run:
+    dashboard/policy.py; without it every socket was refused, 403 at the handshake)."""
     from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    from dashboard.policy import TEAM_PERMISSION
 
     user, _ = get_user_model().objects.get_or_create(username=USER)
     user.set_password(PASSWORD)
     user.save()
+    app_label, codename = TEAM_PERMISSION.split(".")
+    user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label,
+                                                     codename=codename))
 
 
 def _login(base: str) -> str:

@@ -28,12 +28,15 @@ from benchmarks.common import free_port, measure_on_fresh_sqlite, process, summa
 USER, PASSWORD = "bench-waterfall", "bench-waterfall-pw-1234"
 DB_NAME = "planwatch_bench_waterfall"
 CALLS = 200
-DRAWN = """() => new Promise(done => {
+DRAWN = """() => new Promise((done, fail) => {
   const ready = () => document.querySelectorAll('#trace-waterfall .wf-bar.wf-model').length;
   const nav = () => performance.getEntriesByType('navigation')[0];
-  const check = () => ready() >= %d
+  const began = performance.now();
+  const check = () => ready() >= %(calls)d
     ? requestAnimationFrame(() => done([performance.now(), nav().responseStart]))
-    : setTimeout(check, 5);
+    : performance.now() - began > 60000  // a page that never draws them fails, not hangs
+      ? fail(new Error(`${ready()} of %(calls)d model-call bars drawn after 60 s`))
+      : setTimeout(check, 5);
   check();
 })"""
 
@@ -73,8 +76,10 @@ def _seed(calls: int) -> str:
                              state=Run.State.SUCCEEDED, created_by=user, started_at=t0,
                              finished_at=t0 + timedelta(seconds=0.5 * calls),
                              last_seq=len(rows))
+    # each event when it happened (``at``, what the page draws), and written then
     RunEvent.objects.bulk_create(
-        RunEvent(run=run, seq=seq, **fields) for seq, (_, fields) in enumerate(rows, 1))
+        RunEvent(run=run, seq=seq, at=t0 + timedelta(seconds=at), **fields)
+        for seq, (at, fields) in enumerate(rows, 1))
     for seq, (at, _) in enumerate(rows, 1):  # created_at is stamped on insert: set it
         RunEvent.objects.filter(run=run, seq=seq).update(created_at=t0 + timedelta(seconds=at))
     return str(run.id)
@@ -118,7 +123,7 @@ def measure(*, repeats: int = 10, calls: int = CALLS) -> dict[str, Any]:
             page.goto(f"{base}/runs/{run_id}/")  # warm: templates and graph picture cached
             for _ in range(repeats):
                 page.goto(f"{base}/runs/{run_id}/", wait_until="commit")
-                drawn, first_byte = page.evaluate(DRAWN % calls)
+                drawn, first_byte = page.evaluate(DRAWN % {"calls": calls})
                 times.append(drawn)
                 server.append(first_byte)
             size = len(page.content())
