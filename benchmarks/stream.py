@@ -44,11 +44,8 @@ from typing import Any
 import django
 import requests
 
+from benchmarks import inflight
 from benchmarks.common import free_port, process, summary
-
-# each process with the ones it forked: `serve --processes N` answers from its children
-from benchmarks.inflight import cpu as cpu_seconds
-from benchmarks.inflight import rss as rss_mib
 
 GRAPH = "decomposition"
 INPUT = {"breadth": 2, "goal": "Write a short market report"}
@@ -96,18 +93,19 @@ def main() -> None:
         asyncio.run(watch.runs(1, 1))  # warm up: imports, compiled graph, pools
         _check_executed_by(workers)
         out: dict[str, Any] = {"graph": GRAPH, "input": INPUT, "workers": args.workers}
-        idle = {"worker": rss_mib(worker.pid), "web": rss_mib(web_proc.pid)}
+        # each process with the ones it forked (`serve --processes N` answers from its children)
+        idle = {"worker": inflight.rss(worker.pid), "web": inflight.rss(web_proc.pid)}
         sizes = [int(x) for x in args.runs.split(",")]
         for n in sizes:
             figure, bare_lat = Pass(), []
             peak = {"worker": 0.0, "web": 0.0}
             cpu = {"worker": 0.0, "web": 0.0}
             for _ in range(args.repeats):
-                before = {"worker": cpu_seconds(worker.pid), "web": cpu_seconds(web_proc.pid)}
+                before = {"worker": inflight.cpu(worker.pid), "web": inflight.cpu(web_proc.pid)}
                 with Sampler({"worker": worker.pid, "web": web_proc.pid}) as sampler:
                     got = asyncio.run(watch.runs(n, 1))
-                cpu["worker"] += cpu_seconds(worker.pid) - before["worker"]
-                cpu["web"] += cpu_seconds(web_proc.pid) - before["web"]
+                cpu["worker"] += inflight.cpu(worker.pid) - before["worker"]
+                cpu["web"] += inflight.cpu(web_proc.pid) - before["web"]
                 for key in peak:
                     peak[key] = max(peak[key], sampler.peak[key])
                 figure.extend(got)
@@ -239,7 +237,7 @@ class Sampler:
     def _sample(self) -> None:
         while not self._stop.wait(0.05):
             for name, pid in self.pids.items():
-                self.peak[name] = max(self.peak[name], rss_mib(pid))
+                self.peak[name] = max(self.peak[name], inflight.rss(pid))
 
 
 @dataclass
