@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import uuid
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import models
 from django.db.models import (
     Case,
     Count,
@@ -15,6 +14,7 @@ from django.db.models import (
     IntegerField,
     OuterRef,
     Q,
+    QuerySet,
     Subquery,
     Value,
     When,
@@ -22,6 +22,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from dashboard.compiled import compiled_once
 from dashboard.runs import states
 from dashboard.runs.outcome import MEANINGS as OUTCOME_MEANINGS
 from dashboard.runs.outcome import Outcome, Told, told
@@ -75,23 +76,17 @@ class Thread(models.Model):
         """The newest run not waiting its turn (its state is the thread's): the first of
         :meth:`RunQuerySet.latest_first`, whose SQL is compiled once (compiling it was a
         fifth of a run request's decision, asked on every one)."""
-        thread_id = self._meta.pk.get_db_prep_value(self.pk, connection)
-        return next(iter(Run.objects.raw(_latest_run_sql(connection.vendor), [thread_id])),
-                    None)
+        return next(iter(Run.objects.raw(*_latest_run_sql(self.pk))), None)
 
     def has_queue(self) -> bool:
         """Whether runs are enqueued on the thread, waiting for their turn."""
         return self.runs.waiting_turn().exists()
 
 
-@functools.cache
-def _latest_run_sql(vendor: str) -> str:
-    """The SQL of :meth:`Thread.latest_run` on ``vendor``'s database (its one parameter:
-    the thread's id), as the ORM compiles :meth:`RunQuerySet.latest_first`."""
-    latest = Run.objects.filter(conversation_id=uuid.UUID(int=0)).latest_first()[:1]
-    sql, params = latest.query.sql_with_params()
-    assert len(params) == 1, f"latest_first took parameters of its own: {params!r}"
-    return str(sql)
+@compiled_once
+def _latest_run_sql(thread_id: uuid.UUID) -> QuerySet[Run]:
+    """:meth:`Thread.latest_run`'s query, as :meth:`RunQuerySet.latest_first` asks it."""
+    return Run.objects.filter(conversation_id=thread_id).latest_first()[:1]
 
 
 class RunQuerySet(models.QuerySet["Run"]):

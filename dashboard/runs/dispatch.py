@@ -18,10 +18,11 @@ import threading
 from uuid import UUID
 
 from asgiref.sync import async_to_sync, sync_to_async
-from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from dashboard.compiled import compiled_once
 from dashboard.models import LangGraphRun, Run
 from dashboard.runs import doorbells, states, store
 from dashboard.runs.conf import planwatch_setting
@@ -133,18 +134,27 @@ def after_stopped(run_id: UUID) -> None:
     to roll back is rolled back (:func:`roll_back_stopped`), then the runs waiting on it go
     on (:func:`dispatch_queued_after`), from where the rollback left the thread. One query
     first says whether either has anything to do: most runs stop with neither."""
-    found = Run.objects.filter(id=run_id).annotate(
-        rolling_back=Exists(LangGraphRun.objects.to_roll_back().filter(run=OuterRef("pk"))),
-        waiting=Exists(Run.objects.filter(
-            Q(waits_for=OuterRef("pk"), state=Run.State.QUEUED)
-            | Q(conversation=OuterRef("conversation"),
-                state__in=[Run.State.QUEUED, *states.RESUME.moves])))
-    ).values_list("conversation_id", "rolling_back", "waiting").first()
+    with connection.cursor() as cursor:
+        cursor.execute(*_after_stopped_sql(run_id))
+        found = cursor.fetchone()
     if found is not None and not found[1] and not found[2]:
         return
     thread = found[0] if found is not None else None
     roll_back_stopped(run_id)
     dispatch_queued_after(run_id, thread=thread)
+
+
+@compiled_once
+def _after_stopped_sql(run_id: UUID) -> QuerySet[Run]:
+    """:func:`after_stopped`'s question (compiling it was most of a run's stop): the run's
+    thread, whether a LangGraph run of it is to be rolled back, whether runs wait on it."""
+    return Run.objects.filter(id=run_id).annotate(
+        rolling_back=Exists(LangGraphRun.objects.to_roll_back().filter(run=OuterRef("pk"))),
+        waiting=Exists(Run.objects.filter(
+            Q(waits_for=OuterRef("pk"), state=Run.State.QUEUED)
+            | Q(conversation=OuterRef("conversation"),
+                state__in=[Run.State.QUEUED, *states.RESUME.moves])))
+    ).values_list("conversation_id", "rolling_back", "waiting")[:1]
 
 
 def roll_back_stopped(run_id: UUID) -> str:
