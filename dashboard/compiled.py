@@ -23,7 +23,7 @@ STAND_IN = UUID("5ee5c0de-0000-4000-8000-c0391ed0c0de")
 _UUID = models.UUIDField()
 
 
-def compiled_once(build: Callable[[UUID], QuerySet[Any]]
+def compiled_once(build: Callable[[UUID], QuerySet[Any, Any]]
                   ) -> Callable[[UUID | str], tuple[str, list[Any]]]:
     """``build``, a queryset of one id, as a function of that id that gives its SQL and
     parameters (for ``cursor.execute`` or ``Model.objects.raw``): compiled on the first

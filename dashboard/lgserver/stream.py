@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
@@ -44,7 +43,7 @@ from dashboard.runs import instruments, states
 from dashboard.runs.budgets import BudgetPause
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.follow import aread, follow
-from dashboard.runs.jsonsafe import to_jsonable
+from dashboard.runs.jsonsafe import dumps, to_jsonable
 
 Kind = RunEvent.Kind
 logger = logging.getLogger("planwatch.lgserver")
@@ -78,7 +77,7 @@ HEARTBEAT = b": heartbeat\n\n"
 
 def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
     """One server-sent event."""
-    lines = [f"event: {event}", f"data: {json.dumps(data, ensure_ascii=False, default=str)}"]
+    lines = [f"event: {event}", f"data: {dumps(data, default=str)}"]
     if event_id is not None:
         lines.append(f"id: {event_id}")
     return ("\n".join(lines) + "\n\n").encode()

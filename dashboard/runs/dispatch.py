@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+from typing import Any
 from uuid import UUID
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -145,7 +146,7 @@ def after_stopped(run_id: UUID) -> None:
 
 
 @compiled_once
-def _after_stopped_sql(run_id: UUID) -> QuerySet[Run]:
+def _after_stopped_sql(run_id: UUID) -> QuerySet[Any, Any]:
     """:func:`after_stopped`'s question (compiling it was most of a run's stop): the run's
     thread, whether a LangGraph run of it is to be rolled back, whether runs wait on it."""
     return Run.objects.filter(id=run_id).annotate(

@@ -8,7 +8,6 @@ consumer notices the gap in ``seq`` and reads the database.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import weakref
 from collections.abc import Callable, Hashable
@@ -20,6 +19,8 @@ from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import get_channel_layer
 from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.conf import settings
+
+from dashboard.runs import jsonsafe
 
 logger = logging.getLogger("planwatch.broadcast")
 
@@ -66,7 +67,7 @@ def events_message(run_id: UUID | str, events: list[dict[str, Any]], *,
     returned (Unix time, the writer's clock): what "committed → received" is measured from.
     """
     return {"type": "run.events", "run_id": str(run_id), "first": events[0]["seq"],
-            "last": events[-1]["seq"], "events": json.dumps(events), "run": run,
+            "last": events[-1]["seq"], "events": jsonsafe.dumps(events), "run": run,
             "committed_at": committed_at}
 
 
@@ -87,7 +88,7 @@ def decoded_once(key: Hashable, text: str) -> list[dict[str, Any]]:
     stream that receives the message (shared: do not change the items)."""
     items = _decoded.get(key)
     if items is None:
-        items = _decoded[key] = json.loads(text)
+        items = _decoded[key] = jsonsafe.loads(text)
         while len(_decoded) > DECODED_DOORBELLS:
             _decoded.pop(next(iter(_decoded)))
     return items

@@ -33,6 +33,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from config.dberrors import transient
+from dashboard.runs import jsonsafe
 from dashboard.runs.conf import planwatch_setting
 
 logger = logging.getLogger("planwatch.runs")
@@ -233,7 +234,8 @@ class FencedPostgresSaver(AsyncPostgresSaver):
                    metadata: CheckpointMetadata, new_versions: ChannelVersions
                    ) -> RunnableConfig:
         """The saver's ``aput`` (langgraph-checkpoint-postgres 3.2's, line for line), its
-        blobs serialised on the loop when fenced, as :meth:`aput_writes` does."""
+        blobs serialised on the loop when fenced, as :meth:`aput_writes` does, and its
+        JSON by orjson (:func:`~dashboard.runs.jsonsafe.dumpb`)."""
         if self.fence is None or self.pipe is not None:
             return await super().aput(config, checkpoint, metadata, new_versions)
         configurable = config["configurable"].copy()
@@ -260,8 +262,10 @@ class FencedPostgresSaver(AsyncPostgresSaver):
                 await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, self._dump_blobs(
                     thread_id, checkpoint_ns, blob_values, blob_versions))
             await cur.execute(self.UPSERT_CHECKPOINTS_SQL, (
-                thread_id, checkpoint_ns, checkpoint["id"], checkpoint_id, Jsonb(copied),
-                Jsonb(get_serializable_checkpoint_metadata(config, metadata))))
+                thread_id, checkpoint_ns, checkpoint["id"], checkpoint_id,
+                Jsonb(copied, dumps=jsonsafe.dumpb),
+                Jsonb(get_serializable_checkpoint_metadata(config, metadata),
+                      dumps=jsonsafe.dumpb)))
         return next_config
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],

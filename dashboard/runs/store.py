@@ -30,10 +30,10 @@ path numbers an event in :func:`append_event`, the executor in its run's
 
 Event rows travel as *one* JSON parameter, whatever their number and however many runs
 they belong to: the statement's text never changes, so the driver and the server parse
-and plan it once, and serialising a write is one ``json.dumps``. Values are converted by
-Django's own fields (``get_db_prep_save``, and a returned row by their converters), so
-both paths store and read exactly what the ORM would (SQLite's text datetimes and hex
-UUIDs included).
+and plan it once, and serialising a write is one ``dumps`` (orjson's, through
+:mod:`~dashboard.runs.jsonsafe`). Values are converted by Django's own fields
+(``get_db_prep_save``, and a returned row by their converters), so both paths store and
+read exactly what the ORM would (SQLite's text datetimes and hex UUIDs included).
 
 On PostgreSQL the store's sessions commit with ``synchronous_commit = off`` unless
 ``PLANWATCH["SYNC_EVENT_COMMITS"]`` is set: the checkpoints (the graph's truth) are still
@@ -48,7 +48,6 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
-import json
 import logging
 import sqlite3
 import uuid
@@ -65,7 +64,7 @@ from django.utils import timezone
 
 from dashboard.checkpoints import checkpoints_delete, langgraph_run_undo
 from dashboard.models import Interrupt, InterruptGroup, LangGraphRun, Run, RunEvent, Thread
-from dashboard.runs import instruments, states
+from dashboard.runs import instruments, jsonsafe, states
 from dashboard.runs.conf import planwatch_setting
 from dashboard.runs.doorbells import SUMMARY_FIELDS
 from dashboard.runs.orm import database_sync_to_async, relax_commit, relaxed_commits
@@ -645,7 +644,7 @@ class Statements:
 
     def insert(self, batches: list[Batch], now: datetime) -> Statement:
         """:data:`INSERT_EVENTS` of the batches' rows, written ``now``."""
-        rows = json.dumps([
+        rows = jsonsafe.dumps([
             {"run_id": str(self.prep("id", run.id)),
              **{name: row[name] for name in EVENT_COLUMNS if name != "at"},
              "at": self._moment_text(row.get("at") or now)}
@@ -657,14 +656,14 @@ class Statements:
         """:data:`PROGRESS` of each run's ``{id, current_node, last_seq, <rollups>}``."""
         moved = sorted(({**move, "id": str(self.prep("id", move["id"]))} for move in moves),
                        key=lambda move: move["id"])  # in the order rows are locked
-        return self.progress_sql, [self._moment(now), json.dumps(moved)]
+        return self.progress_sql, [self._moment(now), jsonsafe.dumps(moved)]
 
     def fence(self, runs: list[Run], *, stop: bool = False) -> Statement:
         """:data:`FENCE`: each run's epoch as its claim left it (``stop``: a write that
         writes the runs' threads too, whose rows it locks first)."""
         # in the runs' ids' order (a UUID's text sorts as its bytes do): every writer of
         # several runs locks them in that order, so two never wait on each other
-        held = json.dumps(sorted(({"id": str(self.prep("id", run.id)), "epoch": run.epoch}
+        held = jsonsafe.dumps(sorted(({"id": str(self.prep("id", run.id)), "epoch": run.epoch}
                                   for run in runs), key=lambda row: row["id"]))
         if not self.postgres:
             return self.fence_sql, [held]
@@ -673,7 +672,7 @@ class Statements:
 
     def heartbeat(self, run_ids: list[uuid.UUID], owner: str, fields: Fields) -> Statement:
         """:data:`HEARTBEAT`: :func:`heartbeat`'s ``fields`` for the runs ``owner`` holds."""
-        ids = json.dumps(sorted(str(self.prep("id", run_id)) for run_id in run_ids))
+        ids = jsonsafe.dumps(sorted(str(self.prep("id", run_id)) for run_id in run_ids))
         return self.heartbeat_sql, [self.prep("heartbeat_at", fields["heartbeat_at"]), ids,
                                     owner]
 

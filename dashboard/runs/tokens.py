@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import time
 import uuid
@@ -40,6 +39,7 @@ from uuid import UUID
 
 from django.conf import settings
 
+from dashboard.runs import jsonsafe
 from dashboard.runs.doorbells import RunBell, asend, decoded_once, run_group
 
 logger = logging.getLogger("planwatch.runs")
@@ -182,7 +182,7 @@ def tokens_message(run_id: UUID | str, items: list[dict[str, Any]], *, key: str
                    ) -> dict[str, Any]:
     """The doorbell message carrying ``items`` (as one JSON text, decoded once per process
     by :func:`doorbell_tokens`)."""
-    return {"type": TOKENS, "run_id": str(run_id), "key": key, "tokens": json.dumps(items)}
+    return {"type": TOKENS, "run_id": str(run_id), "key": key, "tokens": jsonsafe.dumps(items)}
 
 
 def doorbell_tokens(message: dict[str, Any]) -> list[dict[str, Any]]:
