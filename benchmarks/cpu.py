@@ -12,6 +12,11 @@ included) around a phase:
   ``POST /threads/<id>/runs``), the web processes' CPU a start (their idle CPU over the
   same time, measured just before, taken off).
 
+``--calibrate`` times a fixed loop of pure Python (:func:`calibration`) before and after each
+measurement and adds the figures scaled to a machine where that loop takes one second of
+CPU (:func:`calibrated`): this VM's speed drifts by half within minutes (the loop took
+1.11 to 1.68 s in one quarter of an hour), more than most changes move a run's CPU.
+
 ``--profile DIR`` records each process with py-spy (``--gil --idle``, raw stacks) during
 the phase instead, and prints where the samples went (:func:`breakdown`); CPU figures of a
 profiled phase are not comparable with unprofiled ones. ``python -m benchmarks.cpu
@@ -117,6 +122,35 @@ async def astarts(served: inflight.Served, *, starts: int) -> dict[str, Any]:
             "web_idle_cpu_ms_per_s": round(idle_rate * 1000, 2),
             "web_cpu_ms_per_start_less_idle": round(
                 (used - idle_rate * seconds) / starts * 1000, 2)}
+
+
+CALIBRATION_ADDITIONS = 10_000_000
+
+
+def calibration() -> float:
+    """Seconds of CPU this process takes for :data:`CALIBRATION_ADDITIONS` additions in a
+    Python loop: how fast the machine runs Python right now."""
+    began = time.process_time()
+    total = 0
+    for number in range(CALIBRATION_ADDITIONS):
+        total += number
+    return time.process_time() - began
+
+
+def calibrated(result: dict[str, Any], before: float, after: float) -> dict[str, Any]:
+    """``result`` with the calibrations around it, and each of its CPU figures scaled to a
+    machine where :func:`calibration` takes one second (divided by the mean of the two)."""
+    loop = (before + after) / 2
+    scaled: dict[str, Any] = {"calibration_s": [round(before, 3), round(after, 3)]}
+    if "cpu_ms_per_run" in result:
+        scaled["cpu_ms_per_run_at_1s_loop"] = {
+            name: round(value / loop, 1) for name, value in result["cpu_ms_per_run"].items()}
+        scaled["cpu_ms_per_run_total_at_1s_loop"] = round(
+            result["cpu_ms_per_run_total"] / loop, 1)
+    if "web_cpu_ms_per_start_less_idle" in result:
+        scaled["web_cpu_ms_per_start_less_idle_at_1s_loop"] = round(
+            result["web_cpu_ms_per_start_less_idle"] / loop, 2)
+    return {**result, **scaled}
 
 
 # -- where the samples went ------------------------------------------------------------------
@@ -228,6 +262,9 @@ def main() -> None:
         each.add_argument("--web-processes", type=int, default=None)
         each.add_argument("--repeat", type=int, default=1,
                           help="measure this many times on the same servers (each printed)")
+        each.add_argument("--calibrate", action="store_true",
+                          help="time a fixed Python loop around each measurement and scale "
+                               "the CPU figures to a machine where it takes 1 s")
         each.add_argument("--profile", type=Path, default=None,
                           help="record each process with py-spy into this directory")
     again = sub.add_parser("breakdown", help="the table of recorded py-spy raw files")
@@ -242,12 +279,15 @@ def main() -> None:
           profiled(served, args.profile)):
         results = []
         for _ in range(args.repeat):
+            before = calibration() if args.calibrate else 0.0
             if args.what == "runs":
-                results.append(asyncio.run(aruns(served, runs=args.runs,
-                                                 in_flight=args.in_flight)))
+                result = asyncio.run(aruns(served, runs=args.runs, in_flight=args.in_flight))
             else:
-                results.append(asyncio.run(astarts(served, starts=args.starts)))
-            print(json.dumps(results[-1]), flush=True)
+                result = asyncio.run(astarts(served, starts=args.starts))
+            if args.calibrate:
+                result = calibrated(result, before, calibration())
+            results.append(result)
+            print(json.dumps(result), flush=True)
     result = results[-1]
     if args.profile:
         files = sorted(args.profile.glob("*.txt"))

@@ -1,10 +1,11 @@
-"""How ``benchmarks.cpu`` files a py-spy sample: by the work its innermost frame names."""
+"""How ``benchmarks.cpu`` files a py-spy sample (by the work its innermost frame names) and
+scales its figures to the machine's speed (``--calibrate``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.cpu import breakdown, breakdown_table, category
+from benchmarks.cpu import breakdown, breakdown_table, calibrated, calibration, category
 
 LOOP = ("process 1:\"manage.py planwatch_worker\";Thread.run (threading.py:1010);"
         "BaseEventLoop.run_forever (asyncio/base_events.py:638);"
@@ -37,3 +38,18 @@ def test_the_table_shares_each_file_and_gives_ms_with_the_process_cpu(tmp_path: 
     assert breakdown(raw) == {"LangGraph itself": 3, "event loop, threads, idle": 1}
     table = breakdown_table([raw], {"worker": 40.0})
     assert "| LangGraph itself | 75% (30.0) |" in table
+
+
+def test_calibrated_figures_are_the_cpu_figures_at_a_one_second_loop():
+    runs = calibrated({"cpu_ms_per_run": {"web": 60.0, "worker": 120.0},
+                       "cpu_ms_per_run_total": 180.0}, 1.1, 1.3)
+    assert runs["calibration_s"] == [1.1, 1.3]
+    assert runs["cpu_ms_per_run_at_1s_loop"] == {"web": 50.0, "worker": 100.0}
+    assert runs["cpu_ms_per_run_total_at_1s_loop"] == 150.0
+    assert runs["cpu_ms_per_run_total"] == 180.0  # the measured figure stays
+    starts = calibrated({"web_cpu_ms_per_start_less_idle": 16.0}, 0.75, 0.85)
+    assert starts["web_cpu_ms_per_start_less_idle_at_1s_loop"] == 20.0
+
+
+def test_the_calibration_loop_takes_cpu_time():
+    assert calibration() > 0.01
