@@ -15,7 +15,10 @@ included) around a phase:
 ``--calibrate`` times a fixed loop of pure Python (:func:`calibration`) before and after each
 measurement and adds the figures scaled to a machine where that loop takes one second of
 CPU (:func:`calibrated`): this VM's speed drifts by half within minutes (the loop took
-1.11 to 1.68 s in one quarter of an hour), more than most changes move a run's CPU.
+1.11 to 1.68 s in one quarter of an hour), more than most changes move a run's CPU. The
+loop runs in this (the client's) process: in stop 57 it went from 1.1-1.7 s to 0.5-0.7 s
+while a run cost the servers as much as before, so the raw figures stay the ones to
+compare, and the scaled ones a hint (benchmarks/ANALYSIS.md, stop 57).
 
 ``--profile DIR`` records each process with py-spy (``--gil --idle``, raw stacks) during
 the phase instead, and prints where the samples went (:func:`breakdown`); CPU figures of a
