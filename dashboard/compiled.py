@@ -27,7 +27,9 @@ def compiled_once(build: Callable[[UUID], QuerySet[Any, Any]]
                   ) -> Callable[[UUID | str], tuple[str, list[Any]]]:
     """``build``, a queryset of one id, as a function of that id that gives its SQL and
     parameters (for ``cursor.execute`` or ``Model.objects.raw``): compiled on the first
-    call for each database vendor, the id put in its places on every call."""
+    call for each database vendor, the id put in its places on every call. Every other
+    parameter is fixed when it is compiled: only for queries whose other values are
+    constants (states, kinds), never a time or a caller's value."""
 
     @functools.cache
     def compiled(vendor: str) -> tuple[str, tuple[Any, ...], tuple[int, ...]]:
