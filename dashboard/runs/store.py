@@ -663,8 +663,9 @@ class Statements:
         writes the runs' threads too, whose rows it locks first)."""
         # in the runs' ids' order (a UUID's text sorts as its bytes do): every writer of
         # several runs locks them in that order, so two never wait on each other
-        held = jsonsafe.dumps(sorted(({"id": str(self.prep("id", run.id)), "epoch": run.epoch}
-                                  for run in runs), key=lambda row: row["id"]))
+        held = jsonsafe.dumps(sorted(
+            ({"id": str(self.prep("id", run.id)), "epoch": run.epoch} for run in runs),
+            key=lambda row: row["id"]))
         if not self.postgres:
             return self.fence_sql, [held]
         return (self.stop_fence_sql, [held, held, held]) if stop else (self.fence_sql,
