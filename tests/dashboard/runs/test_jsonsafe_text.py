@@ -3,13 +3,16 @@ whatever the standard library's ``json.dumps`` took is taken, and told the same.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
+import enum
 import json
 import uuid
 
 import pytest
 
+from dashboard.models import RunEvent
 from dashboard.runs import jsonsafe
 
 
@@ -40,3 +43,21 @@ def test_what_it_refused_is_refused_and_what_default_turned_into_text_is_that_te
     told = {"at": moment, "point": Point(2), "id": uuid.UUID(int=5)}
     assert json.loads(jsonsafe.dumps(told, default=str)) == json.loads(
         json.dumps(told, default=str))
+
+
+class Level(enum.IntEnum):
+    HIGH = 2
+
+
+def test_subclasses_of_str_int_and_dict_are_written_as_their_base_by_orjson(monkeypatch):
+    value = {"kind": RunEvent.Kind.CUSTOM, "level": Level.HIGH,
+             "counts": collections.Counter(a=2), "ordered": collections.OrderedDict(b=[1])}
+    expected = json.dumps(value, separators=(",", ":"))
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the standard library's encoder was used")
+
+    monkeypatch.setattr(jsonsafe.json, "dumps", refused)
+    assert jsonsafe.dumps(value) == expected
+    assert jsonsafe.loads(jsonsafe.dumpb(value)) == {
+        "kind": "custom", "level": 2, "counts": {"a": 2}, "ordered": {"b": [1]}}
