@@ -17,6 +17,7 @@ says when ``/readyz`` first answers.
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import logging
 import math
@@ -36,8 +37,10 @@ from typing import Any, Protocol
 from daphne.cli import CommandLineInterface
 from daphne.endpoints import build_endpoint_description_strings
 from django.conf import settings
+from django.urls import get_resolver
 from prometheus_client import multiprocess
 
+from dashboard import heap
 from dashboard.duties import duties_start
 from dashboard.runs import dispatch
 from dashboard.runs.conf import planwatch_setting
@@ -49,6 +52,9 @@ BACKLOG = 1024
 """Connections the listening socket queues until daphne accepts them. Twisted's default
 is 50: two hundred SDK clients that connect at once overflow it (the kernel drops their
 handshakes and they retry a second later, or fail); uvicorn's default is 2048."""
+
+APPLICATION = "config.asgi:application"
+"""The ASGI application daphne serves."""
 
 READY_FILE = "PLANWATCH_READY_FILE"
 """The variable naming the file a served process creates once it serves (its executor,
@@ -89,6 +95,8 @@ def handshake_seconds() -> int:
 def serve_here(*, host: str = "127.0.0.1", port: int = 8000, fd: int | None = None) -> None:
     """Serve in this process until daphne stops, then drain this process's executor."""
     duties_start()  # before it serves (the application would on its first connection)
+    load_application()
+    heap.settle()  # what it loaded lives as long as the process: no collection walks it
     if ready := os.environ.get(READY_FILE):
         from twisted.internet import reactor
 
@@ -100,11 +108,18 @@ def serve_here(*, host: str = "127.0.0.1", port: int = 8000, fd: int | None = No
         (endpoint,) = build_endpoint_description_strings(file_descriptor=fd)
     try:
         DrainingCommandLine().run(["-e", endpoint, "--websocket_connect_timeout",
-                                   str(handshake_seconds()), "config.asgi:application"])
+                                   str(handshake_seconds()), APPLICATION])
     finally:
         # its runs go on in another process, from the node boundary where they were left
         # (or their last checkpoint: a run cancelled mid-step saves no part of the step)
         dispatch.drain_executor(planwatch_setting("DRAIN_SECONDS"))
+
+
+def load_application() -> None:
+    """Import what serving needs before the first request would: the ASGI application
+    (daphne imports the same module) and every view the URLconf names."""
+    importlib.import_module(APPLICATION.partition(":")[0])
+    get_resolver().url_patterns  # noqa: B018  (imports the views)
 
 
 def readyz_url(host: str, port: int) -> str:

@@ -27,8 +27,10 @@ class Command(BaseCommand):
                 "server. Set PLANWATCH_EXECUTOR=procrastinate (and a PostgreSQL DATABASE_URL) "
                 "on the web servers and the workers."
             )
+        from dashboard import heap
         from dashboard.runs.jobs import arun_worker
 
+        heap.settle()  # what it loaded lives as long as the worker: no collection walks it
         concurrency: int = settings.PLANWATCH["MAX_CONCURRENT_RUNS"]  # type: ignore[assignment]
         print(f"Launching a worker on planwatch ({concurrency} runs at once)",
               file=sys.stderr, flush=True)
