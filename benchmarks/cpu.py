@@ -263,6 +263,9 @@ def main() -> None:
     starts.add_argument("--starts", type=int, default=100)
     for each in (runs, starts):
         each.add_argument("--web-processes", type=int, default=None)
+        each.add_argument("--mode", choices=("scaleout", "postgres"), default="scaleout",
+                          help="scaleout: procrastinate workers (the figure's); postgres: "
+                               "runs inside the web processes, on PostgreSQL and Redis")
         each.add_argument("--repeat", type=int, default=1,
                           help="measure this many times on the same servers (each printed)")
         each.add_argument("--calibrate", action="store_true",
@@ -278,7 +281,7 @@ def main() -> None:
         return
     node_seconds = getattr(args, "node_seconds", 0.5)
     os.environ["BENCH_NODE_SECONDS"] = str(node_seconds)
-    with (inflight.planwatch_server("scaleout", web_processes=args.web_processes) as served,
+    with (inflight.planwatch_server(args.mode, web_processes=args.web_processes) as served,
           profiled(served, args.profile)):
         results = []
         for _ in range(args.repeat):

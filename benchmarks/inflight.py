@@ -72,8 +72,9 @@ class Served:
 
 
 def planwatch_env(mode: str) -> dict[str, str]:
-    """Environment of Planwatch's processes: ``inprocess`` (SQLite, runs inside daphne)
-    or ``scaleout`` (PostgreSQL, Redis, procrastinate workers); otherwise its defaults."""
+    """Environment of Planwatch's processes: ``inprocess`` (SQLite, runs inside daphne),
+    ``scaleout`` (PostgreSQL, Redis, procrastinate workers) or ``postgres`` (PostgreSQL,
+    Redis, runs inside the web processes: the default executor); otherwise its defaults."""
     env = {
         **os.environ, **peers.OFFLINE,
         "PLANWATCH_VAR_DIR": str(VAR / "inflight"),
@@ -87,13 +88,14 @@ def planwatch_env(mode: str) -> dict[str, str]:
     for name in ("DATABASE_URL", "REDIS_URL", "PLANWATCH_EXECUTOR",
                  "PLANWATCH_MAX_CONCURRENT_RUNS", "DB_POOL_MAX_SIZE"):
         env.pop(name, None)
-    if mode == "scaleout":
-        env.update(DATABASE_URL=f"{peers.PG_SERVER}/{PG_DB}", REDIS_URL=REDIS_URL,
-                   PLANWATCH_EXECUTOR="procrastinate")
+    if mode in ("scaleout", "postgres"):
+        env.update(DATABASE_URL=f"{peers.PG_SERVER}/{PG_DB}", REDIS_URL=REDIS_URL)
+        if mode == "scaleout":
+            env["PLANWATCH_EXECUTOR"] = "procrastinate"
     elif mode == "inprocess":
         env["DATABASE_URL"] = f"sqlite:///{SQLITE_DB}"
     else:
-        raise ValueError(f"unknown mode {mode!r}; use 'inprocess' or 'scaleout'")
+        raise ValueError(f"unknown mode {mode!r}; use 'inprocess', 'scaleout' or 'postgres'")
     return env
 
 
@@ -102,7 +104,7 @@ def planwatch_server(mode: str, *, web_processes: int | None = None) -> Iterator
     """Planwatch on a fresh database of its own, with default settings; ``web_processes``:
     ``manage.py serve --processes N`` (default: serve's own, the cores on PostgreSQL)."""
     env = planwatch_env(mode)
-    if mode == "scaleout":
+    if mode != "inprocess":
         peers.recreate_database(PG_DB)
     else:
         SQLITE_DB.parent.mkdir(parents=True, exist_ok=True)
