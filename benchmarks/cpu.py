@@ -20,6 +20,13 @@ loop runs in this (the client's) process: in stop 57 it went from 1.1-1.7 s to 0
 while a run cost the servers as much as before, so the raw figures stay the ones to
 compare, and the scaled ones a hint (benchmarks/ANALYSIS.md, stop 57).
 
+``ab BASE [--rounds N] [runs options]`` measures ``runs`` in the tree ``BASE`` (A: a
+worktree of the commit before a change, with this module copied in) and in this one (B)
+*at the same time*, each on servers, a database and a Redis db of its own, their phases
+begun together, and prints B's CPU a run over A's each round (:func:`pair`). Measured one
+after the other, A and B drift apart with the VM; measured together, they drift together.
+Use half the usual ``--in-flight`` (each side's runs share the machine with the other's).
+
 ``--profile DIR`` records each process with py-spy (``--gil --idle``, raw stacks) during
 the phase instead, and prints where the samples went (:func:`breakdown`); CPU figures of a
 profiled phase are not comparable with unprofiled ones. ``python -m benchmarks.cpu
@@ -35,6 +42,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -79,11 +87,15 @@ def profiled(served: inflight.Served, directory: Path | None, *, rate: int = 100
             spy.wait(60)
 
 
-async def aruns(served: inflight.Served, *, runs: int, in_flight: int) -> dict[str, Any]:
-    """``runs`` streamed runs, ``in_flight`` at once; the CPU a run of each process (ms)."""
+async def aruns(served: inflight.Served, *, runs: int, in_flight: int,
+                barrier: Barrier | None = None) -> dict[str, Any]:
+    """``runs`` streamed runs, ``in_flight`` at once; the CPU a run of each process (ms).
+    With ``barrier``, the runs begin when every party's servers are warm too."""
     client = inflight.sdk_client(served.url, served.api_key)
     try:
         await peers.aphase(lambda: inflight.astream_run(client), runs=2, concurrency=1)
+        if barrier is not None:
+            await asyncio.to_thread(barrier.wait)
         before = cpu_of(served)
         began = time.perf_counter()
         results, rate = await peers.aphase(lambda: inflight.astream_run(client), runs=runs,
@@ -125,6 +137,63 @@ async def astarts(served: inflight.Served, *, starts: int) -> dict[str, Any]:
             "web_idle_cpu_ms_per_s": round(idle_rate * 1000, 2),
             "web_cpu_ms_per_start_less_idle": round(
                 (used - idle_rate * seconds) / starts * 1000, 2)}
+
+
+class Barrier:
+    """A file barrier between the measurements of ``parties`` processes (:func:`pair`):
+    each names itself in ``directory`` and waits until all have, round after round."""
+
+    def __init__(self, directory: Path, parties: int) -> None:
+        self.directory, self.parties, self.round = directory, parties, 0
+
+    def wait(self, timeout: float = 600.0) -> None:
+        """Arrive at this round's barrier; return once every party has (or raise)."""
+        self.round += 1
+        here = self.directory / str(self.round)
+        here.mkdir(parents=True, exist_ok=True)
+        (here / f"{os.getpid()}-{id(self)}").touch()
+        deadline = time.monotonic() + timeout
+        while len(list(here.iterdir())) < self.parties:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.parties} parties never met at {here}")
+            time.sleep(0.05)
+
+
+AB_SIDES = (("A", "planwatch_bench_ab_a", 13), ("B", "planwatch_bench_ab_b", 14))
+"""Each side of :func:`pair`: its label, database and Redis db."""
+
+
+def pair(base: Path, args: list[str], *, rounds: int) -> list[dict[str, Any]]:
+    """``benchmarks.cpu runs <args>`` in ``base`` (A) and in this tree (B) at once, each on
+    its own servers, database and Redis db, their measured phases begun together
+    (:class:`Barrier`), ``rounds`` times on the same servers: both sides share whatever
+    the machine does meanwhile, so B's CPU a run against A's is a ratio the VM's drift
+    (stop 57: half of a run's CPU within minutes) moves far less than either figure.
+    ``base`` must hold this module (copy it there)."""
+    with tempfile.TemporaryDirectory(prefix="planwatch-ab-") as directory:
+        children = []
+        for (label, database, redis_db), tree in zip(AB_SIDES, (base, peers.ROOT),
+                                                      strict=True):
+            env = {**os.environ, "BENCH_INFLIGHT_DB": database,
+                   "BENCH_REDIS_URL": f"redis://127.0.0.1:6379/{redis_db}"}
+            log = open(Path(directory) / f"{label}.log", "w+")  # noqa: SIM115 (read below)
+            children.append((label, log, subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.cpu", "runs", *args,
+                 "--repeat", str(rounds), "--barrier", directory, "--parties", "2"],
+                cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)))
+        results: dict[str, list[dict[str, Any]]] = {}
+        for label, log, child in children:
+            child.wait()
+            log.seek(0)
+            text = log.read()
+            log.close()
+            results[label] = [json.loads(line) for line in text.splitlines()
+                              if line.startswith("{")]
+            if child.returncode or len(results[label]) != rounds:
+                raise RuntimeError(f"side {label} failed:\n{text[-3000:]}")
+    return [{"A": a, "B": b, "B/A": round(b["cpu_ms_per_run_total"]
+                                          / a["cpu_ms_per_run_total"], 3)}
+            for a, b in zip(results["A"], results["B"], strict=True)]
 
 
 CALIBRATION_ADDITIONS = 10_000_000
@@ -273,9 +342,27 @@ def main() -> None:
                                "the CPU figures to a machine where it takes 1 s")
         each.add_argument("--profile", type=Path, default=None,
                           help="record each process with py-spy into this directory")
+    runs.add_argument("--barrier", type=Path, default=None, help=argparse.SUPPRESS)
+    runs.add_argument("--parties", type=int, default=2, help=argparse.SUPPRESS)
+    both = sub.add_parser("ab", help="CPU a streamed run of another tree (A) and this one "
+                                     "(B), measured at the same time")
+    both.add_argument("base", type=Path, help="A's tree (holding this module)")
+    both.add_argument("--rounds", type=int, default=3)
     again = sub.add_parser("breakdown", help="the table of recorded py-spy raw files")
     again.add_argument("files", type=Path, nargs="+")
-    args = parser.parse_args()
+    args, rest = parser.parse_known_args()
+    if args.what == "ab":
+        rounds = pair(args.base, rest, rounds=args.rounds)
+        for index, one in enumerate(rounds, 1):
+            print(f"round {index}: A {one['A']['cpu_ms_per_run']} "
+                  f"{one['A']['cpu_ms_per_run_total']}, B {one['B']['cpu_ms_per_run']} "
+                  f"{one['B']['cpu_ms_per_run_total']}, B/A {one['B/A']}")
+        ratios = [one["B/A"] for one in rounds]
+        print(json.dumps({"rounds": rounds, "B/A": ratios,
+                          "B/A_mean": round(sum(ratios) / len(ratios), 3)}))
+        return
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.what == "breakdown":
         print(breakdown_table(args.files))
         return
@@ -284,10 +371,13 @@ def main() -> None:
     with (inflight.planwatch_server(args.mode, web_processes=args.web_processes) as served,
           profiled(served, args.profile)):
         results = []
+        barrier = (Barrier(args.barrier, args.parties)
+                   if getattr(args, "barrier", None) is not None else None)
         for _ in range(args.repeat):
             before = calibration() if args.calibrate else 0.0
             if args.what == "runs":
-                result = asyncio.run(aruns(served, runs=args.runs, in_flight=args.in_flight))
+                result = asyncio.run(aruns(served, runs=args.runs, in_flight=args.in_flight,
+                                           barrier=barrier))
             else:
                 result = asyncio.run(astarts(served, starts=args.starts))
             if args.calibrate:

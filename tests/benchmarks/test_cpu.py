@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from benchmarks.cpu import breakdown, breakdown_table, calibrated, calibration, category
 
 LOOP = ("process 1:\"manage.py planwatch_worker\";Thread.run (threading.py:1010);"
@@ -53,3 +55,32 @@ def test_calibrated_figures_are_the_cpu_figures_at_a_one_second_loop():
 
 def test_the_calibration_loop_takes_cpu_time():
     assert calibration() > 0.01
+
+
+def test_the_barrier_lets_parties_through_together_round_after_round(tmp_path):
+    import threading
+
+    from benchmarks.cpu import Barrier
+
+    passed: list[tuple[str, int]] = []
+
+    def party(name: str) -> None:
+        barrier = Barrier(tmp_path, 2)
+        for round_ in (1, 2):
+            barrier.wait(timeout=30)
+            passed.append((name, round_))
+
+    first = threading.Thread(target=party, args=("a",))
+    first.start()
+    first.join(0.3)
+    assert passed == []  # alone at the barrier: it waits
+    party("b")
+    first.join(30)
+    assert sorted(passed) == [("a", 1), ("a", 2), ("b", 1), ("b", 2)]
+
+
+def test_a_party_left_alone_is_told_so(tmp_path):
+    from benchmarks.cpu import Barrier
+
+    with pytest.raises(TimeoutError, match="2 parties never met"):
+        Barrier(tmp_path, 2).wait(timeout=0.2)
