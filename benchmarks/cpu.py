@@ -176,17 +176,16 @@ def pair(base: Path, args: list[str], *, rounds: int) -> list[dict[str, Any]]:
                                                       strict=True):
             env = {**os.environ, "BENCH_INFLIGHT_DB": database,
                    "BENCH_REDIS_URL": f"redis://127.0.0.1:6379/{redis_db}"}
-            log = open(Path(directory) / f"{label}.log", "w+")  # noqa: SIM115 (read below)
-            children.append((label, log, subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.cpu", "runs", *args,
-                 "--repeat", str(rounds), "--barrier", directory, "--parties", "2"],
-                cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)))
+            log = Path(directory) / f"{label}.log"
+            with log.open("w") as out:  # the child keeps its own descriptor
+                children.append((label, log, subprocess.Popen(
+                    [sys.executable, "-m", "benchmarks.cpu", "runs", *args,
+                     "--repeat", str(rounds), "--barrier", directory, "--parties", "2"],
+                    cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT)))
         results: dict[str, list[dict[str, Any]]] = {}
         for label, log, child in children:
             child.wait()
-            log.seek(0)
-            text = log.read()
-            log.close()
+            text = log.read_text()
             results[label] = [json.loads(line) for line in text.splitlines()
                               if line.startswith("{")]
             if child.returncode or len(results[label]) != rounds:

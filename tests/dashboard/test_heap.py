@@ -30,8 +30,8 @@ def test_settle_collects_and_freezes_what_the_process_holds(thawed):
     assert gc.get_count()[0] < 100  # the young generation was emptied into the frozen one
 
 
-def test_a_served_process_loads_its_views_and_settles_before_daphne_serves(
-        thawed, monkeypatch, tmp_path):
+def test_a_served_process_loads_its_views_and_settles_before_daphne_serves(thawed,
+                                                                          monkeypatch):
     seen: dict[str, object] = {}
 
     def run(self, args):  # daphne: what the process holds when it starts serving
