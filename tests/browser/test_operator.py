@@ -87,6 +87,32 @@ def answer_held_until_asked_again(page) -> int:
     return answered
 
 
+# What the questions' section went through, kept by the page for a failure's message: every
+# swap into it (what asked for it, the render's version, its open questions, whether its
+# Answer button could be reached) and every focus that left a question's field.
+SWAP_LOG = """(() => {
+  window.pwSwaps = [];
+  const put = (what) => { window.pwSwaps.push(Math.round(performance.now()) + ' ' + what);
+                          if (window.pwSwaps.length > 40) window.pwSwaps.shift(); };
+  const state = () => { const s = document.getElementById('run-interrupts');
+    const box = s && s.querySelector('.interrupts');
+    const primary = s && s.querySelector('.q-actions .primary');
+    return box ? 'v' + box.dataset.version + ' open ' + [...box.querySelectorAll(
+      '.question.pending')].map(q => q.dataset.pk).join(',') + ' primary ' + (primary
+      ? (primary.disabled || primary.closest('fieldset:disabled') ? 'disabled' : 'ok')
+      : 'none') : 'no box'; };
+  document.addEventListener('htmx:beforeSwap', e => put('beforeSwap '
+    + ((e.detail.requestConfig || {}).verb || '?') + ' ' + e.detail.xhr.status + ' swap='
+    + e.detail.shouldSwap + ' coming ' + ((/data-version="([^"]*)"/.exec(
+      e.detail.serverResponse || '') || [])[1] || '-') + ' shown ' + state()));
+  document.addEventListener('htmx:afterSettle', e => put('afterSettle ' + state()));
+  document.addEventListener('focusout', e => { if (e.target.closest && e.target.closest(
+    '.question')) put('focusout ' + (e.target.id || e.target.tagName) + ' to '
+    + (e.relatedTarget ? e.relatedTarget.tagName + '#' + e.relatedTarget.id : 'nothing')
+    + (e.target.isConnected ? '' : ' (detached)')); });
+})()"""
+
+
 FINISHED_JS = ("['Succeeded', 'Failed', 'Cancelled'].includes("
                "document.getElementById('trace-status').textContent.trim())")
 
@@ -94,6 +120,7 @@ FINISHED_JS = ("['Succeeded', 'Failed', 'Cancelled'].includes("
 @pytest.mark.parametrize("page", SIZES, indirect=True)
 def test_an_acquisition_run_from_form_to_result_and_replay(live_server_url, page, operator):
     login(page, live_server_url, "olga", "pw-olga-1234")
+    page.add_init_script(SWAP_LOG)
     no_overflow(page)
     # a runs list filtered so the new run is not on it: its pushes must not be errors there
     hidden = page.context.new_page()
@@ -280,7 +307,9 @@ def answer_by_keyboard_once(page, before_send: str = "") -> int:
                                    timeout=15_000)
             return typed
         page.keyboard.press("Tab")
-    raise AssertionError(f"the answer button could not be reached with Tab: {walked}")
+    swaps = page.evaluate("() => (window.pwSwaps || []).join('\\n')")
+    raise AssertionError(f"the answer button could not be reached with Tab: {walked}\n"
+                         f"the questions' section meanwhile:\n{swaps}")
 
 
 @pytest.mark.parametrize("page", SIZES, indirect=True)
