@@ -96,6 +96,7 @@ document.addEventListener("htmx:beforeSwap", (event) => {
   const kept = new Map();     // question key -> the element shown before the swap
   const notes = new Map();    // question key -> "Answered by X: value" shown in its place
   let focused = null;         // {key, index, start, end} of the field that had the focus
+  let place = null;           // {selector, index} of another control of the box that had it
   let fromPost = false;       // this swap answers this page's own post
   const FIELD = "input:not([type=hidden]), textarea, select";
 
@@ -128,9 +129,26 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     return false;
   }
 
+  // A control of the questions' box outside a question (the Answer button, a question's
+  // Details, "I'm on it") as a selector and its rank among the box's matches: the same
+  // control of the new render takes the focus back, so a live update that lands while the
+  // keyboard is on the Answer button leaves it there, not on the page's first link.
+  function placeOf(target, active) {
+    if (!active || active === document.body || !target.contains(active)) return null;
+    const box = active.closest(".interrupts");
+    if (!box || active.closest(".question.pending")) return null;
+    const selector = active.id ? "#" + CSS.escape(active.id)
+      : active.tagName.toLowerCase()
+        + (active.name ? '[name="' + CSS.escape(active.name) + '"]' : "")
+        + Array.prototype.map.call(active.classList, (c) => "." + CSS.escape(c)).join("");
+    return {selector: selector, index: Array.prototype.indexOf.call(box.querySelectorAll(selector), active)};
+  }
+
   function before(target) {
     if (!target || !target.querySelectorAll || !holdsQuestions(target)) return;
     const active = document.activeElement;
+    place = placeOf(target, active);
+    if (place) place.asked = Array.prototype.map.call(target.querySelectorAll(".question.pending[data-key]"), (q) => q.dataset.pk).join(",");
     target.querySelectorAll(".question.pending[data-key]").forEach((q, i) => {
       remember(q);
       kept.set(q.dataset.key, {node: q, index: i});
@@ -194,6 +212,16 @@ document.addEventListener("htmx:beforeSwap", (event) => {
       else container.prepend(p);
     });
     kept.clear();
+    // the keyboard was on another control of the box, which the swap took away: back to
+    // it, when the same questions are asked (a new one takes the focus: afterSettle above)
+    const lost = !document.activeElement || document.activeElement === document.body;
+    const asked = Array.prototype.map.call(container.querySelectorAll(".question.pending[data-key]"), (q) => q.dataset.pk).join(",");
+    if (place && lost && !fromPost && place.asked === asked) {
+      const same = container.querySelectorAll(place.selector);
+      const control = same[Math.min(place.index, same.length - 1)];
+      if (control && !control.disabled && !control.closest("fieldset:disabled")) control.focus({preventScroll: true});
+    }
+    place = null;
     // a reply to this page's post may be older than the question being typed in (it came
     // back after the run asked again): the focus goes back there when the question does
     if (!(fromPost && focused && !present.has(focused.key))) focused = null;

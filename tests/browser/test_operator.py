@@ -113,6 +113,22 @@ SWAP_LOG = """(() => {
 })()"""
 
 
+def keeps_its_place_through_a_live_update(page) -> None:
+    """The keyboard on the Answer button when the run's questions are drawn again (what a
+    doorbell does: the box fetched and swapped in) stays on it; Shift+Tab goes back to the
+    question's field. (It fell to the page's body: the next Tab started from the top.)"""
+    page.keyboard.press("Tab")
+    expect(page.locator("#run-interrupts .q-actions .primary")).to_be_focused()
+    page.evaluate("() => { window.pwSettled = 0; document.addEventListener('htmx:afterSettle',"
+                  " () => window.pwSettled++, {once: true}); htmx.ajax('GET',"
+                  " location.pathname + 'interrupts/', {target: '#run-interrupts',"
+                  " swap: 'innerHTML'}); }")
+    page.wait_for_function("() => window.pwSettled > 0")
+    expect(page.locator("#run-interrupts .q-actions .primary")).to_be_focused()
+    page.keyboard.press("Shift+Tab")
+    page.wait_for_function(FOCUSED_QUESTION)
+
+
 FINISHED_JS = ("['Succeeded', 'Failed', 'Cancelled'].includes("
                "document.getElementById('trace-status').textContent.trim())")
 
@@ -140,6 +156,7 @@ def test_an_acquisition_run_from_form_to_result_and_replay(live_server_url, page
     no_overflow(page)
     shot(page, "acquisition-question")
     answered = answer_held_until_asked_again(page)
+    keeps_its_place_through_a_live_update(page)
     answered += answer_by_keyboard(page, before_send=SCROLL_AWAY)
     header_says(page, "Succeeded")
     # the live timeline follows new rows; scrolled away (before the last answer went out),
