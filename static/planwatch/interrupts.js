@@ -129,14 +129,15 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     return false;
   }
 
-  // A control of the questions' box outside a question (the Answer button, a question's
-  // Details, "I'm on it") as a selector and its rank among the box's matches: the same
-  // control of the new render takes the focus back, so a live update that lands while the
-  // keyboard is on the Answer button leaves it there, not on the page's first link.
+  // A control of the questions' box other than a question's field (the Answer button, a
+  // question's Details, "I'm on it") as a selector and its rank among the box's matches:
+  // the same control of the new render takes the focus back, so a live update that lands
+  // while the keyboard is on the Answer button leaves it there, not on the page's body
+  // (whose next Tab starts again from the top). A field is kept by ``focused``.
   function placeOf(target, active) {
     if (!active || active === document.body || !target.contains(active)) return null;
     const box = active.closest(".interrupts");
-    if (!box || active.closest(".question.pending")) return null;
+    if (!box || (active.matches(FIELD) && active.closest(".question.pending"))) return null;
     const selector = active.id ? "#" + CSS.escape(active.id)
       : active.tagName.toLowerCase()
         + (active.name ? '[name="' + CSS.escape(active.name) + '"]' : "")
@@ -144,11 +145,16 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     return {selector: selector, index: Array.prototype.indexOf.call(box.querySelectorAll(selector), active)};
   }
 
+  function askedIn(root) {  // the open questions under root, as "pk,pk"
+    return Array.prototype.map.call(root.querySelectorAll(".question.pending[data-key]"),
+                                    (q) => q.dataset.pk).join(",");
+  }
+
   function before(target) {
     if (!target || !target.querySelectorAll || !holdsQuestions(target)) return;
     const active = document.activeElement;
     place = placeOf(target, active);
-    if (place) place.asked = Array.prototype.map.call(target.querySelectorAll(".question.pending[data-key]"), (q) => q.dataset.pk).join(",");
+    if (place) place.asked = askedIn(target);
     target.querySelectorAll(".question.pending[data-key]").forEach((q, i) => {
       remember(q);
       kept.set(q.dataset.key, {node: q, index: i});
@@ -215,8 +221,7 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     // the keyboard was on another control of the box, which the swap took away: back to
     // it, when the same questions are asked (a new one takes the focus: afterSettle above)
     const lost = !document.activeElement || document.activeElement === document.body;
-    const asked = Array.prototype.map.call(container.querySelectorAll(".question.pending[data-key]"), (q) => q.dataset.pk).join(",");
-    if (place && lost && !fromPost && place.asked === asked) {
+    if (place && lost && !fromPost && place.asked === askedIn(container)) {
       const same = container.querySelectorAll(place.selector);
       const control = same[Math.min(place.index, same.length - 1)];
       if (control && !control.disabled && !control.closest("fieldset:disabled")) control.focus({preventScroll: true});

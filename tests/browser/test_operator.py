@@ -113,20 +113,26 @@ SWAP_LOG = """(() => {
 })()"""
 
 
+REDRAW = ("() => { window.pwSettled = 0; document.addEventListener('htmx:afterSettle',"
+          " () => window.pwSettled++, {once: true}); htmx.ajax('GET', location.pathname"
+          " + 'interrupts/', {target: '#run-interrupts', swap: 'innerHTML'}); }")
+
+
 def keeps_its_place_through_a_live_update(page) -> None:
-    """The keyboard on the Answer button when the run's questions are drawn again (what a
-    doorbell does: the box fetched and swapped in) stays on it; Shift+Tab goes back to the
-    question's field. (It fell to the page's body: the next Tab started from the top.)"""
-    page.keyboard.press("Tab")
-    expect(page.locator("#run-interrupts .q-actions .primary")).to_be_focused()
-    page.evaluate("() => { window.pwSettled = 0; document.addEventListener('htmx:afterSettle',"
-                  " () => window.pwSettled++, {once: true}); htmx.ajax('GET',"
-                  " location.pathname + 'interrupts/', {target: '#run-interrupts',"
-                  " swap: 'innerHTML'}); }")
-    page.wait_for_function("() => window.pwSettled > 0")
-    expect(page.locator("#run-interrupts .q-actions .primary")).to_be_focused()
-    page.keyboard.press("Shift+Tab")
-    page.wait_for_function(FOCUSED_QUESTION)
+    """The keyboard on the Answer button, or on the question's Details, when the run's
+    questions are drawn again (what a doorbell does: the box fetched and swapped in) stays
+    there; the keys go on from it. (It fell to the page's body: the next Tab started from
+    the top.)"""
+    for key, there, back in (
+            ("Tab", "#run-interrupts .q-actions .primary", "Shift+Tab"),
+            ("Shift+Tab", "#run-interrupts .question.pending .q-ids summary", "Tab")):
+        page.keyboard.press(key)
+        expect(page.locator(there)).to_be_focused()
+        page.evaluate(REDRAW)
+        page.wait_for_function("() => window.pwSettled > 0")
+        expect(page.locator(there)).to_be_focused()
+        page.keyboard.press(back)
+        page.wait_for_function(FOCUSED_QUESTION)
 
 
 FINISHED_JS = ("['Succeeded', 'Failed', 'Cancelled'].includes("
