@@ -96,7 +96,7 @@ document.addEventListener("htmx:beforeSwap", (event) => {
   const kept = new Map();     // question key -> the element shown before the swap
   const notes = new Map();    // question key -> "Answered by X: value" shown in its place
   let focused = null;         // {key, index, start, end} of the field that had the focus
-  let place = null;           // {selector, index} of another control of the box that had it
+  let place = null;           // {selector, index, asked} of another control of the box that had it
   let fromPost = false;       // this swap answers this page's own post
   const FIELD = "input:not([type=hidden]), textarea, select";
 
@@ -142,7 +142,8 @@ document.addEventListener("htmx:beforeSwap", (event) => {
       : active.tagName.toLowerCase()
         + (active.name ? '[name="' + CSS.escape(active.name) + '"]' : "")
         + Array.prototype.map.call(active.classList, (c) => "." + CSS.escape(c)).join("");
-    return {selector: selector, index: Array.prototype.indexOf.call(box.querySelectorAll(selector), active)};
+    return {selector: selector, index: Array.prototype.indexOf.call(box.querySelectorAll(selector), active),
+            asked: askedIn(target)};
   }
 
   function askedIn(root) {  // the open questions under root, as "pk,pk"
@@ -154,7 +155,6 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     if (!target || !target.querySelectorAll || !holdsQuestions(target)) return;
     const active = document.activeElement;
     place = placeOf(target, active);
-    if (place) place.asked = askedIn(target);
     target.querySelectorAll(".question.pending[data-key]").forEach((q, i) => {
       remember(q);
       kept.set(q.dataset.key, {node: q, index: i});
@@ -224,7 +224,7 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     if (place && lost && !fromPost && place.asked === askedIn(container)) {
       const same = container.querySelectorAll(place.selector);
       const control = same[Math.min(place.index, same.length - 1)];
-      if (control && !control.disabled && !control.closest("fieldset:disabled")) control.focus({preventScroll: true});
+      if (control && !control.matches(":disabled")) control.focus({preventScroll: true});
     }
     place = null;
     // a reply to this page's post may be older than the question being typed in (it came

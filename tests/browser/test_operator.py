@@ -113,9 +113,11 @@ SWAP_LOG = """(() => {
 })()"""
 
 
+# the box fetched and swapped in; pwSettled counts its settles (not the timeline's)
 REDRAW = ("() => { window.pwSettled = 0; document.addEventListener('htmx:afterSettle',"
-          " () => window.pwSettled++, {once: true}); htmx.ajax('GET', location.pathname"
-          " + 'interrupts/', {target: '#run-interrupts', swap: 'innerHTML'}); }")
+          " e => { if (e.detail.target.id === 'run-interrupts') window.pwSettled++; });"
+          " htmx.ajax('GET', location.pathname + 'interrupts/',"
+          " {target: '#run-interrupts', swap: 'innerHTML'}); }")
 
 
 def keeps_its_place_through_a_live_update(page) -> None:
